@@ -1,0 +1,46 @@
+# The front door. `make test` installs what is missing, builds, and runs every
+# test in three builds: Release, AddressSanitizer+UBSan, ThreadSanitizer.
+.PHONY: all deps build test test-release test-asan test-tsan bench clean
+
+JOBS ?= $(shell nproc)
+LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache,)
+CONFIGURE = cmake -S . -G Ninja $(LAUNCHER) -Wno-dev
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build/release/build.ninja: | deps
+	@$(CONFIGURE) -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+build/asan/build.ninja: | deps
+	@$(CONFIGURE) -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=address,undefined >/dev/null
+
+build/tsan/build.ninja: | deps
+	@$(CONFIGURE) -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=thread >/dev/null
+
+build: deps build/release/build.ninja
+	@cmake --build build/release -j $(JOBS)
+
+test: test-release test-asan test-tsan
+	@echo "make test: all passed (Release, ASan+UBSan, TSan)"
+
+test-release: build
+	@ctest --test-dir build/release --output-on-failure -j $(JOBS) --timeout 600
+
+test-asan: deps build/asan/build.ninja
+	@cmake --build build/asan -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build/asan --output-on-failure -j $(JOBS) --timeout 900
+
+test-tsan: deps build/tsan/build.ninja
+	@cmake --build build/tsan -j $(JOBS)
+	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir build/tsan --output-on-failure -j $(JOBS) --timeout 900
+
+bench: build
+	@build/release/tools/weft/weft bench ops
+
+clean:
+	@rm -rf build

@@ -1,0 +1,151 @@
+#include "ops_bench.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "memory_bandwidth.h"
+#include "weft/cpu.h"
+#include "weft/ops.h"
+
+namespace weft::bench {
+namespace {
+
+// One benchmark case: a graph of one op and what it moves and computes.
+struct OpCase {
+  std::string name;
+  std::function<Tensor*(Context&)> build;  // returns the op's result
+  double flops = 0;                        // per run; 0 when not meaningful
+};
+
+struct PreparedCase {
+  Context ctx;
+  Graph graph;
+  std::unique_ptr<Buffer> buffer;
+  double bytes = 0;  // bytes the op reads (inputs) plus writes (result)
+};
+
+void fill_random(Tensor& t, std::mt19937& rng) {
+  std::vector<float> values(static_cast<size_t>(t.nelements()));
+  if (t.type == DType::i32) {
+    std::vector<int32_t> ints(values.size());
+    for (auto& v : ints) v = static_cast<int32_t>(rng() % 16);  // valid rows and positions for every case here
+    tensor_set(t, ints.data(), 0, ints.size() * sizeof(int32_t));
+    return;
+  }
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : values) v = dist(rng);
+  std::vector<uint8_t> bytes(t.nbytes());
+  from_f32(t.type, values.data(), bytes.data(), t.nelements());
+  tensor_set(t, bytes.data(), 0, bytes.size());
+}
+
+std::unique_ptr<PreparedCase> prepare(const OpCase& c, Device& dev) {
+  auto p = std::make_unique<PreparedCase>();
+  Tensor* out = c.build(p->ctx);
+  p->graph.expand(out);
+  std::vector<Tensor*> all(p->graph.leafs().begin(), p->graph.leafs().end());
+  all.insert(all.end(), p->graph.nodes().begin(), p->graph.nodes().end());
+  p->buffer = allocate_tensors(dev.default_buffer_type(), all);
+  std::mt19937 rng(42);
+  for (Tensor* leaf : p->graph.leafs()) {
+    fill_random(*leaf, rng);
+    p->bytes += static_cast<double>(leaf->nbytes());
+  }
+  p->bytes += static_cast<double>(out->nbytes());
+  return p;
+}
+
+std::vector<OpCase> op_cases() {
+  std::vector<OpCase> cases;
+  const DType weights[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
+  for (int64_t size : {1024, 4096}) {
+    for (DType w : weights) {
+      for (int64_t n : {1, 32}) {
+        cases.push_back({"mul_mat " + std::string(dtype_name(w)) + " " + std::to_string(size) + "x" +
+                             std::to_string(size) + " n=" + std::to_string(n),
+                         [=](Context& ctx) {
+                           return ops::mul_mat(ctx, ctx.new_tensor(w, {size, size}),
+                                               ctx.new_tensor(DType::f32, {size, n}));
+                         },
+                         2.0 * static_cast<double>(size * size * n)});
+      }
+    }
+  }
+  for (int64_t rows : {64, 4096}) {
+    const std::string shape = "[4096," + std::to_string(rows) + "]";
+    const double elems = 4096.0 * static_cast<double>(rows);
+    cases.push_back({"add f32 " + shape, [=](Context& ctx) {
+                       return ops::add(ctx, ctx.new_tensor(DType::f32, {4096, rows}), ctx.new_tensor(DType::f32, {4096, 1}));
+                     }, elems});
+    cases.push_back({"silu f32 " + shape, [=](Context& ctx) {
+                       return ops::silu(ctx, ctx.new_tensor(DType::f32, {4096, rows}));
+                     }, elems});
+    cases.push_back({"rms_norm f32 " + shape, [=](Context& ctx) {
+                       return ops::rms_norm(ctx, ctx.new_tensor(DType::f32, {4096, rows}), 1e-5f);
+                     }, 3 * elems});
+    cases.push_back({"soft_max f32 " + shape, [=](Context& ctx) {
+                       return ops::soft_max(ctx, ctx.new_tensor(DType::f32, {4096, rows}), nullptr, 0.125f);
+                     }, 4 * elems});
+    cases.push_back({"cpy f32->f16 " + shape, [=](Context& ctx) {
+                       return ops::cpy(ctx, ctx.new_tensor(DType::f32, {4096, rows}), ctx.new_tensor(DType::f16, {4096, rows}));
+                     }, 0});
+    cases.push_back({"cpy f32->q8_0 " + shape, [=](Context& ctx) {
+                       return ops::cpy(ctx, ctx.new_tensor(DType::f32, {4096, rows}), ctx.new_tensor(DType::q8_0, {4096, rows}));
+                     }, 0});
+  }
+  for (int64_t tokens : {1, 64}) {
+    cases.push_back({"rope f32 [128,32," + std::to_string(tokens) + "]", [=](Context& ctx) {
+                       return ops::rope(ctx, ctx.new_tensor(DType::f32, {128, 32, tokens}),
+                                        ctx.new_tensor(DType::i32, {tokens}), 128, RopeMode::normal, 10000.0f);
+                     }, 6.0 * 128 * 32 * static_cast<double>(tokens)});
+    cases.push_back({"get_rows q8_0 [4096,16]<-" + std::to_string(tokens), [=](Context& ctx) {
+                       return ops::get_rows(ctx, ctx.new_tensor(DType::q8_0, {4096, 16}),
+                                            ctx.new_tensor(DType::i32, {tokens}));
+                     }, 0});
+  }
+  return cases;
+}
+
+}  // namespace
+
+int run_ops_bench(const OpsBenchOptions& options) {
+  const int n_threads = options.n_threads > 0 ? options.n_threads
+                                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const Bandwidth bw = measure_memory_bandwidth(n_threads);
+  std::printf("memory bandwidth (%d threads): read %.2f GB/s, copy %.2f GB/s\n", n_threads,
+              bw.read_bytes_per_s / 1e9, bw.copy_bytes_per_s / 1e9);
+  std::printf("bw_ratio = the op's bytes moved per second / read bandwidth (1.0 = memory-bound limit)\n\n");
+
+  auto device = make_cpu_device(n_threads);
+  auto backend = device->create_backend();
+  std::vector<std::unique_ptr<PreparedCase>> prepared;
+  for (const OpCase& c : op_cases()) {
+    if (!options.filter.empty() && c.name.find(options.filter) == std::string::npos) continue;
+    PreparedCase* p = prepared.emplace_back(prepare(c, *device)).get();
+    const double flops = c.flops;
+    const double read_bw = bw.read_bytes_per_s;
+    benchmark::RegisterBenchmark(c.name.c_str(), [p, flops, read_bw, &backend](benchmark::State& state) {
+      for (auto _ : state) backend->compute(p->graph);
+      using benchmark::Counter;
+      if (flops > 0) state.counters["FLOP/s"] = Counter(flops, Counter::kIsIterationInvariantRate);
+      state.counters["B/s"] = Counter(p->bytes, Counter::kIsIterationInvariantRate);
+      state.counters["bw_ratio"] = Counter(p->bytes / read_bw, Counter::kIsIterationInvariantRate);
+    })->MinTime(options.min_seconds)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  }
+  int argc = 1;
+  char arg0[] = "weft-bench-ops";
+  char* argv[] = {arg0, nullptr};
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace weft::bench

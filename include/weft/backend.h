@@ -1,0 +1,159 @@
+// The backend interfaces (after ggml's registry -> device -> backend ->
+// buffer type -> buffer stack). Interfaces hold no data; required methods are
+// pure virtual, optional ones have a documented default.
+//
+//   Device& dev = ...;                            // e.g. from make_cpu_device()
+//   auto backend = dev.create_backend();
+//   auto buf = allocate_tensors(dev.default_buffer_type(), graph_tensors);
+//   buf->set_tensor(*x, host_data, 0, x->nbytes());
+//   backend->compute(graph);                      // may return before done
+//   backend->synchronize();
+//   buf->get_tensor(*y, out, 0, y->nbytes());
+//
+// Lifetimes: a Device outlives the backends, buffer types and buffers made
+// from it. Buffers and backends may be destroyed in any order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "weft/graph.h"
+#include "weft/tensor.h"
+
+namespace weft {
+
+class Backend;
+class BufferType;
+class Device;
+
+enum class DeviceKind { cpu, gpu, remote };
+enum class BufferUsage { any, weights, compute };
+
+struct MemoryInfo {
+  size_t free = 0;
+  size_t total = 0;
+};
+
+// A block of device memory. Tensor data pointers inside it are base() +
+// offset; for a device that is not the host, base() is an address in that
+// device's space and must not be dereferenced here.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual BufferType& type() = 0;
+  virtual void* base() = 0;
+  virtual size_t size() const = 0;
+  // Optional: records what the buffer holds, for placement decisions.
+  virtual void set_usage(BufferUsage) {}
+  // Binds t to this buffer at t.data (already set); the default does nothing.
+  virtual void init_tensor(Tensor& t) { (void)t; }
+
+  // Synchronous access to the bytes [offset, offset + size) of t's data,
+  // which must lie within t.nbytes(). t must live in this buffer.
+  virtual void set_tensor(Tensor& t, const void* data, size_t offset, size_t size) = 0;
+  virtual void get_tensor(const Tensor& t, void* data, size_t offset, size_t size) = 0;
+  virtual void memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) = 0;
+  // Optional: copies src (in any buffer) into dst (in this buffer) when this
+  // buffer can do it directly; returns false to ask the caller to go through
+  // host memory.
+  virtual bool copy_tensor(const Tensor& src, Tensor& dst) {
+    (void)src; (void)dst;
+    return false;
+  }
+  virtual void clear(uint8_t value) = 0;
+};
+
+class BufferType {
+ public:
+  virtual ~BufferType() = default;
+  virtual std::string name() const = 0;
+  virtual Device& device() = 0;
+  virtual size_t alignment() const = 0;
+  virtual size_t max_size() const { return SIZE_MAX; }
+  // Bytes to reserve for t; the default is t.nbytes().
+  virtual size_t alloc_size(const Tensor& t) const { return t.nbytes(); }
+  virtual bool is_host() const = 0;
+  // Throws Error(out_of_memory) when it cannot.
+  virtual std::unique_ptr<Buffer> allocate(size_t size) = 0;
+};
+
+// Made by a Device; recorded and waited on only by backends of that device.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual Device& device() = 0;
+  // Blocks until the work before the latest record() is done.
+  virtual void synchronize() = 0;
+};
+
+// One in-order stream of work on a device. Work submitted to one Backend
+// runs in submission order; different Backends may run concurrently. Memory
+// passed to an async call stays valid and untouched by the caller until a
+// synchronize() or an event says the call is done.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device& device() = 0;
+
+  // Optional async variants; the defaults are synchronous.
+  virtual void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size);
+  virtual void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size);
+  // Optional: copy src (on src_backend's device) into dst (on this backend's
+  // device) without a host round trip; returns false if it cannot.
+  virtual bool copy_tensor_async(Backend& src_backend, const Tensor& src, Tensor& dst) {
+    (void)src_backend; (void)src; (void)dst;
+    return false;
+  }
+
+  // Runs every node of g in order. May return before the work is done.
+  // Errors raised by the work surface here or at synchronize().
+  virtual void compute(const Graph& g) = 0;
+  virtual void synchronize() = 0;
+
+  // Optional events. The defaults synchronize, which is always correct.
+  virtual void record_event(Event& e) { (void)e; synchronize(); }
+  virtual void wait_event(Event& e) { e.synchronize(); }
+};
+
+struct BackendOptions {
+  int n_threads = 0;  // 0: the device's default
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  virtual DeviceKind kind() const = 0;
+  virtual MemoryInfo memory() const = 0;
+  virtual BufferType& default_buffer_type() = 0;
+  // Whether this device computes t (its op, dtypes and shapes) correctly.
+  virtual bool supports_op(const Tensor& t) const = 0;
+  // Whether backends of this device can read tensors in buffers of type bt.
+  virtual bool supports_buffer_type(const BufferType& bt) const = 0;
+  virtual std::unique_ptr<Backend> create_backend(const BackendOptions& options = {}) = 0;
+  // Optional: nullptr when the device has no events (callers synchronize).
+  virtual std::unique_ptr<Event> create_event() { return nullptr; }
+};
+
+// Shared helpers.
+
+// Allocates one buffer of type bt holding every tensor in tensors that has
+// no buffer yet and is not a view, at aligned offsets, and binds views to
+// their sources' memory. Returns nullptr when nothing needed memory.
+std::unique_ptr<Buffer> allocate_tensors(BufferType& bt, std::span<Tensor* const> tensors);
+// Points t (and nothing else) at buffer memory: t.buffer = &buf,
+// t.data = base + offset. Checks that t fits.
+void bind_tensor(Tensor& t, Buffer& buf, size_t offset);
+// Sets view tensors' buffer and data from their view_src (which must be bound).
+void bind_view(Tensor& t);
+
+// Convenience wrappers that check bounds and find the tensor's buffer.
+void tensor_set(Tensor& t, const void* data, size_t offset, size_t size);
+void tensor_get(const Tensor& t, void* data, size_t offset, size_t size);
+
+}  // namespace weft

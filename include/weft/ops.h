@@ -1,0 +1,95 @@
+// Op constructors. Each checks its operands and throws Error(invalid_input)
+// with a message starting "[op]" that names the offending shapes; the RPC
+// server reuses these same checks when it rebuilds a received graph.
+//
+// Conventions (ggml's): ne[0] is the row; matrices are [cols, rows].
+// Elementwise ops (add .. swiglu) take f32, f16 or bf16 operands in any mix
+// and produce a's dtype; other math ops take and produce f32 unless stated. Op parameters are
+// stored in Tensor::op_params at the indices noted (i = int32, f = float).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "weft/context.h"
+
+namespace weft::ops {
+
+// Elementwise a (op) b; b broadcasts: a.ne[i] % b.ne[i] == 0 for each dim.
+Tensor* add(Context& ctx, Tensor* a, Tensor* b);
+Tensor* sub(Context& ctx, Tensor* a, Tensor* b);
+Tensor* mul(Context& ctx, Tensor* a, Tensor* b);
+Tensor* div(Context& ctx, Tensor* a, Tensor* b);
+
+Tensor* scale(Context& ctx, Tensor* a, float s);  // f[0] = s
+Tensor* sqr(Context& ctx, Tensor* a);
+Tensor* sqrt(Context& ctx, Tensor* a);
+Tensor* silu(Context& ctx, Tensor* a);  // x / (1 + e^-x)
+Tensor* gelu(Context& ctx, Tensor* a);  // tanh approximation
+Tensor* swiglu(Context& ctx, Tensor* a, Tensor* b);  // silu(a) * b, same shapes
+
+// Along rows. eps in f[0].
+Tensor* rms_norm(Context& ctx, Tensor* a, float eps);  // x / sqrt(mean(x^2) + eps)
+Tensor* norm(Context& ctx, Tensor* a, float eps);      // (x - mean) / sqrt(var + eps)
+
+// softmax(a * scale + mask) along rows. mask (optional, f32 or f16) has
+// mask.ne[0] == a.ne[0], mask.ne[1] >= a.ne[1], and broadcasts over dims 2, 3
+// (a.ne[i] % mask.ne[i] == 0). f[0] = scale.
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale);
+
+// Rotary embedding. a: [head_dim, n_head, n_tokens, 1]; pos: i32 [n_tokens].
+// The first n_dims (even, <= head_dim) values of each head are rotated; the
+// rest pass through. Angle for pair i at position p: p * base^(-2i/n_dims).
+// normal mode pairs (x[2i], x[2i+1]); neox pairs (x[i], x[i + n_dims/2]).
+// i[0] = n_dims, i[1] = mode, f[2] = freq_base.
+Tensor* rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, float freq_base);
+
+Tensor* sum_rows(Context& ctx, Tensor* a);  // [1, ne1, ne2, ne3]
+Tensor* argmax(Context& ctx, Tensor* a);    // i32 [ne1, ne2, ne3, 1]; first max wins
+// i32 indices that sort each row; i[0] = order. Ties keep the lower index first.
+Tensor* argsort(Context& ctx, Tensor* a, SortOrder order);
+// i32 [k, ne1, ne2, ne3]: indices of each row's k largest values, largest
+// first. i[0] = k.
+Tensor* top_k(Context& ctx, Tensor* a, int k);
+
+// a: weights [K, M, A2, A3] of any dtype; b: f32 [K, N, B2, B3] with
+// B2 % A2 == 0 and B3 % A3 == 0. Result f32 [M, N, B2, B3]: each output is
+// the dot product of a row of a with a row of b.
+Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
+// Expert-selected product. as: [K, M, n_expert] any dtype; b: f32
+// [K, n_b, n_tokens] with n_b == 1 or n_b == n_used; ids: i32 [n_used,
+// n_tokens], each in [0, n_expert). Result f32 [M, n_used, n_tokens]:
+// out[:, e, t] = as[:, :, ids[e, t]] * b[:, e % n_b, t].
+Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids);
+
+// a: [K, R, B, 1] any dtype; idx: i32 [n, B]. Result f32 [K, n, B, 1] with
+// out[:, i, j] = a[:, idx[i, j], j].
+Tensor* get_rows(Context& ctx, Tensor* a, Tensor* idx);
+// Writes rows of src (f32 [K, n, B]) into dst ([K, R, B], any dtype except
+// i32) at rows idx (i32 [n, B]); returns a view of dst that carries the write.
+Tensor* set_rows(Context& ctx, Tensor* dst, Tensor* src, Tensor* idx);
+// Copies a into b converting dtype, element by element in logical order;
+// returns a view of b that carries the write. Same element count; for a
+// quantized b the shapes must match. a may be f32, f16, bf16 (or i32 into i32).
+Tensor* cpy(Context& ctx, Tensor* a, Tensor* b);
+// A packed copy of a (any dtype; a quantized a must have packed rows).
+Tensor* cont(Context& ctx, Tensor* a);
+// a and b joined along dim (same dtype, not quantized; other dims equal). i[0] = dim.
+Tensor* concat(Context& ctx, Tensor* a, Tensor* b, int dim);
+
+// Views alias their source's memory. Byte strides and offsets are checked to
+// stay inside the source's span.
+Tensor* view(Context& ctx, Tensor* a, std::span<const int64_t> ne, std::span<const size_t> nb,
+             size_t offset);
+Tensor* view_1d(Context& ctx, Tensor* a, int64_t ne0, size_t offset);
+Tensor* view_2d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
+Tensor* view_3d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1,
+                size_t nb2, size_t offset);
+// a must be contiguous; same element count.
+Tensor* reshape(Context& ctx, Tensor* a, std::span<const int64_t> ne);
+Tensor* reshape(Context& ctx, Tensor* a, std::initializer_list<int64_t> ne);
+// Dimension i of a becomes dimension axes[i] of the result. i[0..3] = axes.
+Tensor* permute(Context& ctx, Tensor* a, int ax0, int ax1, int ax2, int ax3);
+Tensor* transpose(Context& ctx, Tensor* a);  // swaps dims 0 and 1
+
+}  // namespace weft::ops

@@ -1,0 +1,211 @@
+// plan_memory: liveness-based offsets with in-place reuse and hazard
+// records. See include/weft/alloc.h for the contract.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "free_list.h"
+#include "weft/alloc.h"
+#include "weft/error.h"
+
+namespace weft {
+
+bool op_can_run_in_place(Op op) {
+  // Each output element depends only on the same-index element of src[0]
+  // (and on values read before it is written): safe over src[0]'s memory.
+  switch (op) {
+    case Op::add: case Op::sub: case Op::mul: case Op::div:
+    case Op::scale: case Op::sqr: case Op::sqrt: case Op::silu: case Op::gelu: case Op::swiglu:
+    case Op::rms_norm: case Op::norm: case Op::soft_max:
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+const Tensor* root_of(const Tensor* t) { return t->view_src ? t->view_src : t; }
+
+// The latest split that touched each byte range of one buffer. Later splits
+// waited (transitively) for earlier ones that touched the same bytes, so the
+// latest is all a new writer has to wait for.
+class TouchMap {
+ public:
+  void touch(size_t begin, size_t end, int split) {
+    cut(begin);
+    cut(end);
+    segments_.erase(segments_.lower_bound(begin), segments_.lower_bound(end));
+    segments_[begin] = {end, split};
+  }
+  void collect(size_t begin, size_t end, int writer, std::set<int>& out) const {
+    auto it = segments_.upper_bound(begin);
+    if (it != segments_.begin()) --it;
+    for (; it != segments_.end() && it->first < end; ++it) {
+      if (it->second.end > begin && it->second.split >= 0 && it->second.split != writer) out.insert(it->second.split);
+    }
+  }
+
+ private:
+  struct Segment {
+    size_t end;
+    int split;
+  };
+  void cut(size_t at) {  // splits the segment containing at, so at is a boundary
+    auto it = segments_.upper_bound(at);
+    if (it == segments_.begin()) return;
+    --it;
+    if (it->first < at && at < it->second.end) {
+      segments_[at] = {it->second.end, it->second.split};
+      it->second.end = at;
+    }
+  }
+  std::map<size_t, Segment> segments_;
+};
+
+class Planner {
+ public:
+  Planner(const Graph& g, const GraphLayout& layout, std::span<const size_t> alignments,
+          const std::function<size_t(const Tensor&, int)>& alloc_size,
+          const std::function<bool(const Tensor&)>& needs_memory)
+      : g_(g), layout_(layout), alloc_size_(alloc_size), needs_memory_(needs_memory) {
+    for (size_t a : alignments) lists_.emplace_back(a);
+    touched_.resize(alignments.size());
+  }
+
+  MemoryPlan run() {
+    count_readers();
+    for (Tensor* leaf : g_.leafs()) {
+      if (planned(leaf) && (leaf->has_flag(kFlagInput) || layout_.split_of(*leaf) < 0)) place(leaf, -1);
+    }
+    for (Tensor* node : g_.nodes()) step(node);
+    for (size_t i = 0; i < lists_.size(); ++i) plan_.buffer_sizes.push_back(lists_[i].high_water());
+    plan_.hazards.resize(hazards_.size());
+    for (size_t s = 0; s < hazards_.size(); ++s) plan_.hazards[s].assign(hazards_[s].begin(), hazards_[s].end());
+    return std::move(plan_);
+  }
+
+ private:
+  struct State {
+    int readers = 0;       // readers not yet run
+    int last_split = -1;   // latest split that read or wrote it
+    bool keep = false;     // output, or no reader at all: never freed
+    bool moved = false;    // its memory passed to an in-place result
+  };
+
+  bool planned(const Tensor* t) const { return !t->is_view() && needs_memory_(*t); }
+
+  void count_readers() {
+    for (Tensor* node : g_.nodes()) {
+      if (node->has_flag(kFlagOutput)) state_[root_of(node)].keep = true;
+      if (op_is_view(node->op)) continue;  // a view reads nothing; its readers read the root
+      for (Tensor* s : node->src) {
+        if (s) ++state_[root_of(s)].readers;
+      }
+    }
+    for (Tensor* node : g_.nodes()) {
+      State& st = state_[node];
+      if (planned(node) && st.readers == 0) st.keep = true;  // a graph result
+    }
+    for (Tensor* leaf : g_.leafs()) {
+      if (leaf->has_flag(kFlagOutput)) state_[leaf].keep = true;
+    }
+  }
+
+  int buffer_of(const Tensor* t) const {
+    const int b = layout_.buffer_of(*t);
+    if (b < 0 || static_cast<size_t>(b) >= lists_.size()) {
+      fail(ErrorKind::invalid_input, "plan_memory",
+           "tensor '" + t->name + "' assigned to buffer " + std::to_string(b) + " of " + std::to_string(lists_.size()));
+    }
+    return b;
+  }
+
+  std::set<int>& hazards_of(int split) {
+    if (static_cast<size_t>(split) >= hazards_.size()) hazards_.resize(static_cast<size_t>(split) + 1);
+    return hazards_[static_cast<size_t>(split)];
+  }
+
+  void place(const Tensor* t, int writer) {
+    const int b = buffer_of(t);
+    const size_t size = alloc_size_(*t, b);
+    bool reused = false;
+    const size_t offset = lists_[static_cast<size_t>(b)].allocate(size, &reused);
+    plan_.slots[t] = {b, offset, size};
+    if (reused) ++plan_.reused;
+    if (writer >= 0) {
+      touched_[static_cast<size_t>(b)].collect(offset, offset + lists_[static_cast<size_t>(b)].rounded(size), writer,
+                                               hazards_of(writer));
+    }
+    state_[t].last_split = std::max(state_[t].last_split, writer);
+  }
+
+  bool try_in_place(const Tensor* node, int split) {
+    const Tensor* src = node->src[0];
+    if (!op_can_run_in_place(node->op) || src == nullptr || src->is_view() || !planned(src)) return false;
+    auto slot = plan_.slots.find(src);
+    State& st = state_[src];
+    if (slot == plan_.slots.end() || st.keep || st.moved || st.readers != 1 || src->has_flag(kFlagInput)) return false;
+    if (src->type != node->type || !src->is_contiguous() || !node->is_contiguous() || buffer_of(node) != slot->second.buffer ||
+        alloc_size_(*node, slot->second.buffer) != slot->second.size) {
+      return false;
+    }
+    for (int i = 1; i < kMaxSrc; ++i) {  // another operand aliasing the same memory would be overwritten mid-read
+      if (node->src[i] && root_of(node->src[i]) == src) return false;
+    }
+    plan_.slots[node] = slot->second;
+    st.moved = true;
+    if (st.last_split >= 0 && st.last_split != split) hazards_of(split).insert(st.last_split);
+    state_[node].last_split = std::max(st.last_split, split);
+    ++plan_.in_place;
+    return true;
+  }
+
+  void release(const Tensor* t) {
+    const Slot& slot = plan_.slots.at(t);
+    const auto b = static_cast<size_t>(slot.buffer);
+    touched_[b].touch(slot.offset, slot.offset + lists_[b].rounded(slot.size), state_[t].last_split);
+    lists_[b].release(slot.offset, slot.size);
+  }
+
+  void step(Tensor* node) {
+    const int split = layout_.split_of(*node);
+    if (op_is_view(node->op)) return;
+    for (Tensor* s : node->src) {  // leafs first written by this split arrive now
+      if (s == nullptr) continue;
+      const Tensor* r = root_of(s);
+      if (planned(r) && !plan_.slots.count(r)) place(r, layout_.split_of(*r));
+    }
+    if (planned(node) && !try_in_place(node, split)) place(node, split);
+    for (Tensor* s : node->src) {
+      if (s == nullptr) continue;
+      const Tensor* r = root_of(s);
+      State& st = state_[r];
+      st.last_split = std::max(st.last_split, split);
+      if (--st.readers == 0 && planned(r) && !st.keep && !st.moved) release(r);
+    }
+  }
+
+  const Graph& g_;
+  const GraphLayout& layout_;
+  const std::function<size_t(const Tensor&, int)>& alloc_size_;
+  const std::function<bool(const Tensor&)>& needs_memory_;
+  std::vector<detail::FreeList> lists_;
+  std::vector<TouchMap> touched_;
+  std::unordered_map<const Tensor*, State> state_;
+  std::vector<std::set<int>> hazards_;
+  MemoryPlan plan_;
+};
+
+}  // namespace
+
+MemoryPlan plan_memory(const Graph& g, const GraphLayout& layout, std::span<const size_t> alignments,
+                       const std::function<size_t(const Tensor&, int)>& alloc_size,
+                       const std::function<bool(const Tensor&)>& needs_memory) {
+  return Planner(g, layout, alignments, alloc_size, needs_memory).run();
+}
+
+}  // namespace weft

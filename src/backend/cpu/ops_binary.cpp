@@ -1,0 +1,76 @@
+// add sub mul div: dst = a (op) b, b broadcast over a by index modulo b.ne.
+#include "kernels.h"
+#include "scratch_k1.h"
+#include "weft/error.h"
+
+namespace weft::cpu {
+
+namespace {
+
+struct Add {
+  float operator()(float x, float y) const { return x + y; }
+};
+struct Sub {
+  float operator()(float x, float y) const { return x - y; }
+};
+struct Mul {
+  float operator()(float x, float y) const { return x * y; }
+};
+struct Div {
+  float operator()(float x, float y) const { return x / y; }
+};
+
+// out[i] = f(x[i], y[i % ny]) for i < n; ny divides n.
+template <class F>
+void apply_row(F f, const float* x, const float* y, int64_t ny, float* out, int64_t n) {
+  if (ny == n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], y[i]);
+  } else if (ny == 1) {
+    const float y0 = y[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], y0);
+  } else {
+    for (int64_t j = 0; j < n; j += ny) {
+      for (int64_t i = 0; i < ny; ++i) out[j + i] = f(x[j + i], y[i]);
+    }
+  }
+}
+
+template <class F>
+void binary_rows(const KernelContext& kc, Tensor& dst, F f) {
+  const Tensor& a = *dst.src[0];
+  const Tensor& b = *dst.src[1];
+  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  if (r.begin >= r.end) return;
+
+  ScratchK1 scratch(kc, dst);
+  float* buf_a = scratch.take<float>(ne0);
+  float* buf_b = scratch.take<float>(ne0);
+  float* buf_d = scratch.take<float>(ne0);
+
+  for (int64_t ir = r.begin; ir < r.end; ++ir) {
+    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+    const uint8_t* pa = row_ptr(a, i1, i2, i3);
+    const uint8_t* pb = row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]);
+    uint8_t* pd = row_ptr(dst, i1, i2, i3);
+    const float* x = load_row_f32(a, pa, ne0, buf_a);
+    const float* y = load_row_f32(b, pb, b.ne[0], buf_b);
+    float* out = out_row_f32(dst, pd, buf_d);
+    apply_row(f, x, y, b.ne[0], out, ne0);
+    store_row_f32(dst, pd, out, ne0);
+  }
+}
+
+}  // namespace
+
+void binary_op(const KernelContext& kc, Tensor& dst) {
+  switch (dst.op) {
+    case Op::add: return binary_rows(kc, dst, Add{});
+    case Op::sub: return binary_rows(kc, dst, Sub{});
+    case Op::mul: return binary_rows(kc, dst, Mul{});
+    case Op::div: return binary_rows(kc, dst, Div{});
+    default: fail(ErrorKind::internal, "binary_op", std::string("not a binary op: ") + op_name(dst.op));
+  }
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,55 @@
+// concat: a and b (same non-quantized dtype) joined along dim into dst. Element
+// bytes are copied as they are; any source strides.
+#include <cstring>
+
+#include "kernels.h"
+#include "weft/error.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// Copies n elements of unit bytes from src (stride src_nb) to dst (stride dst_nb).
+void copy_elems(uint8_t* dst, size_t dst_nb, const uint8_t* src, size_t src_nb, int64_t n, size_t unit) {
+  if (src_nb == unit && dst_nb == unit) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * unit);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_nb, src + i * src_nb, unit);
+}
+
+}  // namespace
+
+void concat_op(const KernelContext& kc, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const Tensor& b = *dst.src[1];
+  const int dim = dst.param_i32(0);
+  if (dim < 0 || dim >= kMaxDims) {
+    fail(ErrorKind::invalid_input, "concat", "dim " + std::to_string(dim));
+  }
+  const DTypeTraits& tr = traits(dst.type);
+  if (tr.quantized || tr.block_size != 1 || a.type != dst.type || b.type != dst.type) {
+    fail(ErrorKind::unsupported, "concat", std::string("dtype ") + std::string(tr.name));
+  }
+  const size_t unit = tr.unit_bytes;
+  const int64_t ne1 = dst.ne[1], ne2 = dst.ne[2];
+  const Range r = split_range(dst.nrows(), kc.ith, kc.nth);
+
+  for (int64_t ir = r.begin; ir < r.end; ++ir) {
+    const int64_t i[4] = {0, ir % ne1, (ir / ne1) % ne2, ir / (ne1 * ne2)};
+    uint8_t* out = row_ptr(dst, i[1], i[2], i[3]);
+    if (dim == 0) {
+      copy_elems(out, dst.nb[0], row_ptr(a, i[1], i[2], i[3]), a.nb[0], a.ne[0], unit);
+      copy_elems(out + a.ne[0] * dst.nb[0], dst.nb[0], row_ptr(b, i[1], i[2], i[3]), b.nb[0], b.ne[0], unit);
+      continue;
+    }
+    // The whole row comes from a or from b.
+    const bool from_a = i[dim] < a.ne[dim];
+    const Tensor& s = from_a ? a : b;
+    int64_t j[4] = {0, i[1], i[2], i[3]};
+    if (!from_a) j[dim] -= a.ne[dim];
+    copy_elems(out, dst.nb[0], row_ptr(s, j[1], j[2], j[3]), s.nb[0], dst.ne[0], unit);
+  }
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,126 @@
+// Copies: cpy (converting, between shapes of equal element count) and cont
+// (a packed copy).
+#include <algorithm>
+#include <cstring>
+
+#include "kernels.h"
+#include "scratch_k2.h"
+
+namespace weft::cpu {
+namespace {
+
+float load_f32(DType t, const uint8_t* p) {
+  switch (t) {
+    case DType::f32: return *reinterpret_cast<const float*>(p);
+    case DType::f16: return f16_to_f32(*reinterpret_cast<const uint16_t*>(p));
+    case DType::bf16: return bf16_to_f32(*reinterpret_cast<const uint16_t*>(p));
+    case DType::i32: return static_cast<float>(*reinterpret_cast<const int32_t*>(p));
+    case DType::q8_0:
+    case DType::q4_0: break;  // quantized elements are not addressable
+  }
+  return 0.0f;
+}
+
+void store_f32(DType t, uint8_t* p, float v) {
+  switch (t) {
+    case DType::f32: *reinterpret_cast<float*>(p) = v; return;
+    case DType::f16: *reinterpret_cast<uint16_t*>(p) = f32_to_f16(v); return;
+    case DType::bf16: *reinterpret_cast<uint16_t*>(p) = f32_to_bf16(v); return;
+    case DType::i32:
+    case DType::q8_0:
+    case DType::q4_0: return;  // cpy into these is same-dtype or by whole rows
+  }
+}
+
+// n elements from s (spaced ss bytes) to d (spaced ds bytes), converting st
+// to dt. Neither may be quantized. Same dtypes copy bits unchanged.
+void copy_run(DType st, const uint8_t* s, size_t ss, DType dt, uint8_t* d, size_t ds, int64_t n) {
+  const size_t su = traits(st).unit_bytes, du = traits(dt).unit_bytes;
+  const bool packed = ss == su && ds == du;
+  if (st == dt) {
+    if (packed) {
+      std::memcpy(d, s, static_cast<size_t>(n) * su);
+    } else {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ds, s + i * ss, su);
+    }
+  } else if (packed && st == DType::f32) {
+    from_f32(dt, reinterpret_cast<const float*>(s), d, n);
+  } else if (packed && dt == DType::f32) {
+    to_f32(st, s, reinterpret_cast<float*>(d), n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) store_f32(dt, d + i * ds, load_f32(st, s + i * ss));
+  }
+}
+
+// Row i1, i2, i3 of t, with row = (i3 * ne2 + i2) * ne1 + i1.
+uint8_t* nth_row(const Tensor& t, int64_t row) {
+  const int64_t i1 = row % t.ne[1];
+  const int64_t i2 = (row / t.ne[1]) % t.ne[2];
+  const int64_t i3 = row / (t.ne[1] * t.ne[2]);
+  return row_ptr(t, i1, i2, i3);
+}
+
+// Quantizes whole rows of a (same shape as dst) into dst.
+void copy_quantize(const KernelContext& kc, const Tensor& a, Tensor& dst) {
+  const int64_t k = a.ne[0];
+  ScratchK2 scratch(kc, dst);
+  const bool direct = a.type == DType::f32 && a.nb[0] == sizeof(float);
+  float* buf = direct ? nullptr : scratch.take<float>(k);
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  for (int64_t row = r.begin; row < r.end; ++row) {
+    const uint8_t* s = nth_row(a, row);
+    const float* x = reinterpret_cast<const float*>(s);
+    if (!direct) {
+      copy_run(a.type, s, a.nb[0], DType::f32, reinterpret_cast<uint8_t*>(buf), sizeof(float), k);
+      x = buf;
+    }
+    from_f32(dst.type, x, nth_row(dst, row), k);
+  }
+}
+
+// Element e of a (flattened in ne order) goes to element e of dst. Each thread
+// takes whole rows of a; a row lands in dst as runs along dst's rows.
+void copy_elements(const KernelContext& kc, const Tensor& a, Tensor& dst) {
+  const int64_t k = a.ne[0];
+  const int64_t dk = dst.ne[0];
+  if (k == 0 || dk == 0) return;
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  for (int64_t row = r.begin; row < r.end; ++row) {
+    const uint8_t* s = nth_row(a, row);
+    const int64_t first = row * k;  // flat index of the row's first element
+    int64_t done = 0;
+    while (done < k) {
+      const int64_t e = first + done;
+      const int64_t d0 = e % dk;
+      const int64_t n = std::min(k - done, dk - d0);
+      copy_run(a.type, s + done * a.nb[0], a.nb[0], dst.type, nth_row(dst, e / dk) + d0 * dst.nb[0],
+               dst.nb[0], n);
+      done += n;
+    }
+  }
+}
+
+// A packed copy of a quantized a: whole rows of blocks.
+void copy_quantized_rows(const KernelContext& kc, const Tensor& a, Tensor& dst) {
+  const size_t bytes = row_bytes(a.type, a.ne[0]);
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  for (int64_t row = r.begin; row < r.end; ++row) std::memcpy(nth_row(dst, row), nth_row(a, row), bytes);
+}
+
+}  // namespace
+
+void copy_op(const KernelContext& kc, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  if (traits(a.type).quantized) return copy_quantized_rows(kc, a, dst);  // cont
+  if (traits(dst.type).quantized) return copy_quantize(kc, a, dst);      // cpy
+  copy_elements(kc, a, dst);
+}
+
+size_t copy_scratch_bytes(const Tensor& node) {
+  if (node.op != Op::cpy || !traits(node.type).quantized) return 0;
+  const Tensor& a = *node.src[0];
+  if (a.type == DType::f32 && a.nb[0] == sizeof(float)) return 0;
+  return kScratchAlign + k2_pad(a.ne[0], sizeof(float));
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,266 @@
+// Matrix products: mul_mat and mul_mat_id.
+//
+// Both run on one tiled engine. A product is a list of batches, each a weight
+// matrix [K, M] against cols(b) activation rows. The register tile is one
+// weight row against kNx activation rows (the row is unpacked once for all
+// of them, see simd.h); around it, a block of weight rows (about
+// kWeightBlockBytes) stays in cache while every group of kNx activation rows
+// passes over it. Threads split the weight rows of all batches; when those
+// are too few to share, they split the activation rows instead. Columns are
+// always grouped from multiples of kNx, so results do not depend on the
+// number of threads.
+#include <algorithm>
+
+#include "kernels.h"
+#include "scratch_k2.h"
+#include "simd.h"
+
+namespace weft::cpu {
+namespace {
+
+constexpr int kNx = kMaxMultiDot;
+constexpr size_t kWeightBlockBytes = 128 * 1024;
+constexpr int64_t kRowsPerThread = 4;  // fewer rows per thread than this: split columns
+
+// Row i of an f32 row of n elements spaced `stride` bytes apart: the row
+// itself when packed, else a copy in buf.
+const float* f32_row(const uint8_t* p, size_t stride, int64_t n, float* buf) {
+  if (stride == sizeof(float)) return reinterpret_cast<const float*>(p);
+  for (int64_t i = 0; i < n; ++i) buf[i] = *reinterpret_cast<const float*>(p + i * stride);
+  return buf;
+}
+
+// Problem interface used by the engine:
+//   int64_t batches() const;  int64_t cols(int64_t b) const;
+//   const void* w_row(int64_t b, int64_t m) const;
+//   const float* x_row(int64_t b, int64_t j, float* buf) const;  // buf: K floats
+//   float* out_row(int64_t b, int64_t j) const;                  // M floats, packed
+template <class P>
+class Engine {
+ public:
+  Engine(const P& p, MultiDotFn dot, int64_t k, int64_t m, size_t w_row_bytes, float* xbuf)
+      : p_(p), dot_(dot), k_(k), m_(m), xbuf_(xbuf) {
+    mc_ = std::max<int64_t>(1, static_cast<int64_t>(kWeightBlockBytes / std::max<size_t>(w_row_bytes, 1)));
+  }
+
+  void run(int ith, int nth) {
+    const int64_t nb = p_.batches();
+    if (nb == 0 || m_ == 0) return;
+    int64_t total_cols = 0;
+    for (int64_t b = 0; b < nb; ++b) total_cols += p_.cols(b);
+    if (nb * m_ >= kRowsPerThread * nth || total_cols <= kNx) {
+      split_rows(ith, nth);
+    } else {
+      split_cols(ith, nth, total_cols);
+    }
+  }
+
+ private:
+  // Weight rows [m0, m1) of batch b against activation rows [j0, j1).
+  void tiles(int64_t b, int64_t m0, int64_t m1, int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; j += kNx) {
+      const int nx = static_cast<int>(std::min<int64_t>(kNx, j1 - j));
+      const float* xs[kNx];
+      float* outs[kNx];
+      for (int i = 0; i < nx; ++i) {
+        xs[i] = p_.x_row(b, j + i, xbuf_ + i * k_);
+        outs[i] = p_.out_row(b, j + i);
+      }
+      for (int64_t m = m0; m < m1; ++m) {
+        float r[kNx];
+        dot_(p_.w_row(b, m), xs, nx, k_, r);
+        for (int i = 0; i < nx; ++i) outs[i][m] = r[i];
+      }
+    }
+  }
+
+  // This thread's share of all batches' weight rows, in blocks of mc_ rows.
+  void split_rows(int ith, int nth) {
+    const Range r = split_range(p_.batches() * m_, ith, nth);
+    for (int64_t row = r.begin; row < r.end;) {
+      const int64_t b = row / m_;
+      const int64_t m0 = row % m_;
+      const int64_t m1 = std::min(m_, m0 + (r.end - row));
+      for (int64_t mb = m0; mb < m1; mb += mc_) tiles(b, mb, std::min(m1, mb + mc_), 0, p_.cols(b));
+      row += m1 - m0;
+    }
+  }
+
+  // Few weight rows: share out chunks of activation rows (multiples of kNx),
+  // each against all M weight rows.
+  void split_cols(int ith, int nth, int64_t total_cols) {
+    const int64_t target = kRowsPerThread * nth;
+    int64_t nc = (total_cols + target - 1) / target;
+    nc = std::max<int64_t>(kNx, (nc + kNx - 1) / kNx * kNx);
+    int64_t units = 0;
+    for (int64_t b = 0; b < p_.batches(); ++b) units += (p_.cols(b) + nc - 1) / nc;
+    const Range r = split_range(units, ith, nth);
+    int64_t u = 0;
+    for (int64_t b = 0; b < p_.batches() && u < r.end; ++b) {
+      const int64_t n = p_.cols(b);
+      for (int64_t c = 0; c < n; c += nc, ++u) {
+        if (u >= r.begin && u < r.end) tiles(b, 0, m_, c, std::min(n, c + nc));
+      }
+    }
+  }
+
+  const P& p_;
+  MultiDotFn dot_;
+  int64_t k_, m_, mc_;
+  float* xbuf_;
+};
+
+// mul_mat: batch (i2, i3) of b uses weight matrix (i2 / r2, i3 / r3) of a.
+struct MatMul {
+  const Tensor& a;
+  const Tensor& b;
+  const Tensor& dst;
+  int64_t r2, r3;
+
+  int64_t batches() const { return b.ne[2] * b.ne[3]; }
+  int64_t cols(int64_t) const { return b.ne[1]; }
+  const void* w_row(int64_t bi, int64_t m) const {
+    return row_ptr(a, m, (bi % b.ne[2]) / r2, (bi / b.ne[2]) / r3);
+  }
+  const float* x_row(int64_t bi, int64_t j, float* buf) const {
+    return f32_row(row_ptr(b, j, bi % b.ne[2], bi / b.ne[2]), b.nb[0], b.ne[0], buf);
+  }
+  float* out_row(int64_t bi, int64_t j) const {
+    return reinterpret_cast<float*>(row_ptr(dst, j, bi % b.ne[2], bi / b.ne[2]));
+  }
+};
+
+// mul_mat_id: one batch per expert that some (slot e, token t) selects; its
+// columns are those pairs, encoded as t * n_used + e, in token order.
+struct MatMulId {
+  const Tensor& as;
+  const Tensor& b;
+  const Tensor& dst;
+  const int64_t* experts;  // active experts
+  const int64_t* offset;   // per active expert: first of its pairs
+  const int64_t* pairs;
+  int64_t n_active;
+
+  int64_t batches() const { return n_active; }
+  int64_t cols(int64_t bi) const { return offset[bi + 1] - offset[bi]; }
+  const void* w_row(int64_t bi, int64_t m) const { return row_ptr(as, m, experts[bi], 0); }
+  const float* x_row(int64_t bi, int64_t j, float* buf) const {
+    const int64_t p = pairs[offset[bi] + j];
+    const int64_t n_used = dst.ne[1];
+    return f32_row(row_ptr(b, (p % n_used) % b.ne[1], p / n_used, 0), b.nb[0], b.ne[0], buf);
+  }
+  float* out_row(int64_t bi, int64_t j) const {
+    const int64_t p = pairs[offset[bi] + j];
+    return reinterpret_cast<float*>(row_ptr(dst, p % dst.ne[1], p / dst.ne[1], 0));
+  }
+};
+
+int32_t expert_id(const Tensor& ids, int64_t e, int64_t t) {
+  return *reinterpret_cast<const int32_t*>(elem_ptr(ids, e, t, 0, 0));
+}
+
+size_t xbuf_bytes(const Tensor& b) {
+  return b.nb[0] == sizeof(float) ? 0 : k2_pad(kNx * b.ne[0], sizeof(float));
+}
+
+}  // namespace
+
+void mul_mat_op(const KernelContext& kc, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const Tensor& b = *dst.src[1];
+  ScratchK2 scratch(kc, dst);
+  float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kNx * b.ne[0]);
+  const MatMul p{a, b, dst, b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
+  Engine<MatMul> engine(p, dot_kernels().multi(a.type), a.ne[0], a.ne[1], row_bytes(a.type, a.ne[0]),
+                        xbuf);
+  engine.run(kc.ith, kc.nth);
+}
+
+// An id outside [0, n_expert) cannot be reported from a worker thread, so its
+// output column is written as zeros.
+void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
+  const Tensor& as = *dst.src[0];
+  const Tensor& b = *dst.src[1];
+  const Tensor& ids = *dst.src[2];
+  const int64_t n_expert = as.ne[2];
+  const int64_t n_used = ids.ne[0];
+  const int64_t n_tokens = ids.ne[1];
+  const int64_t n_pairs = n_used * n_tokens;
+
+  ScratchK2 scratch(kc, dst);
+  float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kNx * b.ne[0]);
+  int64_t* count = scratch.take<int64_t>(n_expert + 1);
+  int64_t* experts = scratch.take<int64_t>(n_expert);
+  int64_t* offset = scratch.take<int64_t>(n_expert + 1);
+  int64_t* pairs = scratch.take<int64_t>(n_pairs);
+
+  // Every thread groups the pairs by expert for itself (cheap next to the
+  // products), so no barrier is needed.
+  std::fill(count, count + n_expert + 1, 0);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t e = 0; e < n_used; ++e) {
+      const int32_t id = expert_id(ids, e, t);
+      if (id >= 0 && id < n_expert) ++count[id];
+    }
+  int64_t n_active = 0;
+  offset[0] = 0;
+  for (int64_t x = 0; x < n_expert; ++x) {
+    if (count[x] == 0) continue;
+    experts[n_active] = x;
+    offset[n_active + 1] = offset[n_active] + count[x];
+    count[x] = offset[n_active];  // now: next free slot of expert x
+    ++n_active;
+  }
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t e = 0; e < n_used; ++e) {
+      const int32_t id = expert_id(ids, e, t);
+      if (id >= 0 && id < n_expert) pairs[count[id]++] = t * n_used + e;
+    }
+
+  const Range zr = split_range(n_pairs, kc.ith, kc.nth);
+  for (int64_t p = zr.begin; p < zr.end; ++p) {
+    const int64_t e = p % n_used, t = p / n_used;
+    const int32_t id = expert_id(ids, e, t);
+    if (id < 0 || id >= n_expert) {
+      float* out = reinterpret_cast<float*>(row_ptr(dst, e, t, 0));
+      std::fill(out, out + dst.ne[0], 0.0f);
+    }
+  }
+
+  const MatMulId p{as, b, dst, experts, offset, pairs, n_active};
+  Engine<MatMulId> engine(p, dot_kernels().multi(as.type), as.ne[0], as.ne[1],
+                          row_bytes(as.type, as.ne[0]), xbuf);
+  engine.run(kc.ith, kc.nth);
+}
+
+size_t matmul_scratch_bytes(const Tensor& node) {
+  if (node.op == Op::mul_mat) {
+    const size_t x = xbuf_bytes(*node.src[1]);
+    return x == 0 ? 0 : x + kScratchAlign;
+  }
+  if (node.op == Op::mul_mat_id) {
+    const int64_t n_expert = node.src[0]->ne[2];
+    const int64_t n_pairs = node.src[2]->ne[0] * node.src[2]->ne[1];
+    return kScratchAlign + xbuf_bytes(*node.src[1]) + 2 * k2_pad(n_expert + 1, sizeof(int64_t)) +
+           k2_pad(n_expert, sizeof(int64_t)) + k2_pad(n_pairs, sizeof(int64_t));
+  }
+  return 0;
+}
+
+size_t k2_scratch_bytes(const Tensor& node) {
+  switch (node.op) {
+    case Op::mul_mat:
+    case Op::mul_mat_id:
+      return matmul_scratch_bytes(node);
+    case Op::get_rows:
+    case Op::set_rows:
+      return rows_scratch_bytes(node);
+    case Op::cpy:
+    case Op::cont:
+      return copy_scratch_bytes(node);
+    default:
+      return 0;
+  }
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,66 @@
+// rms_norm and norm along rows (f32). Sums are accumulated in double.
+#include <cmath>
+
+#include "kernels.h"
+#include "scratch_k1.h"
+#include "weft/error.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// out = x / sqrt(mean(x^2) + eps)
+void rms_norm_row(const float* x, float* out, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
+  const float s = static_cast<float>(1.0 / std::sqrt(mean + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
+}
+
+// out = (x - mean) / sqrt(var + eps), var the population variance
+void norm_row(const float* x, float* out, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
+  double sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = x[i] - mean;
+    sq += d * d;
+  }
+  const double var = n > 0 ? sq / static_cast<double>(n) : 0.0;
+  const double s = 1.0 / std::sqrt(var + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((x[i] - mean) * s);
+}
+
+}  // namespace
+
+void norm_op(const KernelContext& kc, Tensor& dst) {
+  if (dst.op != Op::rms_norm && dst.op != Op::norm) {
+    fail(ErrorKind::internal, "norm_op", std::string("not a norm op: ") + op_name(dst.op));
+  }
+  const Tensor& a = *dst.src[0];
+  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const float eps = dst.param_f32(0);
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  if (r.begin >= r.end) return;
+
+  ScratchK1 scratch(kc, dst);
+  float* buf_a = scratch.take<float>(ne0);
+  float* buf_d = scratch.take<float>(ne0);
+
+  for (int64_t ir = r.begin; ir < r.end; ++ir) {
+    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+    uint8_t* pd = row_ptr(dst, i1, i2, i3);
+    const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
+    float* out = out_row_f32(dst, pd, buf_d);
+    if (dst.op == Op::rms_norm) {
+      rms_norm_row(x, out, ne0, eps);
+    } else {
+      norm_row(x, out, ne0, eps);
+    }
+    store_row_f32(dst, pd, out, ne0);
+  }
+}
+
+}  // namespace weft::cpu

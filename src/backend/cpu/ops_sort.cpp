@@ -1,0 +1,60 @@
+// argsort and top_k over f32 rows, writing i32 indices. Equal values keep the
+// lower index first; NaN orders above every number (last ascending, first
+// descending) so the comparison stays a strict weak order.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels.h"
+#include "scratch_k1.h"
+#include "weft/error.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// x < y with NaN greater than everything (and equal to itself).
+inline bool less_nan_last(float x, float y) {
+  if (std::isnan(y)) return !std::isnan(x);
+  return x < y;
+}
+
+}  // namespace
+
+void sort_op(const KernelContext& kc, Tensor& dst) {
+  if (dst.op != Op::argsort && dst.op != Op::top_k) {
+    fail(ErrorKind::internal, "sort_op", std::string("not a sort op: ") + op_name(dst.op));
+  }
+  const Tensor& a = *dst.src[0];
+  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const bool top_k = dst.op == Op::top_k;
+  const bool descending = top_k || dst.param_i32(0) == static_cast<int32_t>(SortOrder::descending);
+  const int64_t n_out = top_k ? std::min<int64_t>(dst.param_i32(0), ne0) : ne0;
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  if (r.begin >= r.end) return;
+
+  ScratchK1 scratch(kc, dst);
+  int32_t* idx = scratch.take<int32_t>(ne0);
+  float* buf = scratch.take<float>(ne0);
+
+  for (int64_t ir = r.begin; ir < r.end; ++ir) {
+    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+    const float* v = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf);
+    for (int64_t i = 0; i < ne0; ++i) idx[i] = static_cast<int32_t>(i);
+    auto before = [v, descending](int32_t x, int32_t y) {
+      const bool ordered = descending ? less_nan_last(v[y], v[x]) : less_nan_last(v[x], v[y]);
+      if (ordered) return true;
+      const bool reversed = descending ? less_nan_last(v[x], v[y]) : less_nan_last(v[y], v[x]);
+      return !reversed && x < y;
+    };
+    if (n_out < ne0) {
+      std::partial_sort(idx, idx + n_out, idx + ne0, before);
+    } else {
+      std::sort(idx, idx + ne0, before);
+    }
+    uint8_t* out = row_ptr(dst, i1, i2, i3);
+    for (int64_t i = 0; i < n_out; ++i) std::memcpy(out + i * dst.nb[0], &idx[i], sizeof(int32_t));
+  }
+}
+
+}  // namespace weft::cpu

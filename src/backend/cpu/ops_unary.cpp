@@ -1,0 +1,84 @@
+// scale sqr sqrt silu gelu, and swiglu (silu(a) * b with b the same shape).
+#include <cmath>
+
+#include "kernels.h"
+#include "scratch_k1.h"
+#include "weft/error.h"
+
+namespace weft::cpu {
+
+namespace {
+
+inline float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+
+inline float gelu(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+// f(x) per element of a; dst may alias a.
+template <class F>
+void unary_rows(const KernelContext& kc, Tensor& dst, F f) {
+  const Tensor& a = *dst.src[0];
+  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  if (r.begin >= r.end) return;
+
+  ScratchK1 scratch(kc, dst);
+  float* buf_a = scratch.take<float>(ne0);
+  float* buf_d = scratch.take<float>(ne0);
+
+  for (int64_t ir = r.begin; ir < r.end; ++ir) {
+    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+    uint8_t* pd = row_ptr(dst, i1, i2, i3);
+    const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
+    float* out = out_row_f32(dst, pd, buf_d);
+    for (int64_t i = 0; i < ne0; ++i) out[i] = f(x[i]);
+    store_row_f32(dst, pd, out, ne0);
+  }
+}
+
+void swiglu_rows(const KernelContext& kc, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const Tensor& b = *dst.src[1];
+  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  if (r.begin >= r.end) return;
+
+  ScratchK1 scratch(kc, dst);
+  float* buf_a = scratch.take<float>(ne0);
+  float* buf_b = scratch.take<float>(ne0);
+  float* buf_d = scratch.take<float>(ne0);
+
+  for (int64_t ir = r.begin; ir < r.end; ++ir) {
+    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+    uint8_t* pd = row_ptr(dst, i1, i2, i3);
+    const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
+    const float* y = load_row_f32(b, row_ptr(b, i1, i2, i3), ne0, buf_b);
+    float* out = out_row_f32(dst, pd, buf_d);
+    for (int64_t i = 0; i < ne0; ++i) out[i] = silu(x[i]) * y[i];
+    store_row_f32(dst, pd, out, ne0);
+  }
+}
+
+}  // namespace
+
+void unary_op(const KernelContext& kc, Tensor& dst) {
+  switch (dst.op) {
+    case Op::scale: {
+      const float s = dst.param_f32(0);
+      return unary_rows(kc, dst, [s](float x) { return x * s; });
+    }
+    case Op::sqr: return unary_rows(kc, dst, [](float x) { return x * x; });
+    case Op::sqrt: return unary_rows(kc, dst, [](float x) { return std::sqrt(x); });
+    case Op::silu: return unary_rows(kc, dst, [](float x) { return silu(x); });
+    case Op::gelu: return unary_rows(kc, dst, [](float x) { return gelu(x); });
+    case Op::swiglu: return swiglu_rows(kc, dst);
+    default: fail(ErrorKind::internal, "unary_op", std::string("not a unary op: ") + op_name(dst.op));
+  }
+}
+
+}  // namespace weft::cpu

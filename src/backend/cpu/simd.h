@@ -1,0 +1,60 @@
+// Dot-product kernels for the CPU backend, one table per instruction-set
+// level, chosen once at run time.
+//
+//   const DotKernels& k = dot_kernels();          // best level this CPU has
+//   float y = k.q4_0(w_blocks, x, n);             // n a multiple of 32
+//   k.multi(DType::f16)(w_row, xs, 4, n, out);    // one weight row, 4 x rows
+//
+// Weights may be f32, f16, bf16, q8_0 or q4_0; activations are always f32
+// (never quantized). Quantized kernels work block by block: each 32-value
+// block is unpacked, multiplied with x and scaled by its d; nothing larger
+// than a register is dequantized. All kernels are thread-safe and allocate
+// nothing. Results differ between levels by rounding only.
+#pragma once
+
+#include <cstdint>
+
+#include "weft/dtype.h"
+
+namespace weft::cpu {
+
+// One weight row (of `dtype`, n values; n a multiple of 32 when quantized)
+// against nx activation rows, 1 <= nx <= kMaxMultiDot: out[j] = w . x[j].
+using MultiDotFn = void (*)(const void* w, const float* const* x, int nx, int64_t n, float* out);
+inline constexpr int kMaxMultiDot = 4;
+
+struct DotKernels {
+  float (*f32)(const float* w, const float* x, int64_t n);
+  float (*f16)(const uint16_t* w, const float* x, int64_t n);
+  float (*bf16)(const uint16_t* w, const float* x, int64_t n);
+  float (*q8_0)(const BlockQ8_0* w, const float* x, int64_t n);  // n % 32 == 0
+  float (*q4_0)(const BlockQ4_0* w, const float* x, int64_t n);  // n % 32 == 0
+  // Same products, each weight row unpacked once for up to 4 activation rows.
+  MultiDotFn f32_multi;
+  MultiDotFn f16_multi;
+  MultiDotFn bf16_multi;
+  MultiDotFn q8_0_multi;
+  MultiDotFn q4_0_multi;
+  const char* name;  // "avx2", "avx512"
+
+  // The multi kernel for a weight dtype; nullptr for i32.
+  MultiDotFn multi(DType t) const;
+};
+
+enum class Level { avx2, avx512 };
+
+// The widest level this CPU supports. Selected on first call (thread-safe).
+const DotKernels& dot_kernels();
+// The table of one level, or nullptr when this CPU cannot run it.
+const DotKernels* dot_kernels_for(Level level);
+
+// w_row . x over n values of a weight row of dtype t (not i32), with the
+// dot_kernels() table.
+float dot_row(DType t, const void* w_row, const float* x, int64_t n);
+
+// Per-level tables, exported by simd_avx2.cpp and simd_avx512.cpp. Calling
+// a level's kernels on a CPU without it is undefined: use dot_kernels_for().
+const DotKernels& avx2_dot_table();
+const DotKernels& avx512_dot_table();
+
+}  // namespace weft::cpu

@@ -1,0 +1,173 @@
+// AVX-512 (F, BW, VL, DQ) dot kernels. This file alone is compiled with
+// -mavx512f -mavx512bw -mavx512vl -mavx512dq, so nothing in it may run unless
+// dot_kernels_for(Level::avx512) found those features. To keep AVX-512 code
+// out of symbols other files share (ODR), everything here is in an anonymous
+// namespace, no inline function or template from a shared header is used,
+// and the table is constant-initialized (no start-up code runs from here).
+//
+// VNNI and AVX512_BF16 are not used: activations stay f32, while VNNI needs
+// int8 activations and VDPBF16PS would round x to bf16.
+#include <immintrin.h>
+
+// GCC 12's AVX-512 intrinsics self-initialize their "undefined" operands,
+// which -Wuninitialized reports at every use (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "simd.h"
+
+namespace weft::cpu {
+namespace {
+
+__mmask16 tail_mask(int64_t r) { return static_cast<__mmask16>((1u << r) - 1u); }
+
+// Weight loaders: 16 values, or the first r (< 16) with the rest zero.
+struct F32 {
+  using W = float;
+  static __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 load_tail(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+struct F16 {
+  using W = uint16_t;
+  static __m512 load16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m512 load_tail(const uint16_t* p, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  }
+};
+struct BF16 {
+  using W = uint16_t;
+  static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 load16(const uint16_t* p) {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m512 load_tail(const uint16_t* p, __mmask16 m) {
+    return widen(_mm256_maskz_loadu_epi16(m, p));
+  }
+};
+
+template <class L>
+struct Plain {
+  template <int NX>
+  static void run(const void* wv, const float* const* x, int64_t n, float* out) {
+    constexpr int U = NX == 1 ? 4 : 2;
+    const auto* w = static_cast<const typename L::W*>(wv);
+    __m512 acc[NX][U];
+    for (int j = 0; j < NX; ++j)
+      for (int u = 0; u < U; ++u) acc[j][u] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 * U <= n; i += 16 * U) {
+      for (int u = 0; u < U; ++u) {
+        const __m512 wk = L::load16(w + i + 16 * u);
+        for (int j = 0; j < NX; ++j)
+          acc[j][u] = _mm512_fmadd_ps(wk, _mm512_loadu_ps(x[j] + i + 16 * u), acc[j][u]);
+      }
+    }
+    for (; i + 16 <= n; i += 16) {
+      const __m512 wk = L::load16(w + i);
+      for (int j = 0; j < NX; ++j)
+        acc[j][0] = _mm512_fmadd_ps(wk, _mm512_loadu_ps(x[j] + i), acc[j][0]);
+    }
+    if (i < n) {
+      const __mmask16 m = tail_mask(n - i);
+      const __m512 wk = L::load_tail(w + i, m);
+      for (int j = 0; j < NX; ++j)
+        acc[j][1 % U] = _mm512_fmadd_ps(wk, _mm512_maskz_loadu_ps(m, x[j] + i), acc[j][1 % U]);
+    }
+    for (int j = 0; j < NX; ++j) {
+      for (int u = U / 2; u >= 1; u /= 2)
+        for (int k = 0; k < u; ++k) acc[j][k] = _mm512_add_ps(acc[j][k], acc[j][k + u]);
+      out[j] = _mm512_reduce_add_ps(acc[j][0]);
+    }
+  }
+};
+
+// One 32-value block unpacked to two vectors of 16 floats (unscaled).
+struct Q8 {
+  using Block = BlockQ8_0;
+  static void unpack(const BlockQ8_0& b, __m512* v) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q));
+    v[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+    v[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+  }
+};
+struct Q4 {
+  using Block = BlockQ4_0;
+  static void unpack(const BlockQ4_0& b, __m512* v) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i eight = _mm_set1_epi8(8);
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), eight);  // values 0..15
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), eight);  // 16..31
+    v[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
+    v[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+  }
+};
+
+template <class Q>
+struct Quant {
+  template <int NX>
+  static void run(const void* wv, const float* const* x, int64_t n, float* out) {
+    constexpr int U = NX == 1 ? 2 : 1;
+    const auto* w = static_cast<const typename Q::Block*>(wv);
+    const int64_t nb = n / kQuantBlock;
+    __m512 acc[NX][U];
+    for (int j = 0; j < NX; ++j)
+      for (int u = 0; u < U; ++u) acc[j][u] = _mm512_setzero_ps();
+    auto block = [&](int64_t b, int u) __attribute__((always_inline)) {
+      __m512 v[2];
+      Q::unpack(w[b], v);
+      const __m512 d = _mm512_set1_ps(_cvtsh_ss(w[b].d));
+      for (int j = 0; j < NX; ++j) {
+        const float* xb = x[j] + b * kQuantBlock;
+        __m512 s = _mm512_mul_ps(v[0], _mm512_loadu_ps(xb));
+        s = _mm512_fmadd_ps(v[1], _mm512_loadu_ps(xb + 16), s);
+        acc[j][u] = _mm512_fmadd_ps(s, d, acc[j][u]);
+      }
+    };
+    int64_t b = 0;
+    for (; b + U <= nb; b += U)
+      for (int u = 0; u < U; ++u) block(b + u, u);
+    for (; b < nb; ++b) block(b, 0);
+    for (int j = 0; j < NX; ++j) {
+      __m512 s = acc[j][0];
+      for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, acc[j][u]);
+      out[j] = _mm512_reduce_add_ps(s);
+    }
+  }
+};
+
+template <class K>
+void multi(const void* w, const float* const* x, int nx, int64_t n, float* out) {
+  switch (nx) {
+    case 1: K::template run<1>(w, x, n, out); break;
+    case 2: K::template run<2>(w, x, n, out); break;
+    case 3: K::template run<3>(w, x, n, out); break;
+    default: K::template run<4>(w, x, n, out); break;
+  }
+}
+
+template <class K, class W>
+float single(const W* w, const float* x, int64_t n) {
+  float out;
+  K::template run<1>(w, &x, n, &out);
+  return out;
+}
+
+constinit const DotKernels kAvx512{
+    single<Plain<F32>, float>,     single<Plain<F16>, uint16_t>, single<Plain<BF16>, uint16_t>,
+    single<Quant<Q8>, BlockQ8_0>,  single<Quant<Q4>, BlockQ4_0>, multi<Plain<F32>>,
+    multi<Plain<F16>>,             multi<Plain<BF16>>,           multi<Quant<Q8>>,
+    multi<Quant<Q4>>,              "avx512",
+};
+
+}  // namespace
+
+const DotKernels& avx512_dot_table() { return kAvx512; }
+
+}  // namespace weft::cpu

@@ -1,0 +1,183 @@
+// Constructors of the math ops: elementwise, row-wise, reductions, products.
+#include "op_builder.h"
+#include "weft/ops.h"
+
+namespace weft::ops {
+namespace {
+
+using detail::new_result;
+using detail::require;
+using detail::require_dtype;
+using detail::require_operand;
+using detail::shapes;
+
+constexpr std::initializer_list<DType> kFloatTypes = {DType::f32, DType::f16, DType::bf16};
+constexpr std::initializer_list<DType> kWeightTypes = {DType::f32, DType::f16, DType::bf16, DType::q8_0,
+                                                       DType::q4_0};
+
+Tensor* same_shape_result(Context& ctx, Op op, DType type, const Tensor& a, std::initializer_list<Tensor*> srcs) {
+  return new_result(ctx, op, type, {a.ne[0], a.ne[1], a.ne[2], a.ne[3]}, srcs);
+}
+
+Tensor* binary(Context& ctx, Op op, Tensor* a, Tensor* b) {
+  require_operand(a, op, "a");
+  require_operand(b, op, "b");
+  require_dtype(*a, op, "a", kFloatTypes);
+  require_dtype(*b, op, "b", kFloatTypes);
+  for (int i = 0; i < kMaxDims; ++i) {
+    require(b->ne[i] > 0 && a->ne[i] % b->ne[i] == 0, op, "cannot broadcast " + shapes(*b, *a));
+  }
+  return same_shape_result(ctx, op, a->type, *a, {a, b});
+}
+
+Tensor* unary(Context& ctx, Op op, Tensor* a) {
+  require_operand(a, op, "a");
+  require_dtype(*a, op, "a", kFloatTypes);
+  return same_shape_result(ctx, op, a->type, *a, {a});
+}
+
+Tensor* f32_rowwise(Context& ctx, Op op, Tensor* a) {
+  require_operand(a, op, "a");
+  require_dtype(*a, op, "a", {DType::f32});
+  return same_shape_result(ctx, op, DType::f32, *a, {a});
+}
+
+}  // namespace
+
+Tensor* add(Context& ctx, Tensor* a, Tensor* b) { return binary(ctx, Op::add, a, b); }
+Tensor* sub(Context& ctx, Tensor* a, Tensor* b) { return binary(ctx, Op::sub, a, b); }
+Tensor* mul(Context& ctx, Tensor* a, Tensor* b) { return binary(ctx, Op::mul, a, b); }
+Tensor* div(Context& ctx, Tensor* a, Tensor* b) { return binary(ctx, Op::div, a, b); }
+
+Tensor* scale(Context& ctx, Tensor* a, float s) {
+  Tensor* r = unary(ctx, Op::scale, a);
+  r->set_param_f32(0, s);
+  return r;
+}
+Tensor* sqr(Context& ctx, Tensor* a) { return unary(ctx, Op::sqr, a); }
+Tensor* sqrt(Context& ctx, Tensor* a) { return unary(ctx, Op::sqrt, a); }
+Tensor* silu(Context& ctx, Tensor* a) { return unary(ctx, Op::silu, a); }
+Tensor* gelu(Context& ctx, Tensor* a) { return unary(ctx, Op::gelu, a); }
+
+Tensor* swiglu(Context& ctx, Tensor* a, Tensor* b) {
+  require_operand(a, Op::swiglu, "a");
+  require_operand(b, Op::swiglu, "b");
+  require_dtype(*a, Op::swiglu, "a", kFloatTypes);
+  require_dtype(*b, Op::swiglu, "b", kFloatTypes);
+  require(same_shape(*a, *b), Op::swiglu, "shapes differ: " + shapes(*a, *b));
+  return same_shape_result(ctx, Op::swiglu, a->type, *a, {a, b});
+}
+
+Tensor* rms_norm(Context& ctx, Tensor* a, float eps) {
+  Tensor* r = f32_rowwise(ctx, Op::rms_norm, a);
+  r->set_param_f32(0, eps);
+  return r;
+}
+
+Tensor* norm(Context& ctx, Tensor* a, float eps) {
+  Tensor* r = f32_rowwise(ctx, Op::norm, a);
+  r->set_param_f32(0, eps);
+  return r;
+}
+
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
+  constexpr Op op = Op::soft_max;
+  require_operand(a, op, "a");
+  require_dtype(*a, op, "a", {DType::f32});
+  if (mask != nullptr) {
+    require_dtype(*mask, op, "mask", {DType::f32, DType::f16});
+    require(mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] && mask->ne[2] > 0 && mask->ne[3] > 0 &&
+                a->ne[2] % mask->ne[2] == 0 && a->ne[3] % mask->ne[3] == 0,
+            op, "mask " + shape_string(*mask) + " does not fit " + shape_string(*a));
+  }
+  Tensor* r = same_shape_result(ctx, op, DType::f32, *a, {a, mask});
+  r->set_param_f32(0, scale);
+  return r;
+}
+
+Tensor* rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, float freq_base) {
+  constexpr Op op = Op::rope;
+  require_operand(a, op, "a");
+  require_operand(pos, op, "pos");
+  require_dtype(*a, op, "a", {DType::f32});
+  require_dtype(*pos, op, "pos", {DType::i32});
+  require(a->ne[3] == 1, op, "a must be [head_dim, n_head, n_tokens, 1], got " + shape_string(*a));
+  require(pos->ne[0] == a->ne[2] && pos->nelements() == pos->ne[0], op,
+          "pos " + shape_string(*pos) + " must be [n_tokens] for " + shape_string(*a));
+  require(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0], op,
+          "n_dims " + std::to_string(n_dims) + " must be even and in (0, " + std::to_string(a->ne[0]) + "]");
+  require(mode == RopeMode::normal || mode == RopeMode::neox, op,
+          "unknown mode " + std::to_string(static_cast<int>(mode)));
+  require(freq_base > 0.0f, op, "freq_base must be positive, got " + std::to_string(freq_base));
+  Tensor* r = same_shape_result(ctx, op, DType::f32, *a, {a, pos});
+  r->set_param_i32(0, n_dims);
+  r->set_param_i32(1, static_cast<int32_t>(mode));
+  r->set_param_f32(2, freq_base);
+  return r;
+}
+
+Tensor* sum_rows(Context& ctx, Tensor* a) {
+  require_operand(a, Op::sum_rows, "a");
+  require_dtype(*a, Op::sum_rows, "a", {DType::f32});
+  return new_result(ctx, Op::sum_rows, DType::f32, {1, a->ne[1], a->ne[2], a->ne[3]}, {a});
+}
+
+Tensor* argmax(Context& ctx, Tensor* a) {
+  require_operand(a, Op::argmax, "a");
+  require_dtype(*a, Op::argmax, "a", {DType::f32});
+  require(a->ne[0] > 0, Op::argmax, "empty rows in " + shape_string(*a));
+  return new_result(ctx, Op::argmax, DType::i32, {a->ne[1], a->ne[2], a->ne[3], 1}, {a});
+}
+
+Tensor* argsort(Context& ctx, Tensor* a, SortOrder order) {
+  require_operand(a, Op::argsort, "a");
+  require_dtype(*a, Op::argsort, "a", {DType::f32});
+  require(order == SortOrder::ascending || order == SortOrder::descending, Op::argsort,
+          "unknown order " + std::to_string(static_cast<int>(order)));
+  require(a->ne[0] <= INT32_MAX, Op::argsort, "rows too long in " + shape_string(*a));
+  Tensor* r = same_shape_result(ctx, Op::argsort, DType::i32, *a, {a});
+  r->set_param_i32(0, static_cast<int32_t>(order));
+  return r;
+}
+
+Tensor* top_k(Context& ctx, Tensor* a, int k) {
+  require_operand(a, Op::top_k, "a");
+  require_dtype(*a, Op::top_k, "a", {DType::f32});
+  require(k > 0 && k <= a->ne[0], Op::top_k,
+          "k " + std::to_string(k) + " is outside [1, " + std::to_string(a->ne[0]) + "]");
+  Tensor* r = new_result(ctx, Op::top_k, DType::i32, {k, a->ne[1], a->ne[2], a->ne[3]}, {a});
+  r->set_param_i32(0, k);
+  return r;
+}
+
+Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b) {
+  constexpr Op op = Op::mul_mat;
+  require_operand(a, op, "a");
+  require_operand(b, op, "b");
+  require_dtype(*a, op, "a", kWeightTypes);
+  require_dtype(*b, op, "b", {DType::f32});
+  require(a->rows_contiguous(), op, "rows of a " + shape_string(*a) + " are not packed");
+  require(a->ne[0] == b->ne[0], op, "inner dimensions differ: " + shapes(*a, *b));
+  require(a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0, op,
+          "cannot broadcast " + shapes(*a, *b));
+  return new_result(ctx, op, DType::f32, {a->ne[1], b->ne[1], b->ne[2], b->ne[3]}, {a, b});
+}
+
+Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids) {
+  constexpr Op op = Op::mul_mat_id;
+  require_operand(as, op, "as");
+  require_operand(b, op, "b");
+  require_operand(ids, op, "ids");
+  require_dtype(*as, op, "as", kWeightTypes);
+  require_dtype(*b, op, "b", {DType::f32});
+  require_dtype(*ids, op, "ids", {DType::i32});
+  require(as->rows_contiguous() && as->ne[3] == 1, op,
+          "as " + shape_string(*as) + " must be [K, M, n_expert] with packed rows");
+  require(ids->ne[2] == 1 && ids->ne[3] == 1, op, "ids " + shape_string(*ids) + " must be [n_used, n_tokens]");
+  require(b->ne[3] == 1 && b->ne[0] == as->ne[0] && b->ne[2] == ids->ne[1] &&
+              (b->ne[1] == 1 || b->ne[1] == ids->ne[0]),
+          op, "b " + shape_string(*b) + " does not fit as " + shape_string(*as) + " and ids " + shape_string(*ids));
+  return new_result(ctx, op, DType::f32, {as->ne[1], ids->ne[0], ids->ne[1], 1}, {as, b, ids});
+}
+
+}  // namespace weft::ops

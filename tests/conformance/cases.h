@@ -1,0 +1,129 @@
+// Conformance case definitions. A case is a name ("op dtype shape ...",
+// unique, matched by the suite's filter) and a builder that makes input
+// tensors in a Context, applies ops, and names the tensors to compare, each
+// with a tolerance on the normalized error
+//
+//   err = sum((out - ref)^2) / max(sum(ref^2), tiny)
+//
+// i32 results must match exactly whatever the tolerance. Cases are split by
+// op family: cases_elementwise.cpp, cases_rows.cpp, cases_matmul.cpp,
+// cases_data.cpp, cases_chain.cpp.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "weft/context.h"
+
+namespace weft::conformance {
+
+using Rng = std::mt19937_64;
+using Shape = std::array<int64_t, 4>;
+
+// Fills values (t.nelements() of them, logical order, i0 fastest) for leaf
+// t. Values for an i32 leaf must be integers; the runner converts the rest
+// to t's dtype with weft::from_f32.
+using Init = std::function<void(const Tensor& t, Rng& rng, std::vector<float>& values)>;
+
+Init uniform(float lo, float hi);
+Init signed_range(float lo, float hi);  // magnitude in [lo, hi], random sign (divisors)
+Init indices(int64_t n);                // integers in [0, n)
+Init distinct_indices(int64_t n);       // each row: distinct integers in [0, n)
+Init distinct();                        // all values distinct, in [-1, 1], shuffled
+Init coarse(float step);                // uniform [-1, 1] rounded to step: many ties
+// Attention masks [n_kv, rows, ...]: 0 where row i may see position j
+// (j <= i + n_kv - n_q), -inf elsewhere.
+Init causal_mask(int64_t n_q);
+// Uniform [-1, 1] with about a quarter -inf; element 0 of each row finite.
+Init random_mask();
+// Values exactly representable after q8_0 / q4_0 quantization per FACTS.md
+// (each block holds its extreme value), so the quantized write is exact.
+Init q8_0_grid();
+Init q4_0_grid();
+
+// Tolerances of the normalized error.
+namespace tol {
+inline constexpr double kExact = 0.0;        // data movement without rounding
+inline constexpr double kArith = 1e-12;      // one f32 rounding per value
+inline constexpr double kTranscend = 1e-10;  // exp, tanh, sqrt, sums along a row
+inline constexpr double kRope = 1e-8;        // angles rounded in f32
+inline constexpr double kMatF32 = 1e-9;      // long f32 accumulations
+// Weights of these dtypes may be multiplied with b rounded to f16 / bf16 /
+// q8_0 (as ggml does); the reference decodes the weights exactly.
+inline constexpr double kMatF16 = 2e-6;
+inline constexpr double kMatBF16 = 5e-5;
+inline constexpr double kMatQuant = 2e-4;
+}  // namespace tol
+
+// Rounding one exact result into dtype t: f16 2e-6, bf16 3e-5, q8_0 2e-4,
+// q4_0 2e-2 (the expected values are 8e-8, 1.3e-6, 1.5e-5 and 4e-3).
+double storage_tol(DType t);
+// max(op_tol, storage_tol(out)).
+double tol_for(DType out, double op_tol);
+// Tolerance of a mul_mat / mul_mat_id result for weights of dtype w.
+double matmul_tol(DType w);
+
+class CaseBuilder {
+ public:
+  struct Compared {
+    Tensor* t;
+    double tol;
+  };
+
+  explicit CaseBuilder(Context& ctx) : ctx_(ctx) {}
+  Context& ctx() { return ctx_; }
+
+  // A new packed input leaf (kFlagInput); init defaults to uniform(-1, 1).
+  Tensor* input(DType type, const Shape& ne, Init init = {});
+  // Computes t and compares it.
+  void output(Tensor* t, double tol) { output(t, t, tol); }
+  // Computes root and compares dest (root writes into it: set_rows, cpy).
+  void output(Tensor* root, Tensor* dest, double tol);
+
+  const std::vector<Tensor*>& roots() const { return roots_; }
+  const std::vector<Compared>& compared() const { return compared_; }
+  // The initialiser given for leaf t, or nullptr.
+  const Init* init_for(const Tensor* t) const;
+
+ private:
+  Context& ctx_;
+  std::vector<std::pair<const Tensor*, Init>> inits_;
+  std::vector<Tensor*> roots_;
+  std::vector<Compared> compared_;
+};
+
+// How an operand is laid out in memory.
+enum class Layout {
+  packed,
+  transposed,  // a transpose view of a packed leaf (not for quantized types)
+  permuted,    // a permute view of a packed 4-d leaf (dims 0..2 rotated; 0 kept if quantized)
+  strided,     // a view inside a bigger leaf, starting at element (1 block, 1, 0, 0)
+};
+// An operand of shape ne (a leaf, or a view of one) with init on its leaf.
+Tensor* operand(CaseBuilder& b, DType type, const Shape& ne, Layout layout, Init init = {});
+// " a=transposed" etc.; empty for packed.
+std::string layout_suffix(Layout layout, const char* which);
+
+struct Case {
+  std::string name;
+  std::function<void(CaseBuilder&)> build;
+};
+
+// "[64,17,2,1]"
+std::string shape_str(const Shape& ne);
+std::string dtype_str(DType t);
+inline constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
+inline constexpr DType kWeightTypes[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
+
+void add_elementwise_cases(std::vector<Case>& cases);
+void add_row_cases(std::vector<Case>& cases);  // norms, soft_max, rope, reductions, sorts
+void add_matmul_cases(std::vector<Case>& cases);
+void add_data_cases(std::vector<Case>& cases);  // get/set_rows, cpy, cont, concat, views
+void add_chain_cases(std::vector<Case>& cases);
+std::vector<Case> all_cases();
+
+}  // namespace weft::conformance

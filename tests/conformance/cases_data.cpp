@@ -1,0 +1,226 @@
+// Cases: data movement. get_rows, set_rows, cpy, cont, concat, and results
+// read through views.
+#include "conformance/cases.h"
+#include "weft/ops.h"
+
+namespace weft::conformance {
+namespace {
+
+constexpr DType kAllTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::q8_0, DType::q4_0};
+constexpr DType kPlainTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32};
+
+bool is_quant(DType t) { return t == DType::q8_0 || t == DType::q4_0; }
+
+// Integer-valued data for i32 tensors, random data otherwise.
+Init data_init(DType t) { return t == DType::i32 ? indices(1 << 20) : Init{}; }
+
+void add_get_rows(std::vector<Case>& cases) {
+  struct RowsCase {
+    Shape a;
+    int64_t n;
+    Layout la;
+    bool quant_ok;
+  };
+  const RowsCase kCases[] = {
+      {{64, 10, 1, 1}, 4, Layout::packed, true},   {{32, 7, 3, 1}, 5, Layout::packed, true},
+      {{96, 3, 1, 1}, 1, Layout::packed, true},    {{64, 6, 2, 1}, 3, Layout::strided, true},
+      {{7, 5, 2, 1}, 6, Layout::packed, false},
+  };
+  for (DType t : kAllTypes) {
+    for (const RowsCase& c : kCases) {
+      if (is_quant(t) && !c.quant_ok) continue;
+      const Shape idx_ne = {c.n, c.a[2], 1, 1};
+      std::string name = "get_rows " + dtype_str(t) + " " + shape_str(c.a) + "[" + shape_str(idx_ne) + "]" +
+                         layout_suffix(c.la, "a");
+      cases.push_back({name, [t, c, idx_ne](CaseBuilder& b) {
+                         Tensor* a = operand(b, t, c.a, c.la, data_init(t));
+                         Tensor* idx = b.input(DType::i32, idx_ne, indices(c.a[1]));
+                         b.output(ops::get_rows(b.ctx(), a, idx), tol::kExact);
+                       }});
+    }
+  }
+}
+
+void add_set_rows(std::vector<Case>& cases) {
+  struct SetCase {
+    Shape dst;
+    Shape src;
+    Layout ls;
+    bool grid;  // exactly representable rows: the write must be exact
+    bool quant_ok;
+  };
+  const SetCase kCases[] = {
+      {{64, 10, 1, 1}, {64, 3, 1, 1}, Layout::packed, false, true},
+      {{32, 6, 3, 1}, {32, 2, 3, 1}, Layout::packed, false, true},
+      {{128, 4, 1, 1}, {128, 4, 1, 1}, Layout::packed, false, true},
+      {{64, 8, 2, 1}, {64, 3, 2, 1}, Layout::packed, true, true},
+      {{64, 9, 1, 1}, {64, 3, 1, 1}, Layout::transposed, false, true},
+      {{64, 5, 3, 1}, {64, 2, 3, 1}, Layout::permuted, false, true},
+      {{7, 5, 1, 1}, {7, 2, 1, 1}, Layout::packed, false, false},
+  };
+  for (DType t : kWeightTypes) {
+    for (const SetCase& c : kCases) {
+      if (is_quant(t) && !c.quant_ok) continue;
+      std::string name = "set_rows " + dtype_str(t) + " " + shape_str(c.dst) + "<-" + shape_str(c.src) +
+                         layout_suffix(c.ls, "src") + (c.grid ? " exact" : "");
+      cases.push_back({name, [t, c](CaseBuilder& b) {
+                         Tensor* dst = b.input(t, c.dst);
+                         Init init = !c.grid ? Init{} : t == DType::q4_0 ? q4_0_grid() : q8_0_grid();
+                         Tensor* src = operand(b, DType::f32, c.src, c.ls, init);
+                         Tensor* idx = b.input(DType::i32, {c.src[1], c.src[2], 1, 1}, distinct_indices(c.dst[1]));
+                         b.output(ops::set_rows(b.ctx(), dst, src, idx), dst, c.grid ? tol::kExact : storage_tol(t));
+                       }});
+    }
+  }
+}
+
+void add_cpy(std::vector<Case>& cases) {
+  enum class Kind { same, reshape, transposed_src, strided_dst, grid };
+  struct CpyCase {
+    Shape a, b;
+    Kind kind;
+  };
+  const CpyCase kCases[] = {
+      {{64, 5, 2, 1}, {64, 5, 2, 1}, Kind::same},
+      {{1, 1, 1, 1}, {1, 1, 1, 1}, Kind::same},
+      {{64, 6, 1, 1}, {32, 4, 3, 1}, Kind::reshape},
+      {{7, 3, 1, 1}, {21, 1, 1, 1}, Kind::reshape},
+      {{64, 7, 1, 1}, {64, 7, 1, 1}, Kind::transposed_src},
+      {{64, 3, 1, 1}, {64, 8, 1, 1}, Kind::strided_dst},  // b: rows 2..4 of an [64, 8] cache
+      {{64, 4, 1, 1}, {64, 4, 1, 1}, Kind::grid},
+  };
+  const DType kPairs[][2] = {
+      {DType::f32, DType::f32},   {DType::f32, DType::f16},   {DType::f32, DType::bf16}, {DType::f32, DType::q8_0},
+      {DType::f32, DType::q4_0},  {DType::f16, DType::f32},   {DType::bf16, DType::f32}, {DType::f16, DType::f16},
+      {DType::bf16, DType::bf16}, {DType::f16, DType::bf16},  {DType::i32, DType::i32},
+  };
+  for (const auto& p : kPairs) {
+    const DType ta = p[0], tb = p[1];
+    for (const CpyCase& c : kCases) {
+      if (is_quant(tb) && (c.kind == Kind::reshape || c.a[0] % 32 != 0)) continue;  // a's shape, whole blocks
+      if (c.kind == Kind::grid && !(ta == DType::f32 && is_quant(tb))) continue;
+      std::string name = "cpy " + dtype_str(ta) + "->" + dtype_str(tb) + " " + shape_str(c.a) + "->" + shape_str(c.b);
+      if (c.kind == Kind::transposed_src) name += " a=transposed";
+      if (c.kind == Kind::strided_dst) name += " b=rows_view";
+      if (c.kind == Kind::grid) name += " exact";
+      cases.push_back({name, [ta, tb, c](CaseBuilder& b) {
+                         Init init = data_init(ta);
+                         if (c.kind == Kind::grid) init = tb == DType::q4_0 ? q4_0_grid() : q8_0_grid();
+                         Tensor* a = operand(b, ta, c.a, c.kind == Kind::transposed_src ? Layout::transposed : Layout::packed,
+                                             init);
+                         // From f16 / bf16 to a wider type the copy is exact; rounding otherwise.
+                         const double tol = c.kind == Kind::grid ? tol::kExact
+                                            : ta == tb || tb == DType::f32 ? tol::kExact
+                                                                           : storage_tol(tb);
+                         if (c.kind == Kind::strided_dst) {
+                           Tensor* cache = b.input(tb, c.b, data_init(tb));
+                           Tensor* rows = ops::view_2d(b.ctx(), cache, c.a[0], c.a[1], cache->nb[1], 2 * cache->nb[1]);
+                           b.output(ops::cpy(b.ctx(), a, rows), cache, tol);
+                         } else {
+                           Tensor* dst = b.input(tb, c.b, data_init(tb));
+                           b.output(ops::cpy(b.ctx(), a, dst), dst, tol);
+                         }
+                       }});
+    }
+  }
+}
+
+void add_cont(std::vector<Case>& cases) {
+  struct ContCase {
+    Shape ne;
+    Layout layout;
+  };
+  const ContCase kCases[] = {{{9, 13, 1, 1}, Layout::transposed},
+                             {{12, 7, 3, 2}, Layout::permuted},
+                             {{20, 6, 2, 1}, Layout::strided},
+                             {{1, 5, 1, 1}, Layout::transposed}};
+  for (DType t : kPlainTypes) {
+    for (const ContCase& c : kCases) {
+      cases.push_back({"cont " + dtype_str(t) + " " + shape_str(c.ne) + layout_suffix(c.layout, "a"), [t, c](CaseBuilder& b) {
+                         b.output(ops::cont(b.ctx(), operand(b, t, c.ne, c.layout, data_init(t))), tol::kExact);
+                       }});
+    }
+    // A 4-d permute that moves every dim.
+    cases.push_back({"cont " + dtype_str(t) + " [5,4,3,2] permute(1,3,0,2)", [t](CaseBuilder& b) {
+                       Tensor* leaf = b.input(t, {5, 4, 3, 2}, data_init(t));
+                       b.output(ops::cont(b.ctx(), ops::permute(b.ctx(), leaf, 1, 3, 0, 2)), tol::kExact);
+                     }});
+  }
+  for (DType t : {DType::q8_0, DType::q4_0}) {
+    for (Layout l : {Layout::permuted, Layout::strided}) {
+      const Shape ne = {64, 3, 4, 1};
+      cases.push_back({"cont " + dtype_str(t) + " " + shape_str(ne) + layout_suffix(l, "a"), [t, ne, l](CaseBuilder& b) {
+                         b.output(ops::cont(b.ctx(), operand(b, t, ne, l)), tol::kExact);
+                       }});
+    }
+  }
+}
+
+void add_concat(std::vector<Case>& cases) {
+  const Shape a_ne = {5, 4, 3, 2};
+  for (DType t : kPlainTypes) {
+    for (int dim = 0; dim < 4; ++dim) {
+      Shape b_ne = a_ne;
+      b_ne[dim] = 3;
+      cases.push_back({"concat " + dtype_str(t) + " " + shape_str(a_ne) + "," + shape_str(b_ne) + " dim=" +
+                           std::to_string(dim),
+                       [t, a_ne, b_ne, dim](CaseBuilder& b) {
+                         Tensor* x = b.input(t, a_ne, data_init(t));
+                         Tensor* y = b.input(t, b_ne, data_init(t));
+                         b.output(ops::concat(b.ctx(), x, y, dim), tol::kExact);
+                       }});
+    }
+  }
+  cases.push_back({"concat f32 [1,1,1,1],[1,1,1,1] dim=0", [](CaseBuilder& b) {
+                     Tensor* x = b.input(DType::f32, {1, 1, 1, 1});
+                     b.output(ops::concat(b.ctx(), x, b.input(DType::f32, {1, 1, 1, 1}), 0), tol::kExact);
+                   }});
+  for (int dim : {0, 1}) {
+    cases.push_back({"concat f32 [9,6,2,1],[9,6,2,1] dim=" + std::to_string(dim) + " a=transposed b=strided",
+                     [dim](CaseBuilder& b) {
+                       Tensor* x = operand(b, DType::f32, {9, 6, 2, 1}, Layout::transposed);
+                       Tensor* y = operand(b, DType::f32, {9, 6, 2, 1}, Layout::strided);
+                       b.output(ops::concat(b.ctx(), x, y, dim), tol::kExact);
+                     }});
+  }
+}
+
+// Results read back through views, and views of views.
+void add_views(std::vector<Case>& cases) {
+  cases.push_back({"view f32 transpose(add) [7,5,1,1]", [](CaseBuilder& b) {
+                     Tensor* s = ops::add(b.ctx(), b.input(DType::f32, {7, 5, 1, 1}), b.input(DType::f32, {7, 5, 1, 1}));
+                     b.output(ops::transpose(b.ctx(), s), tol::kArith);
+                   }});
+  cases.push_back({"view f32 reshape+permute [8,6,4,1]", [](CaseBuilder& b) {
+                     Tensor* r = ops::reshape(b.ctx(), b.input(DType::f32, {8, 6, 4, 1}), {4, 2, 6, 4});
+                     b.output(ops::cont(b.ctx(), ops::permute(b.ctx(), r, 2, 0, 3, 1)), tol::kExact);
+                   }});
+  cases.push_back({"view f32 view_2d(view_3d) [16,6,3,1]", [](CaseBuilder& b) {
+                     Tensor* big = b.input(DType::f32, {16, 6, 3, 1});
+                     Tensor* v3 = ops::view_3d(b.ctx(), big, 12, 4, 2, big->nb[1], big->nb[2], big->nb[2] + 4 * 2);
+                     Tensor* v2 = ops::view_2d(b.ctx(), v3, 5, 2, v3->nb[2], v3->nb[1] + 4 * 3);
+                     b.output(ops::cont(b.ctx(), v2), tol::kExact);
+                   }});
+  cases.push_back({"view f16 view_1d(reshape) [10,6,1,1]", [](CaseBuilder& b) {
+                     Tensor* r = ops::reshape(b.ctx(), b.input(DType::f16, {10, 6, 1, 1}), {60});
+                     b.output(ops::scale(b.ctx(), ops::view_1d(b.ctx(), r, 25, 2 * 17), 2.0f), tol::kExact);
+                   }});
+  cases.push_back({"view q8_0 rows view_2d [64,8,1,1]", [](CaseBuilder& b) {
+                     Tensor* w = b.input(DType::q8_0, {64, 8, 1, 1});
+                     Tensor* rows = ops::view_2d(b.ctx(), w, 64, 3, w->nb[1], 4 * w->nb[1]);
+                     b.output(ops::mul_mat(b.ctx(), rows, b.input(DType::f32, {64, 2, 1, 1})), tol::kMatQuant);
+                   }});
+}
+
+}  // namespace
+
+void add_data_cases(std::vector<Case>& cases) {
+  add_get_rows(cases);
+  add_set_rows(cases);
+  add_cpy(cases);
+  add_cont(cases);
+  add_concat(cases);
+  add_views(cases);
+}
+
+}  // namespace weft::conformance

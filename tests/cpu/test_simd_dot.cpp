@@ -1,0 +1,183 @@
+// Every dot kernel of every level this CPU runs, against a float64 loop.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/simd.h"
+#include "weft/dtype.h"
+
+namespace weft::cpu {
+namespace {
+
+std::vector<const DotKernels*> levels() {
+  std::vector<const DotKernels*> out;
+  for (Level l : {Level::avx2, Level::avx512})
+    if (const DotKernels* k = dot_kernels_for(l)) out.push_back(k);
+  return out;
+}
+
+std::vector<float> randoms(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+template <class T>
+void store_raw(std::vector<uint8_t>& raw, const std::vector<T>& v) {
+  const size_t bytes = v.size() * sizeof(T);
+  raw.resize(bytes);
+  if (bytes != 0) std::memcpy(raw.data(), v.data(), bytes);
+}
+
+// Weights already decoded to float (exactly) plus the raw storage.
+struct Weights {
+  std::vector<float> value;
+  std::vector<uint8_t> raw;
+};
+
+Weights make_weights(DType t, int64_t n, uint32_t seed) {
+  Weights w;
+  std::mt19937 rng(seed);
+  std::vector<float> f = randoms(n, seed + 1);
+  w.value.resize(static_cast<size_t>(n));
+  switch (t) {
+    case DType::f32:
+      w.value = f;
+      store_raw(w.raw, f);
+      break;
+    case DType::f16:
+    case DType::bf16: {
+      std::vector<uint16_t> h(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        h[i] = t == DType::f16 ? f32_to_f16(f[i]) : f32_to_bf16(f[i]);
+        w.value[i] = t == DType::f16 ? f16_to_f32(h[i]) : bf16_to_f32(h[i]);
+      }
+      store_raw(w.raw, h);
+      break;
+    }
+    case DType::q8_0:
+    case DType::q4_0: {
+      const int64_t nb = n / kQuantBlock;
+      std::uniform_int_distribution<int> q8(-128, 127), q4(0, 15);
+      std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+      if (t == DType::q8_0) {
+        std::vector<BlockQ8_0> b(static_cast<size_t>(nb));
+        for (int64_t k = 0; k < nb; ++k) {
+          b[k].d = f32_to_f16(scale(rng));
+          const double d = f16_to_f32(b[k].d);
+          for (int i = 0; i < kQuantBlock; ++i) {
+            b[k].q[i] = static_cast<int8_t>(q8(rng));
+            w.value[k * kQuantBlock + i] = static_cast<float>(b[k].q[i] * d);
+          }
+        }
+        store_raw(w.raw, b);
+      } else {
+        std::vector<BlockQ4_0> b(static_cast<size_t>(nb));
+        for (int64_t k = 0; k < nb; ++k) {
+          b[k].d = f32_to_f16(scale(rng));
+          const double d = f16_to_f32(b[k].d);
+          for (int i = 0; i < kQuantBlock / 2; ++i) {
+            const int lo = q4(rng), hi = q4(rng);
+            b[k].q[i] = static_cast<uint8_t>(lo | (hi << 4));
+            w.value[k * kQuantBlock + i] = static_cast<float>((lo - 8) * d);
+            w.value[k * kQuantBlock + i + 16] = static_cast<float>((hi - 8) * d);
+          }
+        }
+        store_raw(w.raw, b);
+      }
+      break;
+    }
+    case DType::i32: break;
+  }
+  return w;
+}
+
+float call_single(const DotKernels& k, DType t, const void* w, const float* x, int64_t n) {
+  switch (t) {
+    case DType::f32: return k.f32(static_cast<const float*>(w), x, n);
+    case DType::f16: return k.f16(static_cast<const uint16_t*>(w), x, n);
+    case DType::bf16: return k.bf16(static_cast<const uint16_t*>(w), x, n);
+    case DType::q8_0: return k.q8_0(static_cast<const BlockQ8_0*>(w), x, n);
+    case DType::q4_0: return k.q4_0(static_cast<const BlockQ4_0*>(w), x, n);
+    case DType::i32: break;
+  }
+  return NAN;
+}
+
+// Checks single and multi kernels of every level for one dtype and length.
+void check(DType t, int64_t n, uint32_t seed) {
+  const Weights w = make_weights(t, n, seed);
+  std::vector<std::vector<float>> xs;
+  std::vector<double> want, mag;
+  for (int j = 0; j < kMaxMultiDot; ++j) {
+    xs.push_back(randoms(n, seed * 31 + j));
+    double s = 0, m = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      s += static_cast<double>(w.value[i]) * xs[j][i];
+      m += std::fabs(static_cast<double>(w.value[i]) * xs[j][i]);
+    }
+    want.push_back(s);
+    mag.push_back(m);
+  }
+  const float* xp[kMaxMultiDot];
+  for (int j = 0; j < kMaxMultiDot; ++j) xp[j] = xs[j].data();
+  // f32 accumulation of n products: a few ulps of the magnitude per term.
+  auto tol = [&](int j) { return 1e-6 * mag[j] * (4.0 + std::sqrt(static_cast<double>(n))) + 1e-30; };
+
+  const std::vector<const DotKernels*> ks = levels();
+  ASSERT_FALSE(ks.empty());
+  for (const DotKernels* k : ks) {
+    const std::string what = std::string(k->name) + " " + std::string(dtype_name(t)) +
+                             " n=" + std::to_string(n);
+    const float got = call_single(*k, t, w.raw.data(), xp[0], n);
+    EXPECT_NEAR(got, want[0], tol(0)) << what;
+    for (int nx = 1; nx <= kMaxMultiDot; ++nx) {
+      float out[kMaxMultiDot] = {};
+      k->multi(t)(w.raw.data(), xp, nx, n, out);
+      for (int j = 0; j < nx; ++j)
+        EXPECT_NEAR(out[j], want[j], tol(j)) << what << " multi nx=" << nx << " j=" << j;
+    }
+  }
+}
+
+TEST(SimdDot, LevelsAvailable) {
+  ASSERT_NE(dot_kernels_for(Level::avx2), nullptr);
+  const DotKernels& best = dot_kernels();
+  EXPECT_TRUE(&best == dot_kernels_for(Level::avx2) || &best == dot_kernels_for(Level::avx512));
+}
+
+TEST(SimdDot, Unquantized) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16})
+    for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 1001, 4099})
+      check(t, n, static_cast<uint32_t>(n * 7 + static_cast<int>(t)));
+}
+
+TEST(SimdDot, Quantized) {
+  for (DType t : {DType::q8_0, DType::q4_0})
+    for (int64_t blocks : {1, 2, 3, 4, 5, 7, 8, 33, 128})
+      check(t, blocks * kQuantBlock, static_cast<uint32_t>(blocks * 13 + static_cast<int>(t)));
+}
+
+TEST(SimdDot, EmptyRowIsZero) {
+  for (const DotKernels* k : levels()) {
+    float w = 1, x = 1;
+    EXPECT_EQ(k->f32(&w, &x, 0), 0.0f) << k->name;
+  }
+}
+
+TEST(SimdDot, DotRowMatchesTable) {
+  const Weights w = make_weights(DType::q4_0, 256, 5);
+  const std::vector<float> x = randoms(256, 6);
+  EXPECT_EQ(dot_row(DType::q4_0, w.raw.data(), x.data(), 256),
+            dot_kernels().q4_0(reinterpret_cast<const BlockQ4_0*>(w.raw.data()), x.data(), 256));
+}
+
+}  // namespace
+}  // namespace weft::cpu
