@@ -18,6 +18,11 @@ class Graph {
   // graph computing all of them.
   void expand(Tensor* t);
 
+  // Adds t alone (a node if it has an op, else a leaf), not its
+  // dependencies: for callers that build an order themselves (the
+  // scheduler's per-split graphs). Adding a tensor twice does nothing.
+  void append(Tensor* t);
+
   std::span<Tensor* const> nodes() const { return nodes_; }
   std::span<Tensor* const> leafs() const { return leafs_; }
   bool contains(const Tensor* t) const { return visited_.count(t) != 0; }

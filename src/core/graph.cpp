@@ -29,4 +29,9 @@ void Graph::expand(Tensor* root) {
   }
 }
 
+void Graph::append(Tensor* t) {
+  if (t == nullptr || !visited_.insert(t).second) return;
+  (t->op == Op::none ? leafs_ : nodes_).push_back(t);
+}
+
 }  // namespace weft

@@ -19,13 +19,17 @@ int64_t row_len(const Tensor& t) { return t.ne[0] > 0 ? t.ne[0] : 1; }
 // Values k * 2^-e per block of 32, k in [-kmax, kmax], one element per block
 // at the extreme (sign chosen at random): the block's scale is then 2^-e
 // exactly and every value quantizes without error.
-Init grid(int kmax, int extreme) {
-  return [kmax, extreme](const Tensor&, Rng& rng, std::vector<float>& v) {
+// With offset != 0 each non-extreme value moves offset steps up or down.
+Init grid(int kmax, int extreme, float offset) {
+  return [kmax, extreme, offset](const Tensor&, Rng& rng, std::vector<float>& v) {
     std::uniform_int_distribution<int> k(-kmax, kmax), e(4, 8), pos(0, 31), sign(0, 1);
     for (size_t b = 0; b < v.size(); b += 32) {
       const float d = std::ldexp(1.0f, -e(rng));
       const size_t n = std::min<size_t>(32, v.size() - b);
-      for (size_t i = 0; i < n; ++i) v[b + i] = static_cast<float>(k(rng)) * d;
+      for (size_t i = 0; i < n; ++i) {
+        const float off = sign(rng) ? offset : -offset;
+        v[b + i] = (static_cast<float>(k(rng)) + off) * d;
+      }
       v[b + static_cast<size_t>(pos(rng)) % n] = static_cast<float>(sign(rng) ? extreme : -extreme) * d;
     }
   };
@@ -102,8 +106,10 @@ Init random_mask() {
   };
 }
 
-Init q8_0_grid() { return grid(127, 127); }
-Init q4_0_grid() { return grid(7, 8); }
+Init q8_0_grid() { return grid(127, 127, 0.0f); }
+Init q4_0_grid() { return grid(7, 8, 0.0f); }
+Init q8_0_rounding() { return grid(120, 127, 0.3f); }
+Init q4_0_rounding() { return grid(7, 8, 0.3f); }
 
 double storage_tol(DType t) {
   switch (t) {

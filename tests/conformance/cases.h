@@ -44,6 +44,11 @@ Init random_mask();
 // (each block holds its extreme value), so the quantized write is exact.
 Init q8_0_grid();
 Init q4_0_grid();
+// As the grids, but every other value sits 0.3 steps off a level: a
+// quantizer that rounds correctly errs by exactly 0.3 steps on each, one that
+// truncates or mis-rounds by 0.7 on many. Use with kQ8Rounding / kQ4Rounding.
+Init q8_0_rounding();
+Init q4_0_rounding();
 
 // Tolerances of the normalized error.
 namespace tol {
@@ -57,6 +62,10 @@ inline constexpr double kMatF32 = 1e-9;      // long f32 accumulations
 inline constexpr double kMatF16 = 2e-6;
 inline constexpr double kMatBF16 = 5e-5;
 inline constexpr double kMatQuant = 2e-4;
+// Quantized writes of the *_rounding() data: correct rounding gives about
+// 1.9e-5 (q8_0) and 4.8e-3 (q4_0); truncation about three times that.
+inline constexpr double kQ8Rounding = 3e-5;
+inline constexpr double kQ4Rounding = 7e-3;
 }  // namespace tol
 
 // Rounding one exact result into dtype t: f16 2e-6, bf16 3e-5, q8_0 2e-4,

@@ -74,6 +74,27 @@ void add_set_rows(std::vector<Case>& cases) {
   }
 }
 
+// Quantized writes of values off the quantization levels: catches a
+// quantizer that truncates or rounds the wrong way, which the loose storage
+// tolerance of random data cannot.
+void add_quant_rounding(std::vector<Case>& cases) {
+  for (DType t : {DType::q8_0, DType::q4_0}) {
+    const bool q8 = t == DType::q8_0;
+    const double tol = q8 ? tol::kQ8Rounding : tol::kQ4Rounding;
+    cases.push_back({"cpy f32->" + dtype_str(t) + " [128,4,1,1]->[128,4,1,1] rounding", [t, q8, tol](CaseBuilder& b) {
+                       Tensor* a = b.input(DType::f32, {128, 4, 1, 1}, q8 ? q8_0_rounding() : q4_0_rounding());
+                       Tensor* dst = b.input(t, {128, 4, 1, 1});
+                       b.output(ops::cpy(b.ctx(), a, dst), dst, tol);
+                     }});
+    cases.push_back({"set_rows " + dtype_str(t) + " [96,6,1,1]<-[96,6,1,1] rounding", [t, q8, tol](CaseBuilder& b) {
+                       Tensor* dst = b.input(t, {96, 6, 1, 1});
+                       Tensor* src = b.input(DType::f32, {96, 6, 1, 1}, q8 ? q8_0_rounding() : q4_0_rounding());
+                       Tensor* idx = b.input(DType::i32, {6, 1, 1, 1}, distinct_indices(6));
+                       b.output(ops::set_rows(b.ctx(), dst, src, idx), dst, tol);
+                     }});
+  }
+}
+
 void add_cpy(std::vector<Case>& cases) {
   enum class Kind { same, reshape, transposed_src, strided_dst, grid };
   struct CpyCase {
@@ -218,6 +239,7 @@ void add_data_cases(std::vector<Case>& cases) {
   add_get_rows(cases);
   add_set_rows(cases);
   add_cpy(cases);
+  add_quant_rounding(cases);
   add_cont(cases);
   add_concat(cases);
   add_views(cases);

@@ -28,6 +28,7 @@ const BinaryShape kBinaryShapes[] = {
     {{10, 5, 4, 3}, {10, 5, 2, 1}},               // dims 2 (repeating) and 3
     {{3, 7, 5, 2}, {3, 1, 5, 1}},                 // dims 1 and 3
     {{33, 3, 2, 1}, {1, 1, 1, 1}},                // a scalar
+    {{1027, 3, 1, 1}, {1027, 1, 1, 1}},           // long rows: vector loop and tail
     {{9, 5, 3, 1}, {9, 5, 3, 1}, Layout::transposed},
     {{12, 7, 3, 2}, {12, 1, 3, 1}, Layout::packed, Layout::permuted},
     {{20, 6, 2, 1}, {20, 6, 1, 1}, Layout::strided, Layout::strided},
@@ -85,6 +86,7 @@ struct UnaryShape {
 const UnaryShape kUnaryShapes[] = {
     {{7, 1, 1, 1}},
     {{67, 5, 3, 2}},
+    {{1027, 3, 1, 1}},
     {{9, 13, 2, 1}, Layout::transposed},
     {{20, 6, 2, 1}, Layout::strided},
 };

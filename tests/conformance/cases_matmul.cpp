@@ -28,6 +28,13 @@ const MatCase kMatCases[] = {
     {{96, 7, 1, 1}, {96, 5, 1, 1}, Layout::strided},
     {{64, 6, 1, 1}, {64, 3, 1, 1}, Layout::packed, WLayout::strided},
     {{64, 4, 3, 1}, {64, 2, 3, 1}, Layout::packed, WLayout::permuted},
+    // Around the kernel's tiling: row/column remainders, column splits,
+    // weights bigger than one cache block, a gathered (non-contiguous) b.
+    {{256, 67, 1, 1}, {256, 19, 1, 1}},
+    {{64, 4, 1, 1}, {64, 67, 1, 1}},
+    {{4096, 72, 1, 1}, {4096, 9, 1, 1}},
+    {{512, 33, 1, 1}, {512, 10, 1, 1}, Layout::transposed},
+    {{1000, 9, 1, 1}, {1000, 5, 1, 1}, Layout::packed, WLayout::packed, false},
     {{7, 3, 1, 1}, {7, 2, 1, 1}, Layout::packed, WLayout::packed, false},
     {{33, 5, 2, 1}, {33, 4, 2, 1}, Layout::packed, WLayout::packed, false},
 };

@@ -28,7 +28,8 @@ void add_norms(std::vector<Case>& cases) {
   const NormCase kShapes[] = {
       {{1, 3, 1, 1}, Layout::packed, 1e-6f},      {{7, 5, 1, 1}, Layout::packed, 1e-5f},
       {{33, 3, 2, 1}, Layout::packed, 1e-1f},     {{67, 2, 2, 2}, Layout::packed, 1e-5f},
-      {{256, 4, 1, 1}, Layout::packed, 1e-6f},    {{9, 13, 1, 1}, Layout::transposed, 1e-5f},
+      {{256, 4, 1, 1}, Layout::packed, 1e-6f},    {{4099, 2, 1, 1}, Layout::packed, 1e-5f},
+      {{9, 13, 1, 1}, Layout::transposed, 1e-5f},
       {{40, 6, 2, 1}, Layout::strided, 1e-5f},
   };
   for (const bool rms : {true, false}) {
@@ -69,6 +70,7 @@ void add_soft_max(std::vector<Case>& cases) {
       {{24, 5, 4, 3}, Layout::packed, Mask::random, {24, 5, 2, 3}, DType::f16, 0.5f, 1.0f},
       {{20, 6, 2, 1}, Layout::strided, Mask::random, {20, 6, 1, 1}, DType::f32, 1.0f, 1.0f},
       {{129, 2, 1, 1}, Layout::packed, Mask::random, {129, 3, 1, 1}, DType::f16, 1.0f, 1.0f},
+      {{1000, 4, 1, 1}, Layout::packed, Mask::causal, {1000, 4, 1, 1}, DType::f32, 0.1f, 1.0f},
   };
   for (const SoftMaxCase& c : kCases) {
     std::string name = "soft_max f32 " + shape_str(c.a) + layout_suffix(c.layout, "a");
@@ -103,6 +105,7 @@ void add_rope(std::vector<Case>& cases) {
       {{64, 3, 4, 1}, 32, 10000.0f, Src::packed, 128, tol::kRope},
       {{8, 2, 7, 1}, 6, 500000.0f, Src::packed, 128, tol::kRope},
       {{2, 1, 1, 1}, 2, 10000.0f, Src::packed, 128, tol::kRope},
+      {{128, 16, 7, 1}, 96, 10000.0f, Src::packed, 128, tol::kRope},
       {{64, 3, 5, 1}, 64, 10000.0f, Src::heads_view, 128, tol::kRope},
       {{32, 3, 5, 1}, 16, 1e6f, Src::permuted, 128, tol::kRope},
       {{32, 2, 3, 1}, 32, 10000.0f, Src::packed, 4096, 1e-6},  // f32 angles lose digits at large p

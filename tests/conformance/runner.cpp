@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -118,7 +117,6 @@ std::string run_case(Executor& ex, const Case& c) {
     ex.get(*cmp.t, bytes.data(), bytes.size());
     const std::vector<double> out = decode_tensor(*cmp.t, bytes.data(), bytes.size());
     const Verdict v = compare(*cmp.t, out, ref.values(*cmp.t), cmp.tol);
-    if (std::getenv("CONF_DEBUG")) std::fprintf(stderr, "DBG %s | %s\n", c.name.c_str(), format_err(v).c_str());
     if (!v.ok) {
       if (!failure.empty()) failure += "; ";
       if (b.compared().size() > 1) failure += (cmp.t->name.empty() ? shape_string(*cmp.t) : cmp.t->name) + " ";

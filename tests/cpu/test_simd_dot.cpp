@@ -1,6 +1,7 @@
 // Every dot kernel of every level this CPU runs, against a float64 loop.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -111,39 +112,58 @@ float call_single(const DotKernels& k, DType t, const void* w, const float* x, i
   return NAN;
 }
 
-// Checks single and multi kernels of every level for one dtype and length.
+// Checks the single-row and tile kernels of every level for one dtype and
+// length against float64 sums.
 void check(DType t, int64_t n, uint32_t seed) {
-  const Weights w = make_weights(t, n, seed);
+  std::vector<Weights> w;
   std::vector<std::vector<float>> xs;
-  std::vector<double> want, mag;
-  for (int j = 0; j < kMaxMultiDot; ++j) {
-    xs.push_back(randoms(n, seed * 31 + j));
-    double s = 0, m = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      s += static_cast<double>(w.value[i]) * xs[j][i];
-      m += std::fabs(static_cast<double>(w.value[i]) * xs[j][i]);
+  for (int i = 0; i < kTileRows; ++i) w.push_back(make_weights(t, n, seed * 17 + i));
+  for (int j = 0; j < kTileCols; ++j) xs.push_back(randoms(n, seed * 31 + j));
+  double want[kTileRows][kTileCols], tol[kTileRows][kTileCols];
+  for (int i = 0; i < kTileRows; ++i)
+    for (int j = 0; j < kTileCols; ++j) {
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const double p = static_cast<double>(w[i].value[k]) * xs[j][k];
+        s += p;
+        mag += std::fabs(p);
+      }
+      want[i][j] = s;
+      // f32 accumulation of n products: a few ulps of the magnitude per term.
+      tol[i][j] = 1e-6 * mag * (4.0 + std::sqrt(static_cast<double>(n))) + 1e-30;
     }
-    want.push_back(s);
-    mag.push_back(m);
-  }
-  const float* xp[kMaxMultiDot];
-  for (int j = 0; j < kMaxMultiDot; ++j) xp[j] = xs[j].data();
-  // f32 accumulation of n products: a few ulps of the magnitude per term.
-  auto tol = [&](int j) { return 1e-6 * mag[j] * (4.0 + std::sqrt(static_cast<double>(n))) + 1e-30; };
+  // The tile's weight rows, spaced more than a row apart.
+  const size_t stride = w[0].raw.size() + 64;
+  std::vector<uint8_t> rows(stride * kTileRows);
+  for (int i = 0; i < kTileRows; ++i)
+    if (!w[i].raw.empty()) std::memcpy(rows.data() + i * stride, w[i].raw.data(), w[i].raw.size());
+  const float* xp[kTileCols];
+  for (int j = 0; j < kTileCols; ++j) xp[j] = xs[j].data();
 
   const std::vector<const DotKernels*> ks = levels();
   ASSERT_FALSE(ks.empty());
   for (const DotKernels* k : ks) {
-    const std::string what = std::string(k->name) + " " + std::string(dtype_name(t)) +
-                             " n=" + std::to_string(n);
-    const float got = call_single(*k, t, w.raw.data(), xp[0], n);
-    EXPECT_NEAR(got, want[0], tol(0)) << what;
-    for (int nx = 1; nx <= kMaxMultiDot; ++nx) {
-      float out[kMaxMultiDot] = {};
-      k->multi(t)(w.raw.data(), xp, nx, n, out);
-      for (int j = 0; j < nx; ++j)
-        EXPECT_NEAR(out[j], want[j], tol(j)) << what << " multi nx=" << nx << " j=" << j;
-    }
+    const std::string what = std::string(k->name) + " " + std::string(dtype_name(t)) + " n=" + std::to_string(n);
+    for (int i = 0; i < kTileRows; ++i)
+      EXPECT_NEAR(call_single(*k, t, w[i].raw.data(), xp[i % kTileCols], n), want[i][i % kTileCols],
+                  tol[i][i % kTileCols])
+          << what << " row " << i;
+    for (int nw = 1; nw <= kTileRows; ++nw)
+      for (int nx = 1; nx <= kTileCols; ++nx) {
+        float out[kTileRows * kTileCols];
+        std::fill(out, out + kTileRows * kTileCols, NAN);
+        k->tile(t)(rows.data(), stride, nw, xp, nx, n, out);
+        for (int i = 0; i < kTileRows; ++i)
+          for (int j = 0; j < kTileCols; ++j) {
+            const float got = out[i * kTileCols + j];
+            if (i < nw && j < nx) {
+              EXPECT_NEAR(got, want[i][j], tol[i][j])
+                  << what << " tile " << nw << "x" << nx << " [" << i << "," << j << "]";
+            } else {
+              EXPECT_TRUE(std::isnan(got)) << what << " tile " << nw << "x" << nx << " wrote outside";
+            }
+          }
+      }
   }
 }
 

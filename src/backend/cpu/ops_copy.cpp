@@ -93,8 +93,7 @@ void copy_elements(const KernelContext& kc, const Tensor& a, Tensor& dst) {
       const int64_t e = first + done;
       const int64_t d0 = e % dk;
       const int64_t n = std::min(k - done, dk - d0);
-      copy_run(a.type, s + done * a.nb[0], a.nb[0], dst.type, nth_row(dst, e / dk) + d0 * dst.nb[0],
-               dst.nb[0], n);
+      copy_run(a.type, s + done * a.nb[0], a.nb[0], dst.type, nth_row(dst, e / dk) + d0 * dst.nb[0], dst.nb[0], n);
       done += n;
     }
   }

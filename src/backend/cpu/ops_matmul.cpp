@@ -1,14 +1,13 @@
 // Matrix products: mul_mat and mul_mat_id.
 //
 // Both run on one tiled engine. A product is a list of batches, each a weight
-// matrix [K, M] against cols(b) activation rows. The register tile is one
-// weight row against kNx activation rows (the row is unpacked once for all
-// of them, see simd.h); around it, a block of weight rows (about
-// kWeightBlockBytes) stays in cache while every group of kNx activation rows
-// passes over it. Threads split the weight rows of all batches; when those
-// are too few to share, they split the activation rows instead. Columns are
-// always grouped from multiples of kNx, so results do not depend on the
-// number of threads.
+// matrix [K, M] against cols(b) activation rows. The register tile is
+// kTileRows weight rows by kTileCols activation rows (simd.h); around it, a
+// block of weight rows (about kWeightBlockBytes) stays in cache while every
+// group of activation rows passes over it. Threads split the row groups of
+// all batches; when those are too few to share, they split the activation
+// rows instead. Tiles always start at multiples of kTileRows and kTileCols,
+// so results do not depend on the number of threads.
 #include <algorithm>
 
 #include "kernels.h"
@@ -18,12 +17,11 @@
 namespace weft::cpu {
 namespace {
 
-constexpr int kNx = kMaxMultiDot;
 constexpr size_t kWeightBlockBytes = 128 * 1024;
-constexpr int64_t kRowsPerThread = 4;  // fewer rows per thread than this: split columns
+constexpr int64_t kGroupsPerThread = 2;  // fewer row groups per thread: split columns
 
-// Row i of an f32 row of n elements spaced `stride` bytes apart: the row
-// itself when packed, else a copy in buf.
+// An f32 row of n elements spaced `stride` bytes apart: the row itself when
+// packed, else a copy in buf.
 const float* f32_row(const uint8_t* p, size_t stride, int64_t n, float* buf) {
   if (stride == sizeof(float)) return reinterpret_cast<const float*>(p);
   for (int64_t i = 0; i < n; ++i) buf[i] = *reinterpret_cast<const float*>(p + i * stride);
@@ -32,15 +30,16 @@ const float* f32_row(const uint8_t* p, size_t stride, int64_t n, float* buf) {
 
 // Problem interface used by the engine:
 //   int64_t batches() const;  int64_t cols(int64_t b) const;
-//   const void* w_row(int64_t b, int64_t m) const;
+//   const uint8_t* w_row(int64_t b, int64_t m) const;  size_t w_stride() const;
 //   const float* x_row(int64_t b, int64_t j, float* buf) const;  // buf: K floats
 //   float* out_row(int64_t b, int64_t j) const;                  // M floats, packed
 template <class P>
 class Engine {
  public:
-  Engine(const P& p, MultiDotFn dot, int64_t k, int64_t m, size_t w_row_bytes, float* xbuf)
-      : p_(p), dot_(dot), k_(k), m_(m), xbuf_(xbuf) {
-    mc_ = std::max<int64_t>(1, static_cast<int64_t>(kWeightBlockBytes / std::max<size_t>(w_row_bytes, 1)));
+  Engine(const P& p, TileDotFn dot, int64_t k, int64_t m, size_t w_row_bytes, float* xbuf)
+      : p_(p), dot_(dot), k_(k), m_(m), groups_((m + kTileRows - 1) / kTileRows), xbuf_(xbuf) {
+    const int64_t rows = static_cast<int64_t>(kWeightBlockBytes / std::max<size_t>(w_row_bytes, 1));
+    mc_ = std::max<int64_t>(1, rows / kTileRows);  // in row groups
   }
 
   void run(int ith, int nth) {
@@ -48,7 +47,7 @@ class Engine {
     if (nb == 0 || m_ == 0) return;
     int64_t total_cols = 0;
     for (int64_t b = 0; b < nb; ++b) total_cols += p_.cols(b);
-    if (nb * m_ >= kRowsPerThread * nth || total_cols <= kNx) {
+    if (nb * groups_ >= kGroupsPerThread * nth || total_cols <= kTileCols) {
       split_rows(ith, nth);
     } else {
       split_cols(ith, nth, total_cols);
@@ -56,42 +55,46 @@ class Engine {
   }
 
  private:
-  // Weight rows [m0, m1) of batch b against activation rows [j0, j1).
-  void tiles(int64_t b, int64_t m0, int64_t m1, int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; j += kNx) {
-      const int nx = static_cast<int>(std::min<int64_t>(kNx, j1 - j));
-      const float* xs[kNx];
-      float* outs[kNx];
+  // Row groups [g0, g1) of batch b against activation rows [j0, j1).
+  void tiles(int64_t b, int64_t g0, int64_t g1, int64_t j0, int64_t j1) {
+    const int64_t m0 = g0 * kTileRows;
+    const int64_t m1 = std::min(m_, g1 * kTileRows);
+    for (int64_t j = j0; j < j1; j += kTileCols) {
+      const int nx = static_cast<int>(std::min<int64_t>(kTileCols, j1 - j));
+      const float* xs[kTileCols];
+      float* outs[kTileCols];
       for (int i = 0; i < nx; ++i) {
         xs[i] = p_.x_row(b, j + i, xbuf_ + i * k_);
         outs[i] = p_.out_row(b, j + i);
       }
-      for (int64_t m = m0; m < m1; ++m) {
-        float r[kNx];
-        dot_(p_.w_row(b, m), xs, nx, k_, r);
-        for (int i = 0; i < nx; ++i) outs[i][m] = r[i];
+      for (int64_t m = m0; m < m1; m += kTileRows) {
+        const int nw = static_cast<int>(std::min<int64_t>(kTileRows, m1 - m));
+        float r[kTileRows * kTileCols];
+        dot_(p_.w_row(b, m), p_.w_stride(), nw, xs, nx, k_, r);
+        for (int w = 0; w < nw; ++w)
+          for (int i = 0; i < nx; ++i) outs[i][m + w] = r[w * kTileCols + i];
       }
     }
   }
 
-  // This thread's share of all batches' weight rows, in blocks of mc_ rows.
+  // This thread's share of all batches' row groups, in blocks of mc_ groups.
   void split_rows(int ith, int nth) {
-    const Range r = split_range(p_.batches() * m_, ith, nth);
-    for (int64_t row = r.begin; row < r.end;) {
-      const int64_t b = row / m_;
-      const int64_t m0 = row % m_;
-      const int64_t m1 = std::min(m_, m0 + (r.end - row));
-      for (int64_t mb = m0; mb < m1; mb += mc_) tiles(b, mb, std::min(m1, mb + mc_), 0, p_.cols(b));
-      row += m1 - m0;
+    const Range r = split_range(p_.batches() * groups_, ith, nth);
+    for (int64_t g = r.begin; g < r.end;) {
+      const int64_t b = g / groups_;
+      const int64_t g0 = g % groups_;
+      const int64_t g1 = std::min(groups_, g0 + (r.end - g));
+      for (int64_t gb = g0; gb < g1; gb += mc_) tiles(b, gb, std::min(g1, gb + mc_), 0, p_.cols(b));
+      g += g1 - g0;
     }
   }
 
-  // Few weight rows: share out chunks of activation rows (multiples of kNx),
-  // each against all M weight rows.
+  // Few weight rows: share out chunks of activation rows (multiples of
+  // kTileCols), each against all M weight rows.
   void split_cols(int ith, int nth, int64_t total_cols) {
-    const int64_t target = kRowsPerThread * nth;
+    const int64_t target = kGroupsPerThread * nth;
     int64_t nc = (total_cols + target - 1) / target;
-    nc = std::max<int64_t>(kNx, (nc + kNx - 1) / kNx * kNx);
+    nc = std::max<int64_t>(kTileCols, (nc + kTileCols - 1) / kTileCols * kTileCols);
     int64_t units = 0;
     for (int64_t b = 0; b < p_.batches(); ++b) units += (p_.cols(b) + nc - 1) / nc;
     const Range r = split_range(units, ith, nth);
@@ -99,14 +102,14 @@ class Engine {
     for (int64_t b = 0; b < p_.batches() && u < r.end; ++b) {
       const int64_t n = p_.cols(b);
       for (int64_t c = 0; c < n; c += nc, ++u) {
-        if (u >= r.begin && u < r.end) tiles(b, 0, m_, c, std::min(n, c + nc));
+        if (u >= r.begin && u < r.end) tiles(b, 0, groups_, c, std::min(n, c + nc));
       }
     }
   }
 
   const P& p_;
-  MultiDotFn dot_;
-  int64_t k_, m_, mc_;
+  TileDotFn dot_;
+  int64_t k_, m_, groups_, mc_;
   float* xbuf_;
 };
 
@@ -119,9 +122,8 @@ struct MatMul {
 
   int64_t batches() const { return b.ne[2] * b.ne[3]; }
   int64_t cols(int64_t) const { return b.ne[1]; }
-  const void* w_row(int64_t bi, int64_t m) const {
-    return row_ptr(a, m, (bi % b.ne[2]) / r2, (bi / b.ne[2]) / r3);
-  }
+  const uint8_t* w_row(int64_t bi, int64_t m) const { return row_ptr(a, m, (bi % b.ne[2]) / r2, (bi / b.ne[2]) / r3); }
+  size_t w_stride() const { return a.nb[1]; }
   const float* x_row(int64_t bi, int64_t j, float* buf) const {
     return f32_row(row_ptr(b, j, bi % b.ne[2], bi / b.ne[2]), b.nb[0], b.ne[0], buf);
   }
@@ -143,7 +145,8 @@ struct MatMulId {
 
   int64_t batches() const { return n_active; }
   int64_t cols(int64_t bi) const { return offset[bi + 1] - offset[bi]; }
-  const void* w_row(int64_t bi, int64_t m) const { return row_ptr(as, m, experts[bi], 0); }
+  const uint8_t* w_row(int64_t bi, int64_t m) const { return row_ptr(as, m, experts[bi], 0); }
+  size_t w_stride() const { return as.nb[1]; }
   const float* x_row(int64_t bi, int64_t j, float* buf) const {
     const int64_t p = pairs[offset[bi] + j];
     const int64_t n_used = dst.ne[1];
@@ -160,7 +163,7 @@ int32_t expert_id(const Tensor& ids, int64_t e, int64_t t) {
 }
 
 size_t xbuf_bytes(const Tensor& b) {
-  return b.nb[0] == sizeof(float) ? 0 : k2_pad(kNx * b.ne[0], sizeof(float));
+  return b.nb[0] == sizeof(float) ? 0 : k2_pad(kTileCols * b.ne[0], sizeof(float));
 }
 
 }  // namespace
@@ -169,10 +172,9 @@ void mul_mat_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
   ScratchK2 scratch(kc, dst);
-  float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kNx * b.ne[0]);
+  float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kTileCols * b.ne[0]);
   const MatMul p{a, b, dst, b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
-  Engine<MatMul> engine(p, dot_kernels().multi(a.type), a.ne[0], a.ne[1], row_bytes(a.type, a.ne[0]),
-                        xbuf);
+  Engine<MatMul> engine(p, dot_kernels().tile(a.type), a.ne[0], a.ne[1], row_bytes(a.type, a.ne[0]), xbuf);
   engine.run(kc.ith, kc.nth);
 }
 
@@ -188,7 +190,7 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   const int64_t n_pairs = n_used * n_tokens;
 
   ScratchK2 scratch(kc, dst);
-  float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kNx * b.ne[0]);
+  float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kTileCols * b.ne[0]);
   int64_t* count = scratch.take<int64_t>(n_expert + 1);
   int64_t* experts = scratch.take<int64_t>(n_expert);
   int64_t* offset = scratch.take<int64_t>(n_expert + 1);
@@ -228,8 +230,7 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   }
 
   const MatMulId p{as, b, dst, experts, offset, pairs, n_active};
-  Engine<MatMulId> engine(p, dot_kernels().multi(as.type), as.ne[0], as.ne[1],
-                          row_bytes(as.type, as.ne[0]), xbuf);
+  Engine<MatMulId> engine(p, dot_kernels().tile(as.type), as.ne[0], as.ne[1], row_bytes(as.type, as.ne[0]), xbuf);
   engine.run(kc.ith, kc.nth);
 }
 
@@ -250,16 +251,12 @@ size_t matmul_scratch_bytes(const Tensor& node) {
 size_t k2_scratch_bytes(const Tensor& node) {
   switch (node.op) {
     case Op::mul_mat:
-    case Op::mul_mat_id:
-      return matmul_scratch_bytes(node);
+    case Op::mul_mat_id: return matmul_scratch_bytes(node);
     case Op::get_rows:
-    case Op::set_rows:
-      return rows_scratch_bytes(node);
+    case Op::set_rows: return rows_scratch_bytes(node);
     case Op::cpy:
-    case Op::cont:
-      return copy_scratch_bytes(node);
-    default:
-      return 0;
+    case Op::cont: return copy_scratch_bytes(node);
+    default: return 0;
   }
 }
 

@@ -3,25 +3,33 @@
 //
 //   const DotKernels& k = dot_kernels();          // best level this CPU has
 //   float y = k.q4_0(w_blocks, x, n);             // n a multiple of 32
-//   k.multi(DType::f16)(w_row, xs, 4, n, out);    // one weight row, 4 x rows
+//   k.tile(DType::f16)(w, stride, 4, xs, 4, n, out);  // 4 weight rows x 4 x rows
 //
 // Weights may be f32, f16, bf16, q8_0 or q4_0; activations are always f32
 // (never quantized). Quantized kernels work block by block: each 32-value
-// block is unpacked, multiplied with x and scaled by its d; nothing larger
+// block is unpacked into registers and scaled by its d (exact in f32: a
+// 4- or 8-bit integer times an f16), then multiplied with x; nothing larger
 // than a register is dequantized. All kernels are thread-safe and allocate
 // nothing. Results differ between levels by rounding only.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "weft/dtype.h"
 
 namespace weft::cpu {
 
-// One weight row (of `dtype`, n values; n a multiple of 32 when quantized)
-// against nx activation rows, 1 <= nx <= kMaxMultiDot: out[j] = w . x[j].
-using MultiDotFn = void (*)(const void* w, const float* const* x, int nx, int64_t n, float* out);
-inline constexpr int kMaxMultiDot = 4;
+// A register tile: nw weight rows (1 <= nw <= kTileRows; row i starts at
+// w + i * w_stride bytes; n values each, a multiple of 32 when quantized)
+// against nx activation rows (1 <= nx <= kTileCols):
+//   out[i * kTileCols + j] = w_i . x[j].
+// Each weight block is unpacked once for all nx activation rows, and each
+// activation vector loaded once for all nw weight rows.
+using TileDotFn = void (*)(const void* w, size_t w_stride, int nw, const float* const* x, int nx, int64_t n,
+                           float* out);
+inline constexpr int kTileRows = 4;
+inline constexpr int kTileCols = 4;
 
 struct DotKernels {
   float (*f32)(const float* w, const float* x, int64_t n);
@@ -29,16 +37,16 @@ struct DotKernels {
   float (*bf16)(const uint16_t* w, const float* x, int64_t n);
   float (*q8_0)(const BlockQ8_0* w, const float* x, int64_t n);  // n % 32 == 0
   float (*q4_0)(const BlockQ4_0* w, const float* x, int64_t n);  // n % 32 == 0
-  // Same products, each weight row unpacked once for up to 4 activation rows.
-  MultiDotFn f32_multi;
-  MultiDotFn f16_multi;
-  MultiDotFn bf16_multi;
-  MultiDotFn q8_0_multi;
-  MultiDotFn q4_0_multi;
+  // The same products over register tiles.
+  TileDotFn f32_tile;
+  TileDotFn f16_tile;
+  TileDotFn bf16_tile;
+  TileDotFn q8_0_tile;
+  TileDotFn q4_0_tile;
   const char* name;  // "avx2", "avx512"
 
-  // The multi kernel for a weight dtype; nullptr for i32.
-  MultiDotFn multi(DType t) const;
+  // The tile kernel for a weight dtype; nullptr for i32.
+  TileDotFn tile(DType t) const;
 };
 
 enum class Level { avx2, avx512 };

@@ -44,51 +44,62 @@ struct BF16 {
   }
 };
 
-// Unquantized weights: U independent accumulators per activation row (more
-// for a single row, whose FMA chain would otherwise be latency-bound).
+// Unquantized weights, NW (<= 2) rows by NX columns. U accumulators per
+// product keep enough FMA chains in flight when the tile is small.
 template <class L>
 struct Plain {
-  template <int NX>
-  static void run(const void* wv, const float* const* x, int64_t n, float* out) {
-    constexpr int U = NX == 1 ? 4 : 2;
-    const auto* w = static_cast<const typename L::W*>(wv);
-    __m256 acc[NX][U];
-    for (int j = 0; j < NX; ++j)
-      for (int u = 0; u < U; ++u) acc[j][u] = _mm256_setzero_ps();
+  static constexpr int kMaxRows = 2;
+
+  template <int NW, int NX>
+  static void run(const uint8_t* wp, size_t stride, const float* const* x, int64_t n, float* out) {
+    constexpr int U = NW * NX >= 4 ? 1 : 4 / (NW * NX);
+    const typename L::W* w[NW];
+    for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename L::W*>(wp + r * stride);
+    __m256 acc[NW][NX][U];
+    for (int r = 0; r < NW; ++r)
+      for (int j = 0; j < NX; ++j)
+        for (int u = 0; u < U; ++u) acc[r][j][u] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 * U <= n; i += 8 * U) {
       for (int u = 0; u < U; ++u) {
-        const __m256 wk = L::load8(w + i + 8 * u);
-        for (int j = 0; j < NX; ++j)
-          acc[j][u] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x[j] + i + 8 * u), acc[j][u]);
+        __m256 wk[NW];
+        for (int r = 0; r < NW; ++r) wk[r] = L::load8(w[r] + i + 8 * u);
+        for (int j = 0; j < NX; ++j) {
+          const __m256 xv = _mm256_loadu_ps(x[j] + i + 8 * u);
+          for (int r = 0; r < NW; ++r) acc[r][j][u] = _mm256_fmadd_ps(wk[r], xv, acc[r][j][u]);
+        }
       }
     }
     for (; i + 8 <= n; i += 8) {
-      const __m256 wk = L::load8(w + i);
-      for (int j = 0; j < NX; ++j)
-        acc[j][0] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x[j] + i), acc[j][0]);
+      __m256 wk[NW];
+      for (int r = 0; r < NW; ++r) wk[r] = L::load8(w[r] + i);
+      for (int j = 0; j < NX; ++j) {
+        const __m256 xv = _mm256_loadu_ps(x[j] + i);
+        for (int r = 0; r < NW; ++r) acc[r][j][0] = _mm256_fmadd_ps(wk[r], xv, acc[r][j][0]);
+      }
     }
-    for (int j = 0; j < NX; ++j) {
-      for (int u = U / 2; u >= 1; u /= 2)
-        for (int k = 0; k < u; ++k) acc[j][k] = _mm256_add_ps(acc[j][k], acc[j][k + u]);
-      float s = hsum(acc[j][0]);
-      for (int64_t k = i; k < n; ++k) s += L::load1(w + k) * x[j][k];
-      out[j] = s;
-    }
+    for (int r = 0; r < NW; ++r)
+      for (int j = 0; j < NX; ++j) {
+        for (int u = 1; u < U; ++u) acc[r][j][0] = _mm256_add_ps(acc[r][j][0], acc[r][j][u]);
+        float s = hsum(acc[r][j][0]);
+        for (int64_t k = i; k < n; ++k) s += L::load1(w[r] + k) * x[j][k];
+        out[r * kTileCols + j] = s;
+      }
   }
 };
 
-// One 32-value block unpacked to four vectors of 8 floats (unscaled).
+// One 32-value block unpacked to four vectors of 8 floats, scaled by d.
 struct Q8 {
   using Block = BlockQ8_0;
   static void unpack(const BlockQ8_0& b, __m256* v) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q));
     const __m128i q0 = _mm256_castsi256_si128(q);
     const __m128i q1 = _mm256_extracti128_si256(q, 1);
-    v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q0));
-    v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(q0, 8)));
-    v[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q1));
-    v[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(q1, 8)));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+    v[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q0)));
+    v[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(q0, 8))));
+    v[2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q1)));
+    v[3] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(q1, 8))));
   }
 };
 struct Q4 {
@@ -97,87 +108,101 @@ struct Q4 {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
     const __m128i mask = _mm_set1_epi8(0x0F);
     const __m128i eight = _mm_set1_epi8(8);
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), eight);  // values 0..15
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), eight);                     // values 0..15
     const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), eight);  // 16..31
-    v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-    v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(lo, 8)));
-    v[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-    v[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(hi, 8)));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+    v[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
+    v[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(lo, 8))));
+    v[2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
+    v[3] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(hi, 8))));
   }
 };
 
-// Quantized weights: per block, sum q*x over its 32 values, then scale by d.
-// A single row alternates two accumulators to hide the FMA latency.
+// Quantized weights, one row by NX columns (16 registers leave no room for
+// more rows): each block is unpacked once and used for every column.
 template <class Q>
 struct Quant {
-  template <int NX>
-  static void run(const void* wv, const float* const* x, int64_t n, float* out) {
-    constexpr int U = NX == 1 ? 2 : 1;
-    const auto* w = static_cast<const typename Q::Block*>(wv);
+  static constexpr int kMaxRows = 1;
+
+  template <int NW, int NX>
+  static void run(const uint8_t* wp, size_t, const float* const* x, int64_t n, float* out) {
+    static_assert(NW == 1);
+    constexpr int U = NX == 1 ? 4 : 2;
+    const auto* w = reinterpret_cast<const typename Q::Block*>(wp);
     const int64_t nb = n / kQuantBlock;
     __m256 acc[NX][U];
     for (int j = 0; j < NX; ++j)
       for (int u = 0; u < U; ++u) acc[j][u] = _mm256_setzero_ps();
-    auto block = [&](int64_t b, int u) __attribute__((always_inline)) {
+    for (int64_t b = 0; b < nb; ++b) {
       __m256 v[4];
       Q::unpack(w[b], v);
-      const __m256 d = _mm256_set1_ps(_cvtsh_ss(w[b].d));
       for (int j = 0; j < NX; ++j) {
         const float* xb = x[j] + b * kQuantBlock;
-        __m256 s0 = _mm256_mul_ps(v[0], _mm256_loadu_ps(xb));
-        __m256 s1 = _mm256_mul_ps(v[1], _mm256_loadu_ps(xb + 8));
-        s0 = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(xb + 16), s0);
-        s1 = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(xb + 24), s1);
-        acc[j][u] = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc[j][u]);
+        for (int k = 0; k < 4; ++k) acc[j][k % U] = _mm256_fmadd_ps(v[k], _mm256_loadu_ps(xb + 8 * k), acc[j][k % U]);
       }
-    };
-    int64_t b = 0;
-    for (; b + U <= nb; b += U)
-      for (int u = 0; u < U; ++u) block(b + u, u);
-    for (; b < nb; ++b) block(b, 0);
+    }
     for (int j = 0; j < NX; ++j) {
-      __m256 s = acc[j][0];
-      for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[j][u]);
-      out[j] = hsum(s);
+      for (int u = 1; u < U; ++u) acc[j][0] = _mm256_add_ps(acc[j][0], acc[j][u]);
+      out[j] = hsum(acc[j][0]);
     }
   }
 };
 
-template <class K>
-void multi(const void* w, const float* const* x, int nx, int64_t n, float* out) {
+// nx columns of rows [0, NW) of a tile.
+template <class K, int NW>
+void tile_rows(const uint8_t* w, size_t stride, const float* const* x, int nx, int64_t n, float* out) {
   switch (nx) {
-    case 1: K::template run<1>(w, x, n, out); break;
-    case 2: K::template run<2>(w, x, n, out); break;
-    case 3: K::template run<3>(w, x, n, out); break;
-    default: K::template run<4>(w, x, n, out); break;
+    case 1: K::template run<NW, 1>(w, stride, x, n, out); break;
+    case 2: K::template run<NW, 2>(w, stride, x, n, out); break;
+    case 3: K::template run<NW, 3>(w, stride, x, n, out); break;
+    default: K::template run<NW, 4>(w, stride, x, n, out); break;
   }
+}
+
+template <class K>
+void tile(const void* wv, size_t stride, int nw, const float* const* x, int nx, int64_t n, float* out) {
+  const auto* w = static_cast<const uint8_t*>(wv);
+  int r = 0;
+  if constexpr (K::kMaxRows >= 2) {
+    for (; r + 2 <= nw; r += 2) tile_rows<K, 2>(w + r * stride, stride, x, nx, n, out + r * kTileCols);
+  }
+  for (; r < nw; ++r) tile_rows<K, 1>(w + r * stride, stride, x, nx, n, out + r * kTileCols);
 }
 
 template <class K, class W>
 float single(const W* w, const float* x, int64_t n) {
   float out;
-  K::template run<1>(w, &x, n, &out);
+  K::template run<1, 1>(reinterpret_cast<const uint8_t*>(w), 0, &x, n, &out);
   return out;
 }
 
 constinit const DotKernels kAvx2{
-    single<Plain<F32>, float>,     single<Plain<F16>, uint16_t>, single<Plain<BF16>, uint16_t>,
-    single<Quant<Q8>, BlockQ8_0>,  single<Quant<Q4>, BlockQ4_0>, multi<Plain<F32>>,
-    multi<Plain<F16>>,             multi<Plain<BF16>>,           multi<Quant<Q8>>,
-    multi<Quant<Q4>>,              "avx2",
+    single<Plain<F32>, float>,
+    single<Plain<F16>, uint16_t>,
+    single<Plain<BF16>, uint16_t>,
+    single<Quant<Q8>, BlockQ8_0>,
+    single<Quant<Q4>, BlockQ4_0>,
+    tile<Plain<F32>>,
+    tile<Plain<F16>>,
+    tile<Plain<BF16>>,
+    tile<Quant<Q8>>,
+    tile<Quant<Q4>>,
+    "avx2",
 };
 
 }  // namespace
 
-const DotKernels& avx2_dot_table() { return kAvx2; }
+const DotKernels& avx2_dot_table() {
+  return kAvx2;
+}
 
-MultiDotFn DotKernels::multi(DType t) const {
+TileDotFn DotKernels::tile(DType t) const {
   switch (t) {
-    case DType::f32: return f32_multi;
-    case DType::f16: return f16_multi;
-    case DType::bf16: return bf16_multi;
-    case DType::q8_0: return q8_0_multi;
-    case DType::q4_0: return q4_0_multi;
+    case DType::f32: return f32_tile;
+    case DType::f16: return f16_tile;
+    case DType::bf16: return bf16_tile;
+    case DType::q8_0: return q8_0_tile;
+    case DType::q4_0: return q4_0_tile;
     case DType::i32: return nullptr;
   }
   return nullptr;
@@ -189,8 +214,7 @@ const DotKernels* dot_kernels_for(Level level) {
   switch (level) {
     case Level::avx2: return avx2 ? &avx2_dot_table() : nullptr;
     case Level::avx512:
-      return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq ? &avx512_dot_table()
-                                                                          : nullptr;
+      return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq ? &avx512_dot_table() : nullptr;
   }
   return nullptr;
 }

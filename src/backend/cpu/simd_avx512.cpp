@@ -21,7 +21,9 @@
 namespace weft::cpu {
 namespace {
 
-__mmask16 tail_mask(int64_t r) { return static_cast<__mmask16>((1u << r) - 1u); }
+__mmask16 tail_mask(int64_t r) {
+  return static_cast<__mmask16>((1u << r) - 1u);
+}
 
 // Weight loaders: 16 values, or the first r (< 16) with the rest zero.
 struct F32 {
@@ -34,66 +36,65 @@ struct F16 {
   static __m512 load16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
-  static __m512 load_tail(const uint16_t* p, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-  }
+  static __m512 load_tail(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
 };
 struct BF16 {
   using W = uint16_t;
-  static __m512 widen(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-  static __m512 load16(const uint16_t* p) {
-    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  static __m512 load_tail(const uint16_t* p, __mmask16 m) {
-    return widen(_mm256_maskz_loadu_epi16(m, p));
-  }
+  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+  static __m512 load16(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load_tail(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
 };
 
+// Unquantized weights, NW rows by NX columns (up to 4 x 4: 16 accumulators
+// of 32 registers). U accumulators per product keep enough FMA chains in
+// flight when the tile is small.
 template <class L>
 struct Plain {
-  template <int NX>
-  static void run(const void* wv, const float* const* x, int64_t n, float* out) {
-    constexpr int U = NX == 1 ? 4 : 2;
-    const auto* w = static_cast<const typename L::W*>(wv);
-    __m512 acc[NX][U];
-    for (int j = 0; j < NX; ++j)
-      for (int u = 0; u < U; ++u) acc[j][u] = _mm512_setzero_ps();
+  template <int NW, int NX>
+  static void run(const uint8_t* wp, size_t stride, const float* const* x, int64_t n, float* out) {
+    constexpr int U = NW * NX >= 4 ? 1 : 4 / (NW * NX);
+    const typename L::W* w[NW];
+    for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename L::W*>(wp + r * stride);
+    __m512 acc[NW][NX][U];
+    for (int r = 0; r < NW; ++r)
+      for (int j = 0; j < NX; ++j)
+        for (int u = 0; u < U; ++u) acc[r][j][u] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 * U <= n; i += 16 * U) {
       for (int u = 0; u < U; ++u) {
-        const __m512 wk = L::load16(w + i + 16 * u);
-        for (int j = 0; j < NX; ++j)
-          acc[j][u] = _mm512_fmadd_ps(wk, _mm512_loadu_ps(x[j] + i + 16 * u), acc[j][u]);
+        __m512 wk[NW];
+        for (int r = 0; r < NW; ++r) wk[r] = L::load16(w[r] + i + 16 * u);
+        for (int j = 0; j < NX; ++j) {
+          const __m512 xv = _mm512_loadu_ps(x[j] + i + 16 * u);
+          for (int r = 0; r < NW; ++r) acc[r][j][u] = _mm512_fmadd_ps(wk[r], xv, acc[r][j][u]);
+        }
       }
     }
-    for (; i + 16 <= n; i += 16) {
-      const __m512 wk = L::load16(w + i);
-      for (int j = 0; j < NX; ++j)
-        acc[j][0] = _mm512_fmadd_ps(wk, _mm512_loadu_ps(x[j] + i), acc[j][0]);
+    for (; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(n - i);
+      __m512 wk[NW];
+      for (int r = 0; r < NW; ++r) wk[r] = L::load_tail(w[r] + i, m);
+      for (int j = 0; j < NX; ++j) {
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + i);
+        for (int r = 0; r < NW; ++r) acc[r][j][0] = _mm512_fmadd_ps(wk[r], xv, acc[r][j][0]);
+      }
     }
-    if (i < n) {
-      const __mmask16 m = tail_mask(n - i);
-      const __m512 wk = L::load_tail(w + i, m);
-      for (int j = 0; j < NX; ++j)
-        acc[j][1 % U] = _mm512_fmadd_ps(wk, _mm512_maskz_loadu_ps(m, x[j] + i), acc[j][1 % U]);
-    }
-    for (int j = 0; j < NX; ++j) {
-      for (int u = U / 2; u >= 1; u /= 2)
-        for (int k = 0; k < u; ++k) acc[j][k] = _mm512_add_ps(acc[j][k], acc[j][k + u]);
-      out[j] = _mm512_reduce_add_ps(acc[j][0]);
-    }
+    for (int r = 0; r < NW; ++r)
+      for (int j = 0; j < NX; ++j) {
+        for (int u = 1; u < U; ++u) acc[r][j][0] = _mm512_add_ps(acc[r][j][0], acc[r][j][u]);
+        out[r * kTileCols + j] = _mm512_reduce_add_ps(acc[r][j][0]);
+      }
   }
 };
 
-// One 32-value block unpacked to two vectors of 16 floats (unscaled).
+// One 32-value block unpacked to two vectors of 16 floats, scaled by d.
 struct Q8 {
   using Block = BlockQ8_0;
   static void unpack(const BlockQ8_0& b, __m512* v) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q));
-    v[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
-    v[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
+    v[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))));
+    v[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))));
   }
 };
 struct Q4 {
@@ -102,72 +103,93 @@ struct Q4 {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
     const __m128i mask = _mm_set1_epi8(0x0F);
     const __m128i eight = _mm_set1_epi8(8);
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), eight);  // values 0..15
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), eight);                     // values 0..15
     const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), eight);  // 16..31
-    v[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
-    v[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
+    v[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)));
+    v[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)));
   }
 };
 
+// Quantized weights, NW rows by NX columns: per block, each row's block is
+// unpacked once for all columns and each x vector loaded once for all rows.
 template <class Q>
 struct Quant {
-  template <int NX>
-  static void run(const void* wv, const float* const* x, int64_t n, float* out) {
-    constexpr int U = NX == 1 ? 2 : 1;
-    const auto* w = static_cast<const typename Q::Block*>(wv);
+  template <int NW, int NX>
+  static void run(const uint8_t* wp, size_t stride, const float* const* x, int64_t n, float* out) {
+    constexpr int U = NW * NX <= 2 ? 2 : 1;
+    const typename Q::Block* w[NW];
+    for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename Q::Block*>(wp + r * stride);
     const int64_t nb = n / kQuantBlock;
-    __m512 acc[NX][U];
-    for (int j = 0; j < NX; ++j)
-      for (int u = 0; u < U; ++u) acc[j][u] = _mm512_setzero_ps();
-    auto block = [&](int64_t b, int u) __attribute__((always_inline)) {
-      __m512 v[2];
-      Q::unpack(w[b], v);
-      const __m512 d = _mm512_set1_ps(_cvtsh_ss(w[b].d));
+    __m512 acc[NW][NX][U];
+    for (int r = 0; r < NW; ++r)
+      for (int j = 0; j < NX; ++j)
+        for (int u = 0; u < U; ++u) acc[r][j][u] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      __m512 v[NW][2];
+      for (int r = 0; r < NW; ++r) Q::unpack(w[r][b], v[r]);
       for (int j = 0; j < NX; ++j) {
         const float* xb = x[j] + b * kQuantBlock;
-        __m512 s = _mm512_mul_ps(v[0], _mm512_loadu_ps(xb));
-        s = _mm512_fmadd_ps(v[1], _mm512_loadu_ps(xb + 16), s);
-        acc[j][u] = _mm512_fmadd_ps(s, d, acc[j][u]);
+        for (int k = 0; k < 2; ++k) {
+          const __m512 xv = _mm512_loadu_ps(xb + 16 * k);
+          for (int r = 0; r < NW; ++r) acc[r][j][k % U] = _mm512_fmadd_ps(v[r][k], xv, acc[r][j][k % U]);
+        }
       }
-    };
-    int64_t b = 0;
-    for (; b + U <= nb; b += U)
-      for (int u = 0; u < U; ++u) block(b + u, u);
-    for (; b < nb; ++b) block(b, 0);
-    for (int j = 0; j < NX; ++j) {
-      __m512 s = acc[j][0];
-      for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, acc[j][u]);
-      out[j] = _mm512_reduce_add_ps(s);
     }
+    for (int r = 0; r < NW; ++r)
+      for (int j = 0; j < NX; ++j) {
+        for (int u = 1; u < U; ++u) acc[r][j][0] = _mm512_add_ps(acc[r][j][0], acc[r][j][u]);
+        out[r * kTileCols + j] = _mm512_reduce_add_ps(acc[r][j][0]);
+      }
   }
 };
 
-template <class K>
-void multi(const void* w, const float* const* x, int nx, int64_t n, float* out) {
+template <class K, int NW>
+void tile_rows(const uint8_t* w, size_t stride, const float* const* x, int nx, int64_t n, float* out) {
   switch (nx) {
-    case 1: K::template run<1>(w, x, n, out); break;
-    case 2: K::template run<2>(w, x, n, out); break;
-    case 3: K::template run<3>(w, x, n, out); break;
-    default: K::template run<4>(w, x, n, out); break;
+    case 1: K::template run<NW, 1>(w, stride, x, n, out); break;
+    case 2: K::template run<NW, 2>(w, stride, x, n, out); break;
+    case 3: K::template run<NW, 3>(w, stride, x, n, out); break;
+    default: K::template run<NW, 4>(w, stride, x, n, out); break;
+  }
+}
+
+template <class K>
+void tile(const void* wv, size_t stride, int nw, const float* const* x, int nx, int64_t n, float* out) {
+  const auto* w = static_cast<const uint8_t*>(wv);
+  switch (nw) {
+    case 1: tile_rows<K, 1>(w, stride, x, nx, n, out); break;
+    case 2: tile_rows<K, 2>(w, stride, x, nx, n, out); break;
+    case 3: tile_rows<K, 3>(w, stride, x, nx, n, out); break;
+    default: tile_rows<K, 4>(w, stride, x, nx, n, out); break;
   }
 }
 
 template <class K, class W>
 float single(const W* w, const float* x, int64_t n) {
   float out;
-  K::template run<1>(w, &x, n, &out);
+  K::template run<1, 1>(reinterpret_cast<const uint8_t*>(w), 0, &x, n, &out);
   return out;
 }
 
 constinit const DotKernels kAvx512{
-    single<Plain<F32>, float>,     single<Plain<F16>, uint16_t>, single<Plain<BF16>, uint16_t>,
-    single<Quant<Q8>, BlockQ8_0>,  single<Quant<Q4>, BlockQ4_0>, multi<Plain<F32>>,
-    multi<Plain<F16>>,             multi<Plain<BF16>>,           multi<Quant<Q8>>,
-    multi<Quant<Q4>>,              "avx512",
+    single<Plain<F32>, float>,
+    single<Plain<F16>, uint16_t>,
+    single<Plain<BF16>, uint16_t>,
+    single<Quant<Q8>, BlockQ8_0>,
+    single<Quant<Q4>, BlockQ4_0>,
+    tile<Plain<F32>>,
+    tile<Plain<F16>>,
+    tile<Plain<BF16>>,
+    tile<Quant<Q8>>,
+    tile<Quant<Q4>>,
+    "avx512",
 };
 
 }  // namespace
 
-const DotKernels& avx512_dot_table() { return kAvx512; }
+const DotKernels& avx512_dot_table() {
+  return kAvx512;
+}
 
 }  // namespace weft::cpu

@@ -1,0 +1,84 @@
+// Scheduler: cuts a graph into splits across backends, allocates it, and
+// runs the splits, overlapping what may overlap and never letting a backend
+// touch memory another is still using. docs/scheduler.md explains the passes
+// and the execution rules.
+//
+//   Scheduler sched({gpu.get(), cpu.get()});    // priority order
+//   sched.reserve(worst_case_graph);             // size compute memory once
+//   for (each micro-batch) {
+//     Graph g = build(...);                      // a new graph per micro-batch
+//     sched.set_backend(*some_node, *cpu);       // optional pins, for this graph
+//     sched.allocate(g);                         // now set inputs with tensor_set
+//     sched.compute_async(g);
+//   }
+//   sched.synchronize();                         // then read outputs
+//
+// Graphs are never modified: the scheduler computes its own copies of the
+// nodes and binds the caller's tensors to the same memory. Not thread-safe:
+// one thread drives a Scheduler.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "weft/backend.h"
+#include "weft/graph.h"
+
+namespace weft {
+
+struct SchedulerOptions {
+  // Memory sets for pipelining (1 to 4): micro-batch k uses set k mod
+  // n_copies, and waits for micro-batch k - n_copies to finish first.
+  int n_copies = 1;
+  // Test only: skip the memory-hazard waits (rule 2), so that a test can
+  // prove it sees the race they prevent.
+  bool unsafe_skip_hazard_waits = false;
+};
+
+struct SplitInfo {
+  int backend = 0;                // index into the scheduler's backends
+  int n_nodes = 0;                // nodes computed (views included)
+  int n_input_copies = 0;         // tensors copied in from memory this backend cannot read
+  std::vector<int> waits_for;     // earlier splits on other backends it waits for (rules 1, 2)
+};
+
+class Scheduler {
+ public:
+  // backends: in priority order (first preferred). They must outlive it.
+  explicit Scheduler(std::vector<Backend*> backends, const SchedulerOptions& options = {});
+  ~Scheduler();  // waits for all work; never throws
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Pins t to backend b for the next allocate() (pins are cleared by it).
+  void set_backend(const Tensor& t, Backend& b);
+  // Sizes every memory set for g without binding anything.
+  void reserve(const Graph& g);
+  // Assigns and splits g and binds its tensors in the next memory set,
+  // first waiting for the micro-batch that used that set. Afterwards the
+  // caller may set inputs.
+  void allocate(const Graph& g);
+  // Submits g (allocated by the last allocate(); allocates it if not) and
+  // returns without waiting for the backends.
+  void compute_async(const Graph& g);
+  void compute(const Graph& g) {
+    compute_async(g);
+    synchronize();
+  }
+  void synchronize();
+  // Blocks until the micro-batch that computed g is done (it returns at once
+  // if g's memory set has since been given to another graph).
+  void wait(const Graph& g);
+
+  // About the last allocated graph.
+  const std::vector<SplitInfo>& splits() const;
+  int backend_of(const Tensor& t) const;  // -1 if not in that graph
+  // Compute memory of one set, summed over its buffers.
+  size_t compute_buffer_size() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft

@@ -1,0 +1,155 @@
+// Placement passes 1-4 (docs/scheduler.md): decide a backend for every
+// tensor of the caller's graph.
+#include <string>
+
+#include "sched_impl.h"
+#include "weft/error.h"
+
+namespace weft::detail {
+
+int BackendSet::backend_for_buffer(const BufferType& bt) const {
+  for (int b = 0; b < size(); ++b) {
+    if (&backends[static_cast<size_t>(b)]->device().default_buffer_type() == &bt) return b;
+  }
+  for (int b = 0; b < size(); ++b) {
+    if (can_read(b, bt)) return b;
+  }
+  return -1;
+}
+
+namespace {
+
+const Tensor* root_of(const Tensor* t) { return t->view_src ? t->view_src : t; }
+
+class Passes {
+ public:
+  Passes(const Graph& g, const BackendSet& set, const Assignment& pins) : g_(g), set_(set), pins_(pins) {}
+
+  Assignment run() {
+    place_fixed();
+    expand();
+    upgrade();
+    place_rest();
+    return std::move(a_);
+  }
+
+ private:
+  bool assigned(const Tensor* t) const { return a_.count(t) != 0; }
+  int lowest() const { return set_.size() - 1; }
+
+  [[noreturn]] void unsupported(const Tensor& t, const std::string& why) const {
+    fail(ErrorKind::unsupported, "sched",
+         std::string(op_name(t.op)) + " " + shape_string(t) + " '" + t.name + "': " + why);
+  }
+
+  // Pass 1: what is already decided: pins, data already in a buffer, nodes
+  // writing into such data, and nodes using weights (run where the weights are).
+  void place_fixed() {
+    for (Tensor* leaf : g_.leafs()) {
+      if (auto pin = pins_.find(leaf); pin != pins_.end()) {
+        a_[leaf] = pin->second;
+      } else if (leaf->buffer != nullptr) {
+        const int b = set_.backend_for_buffer(leaf->buffer->type());
+        if (b >= 0) a_[leaf] = b;
+      }
+    }
+    for (Tensor* node : g_.nodes()) {
+      if (auto pin = pins_.find(node); pin != pins_.end()) {
+        if (!op_is_view(node->op) && !set_.supports(pin->second, *node)) {
+          unsupported(*node, "pinned to backend " + std::to_string(pin->second) + ", which does not support it");
+        }
+        a_[node] = pin->second;
+        continue;
+      }
+      const Tensor* root = root_of(node);
+      if (root != node && root->buffer != nullptr) {  // writes or views bound memory
+        const int b = set_.backend_for_buffer(root->buffer->type());
+        if (b >= 0 && (op_is_view(node->op) || set_.supports(b, *node))) a_[node] = b;
+        continue;
+      }
+      for (const Tensor* s : node->src) {
+        if (s == nullptr || !root_of(s)->has_flag(kFlagWeight) || root_of(s)->buffer == nullptr) continue;
+        const int b = set_.backend_for_buffer(root_of(s)->buffer->type());
+        if (b >= 0 && set_.supports(b, *node)) {
+          a_[node] = b;
+          break;
+        }
+      }
+    }
+  }
+
+  // Pass 2: unassigned nodes take the backend of their neighbours in
+  // execution order: down, then up, not spreading the lowest-priority
+  // backend (usually the CPU) in those two; then down again with all.
+  void expand() {
+    auto sweep = [&](auto begin, auto end, bool spread_lowest) {
+      int cur = -1;
+      for (auto it = begin; it != end; ++it) {
+        Tensor* node = *it;
+        if (op_is_view(node->op)) continue;
+        if (auto found = a_.find(node); found != a_.end()) {
+          cur = found->second == lowest() && !spread_lowest ? -1 : found->second;
+        } else if (cur >= 0 && set_.supports(cur, *node)) {
+          a_[node] = cur;
+        }
+      }
+    };
+    const auto nodes = g_.nodes();
+    sweep(nodes.begin(), nodes.end(), false);
+    sweep(nodes.rbegin(), nodes.rend(), false);
+    sweep(nodes.begin(), nodes.end(), true);
+  }
+
+  // Pass 3: move a node to a higher-priority backend that shares its buffer
+  // type (no copy needed) and supports it. Pinned nodes stay.
+  void upgrade() {
+    for (Tensor* node : g_.nodes()) {
+      auto it = a_.find(node);
+      if (it == a_.end() || pins_.count(node) || op_is_view(node->op) || root_of(node) != node) continue;
+      for (int b = 0; b < it->second; ++b) {
+        if (set_.buffer_of_backend[static_cast<size_t>(b)] == set_.buffer_of_backend[static_cast<size_t>(it->second)] &&
+            set_.supports(b, *node)) {
+          it->second = b;
+          break;
+        }
+      }
+    }
+  }
+
+  // Pass 4: what is left. Nodes: the first backend that supports them.
+  // Leafs: the backend of their first reader. Views: their source's.
+  void place_rest() {
+    for (Tensor* node : g_.nodes()) {
+      if (op_is_view(node->op) || assigned(node)) continue;
+      for (int b = 0; b < set_.size() && !assigned(node); ++b) {
+        if (set_.supports(b, *node)) a_[node] = b;
+      }
+      if (!assigned(node)) unsupported(*node, "no backend supports it");
+    }
+    for (Tensor* node : g_.nodes()) {
+      if (op_is_view(node->op)) continue;
+      for (const Tensor* s : node->src) {
+        if (s != nullptr && !assigned(root_of(s))) a_[root_of(s)] = a_.at(node);
+      }
+    }
+    for (Tensor* leaf : g_.leafs()) {
+      if (!assigned(leaf)) a_[leaf] = 0;  // read by no node: anywhere will do
+    }
+    for (Tensor* node : g_.nodes()) {
+      if (!assigned(node)) a_[node] = a_.at(root_of(node));
+    }
+  }
+
+  const Graph& g_;
+  const BackendSet& set_;
+  const Assignment& pins_;
+  Assignment a_;
+};
+
+}  // namespace
+
+Assignment assign_backends(const Graph& g, const BackendSet& set, const Assignment& pins) {
+  return Passes(g, set, pins).run();
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,255 @@
+// Scheduler: memory sets, allocation, and execution under the four rules of
+// docs/scheduler.md.
+#include "weft/sched.h"
+
+#include <algorithm>
+#include <exception>
+#include <string>
+
+#include "sched_impl.h"
+#include "weft/alloc.h"
+#include "weft/error.h"
+
+namespace weft {
+
+using detail::Assignment;
+using detail::BackendSet;
+using detail::ExecPlan;
+
+namespace {
+
+// One micro-batch on one memory set: everything that must live until its
+// work is done.
+struct Batch {
+  const Graph* graph = nullptr;  // the caller's graph
+  Assignment assignment;
+  std::unique_ptr<ExecPlan> plan;
+  std::vector<SplitInfo> info;
+  std::vector<std::unique_ptr<Event>> events;   // per split; null where the device has none
+  std::vector<std::vector<uint8_t>> staging;    // host copies the backends may still read
+  bool submitted = false;
+};
+
+GraphLayout layout_of(const ExecPlan& plan) {
+  GraphLayout layout;
+  layout.buffer_of = [&plan](const Tensor& t) { return plan.buffer_of.at(&t); };
+  layout.split_of = [&plan](const Tensor& t) { return plan.split_of.at(&t); };
+  return layout;
+}
+
+}  // namespace
+
+struct Scheduler::Impl {
+  BackendSet set;
+  SchedulerOptions options;
+  Assignment pins;
+  std::vector<std::unique_ptr<GraphAllocator>> allocators;  // one per memory set
+  std::vector<Batch> batches;                               // one per memory set
+  int next_set = 0;
+  int current = -1;  // memory set of the last allocated graph
+
+  Backend& backend(int b) { return *set.backends[static_cast<size_t>(b)]; }
+
+  bool owns(const Buffer* buf) const {
+    for (const auto& a : allocators) {
+      for (int i = 0; i < a->n_buffers(); ++i) {
+        if (a->buffer(i) == buf && buf != nullptr) return true;
+      }
+    }
+    return false;
+  }
+
+  // Blocks until split s of b is done, from the host.
+  void host_wait(Batch& b, int s) {
+    if (auto& ev = b.events[static_cast<size_t>(s)]) {
+      ev->synchronize();
+    } else {
+      backend(b.plan->splits[static_cast<size_t>(s)].backend).synchronize();
+    }
+  }
+
+  // Makes backend `waiter` wait for split s: on the device when the event is
+  // that device's (rule 3), else from the host.
+  void wait_for(Batch& b, Backend& waiter, int s) {
+    auto& ev = b.events[static_cast<size_t>(s)];
+    if (ev && &ev->device() == &waiter.device()) {
+      waiter.wait_event(*ev);
+    } else {
+      host_wait(b, s);
+    }
+  }
+
+  void finish(Batch& b) {
+    if (!b.submitted) return;
+    b.submitted = false;
+    for (size_t s = 0; s < b.plan->splits.size(); ++s) host_wait(b, static_cast<int>(s));
+  }
+
+  void allocate(const Graph& g) {
+    const int m = next_set;
+    next_set = (next_set + 1) % options.n_copies;
+    Batch& b = batches[static_cast<size_t>(m)];
+    finish(b);  // rule 4: the set's previous micro-batch is done with its memory
+    b = Batch{};
+    b.graph = &g;
+    current = m;
+    // Tensors bound by an earlier allocate() (to any memory set) are placed anew.
+    for (auto list : {g.leafs(), g.nodes()}) {
+      for (Tensor* t : list) {
+        if (owns(t->buffer)) {
+          t->buffer = nullptr;
+          t->data = nullptr;
+        }
+      }
+    }
+    b.assignment = detail::assign_backends(g, set, pins);
+    pins.clear();
+    b.plan = std::make_unique<ExecPlan>();
+    detail::build_exec_plan(g, b.assignment, set, *b.plan);
+    const MemoryPlan& memory = allocators[static_cast<size_t>(m)]->allocate(b.plan->graph, layout_of(*b.plan));
+    for (Tensor* node : g.nodes()) {
+      const Tensor* clone = b.plan->clone_of.at(node);
+      node->buffer = clone->buffer;
+      node->data = clone->data;
+    }
+    describe(b, memory);
+  }
+
+  // Which earlier splits each split waits for: producers of what it reads
+  // (rule 1) and splits that touched memory it writes (rule 2), on other
+  // backends only (a backend's own work is in order).
+  void describe(Batch& b, const MemoryPlan& memory) {
+    const auto& splits = b.plan->splits;
+    for (size_t s = 0; s < splits.size(); ++s) {
+      SplitInfo info;
+      info.backend = splits[s].backend;
+      info.n_nodes = static_cast<int>(splits[s].graph.nodes().size());
+      info.n_input_copies = static_cast<int>(splits[s].copies.size());
+      std::vector<int> waits = splits[s].producers;
+      for (const auto& c : splits[s].copies) {
+        if (c.producer >= 0) waits.push_back(c.producer);
+      }
+      if (!options.unsafe_skip_hazard_waits && s < memory.hazards.size()) {
+        waits.insert(waits.end(), memory.hazards[s].begin(), memory.hazards[s].end());
+      }
+      std::sort(waits.begin(), waits.end());
+      waits.erase(std::unique(waits.begin(), waits.end()), waits.end());
+      for (int w : waits) {
+        if (splits[static_cast<size_t>(w)].backend != info.backend) info.waits_for.push_back(w);
+      }
+      b.info.push_back(std::move(info));
+    }
+  }
+
+  void copy_input(Batch& b, Backend& dst_backend, const detail::InputCopy& c) {
+    if (dst_backend.copy_tensor_async(backend(c.src_backend), *c.src, *c.copy)) return;
+    // Through host memory: the host must see the producer's result first.
+    if (c.producer >= 0) host_wait(b, c.producer);
+    std::vector<uint8_t>& staging = b.staging.emplace_back(c.src->nbytes());
+    tensor_get(*c.src, staging.data(), 0, staging.size());
+    dst_backend.set_tensor_async(*c.copy, staging.data(), 0, staging.size());
+  }
+
+  void compute_async(const Graph& g) {
+    if (current < 0 || batches[static_cast<size_t>(current)].graph != &g ||
+        batches[static_cast<size_t>(current)].submitted) {
+      allocate(g);
+    }
+    Batch& b = batches[static_cast<size_t>(current)];
+    b.submitted = true;  // from here on, finish() must wait for whatever was submitted
+    const auto& splits = b.plan->splits;
+    b.events.resize(splits.size());
+    for (size_t s = 0; s < splits.size(); ++s) {
+      Backend& be = backend(splits[s].backend);
+      for (int w : b.info[s].waits_for) wait_for(b, be, w);
+      for (const auto& c : splits[s].copies) copy_input(b, be, c);
+      be.compute(splits[s].graph);
+      b.events[s] = be.device().create_event();
+      if (b.events[s]) be.record_event(*b.events[s]);
+    }
+  }
+
+  void synchronize() {
+    std::exception_ptr first;
+    for (Backend* be : set.backends) {
+      try {
+        be->synchronize();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    for (Batch& b : batches) b.submitted = false;
+    if (first) std::rethrow_exception(first);
+  }
+};
+
+Scheduler::Scheduler(std::vector<Backend*> backends, const SchedulerOptions& options) : impl_(std::make_unique<Impl>()) {
+  if (backends.empty()) fail(ErrorKind::invalid_input, "sched", "no backends");
+  if (options.n_copies < 1 || options.n_copies > 4) {
+    fail(ErrorKind::invalid_input, "sched", "n_copies " + std::to_string(options.n_copies) + " is outside [1, 4]");
+  }
+  Impl& s = *impl_;
+  s.options = options;
+  s.set.backends = std::move(backends);
+  for (Backend* be : s.set.backends) {
+    BufferType* bt = &be->device().default_buffer_type();
+    auto it = std::find(s.set.buffer_types.begin(), s.set.buffer_types.end(), bt);
+    s.set.buffer_of_backend.push_back(static_cast<int>(it - s.set.buffer_types.begin()));
+    if (it == s.set.buffer_types.end()) s.set.buffer_types.push_back(bt);
+  }
+  for (int i = 0; i < options.n_copies; ++i) s.allocators.push_back(std::make_unique<GraphAllocator>(s.set.buffer_types));
+  s.batches.resize(static_cast<size_t>(options.n_copies));
+}
+
+Scheduler::~Scheduler() {
+  try {
+    impl_->synchronize();
+  } catch (...) {
+    // Errors were the caller's to collect at synchronize(); a destructor cannot report them.
+  }
+}
+
+void Scheduler::set_backend(const Tensor& t, Backend& b) {
+  const auto& backends = impl_->set.backends;
+  auto it = std::find(backends.begin(), backends.end(), &b);
+  if (it == backends.end()) fail(ErrorKind::invalid_input, "sched", "pin of '" + t.name + "' to a backend not in this scheduler");
+  impl_->pins[&t] = static_cast<int>(it - backends.begin());
+}
+
+void Scheduler::reserve(const Graph& g) {
+  impl_->synchronize();  // buffers may grow: nothing may be using them
+  ExecPlan plan;
+  detail::build_exec_plan(g, detail::assign_backends(g, impl_->set, impl_->pins), impl_->set, plan);
+  for (auto& a : impl_->allocators) a->reserve(plan.graph, layout_of(plan));
+}
+
+void Scheduler::allocate(const Graph& g) { impl_->allocate(g); }
+void Scheduler::compute_async(const Graph& g) { impl_->compute_async(g); }
+void Scheduler::synchronize() { impl_->synchronize(); }
+
+void Scheduler::wait(const Graph& g) {
+  for (Batch& b : impl_->batches) {
+    if (b.graph == &g) impl_->finish(b);
+  }
+}
+
+const std::vector<SplitInfo>& Scheduler::splits() const {
+  static const std::vector<SplitInfo> kNone;
+  return impl_->current < 0 ? kNone : impl_->batches[static_cast<size_t>(impl_->current)].info;
+}
+
+int Scheduler::backend_of(const Tensor& t) const {
+  if (impl_->current < 0) return -1;
+  const Assignment& a = impl_->batches[static_cast<size_t>(impl_->current)].assignment;
+  auto it = a.find(&t);
+  return it == a.end() ? -1 : it->second;
+}
+
+size_t Scheduler::compute_buffer_size() const {
+  size_t total = 0;
+  const GraphAllocator& a = *impl_->allocators.front();
+  for (int i = 0; i < a.n_buffers(); ++i) total += a.buffer_size(i);
+  return total;
+}
+
+}  // namespace weft

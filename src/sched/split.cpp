@@ -1,0 +1,141 @@
+// Pass 5: cut the graph into splits where the backend changes, clone the
+// nodes, and create input copies for memory a split's backend cannot read.
+#include <algorithm>
+#include <string>
+
+#include "sched_impl.h"
+#include "weft/error.h"
+
+namespace weft::detail {
+namespace {
+
+const Tensor* root_of(const Tensor* t) { return t->view_src ? t->view_src : t; }
+
+class SplitBuilder {
+ public:
+  SplitBuilder(const Graph& g, const Assignment& a, const BackendSet& set, ExecPlan& plan)
+      : g_(g), a_(a), set_(set), plan_(plan) {}
+
+  void run() {
+    for (Tensor* leaf : g_.leafs()) {  // the caller's data: set before compute starts
+      plan_.graph.append(leaf);
+      plan_.split_of[leaf] = -1;
+      plan_.buffer_of[leaf] = buffer_of_backend(a_.at(leaf));
+    }
+    for (Tensor* node : g_.nodes()) {
+      const int b = a_.at(node);
+      // Views compute nothing: they stay in the current split.
+      if (plan_.splits.empty() || (!op_is_view(node->op) && b != plan_.splits.back().backend)) start_split(b);
+      add_node(node);
+    }
+  }
+
+ private:
+  int buffer_of_backend(int b) const { return set_.buffer_of_backend[static_cast<size_t>(b)]; }
+  int current() const { return static_cast<int>(plan_.splits.size()) - 1; }
+  Split& split() { return plan_.splits.back(); }
+
+  void start_split(int backend) {
+    plan_.splits.emplace_back();
+    split().backend = backend;
+    copies_.clear();
+    copy_views_.clear();
+  }
+
+  // The buffer type holding root's memory.
+  const BufferType& memory_of(const Tensor* root) const {
+    if (root->buffer != nullptr) return root->buffer->type();
+    return *set_.buffer_types[static_cast<size_t>(buffer_of_backend(a_.at(root)))];
+  }
+
+  // What the current split's clones use in place of the caller's tensor s.
+  Tensor* resolve(Tensor* s) {
+    const Tensor* root = root_of(s);
+    const int producer = last_writer_.count(root) ? last_writer_.at(root) : -1;
+    const int producer_backend = producer >= 0 ? plan_.splits[static_cast<size_t>(producer)].backend : a_.at(root);
+    if (set_.can_read(split().backend, memory_of(root))) {
+      if (producer >= 0 && producer_backend != split().backend) add_unique(split().producers, producer);
+      return exec_tensor(s);
+    }
+    Tensor* copy = copy_of(const_cast<Tensor*>(root), producer, producer_backend);
+    if (s == root) return copy;
+    // A view of copied memory: the same view over the copy.
+    auto [it, fresh] = copy_views_.try_emplace(s, nullptr);
+    if (fresh) {
+      Tensor* v = plan_.ctx.new_node();
+      *v = *s;
+      v->op = Op::view;
+      for (Tensor*& src : v->src) src = nullptr;
+      v->src[0] = copy;
+      v->view_src = copy;
+      v->buffer = nullptr;
+      v->data = nullptr;
+      append(v);
+      it->second = v;
+    }
+    return it->second;
+  }
+
+  Tensor* copy_of(Tensor* root, int producer, int producer_backend) {
+    auto [it, fresh] = copies_.try_emplace(root, nullptr);
+    if (!fresh) return it->second;
+    if (!root->is_contiguous()) {
+      fail(ErrorKind::unsupported, "sched", "cannot copy non-contiguous " + shape_string(*root) + " '" + root->name + "'");
+    }
+    Tensor* copy = plan_.ctx.new_tensor(root->type, {root->ne[0], root->ne[1], root->ne[2], root->ne[3]});
+    copy->op = Op::cont;  // for the planner: a node of this split that reads root
+    copy->src[0] = exec_tensor(root);
+    copy->name = "copy of " + root->name;
+    split().copies.push_back({exec_tensor(root), copy, producer_backend, producer});
+    append(copy);
+    it->second = copy;
+    return copy;
+  }
+
+  // The tensor the plan uses for a caller's tensor: its clone, or the leaf.
+  Tensor* exec_tensor(const Tensor* t) {
+    if (t->op == Op::none) return const_cast<Tensor*>(t);
+    return plan_.clone_of.at(t);
+  }
+
+  void append(Tensor* t) {
+    plan_.graph.append(t);
+    plan_.split_of[t] = current();
+    plan_.buffer_of[t] = buffer_of_backend(split().backend);
+    if (t->op != Op::none) split().graph.append(t);
+  }
+
+  void add_node(Tensor* node) {
+    Tensor* clone = plan_.ctx.new_node();
+    *clone = *node;
+    clone->buffer = nullptr;
+    clone->data = nullptr;
+    for (Tensor*& s : clone->src) {  // a view reads nothing, so it needs no copy
+      if (s != nullptr) s = op_is_view(node->op) ? exec_tensor(s) : resolve(s);
+    }
+    if (node->view_src != nullptr) clone->view_src = exec_tensor(node->view_src);
+    plan_.clone_of[node] = clone;
+    append(clone);
+    if (!op_is_view(node->op)) last_writer_[root_of(node)] = current();
+  }
+
+  static void add_unique(std::vector<int>& v, int x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  }
+
+  const Graph& g_;
+  const Assignment& a_;
+  const BackendSet& set_;
+  ExecPlan& plan_;
+  std::unordered_map<const Tensor*, int> last_writer_;       // caller's root -> split
+  std::unordered_map<const Tensor*, Tensor*> copies_;        // this split's copies, by caller's root
+  std::unordered_map<const Tensor*, Tensor*> copy_views_;    // caller's view -> view of a copy
+};
+
+}  // namespace
+
+void build_exec_plan(const Graph& g, const Assignment& a, const BackendSet& set, ExecPlan& plan) {
+  SplitBuilder(g, a, set, plan).run();
+}
+
+}  // namespace weft::detail
