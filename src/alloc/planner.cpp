@@ -30,36 +30,42 @@ namespace {
 
 const Tensor* root_of(const Tensor* t) { return t->view_src ? t->view_src : t; }
 
-// The latest split that touched each byte range of one buffer. Later splits
-// waited (transitively) for earlier ones that touched the same bytes, so the
-// latest is all a new writer has to wait for.
+// The splits that touched each byte range of one buffer while its last
+// occupant lived: that occupant's writer and all its readers. Readers on
+// different backends do not wait for each other, so a new writer must wait
+// for every one of them; it need not look further back, because the
+// occupant's writer (and, through rule 1, its readers) already waited for
+// whoever touched the bytes before.
 class TouchMap {
  public:
-  void touch(size_t begin, size_t end, int split) {
+  void touch(size_t begin, size_t end, const std::vector<int>& splits) {
     cut(begin);
     cut(end);
     segments_.erase(segments_.lower_bound(begin), segments_.lower_bound(end));
-    segments_[begin] = {end, split};
+    segments_[begin] = {end, splits};
   }
   void collect(size_t begin, size_t end, int writer, std::set<int>& out) const {
     auto it = segments_.upper_bound(begin);
     if (it != segments_.begin()) --it;
     for (; it != segments_.end() && it->first < end; ++it) {
-      if (it->second.end > begin && it->second.split >= 0 && it->second.split != writer) out.insert(it->second.split);
+      if (it->second.end <= begin) continue;
+      for (int s : it->second.splits) {
+        if (s >= 0 && s != writer) out.insert(s);
+      }
     }
   }
 
  private:
   struct Segment {
     size_t end;
-    int split;
+    std::vector<int> splits;
   };
   void cut(size_t at) {  // splits the segment containing at, so at is a boundary
     auto it = segments_.upper_bound(at);
     if (it == segments_.begin()) return;
     --it;
     if (it->first < at && at < it->second.end) {
-      segments_[at] = {it->second.end, it->second.split};
+      segments_[at] = {it->second.end, it->second.splits};
       it->second.end = at;
     }
   }
@@ -91,7 +97,7 @@ class Planner {
  private:
   struct State {
     int readers = 0;       // readers not yet run
-    int last_split = -1;   // latest split that read or wrote it
+    std::vector<int> touchers;  // splits that wrote or read it, ascending
     bool keep = false;     // output, or no reader at all: never freed
     bool moved = false;    // its memory passed to an in-place result
   };
@@ -140,7 +146,11 @@ class Planner {
       touched_[static_cast<size_t>(b)].collect(offset, offset + lists_[static_cast<size_t>(b)].rounded(size), writer,
                                                hazards_of(writer));
     }
-    state_[t].last_split = std::max(state_[t].last_split, writer);
+    if (writer >= 0) add_toucher(state_[t], writer);
+  }
+
+  static void add_toucher(State& st, int split) {
+    if (st.touchers.empty() || st.touchers.back() != split) st.touchers.push_back(split);  // splits only grow
   }
 
   bool try_in_place(const Tensor* node, int split) {
@@ -158,8 +168,12 @@ class Planner {
     }
     plan_.slots[node] = slot->second;
     st.moved = true;
-    if (st.last_split >= 0 && st.last_split != split) hazards_of(split).insert(st.last_split);
-    state_[node].last_split = std::max(st.last_split, split);
+    State& dst = state_[node];
+    for (int s : st.touchers) {  // overwriting src: wait for all who touched it
+      if (s != split) hazards_of(split).insert(s);
+    }
+    dst.touchers = st.touchers;
+    add_toucher(dst, split);
     ++plan_.in_place;
     return true;
   }
@@ -167,7 +181,7 @@ class Planner {
   void release(const Tensor* t) {
     const Slot& slot = plan_.slots.at(t);
     const auto b = static_cast<size_t>(slot.buffer);
-    touched_[b].touch(slot.offset, slot.offset + lists_[b].rounded(slot.size), state_[t].last_split);
+    touched_[b].touch(slot.offset, slot.offset + lists_[b].rounded(slot.size), state_[t].touchers);
     lists_[b].release(slot.offset, slot.size);
   }
 
@@ -184,7 +198,7 @@ class Planner {
       if (s == nullptr) continue;
       const Tensor* r = root_of(s);
       State& st = state_[r];
-      st.last_split = std::max(st.last_split, split);
+      if (split >= 0) add_toucher(st, split);
       if (--st.readers == 0 && planned(r) && !st.keep && !st.moved) release(r);
     }
   }

@@ -176,6 +176,29 @@ TEST(Planner, RecordsHazardsBetweenSplitsThatShareBytes) {
   expect_no_overlap(g, layout, p);
 }
 
+TEST(Planner, AWriterWaitsForEveryReaderOfTheMemoryItReuses) {
+  // t is written in split 0 and read in splits 1 and 2 (readers on two
+  // backends do not wait for each other); u reuses t's bytes in split 3 and
+  // must wait for both readers, not only the last.
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {64});
+  x->flags |= kFlagInput;
+  Tensor* t = ops::scale(ctx, x, 2.0f);
+  Tensor* r1 = ops::sqr(ctx, t);
+  Tensor* r2 = ops::sum_rows(ctx, t);
+  Tensor* u = ops::cont(ctx, x);
+  for (Tensor* out : {r1, r2, u}) out->flags |= kFlagOutput;
+  Graph g;
+  for (Tensor* out : {r1, r2, u}) g.expand(out);
+  GraphLayout layout;
+  layout.split_of = [&](const Tensor& n) { return &n == x ? -1 : &n == t ? 0 : &n == r1 ? 1 : &n == r2 ? 2 : 3; };
+  const MemoryPlan p = plan(g, layout);
+  ASSERT_EQ(p.slots.at(u).offset, p.slots.at(t).offset);  // the reuse under test
+  ASSERT_EQ(p.hazards.size(), 4u);
+  EXPECT_EQ(p.hazards[3], (std::vector<int>{0, 1, 2}));
+  expect_no_overlap(g, layout, p);
+}
+
 // A random graph of f32 ops over a few shapes, with random inputs, outputs,
 // buffers and splits.
 struct RandomGraph {

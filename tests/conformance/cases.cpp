@@ -12,9 +12,13 @@
 namespace weft::conformance {
 namespace {
 
-float uniform01(Rng& rng) { return std::uniform_real_distribution<float>(0.0f, 1.0f)(rng); }
+float uniform01(Rng& rng) {
+  return std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
+}
 
-int64_t row_len(const Tensor& t) { return t.ne[0] > 0 ? t.ne[0] : 1; }
+int64_t row_len(const Tensor& t) {
+  return t.ne[0] > 0 ? t.ne[0] : 1;
+}
 
 // Values k * 2^-e per block of 32, k in [-kmax, kmax], one element per block
 // at the extreme (sign chosen at random): the block's scale is then 2^-e
@@ -106,10 +110,18 @@ Init random_mask() {
   };
 }
 
-Init q8_0_grid() { return grid(127, 127, 0.0f); }
-Init q4_0_grid() { return grid(7, 8, 0.0f); }
-Init q8_0_rounding() { return grid(120, 127, 0.3f); }
-Init q4_0_rounding() { return grid(7, 8, 0.3f); }
+Init q8_0_grid() {
+  return grid(127, 127, 0.0f);
+}
+Init q4_0_grid() {
+  return grid(7, 8, 0.0f);
+}
+Init q8_0_rounding() {
+  return grid(120, 127, 0.3f);
+}
+Init q4_0_rounding() {
+  return grid(7, 8, 0.3f);
+}
 
 double storage_tol(DType t) {
   switch (t) {
@@ -121,7 +133,9 @@ double storage_tol(DType t) {
   }
 }
 
-double tol_for(DType out, double op_tol) { return std::max(op_tol, storage_tol(out)); }
+double tol_for(DType out, double op_tol) {
+  return std::max(op_tol, storage_tol(out));
+}
 
 double matmul_tol(DType w) {
   switch (w) {
@@ -158,10 +172,8 @@ const Init* CaseBuilder::init_for(const Tensor* t) const {
 Tensor* operand(CaseBuilder& b, DType type, const Shape& ne, Layout layout, Init init) {
   Context& ctx = b.ctx();
   switch (layout) {
-    case Layout::packed:
-      return b.input(type, ne, std::move(init));
-    case Layout::transposed:
-      return ops::transpose(ctx, b.input(type, {ne[1], ne[0], ne[2], ne[3]}, std::move(init)));
+    case Layout::packed: return b.input(type, ne, std::move(init));
+    case Layout::transposed: return ops::transpose(ctx, b.input(type, {ne[1], ne[0], ne[2], ne[3]}, std::move(init)));
     case Layout::permuted: {
       if (traits(type).quantized) {  // the row stays; dims 1 and 2 swap
         Tensor* leaf = b.input(type, {ne[0], ne[2], ne[1], ne[3]}, std::move(init));

@@ -55,7 +55,7 @@ void attention(CaseBuilder& b, Tensor* k, Tensor* v, int64_t hd, int64_t n_head,
   Tensor* mask = b.input(DType::f16, {n_kv, n_tok, 1, 1}, causal_mask(n_tok));
   Tensor* p = ops::soft_max(ctx, scores, mask, 1.0f / std::sqrt(static_cast<float>(hd)));
   Tensor* vt = ops::cont(ctx, ops::permute(ctx, v, 1, 2, 0, 3));  // [n_kv, hd, n_head_kv]
-  Tensor* o = ops::mul_mat(ctx, vt, p);                          // [hd, n_tok, n_head]
+  Tensor* o = ops::mul_mat(ctx, vt, p);                           // [hd, n_tok, n_head]
   Tensor* merged = ops::cont(ctx, ops::permute(ctx, o, 0, 2, 1, 3));
   b.output(ops::reshape(ctx, merged, {hd * n_head, n_tok}), tol);
 }
@@ -94,18 +94,19 @@ void add_attention_chains(std::vector<Case>& cases) {
 void add_misc_chains(std::vector<Case>& cases) {
   // Mixture-of-experts routing: softmax, top_k, weights by get_rows, experts.
   for (DType w : {DType::f32, DType::q8_0}) {
-    cases.push_back({"chain moe " + dtype_str(w) + " experts=4 used=2 tok=3", [w](CaseBuilder& b) {
-                       Context& ctx = b.ctx();
-                       const int64_t k = 64, m = 32, n_exp = 4, n_used = 2, n_tok = 3;
-                       Tensor* x = b.input(DType::f32, {k, n_tok, 1, 1});
-                       Tensor* logits = ops::mul_mat(ctx, b.input(DType::f32, {k, n_exp, 1, 1}), x);
-                       Tensor* probs = ops::soft_max(ctx, logits, nullptr, 1.0f);
-                       Tensor* sel = ops::top_k(ctx, probs, static_cast<int>(n_used));
-                       Tensor* wts = ops::get_rows(ctx, ops::reshape(ctx, probs, {1, n_exp, n_tok}), sel);
-                       Tensor* h = ops::mul_mat_id(ctx, b.input(w, {k, m, n_exp, 1}), ops::reshape(ctx, x, {k, 1, n_tok}), sel);
-                       b.output(sel, 0.0);
-                       b.output(ops::mul(ctx, h, wts), matmul_tol(w));
-                     }});
+    cases.push_back(
+        {"chain moe " + dtype_str(w) + " experts=4 used=2 tok=3", [w](CaseBuilder& b) {
+           Context& ctx = b.ctx();
+           const int64_t k = 64, m = 32, n_exp = 4, n_used = 2, n_tok = 3;
+           Tensor* x = b.input(DType::f32, {k, n_tok, 1, 1});
+           Tensor* logits = ops::mul_mat(ctx, b.input(DType::f32, {k, n_exp, 1, 1}), x);
+           Tensor* probs = ops::soft_max(ctx, logits, nullptr, 1.0f);
+           Tensor* sel = ops::top_k(ctx, probs, static_cast<int>(n_used));
+           Tensor* wts = ops::get_rows(ctx, ops::reshape(ctx, probs, {1, n_exp, n_tok}), sel);
+           Tensor* h = ops::mul_mat_id(ctx, b.input(w, {k, m, n_exp, 1}), ops::reshape(ctx, x, {k, 1, n_tok}), sel);
+           b.output(sel, 0.0);
+           b.output(ops::mul(ctx, h, wts), matmul_tol(w));
+         }});
   }
   // A write and a gather of the same rows in one graph.
   cases.push_back({"chain set_rows>get_rows f32 [32,6,1,1]", [](CaseBuilder& b) {
@@ -116,12 +117,13 @@ void add_misc_chains(std::vector<Case>& cases) {
                      Tensor* all = b.input(DType::i32, {6, 1, 1, 1}, indices(6));
                      b.output(ops::get_rows(ctx, w, all), tol::kExact);
                    }});
-  cases.push_back({"chain concat>norm>scale>sub f32 [12,3,2,1]", [](CaseBuilder& b) {
-                     Context& ctx = b.ctx();
-                     Tensor* c = ops::concat(ctx, b.input(DType::f32, {12, 3, 2, 1}), b.input(DType::f32, {12, 2, 2, 1}), 1);
-                     Tensor* n = ops::scale(ctx, ops::norm(ctx, c, 1e-5f), 0.5f);
-                     b.output(ops::sub(ctx, n, ops::sum_rows(ctx, c)), tol::kTranscend);
-                   }});
+  cases.push_back(
+      {"chain concat>norm>scale>sub f32 [12,3,2,1]", [](CaseBuilder& b) {
+         Context& ctx = b.ctx();
+         Tensor* c = ops::concat(ctx, b.input(DType::f32, {12, 3, 2, 1}), b.input(DType::f32, {12, 2, 2, 1}), 1);
+         Tensor* n = ops::scale(ctx, ops::norm(ctx, c, 1e-5f), 0.5f);
+         b.output(ops::sub(ctx, n, ops::sum_rows(ctx, c)), tol::kTranscend);
+       }});
   cases.push_back({"chain f16 add>mul>gelu [33,4,1,1]", [](CaseBuilder& b) {
                      Context& ctx = b.ctx();
                      Tensor* s = ops::add(ctx, b.input(DType::f16, {33, 4, 1, 1}), b.input(DType::f16, {33, 4, 1, 1}));

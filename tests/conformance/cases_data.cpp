@@ -9,10 +9,14 @@ namespace {
 constexpr DType kAllTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::q8_0, DType::q4_0};
 constexpr DType kPlainTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32};
 
-bool is_quant(DType t) { return t == DType::q8_0 || t == DType::q4_0; }
+bool is_quant(DType t) {
+  return t == DType::q8_0 || t == DType::q4_0;
+}
 
 // Integer-valued data for i32 tensors, random data otherwise.
-Init data_init(DType t) { return t == DType::i32 ? indices(1 << 20) : Init{}; }
+Init data_init(DType t) {
+  return t == DType::i32 ? indices(1 << 20) : Init{};
+}
 
 void add_get_rows(std::vector<Case>& cases) {
   struct RowsCase {
@@ -22,16 +26,16 @@ void add_get_rows(std::vector<Case>& cases) {
     bool quant_ok;
   };
   const RowsCase kCases[] = {
-      {{64, 10, 1, 1}, 4, Layout::packed, true},   {{32, 7, 3, 1}, 5, Layout::packed, true},
-      {{96, 3, 1, 1}, 1, Layout::packed, true},    {{64, 6, 2, 1}, 3, Layout::strided, true},
+      {{64, 10, 1, 1}, 4, Layout::packed, true}, {{32, 7, 3, 1}, 5, Layout::packed, true},
+      {{96, 3, 1, 1}, 1, Layout::packed, true},  {{64, 6, 2, 1}, 3, Layout::strided, true},
       {{7, 5, 2, 1}, 6, Layout::packed, false},
   };
   for (DType t : kAllTypes) {
     for (const RowsCase& c : kCases) {
       if (is_quant(t) && !c.quant_ok) continue;
       const Shape idx_ne = {c.n, c.a[2], 1, 1};
-      std::string name = "get_rows " + dtype_str(t) + " " + shape_str(c.a) + "[" + shape_str(idx_ne) + "]" +
-                         layout_suffix(c.la, "a");
+      std::string name =
+          "get_rows " + dtype_str(t) + " " + shape_str(c.a) + "[" + shape_str(idx_ne) + "]" + layout_suffix(c.la, "a");
       cases.push_back({name, [t, c, idx_ne](CaseBuilder& b) {
                          Tensor* a = operand(b, t, c.a, c.la, data_init(t));
                          Tensor* idx = b.input(DType::i32, idx_ne, indices(c.a[1]));
@@ -111,9 +115,9 @@ void add_cpy(std::vector<Case>& cases) {
       {{64, 4, 1, 1}, {64, 4, 1, 1}, Kind::grid},
   };
   const DType kPairs[][2] = {
-      {DType::f32, DType::f32},   {DType::f32, DType::f16},   {DType::f32, DType::bf16}, {DType::f32, DType::q8_0},
-      {DType::f32, DType::q4_0},  {DType::f16, DType::f32},   {DType::bf16, DType::f32}, {DType::f16, DType::f16},
-      {DType::bf16, DType::bf16}, {DType::f16, DType::bf16},  {DType::i32, DType::i32},
+      {DType::f32, DType::f32},   {DType::f32, DType::f16},  {DType::f32, DType::bf16}, {DType::f32, DType::q8_0},
+      {DType::f32, DType::q4_0},  {DType::f16, DType::f32},  {DType::bf16, DType::f32}, {DType::f16, DType::f16},
+      {DType::bf16, DType::bf16}, {DType::f16, DType::bf16}, {DType::i32, DType::i32},
   };
   for (const auto& p : kPairs) {
     const DType ta = p[0], tb = p[1];
@@ -127,10 +131,10 @@ void add_cpy(std::vector<Case>& cases) {
       cases.push_back({name, [ta, tb, c](CaseBuilder& b) {
                          Init init = data_init(ta);
                          if (c.kind == Kind::grid) init = tb == DType::q4_0 ? q4_0_grid() : q8_0_grid();
-                         Tensor* a = operand(b, ta, c.a, c.kind == Kind::transposed_src ? Layout::transposed : Layout::packed,
-                                             init);
+                         Tensor* a = operand(
+                             b, ta, c.a, c.kind == Kind::transposed_src ? Layout::transposed : Layout::packed, init);
                          // From f16 / bf16 to a wider type the copy is exact; rounding otherwise.
-                         const double tol = c.kind == Kind::grid ? tol::kExact
+                         const double tol = c.kind == Kind::grid           ? tol::kExact
                                             : ta == tb || tb == DType::f32 ? tol::kExact
                                                                            : storage_tol(tb);
                          if (c.kind == Kind::strided_dst) {
@@ -157,9 +161,10 @@ void add_cont(std::vector<Case>& cases) {
                              {{1, 5, 1, 1}, Layout::transposed}};
   for (DType t : kPlainTypes) {
     for (const ContCase& c : kCases) {
-      cases.push_back({"cont " + dtype_str(t) + " " + shape_str(c.ne) + layout_suffix(c.layout, "a"), [t, c](CaseBuilder& b) {
-                         b.output(ops::cont(b.ctx(), operand(b, t, c.ne, c.layout, data_init(t))), tol::kExact);
-                       }});
+      cases.push_back(
+          {"cont " + dtype_str(t) + " " + shape_str(c.ne) + layout_suffix(c.layout, "a"), [t, c](CaseBuilder& b) {
+             b.output(ops::cont(b.ctx(), operand(b, t, c.ne, c.layout, data_init(t))), tol::kExact);
+           }});
     }
     // A 4-d permute that moves every dim.
     cases.push_back({"cont " + dtype_str(t) + " [5,4,3,2] permute(1,3,0,2)", [t](CaseBuilder& b) {
@@ -170,9 +175,9 @@ void add_cont(std::vector<Case>& cases) {
   for (DType t : {DType::q8_0, DType::q4_0}) {
     for (Layout l : {Layout::permuted, Layout::strided}) {
       const Shape ne = {64, 3, 4, 1};
-      cases.push_back({"cont " + dtype_str(t) + " " + shape_str(ne) + layout_suffix(l, "a"), [t, ne, l](CaseBuilder& b) {
-                         b.output(ops::cont(b.ctx(), operand(b, t, ne, l)), tol::kExact);
-                       }});
+      cases.push_back(
+          {"cont " + dtype_str(t) + " " + shape_str(ne) + layout_suffix(l, "a"),
+           [t, ne, l](CaseBuilder& b) { b.output(ops::cont(b.ctx(), operand(b, t, ne, l)), tol::kExact); }});
     }
   }
 }
@@ -183,13 +188,13 @@ void add_concat(std::vector<Case>& cases) {
     for (int dim = 0; dim < 4; ++dim) {
       Shape b_ne = a_ne;
       b_ne[dim] = 3;
-      cases.push_back({"concat " + dtype_str(t) + " " + shape_str(a_ne) + "," + shape_str(b_ne) + " dim=" +
-                           std::to_string(dim),
-                       [t, a_ne, b_ne, dim](CaseBuilder& b) {
-                         Tensor* x = b.input(t, a_ne, data_init(t));
-                         Tensor* y = b.input(t, b_ne, data_init(t));
-                         b.output(ops::concat(b.ctx(), x, y, dim), tol::kExact);
-                       }});
+      cases.push_back(
+          {"concat " + dtype_str(t) + " " + shape_str(a_ne) + "," + shape_str(b_ne) + " dim=" + std::to_string(dim),
+           [t, a_ne, b_ne, dim](CaseBuilder& b) {
+             Tensor* x = b.input(t, a_ne, data_init(t));
+             Tensor* y = b.input(t, b_ne, data_init(t));
+             b.output(ops::concat(b.ctx(), x, y, dim), tol::kExact);
+           }});
     }
   }
   cases.push_back({"concat f32 [1,1,1,1],[1,1,1,1] dim=0", [](CaseBuilder& b) {
@@ -208,10 +213,11 @@ void add_concat(std::vector<Case>& cases) {
 
 // Results read back through views, and views of views.
 void add_views(std::vector<Case>& cases) {
-  cases.push_back({"view f32 transpose(add) [7,5,1,1]", [](CaseBuilder& b) {
-                     Tensor* s = ops::add(b.ctx(), b.input(DType::f32, {7, 5, 1, 1}), b.input(DType::f32, {7, 5, 1, 1}));
-                     b.output(ops::transpose(b.ctx(), s), tol::kArith);
-                   }});
+  cases.push_back(
+      {"view f32 transpose(add) [7,5,1,1]", [](CaseBuilder& b) {
+         Tensor* s = ops::add(b.ctx(), b.input(DType::f32, {7, 5, 1, 1}), b.input(DType::f32, {7, 5, 1, 1}));
+         b.output(ops::transpose(b.ctx(), s), tol::kArith);
+       }});
   cases.push_back({"view f32 reshape+permute [8,6,4,1]", [](CaseBuilder& b) {
                      Tensor* r = ops::reshape(b.ctx(), b.input(DType::f32, {8, 6, 4, 1}), {4, 2, 6, 4});
                      b.output(ops::cont(b.ctx(), ops::permute(b.ctx(), r, 2, 0, 3, 1)), tol::kExact);

@@ -12,8 +12,7 @@ struct BinaryOp {
   const char* name;
   BinaryFn fn;
 };
-constexpr BinaryOp kBinaryOps[] = {
-    {"add", ops::add}, {"sub", ops::sub}, {"mul", ops::mul}, {"div", ops::div}};
+constexpr BinaryOp kBinaryOps[] = {{"add", ops::add}, {"sub", ops::sub}, {"mul", ops::mul}, {"div", ops::div}};
 
 struct BinaryShape {
   Shape a, b;
@@ -23,12 +22,12 @@ const BinaryShape kBinaryShapes[] = {
     {{1, 1, 1, 1}, {1, 1, 1, 1}},
     {{7, 1, 1, 1}, {7, 1, 1, 1}},
     {{33, 5, 1, 1}, {33, 5, 1, 1}},
-    {{67, 3, 2, 2}, {67, 1, 1, 1}},               // one row over everything
-    {{16, 6, 4, 3}, {1, 6, 1, 3}},                // dims 0 and 2
-    {{10, 5, 4, 3}, {10, 5, 2, 1}},               // dims 2 (repeating) and 3
-    {{3, 7, 5, 2}, {3, 1, 5, 1}},                 // dims 1 and 3
-    {{33, 3, 2, 1}, {1, 1, 1, 1}},                // a scalar
-    {{1027, 3, 1, 1}, {1027, 1, 1, 1}},           // long rows: vector loop and tail
+    {{67, 3, 2, 2}, {67, 1, 1, 1}},      // one row over everything
+    {{16, 6, 4, 3}, {1, 6, 1, 3}},       // dims 0 and 2
+    {{10, 5, 4, 3}, {10, 5, 2, 1}},      // dims 2 (repeating) and 3
+    {{3, 7, 5, 2}, {3, 1, 5, 1}},        // dims 1 and 3
+    {{33, 3, 2, 1}, {1, 1, 1, 1}},       // a scalar
+    {{1027, 3, 1, 1}, {1027, 1, 1, 1}},  // long rows: vector loop and tail
     {{9, 5, 3, 1}, {9, 5, 3, 1}, Layout::transposed},
     {{12, 7, 3, 2}, {12, 1, 3, 1}, Layout::packed, Layout::permuted},
     {{20, 6, 2, 1}, {20, 6, 1, 1}, Layout::strided, Layout::strided},
@@ -60,8 +59,8 @@ void add_binary(std::vector<Case>& cases) {
     for (const auto& m : kMixed) {
       const DType ta = m[0], tb = m[1];
       const bool divides = std::string(op.name) == "div";
-      std::string name = std::string(op.name) + " " + dtype_str(ta) + "," + dtype_str(tb) + " " + shape_str(sa) + "+" +
-                         shape_str(sb);
+      std::string name =
+          std::string(op.name) + " " + dtype_str(ta) + "," + dtype_str(tb) + " " + shape_str(sa) + "+" + shape_str(sb);
       cases.push_back({name, [op, ta, tb, sa, sb, divides](CaseBuilder& b) {
                          Tensor* x = b.input(ta, sa);
                          Tensor* y = b.input(tb, sb, divides ? signed_range(0.5f, 1.5f) : Init{});
@@ -108,8 +107,8 @@ void add_unary(std::vector<Case>& cases) {
     for (DType type : kFloatTypes) {
       for (const UnaryShape& s : kUnaryShapes) {
         if (op.kind == Unary::scale_neg && s.layout != Layout::packed) continue;
-        std::string name = std::string(op.name) + " " + dtype_str(type) + " " + shape_str(s.ne) +
-                           layout_suffix(s.layout, "a");
+        std::string name =
+            std::string(op.name) + " " + dtype_str(type) + " " + shape_str(s.ne) + layout_suffix(s.layout, "a");
         if (op.kind == Unary::scale) name += " s=0.37";
         if (op.kind == Unary::scale_neg) name += " s=-2";
         const bool transcendental = op.kind == Unary::silu || op.kind == Unary::gelu;

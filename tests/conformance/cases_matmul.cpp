@@ -60,8 +60,8 @@ void add_mul_mat(std::vector<Case>& cases) {
     const bool quant = w == DType::q8_0 || w == DType::q4_0;
     for (const MatCase& c : kMatCases) {
       if (quant && !c.quant_ok) continue;
-      std::string name = "mul_mat " + dtype_str(w) + " " + shape_str(c.a) + "x" + shape_str(c.b) + wlayout_suffix(c.la) +
-                         layout_suffix(c.lb, "b");
+      std::string name = "mul_mat " + dtype_str(w) + " " + shape_str(c.a) + "x" + shape_str(c.b) +
+                         wlayout_suffix(c.la) + layout_suffix(c.lb, "b");
       cases.push_back({name, [w, c](CaseBuilder& b) {
                          Tensor* a = weights(b, w, c.a, c.la);
                          Tensor* x = operand(b, DType::f32, c.b, c.lb);

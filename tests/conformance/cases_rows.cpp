@@ -29,8 +29,7 @@ void add_norms(std::vector<Case>& cases) {
       {{1, 3, 1, 1}, Layout::packed, 1e-6f},      {{7, 5, 1, 1}, Layout::packed, 1e-5f},
       {{33, 3, 2, 1}, Layout::packed, 1e-1f},     {{67, 2, 2, 2}, Layout::packed, 1e-5f},
       {{256, 4, 1, 1}, Layout::packed, 1e-6f},    {{4099, 2, 1, 1}, Layout::packed, 1e-5f},
-      {{9, 13, 1, 1}, Layout::transposed, 1e-5f},
-      {{40, 6, 2, 1}, Layout::strided, 1e-5f},
+      {{9, 13, 1, 1}, Layout::transposed, 1e-5f}, {{40, 6, 2, 1}, Layout::strided, 1e-5f},
   };
   for (const bool rms : {true, false}) {
     for (const NormCase& s : kShapes) {
@@ -75,14 +74,16 @@ void add_soft_max(std::vector<Case>& cases) {
   for (const SoftMaxCase& c : kCases) {
     std::string name = "soft_max f32 " + shape_str(c.a) + layout_suffix(c.layout, "a");
     if (c.mask != Mask::none) {
-      name += std::string(c.mask == Mask::causal ? " causal " : " mask ") + dtype_str(c.mask_type) + shape_str(c.mask_ne);
+      name +=
+          std::string(c.mask == Mask::causal ? " causal " : " mask ") + dtype_str(c.mask_type) + shape_str(c.mask_ne);
     }
     name += fmt(" scale=%g", c.scale);
     cases.push_back({name, [c](CaseBuilder& b) {
                        Tensor* x = operand(b, DType::f32, c.a, c.layout, uniform(-c.range, c.range));
                        Tensor* m = nullptr;
                        if (c.mask != Mask::none) {
-                         m = b.input(c.mask_type, c.mask_ne, c.mask == Mask::causal ? causal_mask(c.a[1]) : random_mask());
+                         m = b.input(c.mask_type, c.mask_ne,
+                                     c.mask == Mask::causal ? causal_mask(c.a[1]) : random_mask());
                        }
                        b.output(ops::soft_max(b.ctx(), x, m, c.scale), tol::kTranscend);
                      }});
@@ -138,15 +139,23 @@ void add_rope(std::vector<Case>& cases) {
 }
 
 void add_reductions(std::vector<Case>& cases) {
-  const RowShape kSum[] = {{{1, 1, 1, 1}},       {{7, 3, 1, 1}},        {{33, 5, 2, 3}},
-                           {{256, 3, 1, 1}},     {{9, 13, 1, 1}, Layout::transposed}, {{20, 6, 2, 1}, Layout::strided}};
+  const RowShape kSum[] = {{{1, 1, 1, 1}},
+                           {{7, 3, 1, 1}},
+                           {{33, 5, 2, 3}},
+                           {{256, 3, 1, 1}},
+                           {{9, 13, 1, 1}, Layout::transposed},
+                           {{20, 6, 2, 1}, Layout::strided}};
   for (const RowShape& s : kSum) {
     cases.push_back({"sum_rows f32 " + shape_str(s.ne) + layout_suffix(s.layout, "a"), [s](CaseBuilder& b) {
                        b.output(ops::sum_rows(b.ctx(), operand(b, DType::f32, s.ne, s.layout)), tol::kTranscend);
                      }});
   }
-  const RowShape kArg[] = {{{1, 3, 1, 1}}, {{7, 5, 1, 1}}, {{33, 4, 2, 3}}, {{200, 3, 1, 1}},
-                           {{9, 13, 1, 1}, Layout::transposed}, {{20, 6, 2, 1}, Layout::strided}};
+  const RowShape kArg[] = {{{1, 3, 1, 1}},
+                           {{7, 5, 1, 1}},
+                           {{33, 4, 2, 3}},
+                           {{200, 3, 1, 1}},
+                           {{9, 13, 1, 1}, Layout::transposed},
+                           {{20, 6, 2, 1}, Layout::strided}};
   for (const RowShape& s : kArg) {
     cases.push_back({"argmax f32 " + shape_str(s.ne) + layout_suffix(s.layout, "a"), [s](CaseBuilder& b) {
                        b.output(ops::argmax(b.ctx(), operand(b, DType::f32, s.ne, s.layout, distinct())), 0.0);
@@ -158,15 +167,16 @@ void add_reductions(std::vector<Case>& cases) {
 }
 
 void add_sorts(std::vector<Case>& cases) {
-  const RowShape kSort[] = {{{1, 2, 1, 1}}, {{7, 3, 1, 1}}, {{33, 4, 2, 1}}, {{100, 3, 1, 2}},
-                            {{9, 13, 1, 1}, Layout::transposed}};
+  const RowShape kSort[] = {
+      {{1, 2, 1, 1}}, {{7, 3, 1, 1}}, {{33, 4, 2, 1}}, {{100, 3, 1, 2}}, {{9, 13, 1, 1}, Layout::transposed}};
   for (const SortOrder order : {SortOrder::ascending, SortOrder::descending}) {
     const char* oname = order == SortOrder::ascending ? " asc" : " desc";
     for (const RowShape& s : kSort) {
-      cases.push_back({"argsort f32 " + shape_str(s.ne) + layout_suffix(s.layout, "a") + oname, [s, order](CaseBuilder& b) {
-                         Tensor* x = operand(b, DType::f32, s.ne, s.layout, distinct());
-                         b.output(ops::argsort(b.ctx(), x, order), 0.0);
-                       }});
+      cases.push_back(
+          {"argsort f32 " + shape_str(s.ne) + layout_suffix(s.layout, "a") + oname, [s, order](CaseBuilder& b) {
+             Tensor* x = operand(b, DType::f32, s.ne, s.layout, distinct());
+             b.output(ops::argsort(b.ctx(), x, order), 0.0);
+           }});
     }
     // Ties keep the lower index first.
     cases.push_back({std::string("argsort f32 [16,5,1,1] ties") + oname, [order](CaseBuilder& b) {
@@ -178,8 +188,8 @@ void add_sorts(std::vector<Case>& cases) {
     Layout layout;
     int k;
   };
-  const TopK kTopK[] = {{{7, 3, 1, 1}, Layout::packed, 1},     {{33, 4, 2, 1}, Layout::packed, 3},
-                        {{64, 5, 1, 1}, Layout::packed, 64},   {{100, 2, 1, 2}, Layout::packed, 8},
+  const TopK kTopK[] = {{{7, 3, 1, 1}, Layout::packed, 1},      {{33, 4, 2, 1}, Layout::packed, 3},
+                        {{64, 5, 1, 1}, Layout::packed, 64},    {{100, 2, 1, 2}, Layout::packed, 8},
                         {{20, 9, 1, 1}, Layout::transposed, 4}, {{1, 3, 1, 1}, Layout::packed, 1}};
   for (const TopK& t : kTopK) {
     cases.push_back({"top_k f32 " + shape_str(t.ne) + layout_suffix(t.layout, "a") + " k=" + std::to_string(t.k),

@@ -43,7 +43,9 @@ double decode_bf16(uint16_t h) {
 
 namespace {
 
-uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint16_t load_u16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
 
 uint32_t load_u32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
@@ -65,7 +67,9 @@ double decode_f32(uint32_t bits) {
   return neg ? -v : v;
 }
 
-[[noreturn]] void internal(const std::string& what) { fail(ErrorKind::internal, "reference", what); }
+[[noreturn]] void internal(const std::string& what) {
+  fail(ErrorKind::internal, "reference", what);
+}
 
 // Bytes spanned by t from its first element (as a backend lays it out).
 size_t span_bytes(const Tensor& t) {
@@ -86,8 +90,8 @@ size_t span_bytes(const Tensor& t) {
 
 // Byte offset of the storage unit holding element (i0..i3), relative to t's data.
 size_t unit_offset(const Tensor& t, bool quantized, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-  size_t offs = static_cast<size_t>(i1) * t.nb[1] + static_cast<size_t>(i2) * t.nb[2] +
-                static_cast<size_t>(i3) * t.nb[3];
+  size_t offs =
+      static_cast<size_t>(i1) * t.nb[1] + static_cast<size_t>(i2) * t.nb[2] + static_cast<size_t>(i3) * t.nb[3];
   if (quantized) return offs + static_cast<size_t>(i0 / kQuantBlock) * ref_unit_bytes(t.type);
   return offs + static_cast<size_t>(i0) * t.nb[0];
 }
@@ -121,7 +125,9 @@ void decode_q4_0(const uint8_t* block, double out[32]) {
   }
 }
 
-int64_t ref_block_size(DType t) { return t == DType::q8_0 || t == DType::q4_0 ? 32 : 1; }
+int64_t ref_block_size(DType t) {
+  return t == DType::q8_0 || t == DType::q4_0 ? 32 : 1;
+}
 
 size_t ref_unit_bytes(DType t) {
   switch (t) {

@@ -24,7 +24,9 @@ void for_each(const int64_t (&ne)[kMaxDims], F&& f) {
   }
 }
 
-double silu(double x) { return x / (1.0 + std::exp(-x)); }
+double silu(double x) {
+  return x / (1.0 + std::exp(-x));
+}
 
 double gelu(double x) {
   const double c = std::sqrt(2.0 / M_PI);
@@ -35,8 +37,8 @@ double gelu(double x) {
 int64_t index_value(double v, int64_t n, const char* what) {
   const auto i = static_cast<int64_t>(v);
   if (static_cast<double>(i) != v || i < 0 || i >= n) {
-    fail(ErrorKind::invalid_input, "reference", std::string(what) + " " + std::to_string(v) + " is outside [0, " +
-                                                    std::to_string(n) + ")");
+    fail(ErrorKind::invalid_input, "reference",
+         std::string(what) + " " + std::to_string(v) + " is outside [0, " + std::to_string(n) + ")");
   }
   return i;
 }
@@ -170,7 +172,10 @@ void Reference::eval(const Tensor& node) {
         for (int64_t i = 0; i < an[0]; ++i) {
           const double v = a.at(i, i1, i2, i3);
           sum += v;
-          if (i == 0 || v > best) best = v, arg = i;  // first maximum wins
+          if (i == 0 || v > best) {  // strictly greater: the first maximum wins
+            best = v;
+            arg = i;
+          }
         }
         out.push_back(node.op == Op::sum_rows ? sum : static_cast<double>(arg));
       });
@@ -259,8 +264,7 @@ void Reference::eval(const Tensor& node) {
       });
       break;
     }
-    default:
-      fail(ErrorKind::unsupported, "reference", std::string("no reference for op ") + op_name(node.op));
+    default: fail(ErrorKind::unsupported, "reference", std::string("no reference for op ") + op_name(node.op));
   }
   store(node, out);
 }

@@ -96,7 +96,8 @@ std::string run_case(Executor& ex, const Case& c) {
   Rng rng(seed_of(c.name));
   Reference ref;
   for (Tensor* leaf : g.leafs()) {
-    if (!leaf->is_contiguous()) fail(ErrorKind::internal, "conformance", "leaf " + shape_string(*leaf) + " is not packed");
+    if (!leaf->is_contiguous())
+      fail(ErrorKind::internal, "conformance", "leaf " + shape_string(*leaf) + " is not packed");
     std::vector<float> values(static_cast<size_t>(leaf->nelements()));
     const Init* init = b.init_for(leaf);
     if (init != nullptr) {

@@ -77,9 +77,9 @@ TEST(ConformanceReference, DecodesQ8_0) {
 TEST(ConformanceReference, DecodesQ4_0) {
   uint8_t block[18] = {};
   block[0] = 0x00;
-  block[1] = 0x40;  // d = 2 (f16 0x4000)
-  block[2] = 0x1F;  // value 0 = (0xF - 8) * 2 = 14, value 16 = (0x1 - 8) * 2 = -14
-  block[3] = 0x80;  // value 1 = (0 - 8) * 2 = -16, value 17 = (8 - 8) * 2 = 0
+  block[1] = 0x40;                                   // d = 2 (f16 0x4000)
+  block[2] = 0x1F;                                   // value 0 = (0xF - 8) * 2 = 14, value 16 = (0x1 - 8) * 2 = -14
+  block[3] = 0x80;                                   // value 1 = (0 - 8) * 2 = -16, value 17 = (8 - 8) * 2 = 0
   for (int j = 2; j < 16; ++j) block[2 + j] = 0x88;  // zeros
   double out[32];
   decode_q4_0(block, out);
@@ -119,8 +119,7 @@ TEST(ConformanceReference, MulMatBroadcastsConsecutiveBatches) {
   Tensor* a = ctx.new_tensor(DType::f32, {1, 1, 2});
   Tensor* b = ctx.new_tensor(DType::f32, {1, 1, 4});
   Tensor* y = ops::mul_mat(ctx, a, b);
-  EXPECT_EQ(run(y, {{a, f32_bytes({10, 100})}, {b, f32_bytes({1, 2, 3, 4})}}),
-            (std::vector<double>{10, 20, 300, 400}));
+  EXPECT_EQ(run(y, {{a, f32_bytes({10, 100})}, {b, f32_bytes({1, 2, 3, 4})}}), (std::vector<double>{10, 20, 300, 400}));
 }
 
 TEST(ConformanceReference, MulMatQ8_0Weights) {
@@ -159,7 +158,8 @@ TEST(ConformanceReference, RopePairsAndPassesTheTail) {
     Context ctx;
     Tensor* x = ctx.new_tensor(DType::f32, {6, 1, 1});
     Tensor* pos = ctx.new_tensor(DType::i32, {1});
-    const auto v = run(ops::rope(ctx, x, pos, 4, RopeMode::normal, 100.0f), {{x, f32_bytes(in)}, {pos, i32_bytes({2})}});
+    const auto v =
+        run(ops::rope(ctx, x, pos, 4, RopeMode::normal, 100.0f), {{x, f32_bytes(in)}, {pos, i32_bytes({2})}});
     const std::vector<double> want = {1 * c0 - 2 * s0, 1 * s0 + 2 * c0, 3 * c1 - 4 * s1, 3 * s1 + 4 * c1, 5, 6};
     for (int i = 0; i < 6; ++i) EXPECT_NEAR(v[i], want[i], 1e-12) << "normal " << i;
   }
@@ -203,7 +203,7 @@ TEST(ConformanceReference, NormsAndUnaries) {
   EXPECT_NEAR(n[0], -1.0, 1e-15);
   EXPECT_NEAR(n[1], 1.0, 1e-15);
   const auto g = run(ops::gelu(ctx, x), {{x, f32_bytes({1, -1})}});
-  EXPECT_NEAR(g[0], 0.8411919906082768, 1e-12);  // 0.5 (1 + tanh(sqrt(2/pi) * 1.044715))
+  EXPECT_NEAR(g[0], 0.8411919906082768, 1e-12);      // 0.5 (1 + tanh(sqrt(2/pi) * 1.044715))
   EXPECT_NEAR(g[1], 0.8411919906082768 - 1, 1e-12);  // gelu(-x) = gelu(x) - x
   const auto s = run(ops::silu(ctx, x), {{x, f32_bytes({1, 0})}});
   EXPECT_NEAR(s[0], 0.7310585786300049, 1e-15);

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "conformance/conformance.h"
 #include "commands.h"
+#include "conformance/conformance.h"
 #include "weft/cpu.h"
 #include "weft/error.h"
 

@@ -51,7 +51,9 @@ struct DotKernels {
 
 enum class Level { avx2, avx512 };
 
-// The widest level this CPU supports. Selected on first call (thread-safe).
+// The widest level this CPU supports, selected on first call (thread-safe).
+// WEFT_CPU_SIMD=avx2 in the environment forces the AVX2 table (for tests and
+// benchmarks of the baseline on AVX-512 machines).
 const DotKernels& dot_kernels();
 // The table of one level, or nullptr when this CPU cannot run it.
 const DotKernels* dot_kernels_for(Level level);

@@ -2,6 +2,7 @@
 // choice between levels.
 #include <immintrin.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "cpu_features.h"
@@ -221,7 +222,9 @@ const DotKernels* dot_kernels_for(Level level) {
 
 const DotKernels& dot_kernels() {
   static const DotKernels* const best = [] {
-    if (const DotKernels* k = dot_kernels_for(Level::avx512)) return k;
+    const char* force = std::getenv("WEFT_CPU_SIMD");
+    const bool avx2_only = force != nullptr && std::strcmp(force, "avx2") == 0;
+    if (const DotKernels* k = dot_kernels_for(Level::avx512); k != nullptr && !avx2_only) return k;
     return &avx2_dot_table();  // the build's baseline: nothing narrower exists
   }();
   return *best;
