@@ -45,21 +45,26 @@
 namespace weft {
 
 struct AsyncOptions {
-  int n_threads = 1;             // CPU threads used by the math (<= 0: all hardware threads)
-  double delay_ms = 0;           // sleep before each compute
-  double random_delay_ms = 0;    // plus a uniform random extra in [0, random_delay_ms]
-  uint64_t seed = 1;             // backend k of a device draws from a stream seeded by (seed, k)
+  int n_threads = 1;           // CPU threads used by the math (<= 0: all hardware threads)
+  double delay_ms = 0;         // sleep before each compute
+  double random_delay_ms = 0;  // plus a uniform random extra in [0, random_delay_ms]
+  uint64_t seed = 1;           // backend k of a device draws from a stream seeded by (seed, k)
   // If set, the device's default buffer type IS this one (e.g. the CPU's), so
   // the scheduler puts both backends' tensors in one physical buffer (that is
   // how the memory-reuse race is reproduced). It must be a host buffer type
   // and outlive the device. If null, the device has its own host buffer type
   // (a distinct object whose device() is this device, is_host() true).
   BufferType* shared_buffer_type = nullptr;
+  // Like a GPU's memory: the device's own buffer type is not host memory
+  // (is_host() false) and the device reads no other buffer type, so the
+  // scheduler must copy inputs in and results out. Not with shared_buffer_type.
+  bool isolated_memory = false;
   std::string name = "async";
 };
 
 // Throws Error(invalid_input) for a shared_buffer_type that is not host
-// memory or a negative delay.
+// memory, isolated_memory together with a shared_buffer_type, or a negative
+// delay.
 std::unique_ptr<Device> make_async_device(const AsyncOptions& options = {});
 
 // Test instrumentation. The event must come from an async device, and the

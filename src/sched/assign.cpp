@@ -135,8 +135,33 @@ class Passes {
     for (Tensor* leaf : g_.leafs()) {
       if (!assigned(leaf)) a_[leaf] = 0;  // read by no node: anywhere will do
     }
+    place_writers_with_their_memory();
     for (Tensor* node : g_.nodes()) {
-      if (!assigned(node)) a_[node] = a_.at(root_of(node));
+      if (op_is_view(node->op)) a_[node] = a_.at(root_of(node));
+    }
+  }
+
+  // A node that writes into another tensor's memory (set_rows, cpy) must run
+  // where it can reach that memory: the memory follows the writer when it is
+  // a leaf not yet placed, else the writer moves to the memory.
+  void place_writers_with_their_memory() {
+    for (Tensor* node : g_.nodes()) {
+      const Tensor* root = root_of(node);
+      if (op_is_view(node->op) || root == node) continue;
+      const int b = a_.at(node);
+      const BufferType& memory = root->buffer ? root->buffer->type()
+                                              : *set_.buffer_types[static_cast<size_t>(
+                                                    set_.buffer_of_backend[static_cast<size_t>(a_.at(root))])];
+      if (set_.can_read(b, memory)) continue;
+      if (root->op == Op::none && root->buffer == nullptr && !pins_.count(root)) {
+        a_[root] = b;
+        continue;
+      }
+      const int home = set_.backend_for_buffer(memory);
+      if (pins_.count(node) || home < 0 || !set_.supports(home, *node)) {
+        unsupported(*node, "no backend that can reach the memory it writes supports it");
+      }
+      a_[node] = home;
     }
   }
 

@@ -22,11 +22,25 @@ class SplitBuilder {
       plan_.split_of[leaf] = -1;
       plan_.buffer_of[leaf] = buffer_of_backend(a_.at(leaf));
     }
+    // Cut where the backend of a computing node changes; views compute
+    // nothing and stay in the current run.
+    std::vector<std::pair<int, std::vector<Tensor*>>> runs;
     for (Tensor* node : g_.nodes()) {
       const int b = a_.at(node);
-      // Views compute nothing: they stay in the current split.
-      if (plan_.splits.empty() || (!op_is_view(node->op) && b != plan_.splits.back().backend)) start_split(b);
-      add_node(node);
+      if (runs.empty() || (!op_is_view(node->op) && b != runs.back().first)) runs.emplace_back(b, std::vector<Tensor*>{});
+      runs.back().second.push_back(node);
+    }
+    for (const auto& [backend, nodes] : runs) {
+      start_split(backend);
+      // The scheduler makes a split's input copies before its first node
+      // runs, so the plan must place them there too, ahead of the nodes.
+      for (Tensor* node : nodes) {
+        if (op_is_view(node->op)) continue;
+        for (Tensor* s : node->src) {
+          if (s != nullptr && !set_.can_read(backend, memory_of(root_of(s)))) copy_for(s);
+        }
+      }
+      for (Tensor* node : nodes) add_node(node);
     }
   }
 
@@ -57,7 +71,7 @@ class SplitBuilder {
       if (producer >= 0 && producer_backend != split().backend) add_unique(split().producers, producer);
       return exec_tensor(s);
     }
-    Tensor* copy = copy_of(const_cast<Tensor*>(root), producer, producer_backend);
+    Tensor* copy = copy_for(s);
     if (s == root) return copy;
     // A view of copied memory: the same view over the copy.
     auto [it, fresh] = copy_views_.try_emplace(s, nullptr);
@@ -76,7 +90,11 @@ class SplitBuilder {
     return it->second;
   }
 
-  Tensor* copy_of(Tensor* root, int producer, int producer_backend) {
+  // The current split's copy of s's root, made on first request.
+  Tensor* copy_for(const Tensor* s) {
+    Tensor* root = const_cast<Tensor*>(root_of(s));
+    const int producer = last_writer_.count(root) ? last_writer_.at(root) : -1;
+    const int producer_backend = producer >= 0 ? plan_.splits[static_cast<size_t>(producer)].backend : a_.at(root);
     auto [it, fresh] = copies_.try_emplace(root, nullptr);
     if (!fresh) return it->second;
     if (!root->is_contiguous()) {
@@ -87,7 +105,7 @@ class SplitBuilder {
     copy->src[0] = exec_tensor(root);
     copy->name = "copy of " + root->name;
     split().copies.push_back({exec_tensor(root), copy, producer_backend, producer});
-    append(copy);
+    append(copy, false);
     it->second = copy;
     return copy;
   }
@@ -98,11 +116,13 @@ class SplitBuilder {
     return plan_.clone_of.at(t);
   }
 
-  void append(Tensor* t) {
+  // Adds t to the plan in the current split. Input copies are made by the
+  // scheduler, not computed by the backend: they stay out of the split's graph.
+  void append(Tensor* t, bool computed = true) {
     plan_.graph.append(t);
     plan_.split_of[t] = current();
     plan_.buffer_of[t] = buffer_of_backend(split().backend);
-    if (t->op != Op::none) split().graph.append(t);
+    if (computed) split().graph.append(t);
   }
 
   void add_node(Tensor* node) {

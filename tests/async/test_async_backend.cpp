@@ -98,7 +98,7 @@ TEST(AsyncBackend, CallsReturnAtOnceWhileComputeIsDelayed) {
   backend->synchronize();
   const Clock::time_point t2 = Clock::now();
 
-  EXPECT_LT(Ms(t1 - t0).count(), 20.0) << "the calls waited for the delayed compute";
+  EXPECT_LT(Ms(t1 - t0).count(), 25.0) << "the calls waited for the delayed compute";
   EXPECT_GE(Ms(t2 - t0).count(), 50.0);
   EXPECT_EQ(y, scaled(x, 2));
 }
@@ -139,7 +139,7 @@ TEST(AsyncBackend, ChecksArgumentsWhenCalled) {
   std::vector<Tensor*> all{other, m, mt};
   auto buf = allocate_tensors(dev->default_buffer_type(), all);
   EXPECT_FALSE(backend->copy_tensor_async(*backend, *sg.x, *other));  // sizes differ
-  EXPECT_FALSE(backend->copy_tensor_async(*backend, *mt, *sg.x));      // not contiguous
+  EXPECT_FALSE(backend->copy_tensor_async(*backend, *mt, *sg.x));     // not contiguous
   EXPECT_TRUE(backend->copy_tensor_async(*backend, *m, *sg.x));
   backend->synchronize();
 }
@@ -199,7 +199,8 @@ TEST(AsyncBackend, DestroyingWithQueuedWorkFinishesItSafely) {
     backend->record_event(*event);
     backend->get_tensor_async(*sg.y, y.data(), 0, sg.bytes());
     event.reset();  // a queued record outlives its Event object
-  }  // the destructor drains the queue, then joins
+    // Leaving the scope destroys the backend: it drains the queue, then joins.
+  }
   EXPECT_EQ(y, scaled(x, 5));
 
   // A pending error is dropped by the destructor, never thrown.

@@ -14,6 +14,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "weft/backend.h"
 #include "weft/graph.h"
@@ -42,6 +43,9 @@ class Executor {
 // Runs graphs on one backend of dev, with all tensors in one buffer of the
 // device's default buffer type. dev must outlive the executor.
 std::unique_ptr<Executor> make_backend_executor(Device& dev, int n_threads);
+// Runs graphs through a Scheduler over backends (which must outlive it),
+// pinning nodes and inputs round-robin so that every case crosses backends.
+std::unique_ptr<Executor> make_scheduler_executor(std::vector<Backend*> backends);
 
 struct Summary {
   int passed = 0;

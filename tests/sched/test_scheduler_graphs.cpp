@@ -160,14 +160,24 @@ TEST(SchedulerRandom, RandomGraphsMatchTheCpuAlone) {
   auto ab2 = async_shared->create_backend();
   auto reference_backend = cpu->create_backend();
 
-  Scheduler two({ab1.get(), cb.get()});
-  Scheduler three({ab2.get(), ab1.get(), cb.get()});
+  AsyncOptions isolated = own;
+  isolated.seed = 5;
+  isolated.isolated_memory = true;  // like a GPU: inputs are copied in and out
+  auto async_isolated = make_async_device(isolated);
+  auto ab3 = async_isolated->create_backend();
+
+  const std::vector<std::vector<Backend*>> sets = {
+      {ab1.get(), cb.get()},
+      {ab2.get(), ab1.get(), cb.get()},
+      {ab3.get(), cb.get(), ab2.get()},
+  };
+  std::vector<std::unique_ptr<Scheduler>> schedulers;
+  for (const auto& set : sets) schedulers.push_back(std::make_unique<Scheduler>(set));
   constexpr int kGraphs = 1000;
-  int multi_split = 0;
+  int multi_split = 0, with_copies = 0;
   for (int i = 0; i < kGraphs; ++i) {
-    Scheduler& sched = i % 2 ? three : two;
-    const std::vector<Backend*> backends =
-        i % 2 ? std::vector<Backend*>{ab2.get(), ab1.get(), cb.get()} : std::vector<Backend*>{ab1.get(), cb.get()};
+    Scheduler& sched = *schedulers[static_cast<size_t>(i) % sets.size()];
+    const std::vector<Backend*>& backends = sets[static_cast<size_t>(i) % sets.size()];
     std::mt19937 pick(static_cast<uint32_t>(i) * 7919u);
 
     RandomGraph ref;
@@ -183,6 +193,7 @@ TEST(SchedulerRandom, RandomGraphsMatchTheCpuAlone) {
     }
     sched.allocate(rg.graph);
     if (sched.splits().size() > 1) ++multi_split;
+    for (const SplitInfo& split : sched.splits()) with_copies += split.n_input_copies > 0;
     std::mt19937 data_a(static_cast<uint32_t>(i)), data_b(static_cast<uint32_t>(i));
     for (size_t k = 0; k < rg.inputs.size(); ++k) {
       fill(*ref.inputs[k], data_a);
@@ -200,6 +211,7 @@ TEST(SchedulerRandom, RandomGraphsMatchTheCpuAlone) {
     }
   }
   EXPECT_GT(multi_split, kGraphs / 2);
+  EXPECT_GT(with_copies, kGraphs / 4);
 }
 
 }  // namespace

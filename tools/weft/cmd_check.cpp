@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "conformance/conformance.h"
+#include "weft/async.h"
 #include "weft/cpu.h"
 #include "weft/error.h"
 
@@ -27,24 +28,43 @@ std::vector<std::string> split_specs(const std::string& list) {
   return specs;
 }
 
+// A device for one backend spec, or nullptr for an unknown one. Async
+// devices get a small random delay so that ordering bugs show.
+std::unique_ptr<Device> make_device(const std::string& spec, int threads, uint64_t seed) {
+  if (spec == "cpu") return make_cpu_device(threads);
+  if (spec == "async" || spec == "async-copy") {
+    AsyncOptions options;
+    options.n_threads = threads > 0 ? threads : 1;
+    options.random_delay_ms = 0.05;
+    options.seed = seed;
+    options.isolated_memory = spec == "async-copy";
+    return make_async_device(options);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int cmd_check(const CheckArgs& args) {
   const std::vector<std::string> specs = split_specs(args.backends);
-  for (const std::string& spec : specs) {
-    if (spec != "cpu") {
-      std::cerr << "weft check: unknown backend '" << spec << "' (known: cpu)\n";
-      return 2;
-    }
-  }
-  if (specs.size() > 1) {
-    std::cerr << "weft check: checking several backends at once (" << args.backends
-              << ") needs the multi-backend scheduler, which is not built yet\n";
-    return 2;
-  }
   try {
-    std::unique_ptr<Device> dev = make_cpu_device(args.threads);
-    std::unique_ptr<conformance::Executor> ex = conformance::make_backend_executor(*dev, args.threads);
+    std::vector<std::unique_ptr<Device>> devices;
+    for (const std::string& spec : specs) {
+      devices.push_back(make_device(spec, args.threads, devices.size() + 1));
+      if (!devices.back()) {
+        std::cerr << "weft check: unknown backend '" << spec << "' (known: cpu, async, async-copy)\n";
+        return 2;
+      }
+    }
+    std::vector<std::unique_ptr<Backend>> backends;
+    std::unique_ptr<conformance::Executor> ex;
+    if (devices.size() == 1) {
+      ex = conformance::make_backend_executor(*devices[0], args.threads);
+    } else {
+      std::vector<Backend*> list;
+      for (auto& dev : devices) list.push_back(backends.emplace_back(dev->create_backend()).get());
+      ex = conformance::make_scheduler_executor(list);
+    }
     const conformance::Summary s = conformance::run_suite(*ex, std::cout, args.filter, args.quiet);
     return s.failed > 0 ? 1 : 0;
   } catch (const Error& e) {

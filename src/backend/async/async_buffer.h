@@ -16,8 +16,10 @@ namespace weft::async {
 // as far as inner is.
 class HostBufferType final : public BufferType {
  public:
-  HostBufferType(Device& device, BufferType& inner, std::string name)
-      : device_(device), inner_(inner), name_(std::move(name)) {}
+  // host_visible false makes the type claim not to be host memory (an
+  // isolated device's memory, like a GPU's).
+  HostBufferType(Device& device, BufferType& inner, std::string name, bool host_visible)
+      : device_(device), inner_(inner), name_(std::move(name)), host_visible_(host_visible) {}
   HostBufferType(const HostBufferType&) = delete;
   HostBufferType& operator=(const HostBufferType&) = delete;
 
@@ -26,7 +28,7 @@ class HostBufferType final : public BufferType {
   size_t alignment() const override { return inner_.alignment(); }
   size_t max_size() const override { return inner_.max_size(); }
   size_t alloc_size(const Tensor& t) const override { return inner_.alloc_size(t); }
-  bool is_host() const override { return true; }
+  bool is_host() const override { return host_visible_; }
   // Throws Error(out_of_memory) as the inner type does.
   std::unique_ptr<Buffer> allocate(size_t size) override;
 
@@ -34,6 +36,7 @@ class HostBufferType final : public BufferType {
   Device& device_;
   BufferType& inner_;
   std::string name_;
+  bool host_visible_;
 };
 
 }  // namespace weft::async

@@ -33,9 +33,11 @@ struct DelayPlan {
 // The bytes [offset, offset + size) of t's host memory; throws when t is not
 // in a host buffer or the range is outside it.
 uint8_t* host_bytes(const Tensor& t, size_t offset, size_t size, const char* what) {
-  if (t.buffer == nullptr || t.data == nullptr) fail(ErrorKind::invalid_input, what, "tensor '" + t.name + "' has no buffer");
+  if (t.buffer == nullptr || t.data == nullptr)
+    fail(ErrorKind::invalid_input, what, "tensor '" + t.name + "' has no buffer");
   if (!t.buffer->type().is_host()) {
-    fail(ErrorKind::unsupported, what, "tensor '" + t.name + "' is in non-host buffer type '" + t.buffer->type().name() + "'");
+    fail(ErrorKind::unsupported, what,
+         "tensor '" + t.name + "' is in non-host buffer type '" + t.buffer->type().name() + "'");
   }
   const size_t n = t.nbytes();
   if (offset > n || size > n - offset) {
@@ -46,8 +48,10 @@ uint8_t* host_bytes(const Tensor& t, size_t offset, size_t size, const char* wha
   return static_cast<uint8_t*>(t.data) + offset;
 }
 
-bool in_host_memory(const Tensor& t) {
-  return t.buffer != nullptr && t.data != nullptr && t.buffer->type().is_host() && t.is_contiguous();
+// Whether a stream of device d can memmove t: host memory, or d's own.
+bool accessible(const Tensor& t, Device& d) {
+  return t.buffer != nullptr && t.data != nullptr && t.is_contiguous() &&
+         (t.buffer->type().is_host() || &t.buffer->type().device() == &d);
 }
 
 // One stream. Every call enqueues and returns; the worker runs the queue in
@@ -80,7 +84,7 @@ class AsyncBackend final : public Backend {
   // src's producer is the caller's job (event wait or synchronize).
   bool copy_tensor_async(Backend& src_backend, const Tensor& src, Tensor& dst) override {
     (void)src_backend;
-    if (!in_host_memory(src) || !in_host_memory(dst) || src.nbytes() != dst.nbytes()) return false;
+    if (!accessible(src, device()) || !accessible(dst, device()) || src.nbytes() != dst.nbytes()) return false;
     const size_t n = src.nbytes();
     if (n == 0) return true;
     const void* from = src.data;
@@ -128,7 +132,8 @@ class AsyncBackend final : public Backend {
   AsyncEvent& own_event(Event& e, const char* what) {
     auto* event = dynamic_cast<AsyncEvent*>(&e);
     if (event == nullptr || &event->device() != &device_) {
-      fail(ErrorKind::invalid_input, what, "the event was made by device '" + e.device().name() + "', not '" + device_.name() + "'");
+      fail(ErrorKind::invalid_input, what,
+           "the event was made by device '" + e.device().name() + "', not '" + device_.name() + "'");
     }
     return *event;
   }
@@ -183,7 +188,7 @@ class AsyncDevice final : public Device {
   explicit AsyncDevice(const AsyncOptions& options)
       : options_(options),
         cpu_(make_cpu_device(options.n_threads)),
-        host_type_(*this, cpu_->default_buffer_type(), options.name + "_host") {}
+        host_type_(*this, cpu_->default_buffer_type(), options.name + "_host", !options.isolated_memory) {}
   AsyncDevice(const AsyncDevice&) = delete;
   AsyncDevice& operator=(const AsyncDevice&) = delete;
 
@@ -201,7 +206,9 @@ class AsyncDevice final : public Device {
     return options_.shared_buffer_type != nullptr ? *options_.shared_buffer_type : host_type_;
   }
   bool supports_op(const Tensor& t) const override { return cpu_->supports_op(t); }
-  bool supports_buffer_type(const BufferType& bt) const override { return bt.is_host(); }
+  bool supports_buffer_type(const BufferType& bt) const override {
+    return options_.isolated_memory ? &bt == &host_type_ : bt.is_host();
+  }
 
   std::unique_ptr<Backend> create_backend(const BackendOptions& options) override {
     BackendOptions math;
@@ -210,8 +217,7 @@ class AsyncDevice final : public Device {
     // Backend k draws its delays from its own stream, seeded by (seed, k).
     uint64_t seed = options_.seed ^ (next_backend_.fetch_add(1) * 0xd1b54a32d192ed03ull);
     return std::make_unique<AsyncBackend>(*this, cpu_->create_backend(math),
-                                          DelayPlan{options_.delay_ms, options_.random_delay_ms},
-                                          splitmix64(seed));
+                                          DelayPlan{options_.delay_ms, options_.random_delay_ms}, splitmix64(seed));
   }
 
   std::unique_ptr<Event> create_event() override { return std::make_unique<AsyncEvent>(*this); }
@@ -233,6 +239,9 @@ std::unique_ptr<Device> make_async_device(const AsyncOptions& options) {
     fail(ErrorKind::invalid_input, "make_async_device",
          "shared buffer type '" + options.shared_buffer_type->name() + "' is not host memory");
   }
+  if (options.shared_buffer_type != nullptr && options.isolated_memory) {
+    fail(ErrorKind::invalid_input, "make_async_device", "isolated memory cannot share another buffer type");
+  }
   if (!(options.delay_ms >= 0) || !(options.random_delay_ms >= 0)) {
     fail(ErrorKind::invalid_input, "make_async_device",
          "delays must be >= 0 (delay_ms " + std::to_string(options.delay_ms) + ", random_delay_ms " +
@@ -244,7 +253,8 @@ std::unique_ptr<Device> make_async_device(const AsyncOptions& options) {
 std::optional<std::chrono::steady_clock::time_point> async_event_time(Event& e) {
   auto* event = dynamic_cast<async::AsyncEvent*>(&e);
   if (event == nullptr) {
-    fail(ErrorKind::invalid_input, "async_event_time", "the event of device '" + e.device().name() + "' is not an async event");
+    fail(ErrorKind::invalid_input, "async_event_time",
+         "the event of device '" + e.device().name() + "' is not an async event");
   }
   return event->state()->latest_time();
 }

@@ -39,10 +39,10 @@ class EventState {
  private:
   mutable std::mutex mutex_;
   std::condition_variable reached_cv_;
-  uint64_t recorded_ = 0;          // tickets handed out
-  std::set<uint64_t> pending_;     // handed out, not reached yet
-  uint64_t last_reached_ = 0;      // highest ticket reached ...
-  Clock::time_point reached_at_;   // ... and when
+  uint64_t recorded_ = 0;         // tickets handed out
+  std::set<uint64_t> pending_;    // handed out, not reached yet
+  uint64_t last_reached_ = 0;     // highest ticket reached ...
+  Clock::time_point reached_at_;  // ... and when
 };
 
 class AsyncEvent final : public Event {

@@ -43,7 +43,7 @@ class Stream {
   bool busy_ = false;      // the worker is running a task
   bool stopping_ = false;  // set by the destructor
   std::exception_ptr error_;
-  std::thread worker_;     // last: started once the state above exists
+  std::thread worker_;  // last: started once the state above exists
 };
 
 }  // namespace weft::async
