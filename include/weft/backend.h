@@ -10,8 +10,9 @@
 //   backend->synchronize();
 //   buf->get_tensor(*y, out, 0, y->nbytes());
 //
-// Lifetimes: a Device outlives the backends, buffer types and buffers made
-// from it. Buffers and backends may be destroyed in any order.
+// Lifetimes: a Device outlives the backends, buffer types, buffers and
+// events made from it. Buffers, backends and events may be destroyed in any
+// order, once the work that uses them is done (after synchronize()).
 #pragma once
 
 #include <cstddef>
@@ -81,6 +82,8 @@ class BufferType {
 };
 
 // Made by a Device; recorded and waited on only by backends of that device.
+// A wait covers the latest record() made before the wait was issued; an
+// event never recorded counts as done.
 class Event {
  public:
   virtual ~Event() = default;
@@ -103,13 +106,16 @@ class Backend {
   virtual void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size);
   virtual void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size);
   // Optional: copy src (on src_backend's device) into dst (on this backend's
-  // device) without a host round trip; returns false if it cannot.
+  // device) without a host round trip; returns false if it cannot. The copy
+  // runs in this backend's order and does not wait for src_backend: the
+  // caller makes sure src is ready (an event wait) and stays untouched.
   virtual bool copy_tensor_async(Backend& src_backend, const Tensor& src, Tensor& dst) {
     (void)src_backend; (void)src; (void)dst;
     return false;
   }
 
-  // Runs every node of g in order. May return before the work is done.
+  // Runs every node of g in order. May return before the work is done; the
+  // tensors of g (not the Graph object itself) must stay valid until then.
   // Errors raised by the work surface here or at synchronize().
   virtual void compute(const Graph& g) = 0;
   virtual void synchronize() = 0;

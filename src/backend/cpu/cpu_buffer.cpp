@@ -37,7 +37,11 @@ class CpuBuffer final : public Buffer {
     std::memset(static_cast<uint8_t*>(t.data) + offset, value, size);
   }
   bool copy_tensor(const Tensor& src, Tensor& dst) override {
-    if (src.buffer == nullptr || !src.buffer->type().is_host() || src.nbytes() != dst.nbytes()) return false;
+    // A byte copy is only a tensor copy when both sides are packed alike.
+    if (src.buffer == nullptr || !src.buffer->type().is_host() || src.type != dst.type || !same_shape(src, dst) ||
+        !src.is_contiguous() || !dst.is_contiguous()) {
+      return false;
+    }
     std::memcpy(dst.data, src.data, src.nbytes());
     return true;
   }
