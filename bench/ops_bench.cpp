@@ -113,6 +113,29 @@ std::vector<OpCase> op_cases() {
   return cases;
 }
 
+// Prints one row per benchmark: time, GFLOP/s, GB/s and GB/s as a fraction
+// of the read bandwidth (the counters arrive as rates already).
+class RatioReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override {
+    std::printf("%-40s %12s %10s %10s %10s\n", "op", "time/run", "GFLOP/s", "GB/s", "of bw");
+    return true;
+  }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      auto counter = [&](const char* key) {
+        auto it = run.counters.find(key);
+        return it == run.counters.end() ? 0.0 : static_cast<double>(it->second);
+      };
+      const double us = run.GetAdjustedRealTime();  // in the run's time unit: microseconds
+      const double flops = counter("FLOP/s");
+      std::printf("%-40s %10.1f us %10s %10.2f %10.3f\n", run.run_name.function_name.c_str(), us,
+                  flops > 0 ? std::to_string(flops / 1e9).substr(0, 7).c_str() : "-", counter("B/s") / 1e9,
+                  counter("bw_ratio"));
+    }
+  }
+};
+
 }  // namespace
 
 int run_ops_bench(const OpsBenchOptions& options) {
@@ -143,7 +166,8 @@ int run_ops_bench(const OpsBenchOptions& options) {
   char arg0[] = "weft-bench-ops";
   char* argv[] = {arg0, nullptr};
   benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;
 }
