@@ -1,6 +1,6 @@
 # The front door. `make test` installs what is missing, builds, and runs every
 # test in three builds: Release, AddressSanitizer+UBSan, ThreadSanitizer.
-.PHONY: all deps build test test-release test-asan test-tsan bench clean
+.PHONY: all deps build test test-release test-asan test-tsan test-fuzz bench clean
 
 JOBS ?= $(shell nproc)
 LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache,)
@@ -20,11 +20,15 @@ build/asan/build.ninja: | deps
 build/tsan/build.ninja: | deps
 	@$(CONFIGURE) -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=thread >/dev/null
 
+build/fuzz/build.ninja: | deps
+	@$(CONFIGURE) -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+	  -DWEFT_FUZZ=ON >/dev/null
+
 build: deps build/release/build.ninja
 	@cmake --build build/release -j $(JOBS)
 
-test: test-release test-asan test-tsan
-	@echo "make test: all passed (Release, ASan+UBSan, TSan)"
+test: test-release test-asan test-tsan test-fuzz
+	@echo "make test: all passed (Release, ASan+UBSan, TSan, fuzz smoke)"
 
 test-release: build
 	@ctest --test-dir build/release --output-on-failure -j $(JOBS) --timeout 600
@@ -38,6 +42,16 @@ test-tsan: deps build/tsan/build.ninja
 	@cmake --build build/tsan -j $(JOBS)
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir build/tsan --output-on-failure -j $(JOBS) --timeout 900
+
+# A short libFuzzer run over the worker's message decoding (clang, ASan+UBSan).
+# For a long run: build/fuzz/tests/rpc/weft_fuzz_rpc -max_total_time=3600 build/fuzz/corpus
+FUZZ_SECONDS ?= 20
+test-fuzz: deps build/fuzz/build.ninja
+	@cmake --build build/fuzz -j $(JOBS) --target weft_fuzz_rpc
+	@rm -rf build/fuzz/corpus && mkdir -p build/fuzz/corpus && cp tests/rpc/fuzz_corpus/* build/fuzz/corpus/
+	@build/fuzz/tests/rpc/weft_fuzz_rpc -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build/fuzz/corpus \
+	  >build/fuzz/fuzz.log 2>&1 || (tail -60 build/fuzz/fuzz.log; exit 1)
+	@grep -E "stat::number_of_executed_units" build/fuzz/fuzz.log | sed 's/^/fuzz smoke: /'
 
 bench: build
 	@build/release/tools/weft/weft bench ops

@@ -8,6 +8,7 @@
 #include "conformance/conformance.h"
 #include "weft/async.h"
 #include "weft/cpu.h"
+#include "weft/rpc.h"
 #include "weft/error.h"
 
 namespace weft::tools {
@@ -40,6 +41,7 @@ std::unique_ptr<Device> make_device(const std::string& spec, int threads, uint64
     options.isolated_memory = spec == "async-copy";
     return make_async_device(options);
   }
+  if (spec.rfind("rpc://", 0) == 0) return make_rpc_device_from_spec(spec);
   return nullptr;
 }
 
@@ -52,7 +54,7 @@ int cmd_check(const CheckArgs& args) {
     for (const std::string& spec : specs) {
       devices.push_back(make_device(spec, args.threads, devices.size() + 1));
       if (!devices.back()) {
-        std::cerr << "weft check: unknown backend '" << spec << "' (known: cpu, async, async-copy)\n";
+        std::cerr << "weft check: unknown backend '" << spec << "' (known: cpu, async, async-copy, rpc://HOST:PORT[/N])\n";
         return 2;
       }
     }

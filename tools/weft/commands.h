@@ -2,6 +2,7 @@
 // CLI11 and calls one of these; each returns the process exit code.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace weft::tools {
@@ -20,5 +21,28 @@ struct BenchOpsArgs {
   double min_seconds = 0.2;  // time each measurement at least this long
 };
 int cmd_bench_ops(const BenchOpsArgs& args);
+
+struct BenchRpcArgs {
+  std::string endpoint;  // empty: an in-process worker
+  int threads = 0;
+  size_t upload_mib = 256;
+};
+int cmd_bench_rpc(const BenchRpcArgs& args);
+
+// `weft worker`: serves this machine's CPU to weft hosts over the RPC
+// protocol (docs/rpc-protocol.md) until SIGINT or SIGTERM.
+struct WorkerArgs {
+  std::string host = "127.0.0.1";  // other addresses need auth_token_file or insecure
+  int port = 50052;                // 0: any free port (printed)
+  int threads = 0;                 // CPU threads in all; 0 = hardware threads
+  size_t mem = 0;                  // bytes all clients may allocate together; 0: no limit
+  std::string cache_dir;           // tensor cache directory; empty: none
+  size_t cache_max = 0;            // bytes the cache may hold; 0: 16 GiB
+  int max_clients = 64;
+  std::string auth_token_file;     // shared secret (whitespace trimmed); empty: no auth
+  bool insecure = false;           // allow a non-loopback host without a token
+  int cpu_devices = 1;             // several devices per worker: CPU partitions
+};
+int cmd_worker(const WorkerArgs& args);
 
 }  // namespace weft::tools

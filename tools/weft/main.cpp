@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
 
   CheckArgs check;
   CLI::App* check_cmd = app.add_subcommand("check", "run the backend conformance suite against a float64 reference");
-  check_cmd->add_option("--backend", check.backends, "backend(s) to check, e.g. cpu")->capture_default_str();
+  check_cmd->add_option("--backend", check.backends, "backend(s) to check: cpu, async, async-copy, rpc://HOST:PORT[/N]; a comma list runs through the scheduler")->capture_default_str();
   check_cmd->add_option("--filter", check.filter, "only cases whose name contains this");
   check_cmd->add_option("-t,--threads", check.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   check_cmd->add_flag("-q,--quiet", check.quiet, "print only failures and the summary");
@@ -26,10 +26,32 @@ int main(int argc, char** argv) {
   bench_ops_cmd->add_option("--filter", bench_ops.filter, "only benchmarks whose name contains this");
   bench_ops_cmd->add_option("--min-time", bench_ops.min_seconds, "seconds per measurement")->capture_default_str();
 
+  BenchRpcArgs bench_rpc;
+  CLI::App* bench_rpc_cmd = bench_cmd->add_subcommand("rpc", "RPC upload, latency and a graph chain against loopback limits");
+  bench_rpc_cmd->add_option("--worker", bench_rpc.endpoint, "HOST:PORT of a running worker (default: one in-process)");
+  bench_rpc_cmd->add_option("-t,--threads", bench_rpc.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  bench_rpc_cmd->add_option("--upload-mib", bench_rpc.upload_mib, "MiB uploaded")->capture_default_str();
+
+  WorkerArgs worker;
+  CLI::App* worker_cmd = app.add_subcommand("worker", "serve this machine's CPU to weft hosts over TCP");
+  worker_cmd->add_option("--host", worker.host, "address to listen on")->capture_default_str();
+  worker_cmd->add_option("--port", worker.port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  worker_cmd->add_option("-t,--threads", worker.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  worker_cmd->add_option("--mem", worker.mem, "bytes all clients may allocate together (0: no limit)");
+  worker_cmd->add_option("--cache-dir", worker.cache_dir, "tensor cache directory");
+  worker_cmd->add_option("--cache-max", worker.cache_max, "bytes the tensor cache may hold (0: 16 GiB)");
+  worker_cmd->add_option("--max-clients", worker.max_clients, "concurrent clients")->capture_default_str()->check(CLI::PositiveNumber);
+  worker_cmd->add_option("--auth-token-file", worker.auth_token_file, "file holding the shared secret");
+  worker_cmd->add_flag("--insecure", worker.insecure, "allow a non-loopback address without a token");
+  worker_cmd->add_option("--devices", worker.cpu_devices, "CPU devices to serve (partitions of the threads)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check_cmd->parsed()) return cmd_check(check);
     if (bench_ops_cmd->parsed()) return cmd_bench_ops(bench_ops);
+    if (bench_rpc_cmd->parsed()) return cmd_bench_rpc(bench_rpc);
+    if (worker_cmd->parsed()) return cmd_worker(worker);
   } catch (const weft::Error& e) {
     std::fprintf(stderr, "weft: %s error: %s\n", weft::error_kind_name(e.kind()), e.what());
     return 1;

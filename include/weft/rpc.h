@@ -1,0 +1,55 @@
+// Remote devices: the backends of a worker (`weft worker`) reached over TCP,
+// usable like any local device (see docs/rpc-protocol.md).
+//
+//   auto devices = weft::make_rpc_devices("192.168.1.7:50052");
+//   auto backend = devices[0]->create_backend();
+//
+// Lifetimes (the seeds' rules): one connection per endpoint, shared by every
+// device, buffer and backend of the process that talks to it, found through
+// a process-wide map of weak references. Buffers and backends hold the
+// connection; devices and buffer types hold only the endpoint and take a
+// connection when they allocate. Free things in any order: the connection
+// closes when its last holder goes, and a later use opens a new one. Safe
+// from several threads. A dead worker raises Error(disconnected) naming the
+// endpoint and the command in the caller; the process never aborts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/backend.h"
+
+namespace weft {
+
+struct RpcOptions {
+  std::optional<std::string> auth_secret;  // for workers that require it
+  int hash_threads = 0;                     // content hashing; 0: all cores
+  size_t cache_min_bytes = size_t{1} << 20; // uploads at least this big try the worker's cache first
+};
+
+// One Device per device the worker serves. endpoint: "host:port" or
+// "[v6addr]:port". Throws Error(disconnected) if the worker cannot be reached.
+std::vector<std::unique_ptr<Device>> make_rpc_devices(const std::string& endpoint, const RpcOptions& options = {});
+
+// One device from a `weft check` style spec: "rpc://host:port" (device 0)
+// or "rpc://host:port/N" (device N; "[v6addr]:port" works too). Throws
+// Error(invalid_input) for a malformed spec or a device index out of range,
+// Error(disconnected) if the worker cannot be reached.
+std::unique_ptr<Device> make_rpc_device_from_spec(const std::string& spec, const RpcOptions& options = {});
+
+// Process-wide count of open worker connections (for tests of the lifetime rules).
+int rpc_open_connections();
+
+// Traffic of one connection since it opened (frame headers included).
+struct RpcStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t round_trips = 0;  // commands that waited for a reply (handshake included)
+};
+// The counters of the live connection to endpoint; zeros when none is open.
+RpcStats rpc_stats(const std::string& endpoint);
+
+}  // namespace weft

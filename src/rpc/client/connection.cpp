@@ -1,0 +1,414 @@
+// Connection: framing, handshake, the error rules and the graph cache of the
+// client side of docs/rpc-protocol.md; and the process-wide endpoint map.
+#include "client/connection.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "protocol/content_hash.h"
+#include "weft/error.h"
+
+namespace weft::rpc {
+namespace {
+
+std::atomic<int> g_open_connections{0};
+
+constexpr uint64_t kClientCapabilities = kCapTensorCache | kCapEvents;
+constexpr char kAuthContext[] = "weft-auth-v1";
+
+std::string command_name(Cmd cmd) {
+  const char* name = cmd_name(static_cast<uint16_t>(cmd));
+  return name != nullptr ? name : std::to_string(static_cast<unsigned>(cmd));
+}
+
+ErrorKind kind_from_wire(uint8_t kind) {
+  switch (kind) {
+    case 0: return ErrorKind::invalid_input;
+    case 1: return ErrorKind::unsupported;
+    case 2: return ErrorKind::out_of_memory;
+    case 3: return ErrorKind::disconnected;
+    default: return ErrorKind::internal;
+  }
+}
+
+// The endpoint map: one slot per endpoint ever used, each with its own lock
+// so that connecting to one endpoint never blocks users of another. Slots
+// are never removed (one per distinct endpoint); the map is leaked on
+// purpose so that buffers freed during static destruction never see it gone.
+struct Slot {
+  std::mutex mu;
+  std::weak_ptr<Connection> connection;
+};
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Slot>> slots;
+};
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+std::shared_ptr<Slot> slot_of(const std::string& endpoint, bool create) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.slots.find(endpoint);
+  if (it != r.slots.end()) return it->second;
+  if (!create) return nullptr;
+  auto slot = std::make_shared<Slot>();
+  r.slots.emplace(endpoint, slot);
+  return slot;
+}
+
+}  // namespace
+
+Endpoint parse_endpoint(const std::string& endpoint) {
+  auto bad = [&](const std::string& why) -> Endpoint {
+    fail(ErrorKind::invalid_input, "rpc", "endpoint '" + endpoint + "' " + why + " (want host:port or [v6addr]:port)");
+  };
+  Endpoint e;
+  std::string port;
+  if (!endpoint.empty() && endpoint[0] == '[') {
+    const size_t close = endpoint.find(']');
+    if (close == std::string::npos || close + 1 >= endpoint.size() || endpoint[close + 1] != ':') {
+      return bad("has no ']:' after the address");
+    }
+    e.host = endpoint.substr(1, close - 1);
+    port = endpoint.substr(close + 2);
+  } else {
+    const size_t colon = endpoint.rfind(':');
+    if (colon == std::string::npos) return bad("has no port");
+    e.host = endpoint.substr(0, colon);
+    port = endpoint.substr(colon + 1);
+    if (e.host.find(':') != std::string::npos) return bad("has an IPv6 address without brackets");
+  }
+  if (e.host.empty()) return bad("has no host");
+  if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return bad("has an invalid port");
+  }
+  const unsigned long p = std::stoul(port);
+  if (p == 0 || p > 65535) return bad("has a port outside 1..65535");
+  e.port = static_cast<uint16_t>(p);
+  return e;
+}
+
+Connection::Connection(std::string endpoint, const RpcOptions& options) : endpoint_(std::move(endpoint)) {
+  const Endpoint e = parse_endpoint(endpoint_);
+  try {
+    stream_ = tcp_connect(e.host, e.port);
+  } catch (const Error& err) {
+    fail(ErrorKind::disconnected, "rpc", endpoint_ + " connect: " + err.what());
+  }
+  handshake(options);
+  counted_ = true;
+  g_open_connections.fetch_add(1);
+}
+
+Connection::~Connection() {
+  try {
+    if (stream_) stream_->shutdown();
+  } catch (...) {
+    // Closing quietly: the worker frees the session when the stream ends.
+  }
+  if (counted_) g_open_connections.fetch_sub(1);
+}
+
+int Connection::open_count() { return g_open_connections.load(); }
+
+RpcStats Connection::stats() const {
+  RpcStats s;
+  s.bytes_sent = bytes_sent_.load();
+  s.bytes_received = bytes_received_.load();
+  s.round_trips = round_trips_.load();
+  return s;
+}
+
+void Connection::handshake(const RpcOptions& options) {
+  std::lock_guard lock(mu_);
+  Writer hello;
+  hello.bytes(kMagic, sizeof kMagic);
+  hello.u16(kMajor);
+  hello.u16(kMinor);
+  hello.u64(kClientCapabilities);
+  write_frame(Cmd::hello, hello.data().data(), hello.data().size(), nullptr, 0);
+  const uint32_t length = read_reply_header(Cmd::hello, kMaxPayload);
+  std::vector<uint8_t> payload(length);
+  read_payload(Cmd::hello, payload.data(), payload.size());
+  ++round_trips_;
+  bool auth_required = false;
+  std::array<uint8_t, kChallengeBytes> challenge{};
+  try {
+    Reader r(payload, "HELLO reply");
+    auto magic = r.bytes(4);
+    if (std::memcmp(magic.data(), kMagic, 4) != 0) fail_broken(Cmd::hello, "the peer is not a weft worker (bad magic)");
+    const uint16_t major = r.u16();
+    const uint16_t minor = r.u16();
+    (void)minor;  // a newer minor answers in our minor's terms
+    if (major != kMajor) {
+      fail(ErrorKind::unsupported, "rpc",
+           endpoint_ + " HELLO: the worker speaks protocol " + std::to_string(major) + ".x, this client " +
+               std::to_string(kMajor) + "." + std::to_string(kMinor));
+    }
+    capabilities_ = r.u64() & kClientCapabilities;
+    auth_required = r.u8() != 0;
+    auto c = r.bytes(kChallengeBytes);
+    std::copy(c.begin(), c.end(), challenge.begin());
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::invalid_input) throw;
+    fail_broken(Cmd::hello, std::string("malformed reply: ") + e.what());
+  }
+  if (!auth_required) return;
+  if (!options.auth_secret) {
+    broken_ = true;
+    fail(ErrorKind::invalid_input, "rpc",
+         endpoint_ + " AUTH: the worker requires authentication and no secret was given (RpcOptions::auth_secret)");
+  }
+  std::vector<uint8_t> message(kAuthContext, kAuthContext + sizeof kAuthContext - 1);
+  message.insert(message.end(), challenge.begin(), challenge.end());
+  uint8_t mac[EVP_MAX_MD_SIZE];
+  unsigned mac_length = 0;
+  const std::string& key = *options.auth_secret;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message.data(), message.size(), mac, &mac_length) ==
+          nullptr ||
+      mac_length != kAuthMacBytes) {
+    fail(ErrorKind::internal, "rpc", endpoint_ + " AUTH: HMAC-SHA256 failed");
+  }
+  write_frame(Cmd::auth, mac, kAuthMacBytes, nullptr, 0);
+  const uint32_t auth_length = read_reply_header(Cmd::auth, kMaxPayload);
+  if (auth_length != 0) fail_broken(Cmd::auth, "malformed reply: " + std::to_string(auth_length) + " bytes, want 0");
+  ++round_trips_;
+}
+
+void Connection::fail_broken(Cmd cmd, const std::string& what) {
+  if (!broken_.exchange(true)) broken_reason_ = command_name(cmd) + ": " + what;
+  try {
+    stream_->shutdown();
+  } catch (...) {
+  }
+  throw Error(ErrorKind::disconnected, "[rpc] " + endpoint_ + " " + command_name(cmd) + ": " + what);
+}
+
+void Connection::check_usable(Cmd cmd) const {
+  if (broken_.load()) {
+    throw Error(ErrorKind::disconnected, "[rpc] " + endpoint_ + " " + command_name(cmd) +
+                                             ": the connection failed earlier (" + broken_reason_ + ")");
+  }
+}
+
+void Connection::write_frame(Cmd cmd, const void* a, size_t na, const void* b, size_t nb) {
+  const size_t length = na + nb;
+  if (length > payload_limit(cmd)) {
+    fail(ErrorKind::invalid_input, "rpc",
+         endpoint_ + " " + command_name(cmd) + ": payload of " + std::to_string(length) + " bytes is over the limit of " +
+             std::to_string(payload_limit(cmd)));
+  }
+  // Header and fields in one small buffer; bulk bytes go out uncopied.
+  std::vector<uint8_t> head(kFrameHeaderBytes + na);
+  encode_header(FrameHeader{static_cast<uint32_t>(length), static_cast<uint16_t>(cmd), 0}, head.data());
+  if (na > 0) std::memcpy(head.data() + kFrameHeaderBytes, a, na);
+  try {
+    stream_->write_all(head.data(), head.size(), b, nb);
+  } catch (const Error& e) {
+    fail_broken(cmd, e.what());
+  }
+  bytes_sent_ += head.size() + nb;
+}
+
+void Connection::read_payload(Cmd cmd, void* data, size_t n) {
+  try {
+    stream_->read_exact(data, n);
+  } catch (const Error& e) {
+    fail_broken(cmd, e.what());
+  }
+  bytes_received_ += n;
+}
+
+uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
+  uint8_t raw[kFrameHeaderBytes];
+  read_payload(cmd, raw, sizeof raw);
+  const FrameHeader h = decode_header(raw);
+  if (h.command == static_cast<uint16_t>(Cmd::error)) read_error_frame(cmd, h.length);
+  if (h.command != (static_cast<uint16_t>(cmd) | kReplyBit)) {
+    fail_broken(cmd, "protocol error: reply command 0x" + [&] {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "%04x", h.command);
+      return std::string(buf);
+    }() + " is not this command's reply");
+  }
+  if (h.flags != 0) fail_broken(cmd, "protocol error: reply flags " + std::to_string(h.flags));
+  if (h.length > limit) {
+    fail_broken(cmd, "protocol error: reply of " + std::to_string(h.length) + " bytes, limit " + std::to_string(limit));
+  }
+  return h.length;
+}
+
+void Connection::read_error_frame(Cmd cmd, uint32_t length) {
+  if (length > kMaxPayload) fail_broken(cmd, "protocol error: ERROR frame of " + std::to_string(length) + " bytes");
+  std::vector<uint8_t> payload(length);
+  read_payload(cmd, payload.data(), payload.size());
+  ErrorKind kind = ErrorKind::internal;
+  std::string message;
+  try {
+    Reader r(payload, "ERROR");
+    kind = kind_from_wire(r.u8());
+    message = r.str();
+    r.expect_end();
+  } catch (const Error& e) {
+    fail_broken(cmd, std::string("protocol error: malformed ERROR frame: ") + e.what());
+  }
+  const std::string text = "[rpc] " + endpoint_ + " " + command_name(cmd) + ": " + message;
+  if (kind == ErrorKind::invalid_input) {
+    // The worker ends the session after this error: nothing of it is left.
+    if (!broken_.exchange(true)) broken_reason_ = command_name(cmd) + ": the worker ended the session: " + message;
+    try {
+      stream_->shutdown();
+    } catch (...) {
+    }
+  }
+  throw Error(kind, text);
+}
+
+void Connection::send(Cmd cmd, const Writer& head, const void* bulk, size_t bulk_size) {
+  std::lock_guard lock(mu_);
+  check_usable(cmd);
+  write_frame(cmd, head.data().data(), head.data().size(), bulk, bulk_size);
+}
+
+void Connection::call_impl(Cmd cmd, const Writer& head, const std::function<void(Reader&)>& parse) {
+  std::lock_guard lock(mu_);
+  check_usable(cmd);
+  write_frame(cmd, head.data().data(), head.data().size(), nullptr, 0);
+  const uint32_t length = read_reply_header(cmd, kMaxPayload);
+  std::vector<uint8_t> payload(length);
+  read_payload(cmd, payload.data(), payload.size());
+  ++round_trips_;
+  try {
+    Reader r(payload, command_name(cmd) + " reply");
+    parse(r);
+    r.expect_end();
+  } catch (const Error& e) {
+    fail_broken(cmd, std::string("malformed reply: ") + e.what());
+  }
+}
+
+void Connection::get_tensor(uint64_t handle, uint64_t offset, void* out, size_t size) {
+  auto* dst = static_cast<uint8_t*>(out);
+  // One request at a time: each chunk is big enough that a round trip per
+  // chunk costs little, and nothing is left in flight when one fails.
+  while (size > 0) {
+    const size_t n = std::min<size_t>(size, kMaxPayload);
+    Writer w;
+    w.u64(handle);
+    w.u64(offset);
+    w.u64(n);
+    std::lock_guard lock(mu_);
+    check_usable(Cmd::get_tensor);
+    write_frame(Cmd::get_tensor, w.data().data(), w.data().size(), nullptr, 0);
+    const uint32_t length = read_reply_header(Cmd::get_tensor, kMaxPayload);
+    if (length != n) {
+      fail_broken(Cmd::get_tensor, "malformed reply: " + std::to_string(length) + " bytes, want " + std::to_string(n));
+    }
+    read_payload(Cmd::get_tensor, dst, n);
+    ++round_trips_;
+    dst += n;
+    offset += n;
+    size -= n;
+  }
+}
+
+void Connection::graph_compute(uint32_t device, std::span<const uint8_t> graph) {
+  constexpr size_t kHead = 4 + 8 + 1;
+  if (graph.size() > kMaxPayload - kHead) {
+    fail(ErrorKind::unsupported, "rpc",
+         endpoint_ + " GRAPH_COMPUTE: the graph encodes to " + std::to_string(graph.size()) +
+             " bytes, over the frame limit of " + std::to_string(kMaxPayload - kHead));
+  }
+  const ContentHash key = content_hash(graph.data(), graph.size(), 1);
+  std::lock_guard lock(mu_);
+  check_usable(Cmd::graph_compute);
+  // The worker keeps the last 64 graphs used (LRU); this cache keeps the
+  // last kGraphCacheSize (<= 64) used, updated in the same order as the
+  // frames are written, so every id found here is still stored there.
+  ++graph_clock_;
+  auto hit = std::find_if(graphs_.begin(), graphs_.end(),
+                          [&](const GraphEntry& e) { return e.device == device && e.key == key; });
+  const bool has_graph = hit == graphs_.end();
+  uint64_t id = 0;
+  if (has_graph) {
+    id = next_graph_id_++;
+    GraphEntry entry{key, device, id, graph_clock_};
+    if (graphs_.size() < kGraphCacheSize) {
+      graphs_.push_back(entry);
+    } else {
+      *std::min_element(graphs_.begin(), graphs_.end(),
+                        [](const GraphEntry& a, const GraphEntry& b) { return a.last_use < b.last_use; }) = entry;
+    }
+  } else {
+    id = hit->id;
+    hit->last_use = graph_clock_;
+  }
+  Writer w;
+  w.u32(device);
+  w.u64(id);
+  w.u8(has_graph ? 1 : 0);
+  write_frame(Cmd::graph_compute, w.data().data(), w.data().size(), has_graph ? graph.data() : nullptr,
+              has_graph ? graph.size() : 0);
+}
+
+uint64_t Connection::acquire_event_id() {
+  std::lock_guard lock(events_mu_);
+  if (!free_event_ids_.empty()) {
+    const uint64_t id = free_event_ids_.back();
+    free_event_ids_.pop_back();
+    return id;
+  }
+  if (next_event_id_ > kMaxEventsPerSession) return 0;
+  return next_event_id_++;
+}
+
+void Connection::release_event_id(uint64_t id) {
+  std::lock_guard lock(events_mu_);
+  free_event_ids_.push_back(id);
+}
+
+std::vector<RemoteDeviceInfo> Connection::get_devices() {
+  return call(Cmd::get_devices, Writer{}, [](Reader& r) {
+    const uint32_t n = r.u32();
+    if (n > kMaxDevices) fail(ErrorKind::invalid_input, "rpc", std::to_string(n) + " devices, over the cap");
+    std::vector<RemoteDeviceInfo> devices(n);
+    for (RemoteDeviceInfo& d : devices) {
+      d.name = r.str();
+      d.description = r.str();
+      d.kind = r.u8();
+      d.free = r.u64();
+      d.total = r.u64();
+      d.buffer_type_name = r.str();
+      d.alignment = r.u64();
+      d.max_size = r.u64();
+      if (d.alignment == 0 || (d.alignment & (d.alignment - 1)) != 0 || d.alignment > (uint64_t{1} << 30)) {
+        fail(ErrorKind::invalid_input, "rpc", "device '" + d.name + "' alignment " + std::to_string(d.alignment));
+      }
+    }
+    return devices;
+  });
+}
+
+std::shared_ptr<Connection> get_connection(const std::string& endpoint, const RpcOptions& options) {
+  std::shared_ptr<Slot> slot = slot_of(endpoint, true);
+  std::lock_guard lock(slot->mu);
+  if (auto live = slot->connection.lock(); live && !live->broken()) return live;
+  auto fresh = std::make_shared<Connection>(endpoint, options);
+  slot->connection = fresh;
+  return fresh;
+}
+
+std::shared_ptr<Connection> find_connection(const std::string& endpoint) {
+  std::shared_ptr<Slot> slot = slot_of(endpoint, false);
+  if (!slot) return nullptr;
+  std::lock_guard lock(slot->mu);
+  return slot->connection.lock();
+}
+
+}  // namespace weft::rpc

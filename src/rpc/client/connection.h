@@ -1,0 +1,166 @@
+// The client's connection to one worker endpoint (docs/rpc-protocol.md).
+//
+// Lifetime (the seeds' rule, see include/weft/rpc.h): one Connection per
+// endpoint, found through a process-wide map of weak references; remote
+// buffers, backends and events hold a shared_ptr, devices and buffer types
+// only the endpoint. The connection closes when its last holder goes.
+//
+//   auto conn = rpc::get_connection("127.0.0.1:50052", options);
+//   rpc::Writer w; w.u32(device); w.u64(size);
+//   uint64_t handle = conn->call(rpc::Cmd::alloc_buffer, w, [](rpc::Reader& r) { return r.u64(); });
+//   conn->send(rpc::Cmd::set_tensor, head, bytes, n);   // pipelined: no reply
+//
+// Threading: every method is safe from any thread. One mutex serializes
+// frames: a command without a reply is written and returns at once (the
+// worker runs commands in order, so nothing is lost by not waiting); a
+// command with a reply is written and its reply read under the same lock,
+// so replies come back in order. A transport or protocol failure marks the
+// connection broken: that call and every later one throw Error(disconnected,
+// "[rpc] ENDPOINT COMMAND: what") at once; nothing ever aborts or hangs.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "protocol/wire.h"
+#include "transport/stream.h"
+#include "weft/rpc.h"
+
+namespace weft::rpc {
+
+// One device as GET_DEVICES describes it.
+struct RemoteDeviceInfo {
+  std::string name;
+  std::string description;
+  uint8_t kind = 0;  // 0 cpu, 1 gpu
+  uint64_t free = 0;
+  uint64_t total = 0;
+  std::string buffer_type_name;
+  uint64_t alignment = 1;
+  uint64_t max_size = 0;
+};
+
+// "host:port" or "[v6addr]:port" split into a host for tcp_connect (without
+// brackets) and a port. Throws Error(invalid_input) naming the endpoint.
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+};
+Endpoint parse_endpoint(const std::string& endpoint);
+
+class Connection {
+ public:
+  // Connects and handshakes (HELLO, then AUTH when the worker asks).
+  // Throws Error(disconnected) when the worker cannot be reached,
+  // Error(invalid_input) when it wants a secret we lack or refuses ours,
+  // Error(unsupported) for another major version.
+  Connection(std::string endpoint, const RpcOptions& options);
+  ~Connection();  // shuts the stream down quietly
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  // The capability bits both sides understand.
+  uint64_t capabilities() const { return capabilities_; }
+  bool has(Capability c) const { return (capabilities_ & c) != 0; }
+  bool broken() const { return broken_.load(); }
+  RpcStats stats() const;
+
+  // A command without a reply: header, head's fields, then bulk bytes (sent
+  // by a gather write, not copied). On return the bytes are in the kernel:
+  // the caller's memory is free at once.
+  void send(Cmd cmd, const Writer& head, const void* bulk = nullptr, size_t bulk_size = 0);
+
+  // A command with a reply: parse(reader) reads the reply's fields (which
+  // must be read completely). An ERROR reply throws Error of its kind.
+  template <class F>
+  auto call(Cmd cmd, const Writer& head, F parse) -> decltype(parse(std::declval<Reader&>())) {
+    using R = decltype(parse(std::declval<Reader&>()));
+    if constexpr (std::is_void_v<R>) {
+      call_impl(cmd, head, [&](Reader& r) { parse(r); });
+    } else {
+      R result{};
+      call_impl(cmd, head, [&](Reader& r) { result = parse(r); });
+      return result;
+    }
+  }
+  void call(Cmd cmd, const Writer& head) {
+    call_impl(cmd, head, [](Reader&) {});
+  }
+
+  // GET_TENSOR of [offset, offset + size) of a buffer into out, split into
+  // frames under the reply limit, a few requests in flight at once.
+  void get_tensor(uint64_t handle, uint64_t offset, void* out, size_t size);
+
+  // GRAPH_COMPUTE of an encoded graph (section 4 bytes). A graph with the
+  // same bytes sent before on this connection (one of the last
+  // kGraphCacheSize) is referred to by its id instead of sent again.
+  void graph_compute(uint32_t device, std::span<const uint8_t> graph);
+  static constexpr size_t kGraphCacheSize = 32;  // half the worker's 64: a margin
+
+  // Event ids of this session, reused once released (the worker caps
+  // events per session and has no command to free one). 0 when at the cap.
+  uint64_t acquire_event_id();
+  void release_event_id(uint64_t id);
+
+  std::vector<RemoteDeviceInfo> get_devices();
+
+  // Process-wide count of live connections.
+  static int open_count();
+
+ private:
+  void call_impl(Cmd cmd, const Writer& head, const std::function<void(Reader&)>& parse);
+  // The following run with mu_ held.
+  void check_usable(Cmd cmd) const;
+  void write_frame(Cmd cmd, const void* a, size_t na, const void* b, size_t nb);
+  // Reads the reply header for cmd; an ERROR frame throws (after reading it).
+  uint32_t read_reply_header(Cmd cmd, uint32_t limit);
+  void read_payload(Cmd cmd, void* data, size_t n);
+  [[noreturn]] void read_error_frame(Cmd cmd, uint32_t length);
+  // Marks the connection broken and throws Error(disconnected) about cmd.
+  [[noreturn]] void fail_broken(Cmd cmd, const std::string& what);
+  void handshake(const RpcOptions& options);
+
+  const std::string endpoint_;
+  std::unique_ptr<Stream> stream_;
+  uint64_t capabilities_ = 0;
+
+  mutable std::mutex mu_;        // serializes frames and guards what follows
+  std::atomic<bool> broken_{false};
+  std::string broken_reason_;    // why, for the fast failures after
+
+  struct GraphEntry {
+    std::array<uint8_t, 16> key{};  // content hash of the encoded bytes
+    uint32_t device = 0;
+    uint64_t id = 0;
+    uint64_t last_use = 0;
+  };
+  std::vector<GraphEntry> graphs_;
+  uint64_t next_graph_id_ = 1;
+  uint64_t graph_clock_ = 0;
+
+  std::mutex events_mu_;
+  std::vector<uint64_t> free_event_ids_;
+  uint64_t next_event_id_ = 1;
+
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> bytes_received_{0};
+  std::atomic<uint64_t> round_trips_{0};
+  bool counted_ = false;  // included in open_count()
+};
+
+// The live connection to endpoint, or a new one (when there is none, or the
+// live one is broken). Thread-safe; connects outside the process-wide lock.
+std::shared_ptr<Connection> get_connection(const std::string& endpoint, const RpcOptions& options);
+// The live connection to endpoint, or nullptr; never connects.
+std::shared_ptr<Connection> find_connection(const std::string& endpoint);
+
+}  // namespace weft::rpc

@@ -1,0 +1,118 @@
+// Remote backends (one in-order stream of a worker's device) and events.
+#include <string>
+
+#include "client/remote.h"
+#include "protocol/graph_codec.h"
+#include "weft/error.h"
+
+namespace weft::rpc {
+
+RemoteBackend::RemoteBackend(RemoteDevice& device, std::shared_ptr<Connection> connection)
+    : device_(device), connection_(std::move(connection)), index_(device.index()) {}
+
+std::string RemoteBackend::name() const { return device_.name(); }
+
+Device& RemoteBackend::device() { return device_; }
+
+RemoteBuffer* RemoteBackend::own_buffer(const Tensor& t) const {
+  auto* b = dynamic_cast<RemoteBuffer*>(t.buffer);
+  return b != nullptr && b->connection() == connection_ ? b : nullptr;
+}
+
+RemoteEvent* RemoteBackend::own_event(Event& e) const {
+  auto* re = dynamic_cast<RemoteEvent*>(&e);
+  return re != nullptr && re->connection() == connection_ ? re : nullptr;
+}
+
+void RemoteBackend::set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) {
+  RemoteBuffer* b = own_buffer(t);
+  if (b == nullptr) {
+    Backend::set_tensor_async(t, data, offset, size);
+    return;
+  }
+  if (offset > t.nbytes() || size > t.nbytes() - offset) {
+    fail(ErrorKind::invalid_input, "rpc set_tensor_async",
+         "bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") are outside " + shape_string(t) +
+             " '" + t.name + "'");
+  }
+  // Pipelined, without the cache's round trip: the bytes are written to the
+  // socket before this returns, so the caller's memory is free at once.
+  b->upload(b->range_of(t, offset, size, "rpc set_tensor_async"), data, size, /*try_cache=*/false);
+}
+
+bool RemoteBackend::copy_tensor_async(Backend& src_backend, const Tensor& src, Tensor& dst) {
+  (void)src_backend;
+  RemoteBuffer* to = own_buffer(dst);
+  // The worker runs this session's commands in order, so the copy is in
+  // this stream's order; the caller made sure src is ready.
+  return to != nullptr && to->copy_tensor(src, dst);
+}
+
+void RemoteBackend::compute(const Graph& g) {
+  Writer w;
+  encode_graph(w, g, [&](const Tensor& t) -> RemoteLocation {
+    RemoteBuffer* b = own_buffer(t);
+    if (b == nullptr) {
+      const std::string where = t.buffer == nullptr ? "has no buffer"
+                                : dynamic_cast<RemoteBuffer*>(t.buffer) != nullptr
+                                    ? "is in a buffer of another worker connection"
+                                    : "is in a " + t.buffer->type().name() + " buffer";
+      fail(ErrorKind::invalid_input, "rpc compute",
+           "tensor '" + t.name + "' " + shape_string(t) + " (" + op_name(t.op) + ") " + where + ", not on worker " +
+               connection_->endpoint());
+    }
+    return RemoteLocation{b->handle(), b->offset_of(t)};
+  });
+  connection_->graph_compute(index_, w.data());
+}
+
+void RemoteBackend::synchronize() {
+  Writer w;
+  w.u32(index_);
+  connection_->call(Cmd::synchronize, w);
+}
+
+void RemoteBackend::record_event(Event& e) {
+  RemoteEvent* re = own_event(e);
+  if (re == nullptr) {
+    Backend::record_event(e);  // not ours: synchronize, which is always correct
+    return;
+  }
+  Writer w;
+  w.u32(index_);
+  w.u64(re->id());
+  connection_->send(Cmd::event_record, w);
+  re->mark_recorded();
+}
+
+void RemoteBackend::wait_event(Event& e) {
+  RemoteEvent* re = own_event(e);
+  if (re == nullptr) {
+    e.synchronize();
+    return;
+  }
+  if (!re->recorded()) return;  // never recorded: counts as done
+  Writer w;
+  w.u32(index_);
+  w.u64(re->id());
+  connection_->send(Cmd::event_wait, w);
+}
+
+RemoteEvent::~RemoteEvent() {
+  try {
+    connection_->release_event_id(id_);
+  } catch (...) {
+    // Only an allocation can fail here; the id is then simply not reused.
+  }
+}
+
+Device& RemoteEvent::device() { return device_; }
+
+void RemoteEvent::synchronize() {
+  if (!recorded()) return;
+  Writer w;
+  w.u64(id_);
+  connection_->call(Cmd::event_sync, w);
+}
+
+}  // namespace weft::rpc

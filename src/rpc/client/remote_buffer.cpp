@@ -1,0 +1,177 @@
+// Remote buffers: worker memory named by a handle, behind a client-side
+// fake address range.
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "client/remote.h"
+#include "protocol/content_hash.h"
+#include "weft/error.h"
+
+namespace weft::rpc {
+namespace {
+
+// Fake addresses: every remote buffer reserves [base, base + size) of this
+// process-wide range (never mapped, never dereferenced) so that tensor data
+// pointers of different buffers never coincide.
+std::atomic<uint64_t> g_next_address{uint64_t{1} << 44};
+constexpr uint64_t kAddressLimit = uint64_t{1} << 62;
+
+uintptr_t reserve_addresses(size_t size, size_t alignment) {
+  const uint64_t span = std::max<uint64_t>(size, 1);
+  uint64_t current = g_next_address.load();
+  for (;;) {
+    const uint64_t base = (current + alignment - 1) / alignment * alignment;
+    if (base > kAddressLimit || span > kAddressLimit - base) {
+      fail(ErrorKind::out_of_memory, "rpc buffer",
+           "the client's address range for remote buffers is used up (" + std::to_string(size) + " bytes asked)");
+    }
+    if (g_next_address.compare_exchange_weak(current, base + span)) return static_cast<uintptr_t>(base);
+  }
+}
+
+// SET_TENSOR payload: handle, offset, size, then the bytes.
+constexpr size_t kSetTensorHead = 3 * 8;
+constexpr size_t kUploadChunk = kMaxSetTensorPayload - kSetTensorHead;
+
+}  // namespace
+
+Device& RemoteBufferType::device() { return device_; }
+
+std::unique_ptr<Buffer> RemoteBufferType::allocate(size_t size) {
+  if (size > max_size_) {
+    fail(ErrorKind::out_of_memory, "rpc buffer",
+         std::to_string(size) + " bytes is over the maximum of " + std::to_string(max_size_) + " of " + name_);
+  }
+  const uintptr_t base = reserve_addresses(size, alignment_);
+  std::shared_ptr<Connection> connection = device_.connect();
+  Writer w;
+  w.u32(device_.index());
+  w.u64(size);
+  const uint64_t handle = connection->call(Cmd::alloc_buffer, w, [](Reader& r) { return r.u64(); });
+  if (handle == 0) {
+    // 0 is never a handle: the peer is not following the protocol.
+    fail(ErrorKind::internal, "rpc buffer", connection->endpoint() + " ALLOC_BUFFER: the worker answered handle 0");
+  }
+  return std::make_unique<RemoteBuffer>(*this, std::move(connection), handle, base, size);
+}
+
+RemoteBuffer::RemoteBuffer(RemoteBufferType& type, std::shared_ptr<Connection> connection, uint64_t handle,
+                           uintptr_t base, size_t size)
+    : type_(type),
+      connection_(std::move(connection)),
+      handle_(handle),
+      base_(base),
+      size_(size),
+      cache_min_bytes_(type.remote_device().options().cache_min_bytes),
+      hash_threads_(type.remote_device().options().hash_threads) {}
+
+RemoteBuffer::~RemoteBuffer() {
+  try {
+    Writer w;
+    w.u64(handle_);
+    connection_->send(Cmd::free_buffer, w);
+  } catch (...) {
+    // A dead worker already freed everything of this session.
+  }
+}
+
+uint64_t RemoteBuffer::offset_of(const Tensor& t) const {
+  const auto address = reinterpret_cast<uintptr_t>(t.data);
+  if (t.buffer != this || address < base_ || address - base_ > size_) {
+    fail(ErrorKind::invalid_input, "rpc buffer",
+         "tensor '" + t.name + "' " + shape_string(t) + " does not lie in buffer " + std::to_string(handle_) + " of " +
+             connection_->endpoint());
+  }
+  return address - base_;
+}
+
+uint64_t RemoteBuffer::range_of(const Tensor& t, size_t offset, size_t size, const char* what) const {
+  const uint64_t start = offset_of(t);
+  if (offset > size_ - start || size > size_ - start - offset) {
+    fail(ErrorKind::invalid_input, what,
+         "bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") of tensor '" + t.name + "' " +
+             shape_string(t) + " run past the end of its buffer (" + std::to_string(size_) + " bytes)");
+  }
+  return start + offset;
+}
+
+void RemoteBuffer::upload(uint64_t offset, const void* data, size_t size, bool try_cache) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  if (try_cache && size > 0 && size >= cache_min_bytes_ && connection_->has(kCapTensorCache)) {
+    // The whole range is offered under its content hash (hashed on all
+    // cores); on a miss the bytes follow in SET_TENSOR frames, which the
+    // worker hashes again and stores.
+    const ContentHash hash = content_hash(bytes, size, hash_threads_);
+    Writer ask;
+    ask.u64(handle_);
+    ask.u64(offset);
+    ask.u64(size);
+    ask.bytes(hash.data(), hash.size());
+    if (connection_->call(Cmd::set_tensor_hash, ask, [](Reader& r) { return r.u8() != 0; })) return;
+  }
+  // Pipelined frames, each under the SET_TENSOR limit.
+  while (size > 0) {
+    const size_t n = std::min(size, kUploadChunk);
+    Writer head;
+    head.u64(handle_);
+    head.u64(offset);
+    head.u64(n);
+    connection_->send(Cmd::set_tensor, head, bytes, n);
+    bytes += n;
+    offset += n;
+    size -= n;
+  }
+}
+
+void RemoteBuffer::set_tensor(Tensor& t, const void* data, size_t offset, size_t size) {
+  upload(range_of(t, offset, size, "rpc set_tensor"), data, size, /*try_cache=*/true);
+}
+
+void RemoteBuffer::get_tensor(const Tensor& t, void* data, size_t offset, size_t size) {
+  connection_->get_tensor(handle_, range_of(t, offset, size, "rpc get_tensor"), data, size);
+}
+
+void RemoteBuffer::memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) {
+  Writer w;
+  w.u64(handle_);
+  w.u64(range_of(t, offset, size, "rpc memset_tensor"));
+  w.u64(size);
+  w.u8(value);
+  connection_->send(Cmd::memset_tensor, w);
+}
+
+bool RemoteBuffer::copy_tensor(const Tensor& src, Tensor& dst) {
+  // A byte copy is only a tensor copy when both sides are packed alike.
+  if (src.buffer == nullptr || src.type != dst.type || !same_shape(src, dst) || !src.is_contiguous() ||
+      !dst.is_contiguous()) {
+    return false;
+  }
+  const size_t n = src.nbytes();
+  const uint64_t dst_offset = range_of(dst, 0, n, "rpc copy_tensor");
+  auto* from = dynamic_cast<RemoteBuffer*>(src.buffer);
+  if (from != nullptr && from->connection_ == connection_) {
+    Writer w;
+    w.u64(from->handle_);
+    w.u64(from->range_of(src, 0, n, "rpc copy_tensor"));
+    w.u64(handle_);
+    w.u64(dst_offset);
+    w.u64(n);
+    connection_->send(Cmd::copy_tensor, w);
+    return true;
+  }
+  if (from == nullptr && src.buffer->type().is_host() && src.data != nullptr) {
+    upload(dst_offset, src.data, n, /*try_cache=*/false);
+    return true;
+  }
+  return false;
+}
+
+void RemoteBuffer::clear(uint8_t value) {
+  Writer w;
+  w.u64(handle_);
+  w.u8(value);
+  connection_->send(Cmd::clear_buffer, w);
+}
+
+}  // namespace weft::rpc

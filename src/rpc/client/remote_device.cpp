@@ -1,0 +1,99 @@
+// Remote devices and the public entry points of weft/rpc.h.
+#include <string>
+
+#include "client/remote.h"
+#include "weft/error.h"
+#include "weft/rpc.h"
+
+namespace weft {
+namespace rpc {
+
+RemoteDevice::RemoteDevice(std::string endpoint, uint32_t index, const RemoteDeviceInfo& info,
+                           const RpcOptions& options)
+    : endpoint_(std::move(endpoint)),
+      index_(index),
+      info_(info),
+      options_(options),
+      buffer_type_(*this, "RPC[" + endpoint_ + "/" + std::to_string(index) + "] " + info.buffer_type_name,
+                   static_cast<size_t>(info.alignment), static_cast<size_t>(info.max_size)) {}
+
+std::string RemoteDevice::name() const { return "RPC[" + endpoint_ + "/" + std::to_string(index_) + "]"; }
+
+std::string RemoteDevice::description() const {
+  return info_.name + " on worker " + endpoint_ + " (" + info_.description + ")";
+}
+
+MemoryInfo RemoteDevice::memory() const {
+  try {
+    const std::vector<RemoteDeviceInfo> devices = connect()->get_devices();
+    if (index_ < devices.size()) return MemoryInfo{devices[index_].free, devices[index_].total};
+  } catch (const Error&) {
+    // The worker is gone or busy refusing us: what it said last.
+  }
+  return MemoryInfo{info_.free, info_.total};
+}
+
+bool RemoteDevice::supports_buffer_type(const BufferType& bt) const {
+  const auto* remote = dynamic_cast<const RemoteBufferType*>(&bt);
+  return remote != nullptr && remote->remote_device().endpoint() == endpoint_ &&
+         remote->remote_device().index() == index_;
+}
+
+std::unique_ptr<Backend> RemoteDevice::create_backend(const BackendOptions& options) {
+  (void)options;
+  return std::make_unique<RemoteBackend>(*this, connect());
+}
+
+std::unique_ptr<Event> RemoteDevice::create_event() {
+  std::shared_ptr<Connection> connection = connect();
+  if (!connection->has(kCapEvents)) return nullptr;
+  const uint64_t id = connection->acquire_event_id();
+  if (id == 0) return nullptr;
+  return std::make_unique<RemoteEvent>(*this, std::move(connection), id);
+}
+
+}  // namespace rpc
+
+std::vector<std::unique_ptr<Device>> make_rpc_devices(const std::string& endpoint, const RpcOptions& options) {
+  rpc::parse_endpoint(endpoint);  // a malformed endpoint is invalid_input before any connection
+  // A connection only for the question: devices keep the endpoint, not it.
+  const std::vector<rpc::RemoteDeviceInfo> infos = rpc::get_connection(endpoint, options)->get_devices();
+  std::vector<std::unique_ptr<Device>> devices;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    devices.push_back(std::make_unique<rpc::RemoteDevice>(endpoint, static_cast<uint32_t>(i), infos[i], options));
+  }
+  return devices;
+}
+
+std::unique_ptr<Device> make_rpc_device_from_spec(const std::string& spec, const RpcOptions& options) {
+  const std::string scheme = "rpc://";
+  if (spec.rfind(scheme, 0) != 0) {
+    fail(ErrorKind::invalid_input, "rpc", "device spec '" + spec + "' does not start with rpc://");
+  }
+  std::string endpoint = spec.substr(scheme.size());
+  size_t index = 0;
+  const size_t slash = endpoint.find('/');
+  if (slash != std::string::npos) {
+    const std::string n = endpoint.substr(slash + 1);
+    if (n.empty() || n.size() > 2 || n.find_first_not_of("0123456789") != std::string::npos) {
+      fail(ErrorKind::invalid_input, "rpc", "device spec '" + spec + "': '" + n + "' is not a device index");
+    }
+    index = std::stoul(n);
+    endpoint.resize(slash);
+  }
+  std::vector<std::unique_ptr<Device>> devices = make_rpc_devices(endpoint, options);
+  if (index >= devices.size()) {
+    fail(ErrorKind::invalid_input, "rpc",
+         "device spec '" + spec + "': the worker has " + std::to_string(devices.size()) + " devices");
+  }
+  return std::move(devices[index]);
+}
+
+int rpc_open_connections() { return rpc::Connection::open_count(); }
+
+RpcStats rpc_stats(const std::string& endpoint) {
+  std::shared_ptr<rpc::Connection> connection = rpc::find_connection(endpoint);
+  return connection ? connection->stats() : RpcStats{};
+}
+
+}  // namespace weft

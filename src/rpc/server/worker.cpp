@@ -1,0 +1,253 @@
+// The worker: a listener thread accepts connections and gives each one a
+// session thread. Sessions share only WorkerShared (devices, the memory
+// budget, the tensor cache), which is thread-safe.
+#include "server/worker.h"
+
+#include <arpa/inet.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "protocol/wire.h"
+#include "server/session.h"
+#include "server/tensor_cache.h"
+#include "weft/error.h"
+
+namespace weft::rpc {
+namespace {
+
+bool is_loopback(std::string host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+// Tells a client over max_clients why it is turned away (ERROR, kind
+// out_of_memory: a cap was exceeded), then drops the connection.
+void refuse(Stream& s, const std::string& why) {
+  Writer w;
+  w.u8(2);
+  w.str(why);
+  FrameHeader fh;
+  fh.length = static_cast<uint32_t>(w.data().size());
+  fh.command = static_cast<uint16_t>(Cmd::error);
+  uint8_t raw[kFrameHeaderBytes];
+  encode_header(fh, raw);
+  try {
+    s.write_all(raw, sizeof raw, w.data().data(), w.data().size());
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+struct Worker::Impl {
+  // One connection being served: by a thread of ours (owned set) or by a
+  // caller of serve() (owned null, no thread).
+  struct Slot {
+    std::unique_ptr<Stream> owned;
+    Stream* stream = nullptr;  // null once the session closed it; guarded by mutex
+    std::thread thread;
+    bool done = false;
+  };
+
+  WorkerOptions options;
+  WorkerShared shared;
+  std::unique_ptr<TensorCache> cache;
+  std::unique_ptr<Listener> listener;
+  std::thread accept_thread;
+  std::atomic<int> active{0};
+
+  std::mutex mutex;  // guards everything below
+  std::condition_variable changed;
+  std::list<Slot> slots;
+  int serving = 0;  // serve() calls in progress
+  bool started = false;
+  bool stopping = false;
+
+  void accept_loop();
+  void session_thread(Slot* slot);
+  void join_finished();
+};
+
+Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std::make_unique<Impl>()) {
+  if (devices.empty() || devices.size() > kMaxDevices) {
+    fail(ErrorKind::invalid_input, "worker",
+         "serves 1 to " + std::to_string(kMaxDevices) + " devices, got " + std::to_string(devices.size()));
+  }
+  for (Device* d : devices) {
+    if (d == nullptr) fail(ErrorKind::invalid_input, "worker", "a null device");
+  }
+  if (options.max_clients < 1) {
+    fail(ErrorKind::invalid_input, "worker", "max_clients " + std::to_string(options.max_clients) + " (must be >= 1)");
+  }
+  if (!is_loopback(options.host) && !options.auth_secret && !options.insecure) {
+    fail(ErrorKind::invalid_input, "worker",
+         "refusing to listen on " + options.host +
+             " without an auth secret: anyone who reaches it could use this machine (give a token file, or "
+             "insecure to accept that)");
+  }
+  if (!options.cache_dir.empty()) impl_->cache = std::make_unique<TensorCache>(options.cache_dir, options.cache_max_bytes);
+  impl_->shared.devices = std::move(devices);
+  impl_->shared.memory_budget = options.memory_budget;
+  impl_->shared.cache = impl_->cache.get();
+  impl_->shared.auth_secret = options.auth_secret;
+  impl_->shared.log = options.log;
+  impl_->options = std::move(options);
+}
+
+Worker::~Worker() { stop(); }
+
+void Worker::start() {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->started || impl_->stopping) fail(ErrorKind::invalid_input, "worker", "start() called twice");
+  impl_->listener = tcp_listen(impl_->options.host, impl_->options.port);
+  impl_->started = true;
+  impl_->accept_thread = std::thread([impl = impl_.get()] { impl->accept_loop(); });
+}
+
+void Worker::Impl::accept_loop() {
+  for (;;) {
+    std::unique_ptr<Stream> s;
+    try {
+      s = listener->accept();
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard lock(mutex);
+        if (stopping) return;
+      }
+      if (options.log) std::fprintf(stderr, "weft worker: accept failed: %s\n", e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // e.g. out of file descriptors
+      continue;
+    }
+    if (s == nullptr) return;  // closed
+    join_finished();
+    if (active.load() >= options.max_clients) {
+      const std::string peer = s->peer();
+      if (options.log) {
+        std::fprintf(stderr, "weft worker: refusing %s: %d clients connected (the maximum)\n", peer.c_str(),
+                     options.max_clients);
+      }
+      refuse(*s, "[worker] busy: " + std::to_string(options.max_clients) + " clients connected (the maximum)");
+      continue;
+    }
+    std::lock_guard lock(mutex);
+    if (stopping) return;
+    Slot& slot = slots.emplace_back();
+    slot.stream = s.get();
+    slot.owned = std::move(s);
+    active.fetch_add(1);
+    try {
+      slot.thread = std::thread([this, p = &slot] { session_thread(p); });
+    } catch (const std::exception&) {  // no thread: drop the connection
+      active.fetch_sub(1);
+      slots.pop_back();
+    }
+  }
+}
+
+void Worker::Impl::session_thread(Slot* slot) {
+  {
+    Session session(shared, *slot->stream);
+    session.run();
+  }  // everything the session owned is freed here
+  active.fetch_sub(1);
+  std::unique_ptr<Stream> closing;
+  {
+    std::lock_guard lock(mutex);
+    closing = std::move(slot->owned);
+    slot->stream = nullptr;
+    slot->done = true;
+  }
+  closing.reset();  // the peer sees the connection close
+  changed.notify_all();
+}
+
+void Worker::Impl::join_finished() {
+  std::list<Slot> finished;
+  {
+    std::lock_guard lock(mutex);
+    for (auto it = slots.begin(); it != slots.end();) {
+      auto next = std::next(it);
+      if (it->done) finished.splice(finished.end(), slots, it);
+      it = next;
+    }
+  }
+  for (Slot& s : finished) {
+    if (s.thread.joinable()) s.thread.join();
+  }
+}
+
+void Worker::stop() {
+  Impl& w = *impl_;
+  {
+    std::lock_guard lock(w.mutex);
+    w.stopping = true;
+  }
+  w.shared.stopping.store(true);
+  if (w.listener) w.listener->close();
+  if (w.accept_thread.joinable()) w.accept_thread.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(w.mutex);
+    for (Impl::Slot& s : w.slots) {
+      if (s.stream != nullptr) s.stream->shutdown();  // wakes the session's read; it ends and frees
+      if (s.thread.joinable()) threads.push_back(std::move(s.thread));
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  std::unique_lock lock(w.mutex);
+  w.changed.wait(lock, [&] { return w.serving == 0; });
+  w.slots.clear();
+}
+
+uint16_t Worker::port() const { return impl_->listener ? impl_->listener->port() : impl_->options.port; }
+
+int Worker::active_sessions() const { return impl_->active.load(); }
+
+size_t Worker::memory_in_use() const { return impl_->shared.memory_in_use.load(); }
+
+void Worker::serve(Stream& stream) {
+  Impl& w = *impl_;
+  std::list<Impl::Slot>::iterator it;
+  {
+    std::lock_guard lock(w.mutex);
+    if (w.stopping) {
+      try {
+        stream.shutdown();
+      } catch (...) {
+      }
+      return;
+    }
+    it = w.slots.emplace(w.slots.end());
+    it->stream = &stream;
+    ++w.serving;
+  }
+  w.active.fetch_add(1);
+  try {
+    Session session(w.shared, stream);
+    session.run();
+  } catch (...) {
+  }
+  w.active.fetch_sub(1);
+  {
+    std::lock_guard lock(w.mutex);
+    w.slots.erase(it);
+    --w.serving;
+  }
+  w.changed.notify_all();
+}
+
+}  // namespace weft::rpc

@@ -1,0 +1,64 @@
+// The worker: serves its devices to many clients at once over the protocol
+// of docs/rpc-protocol.md, one session per connection. A malformed or
+// hostile message ends that session (error reply and a log line), never the
+// process. Sessions own what they allocate; closing frees it all.
+//
+//   WorkerOptions o;                  // 127.0.0.1, a free port
+//   Worker w({cpu.get()}, o);
+//   w.start();                        // listens; serves on background threads
+//   ... clients connect to w.port() ...
+//   w.stop();                         // closes every session, joins
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "transport/stream.h"
+#include "weft/backend.h"
+
+namespace weft::rpc {
+
+struct WorkerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;                   // 0: pick a free port
+  int max_clients = 64;                // further connections are refused
+  size_t memory_budget = SIZE_MAX;     // bytes all sessions may allocate together
+  std::filesystem::path cache_dir;     // empty: no tensor cache
+  size_t cache_max_bytes = size_t{16} << 30;
+  std::optional<std::string> auth_secret;  // required for any non-loopback host unless insecure
+  bool insecure = false;
+  bool log = true;                     // one line per session event on stderr
+};
+
+// Each session runs on its own thread, so the devices are used from several
+// threads at once (create_backend, allocate, memory, supports_op); each
+// Backend and Buffer a session makes is used by that session's thread only.
+class Worker {
+ public:
+  // devices must outlive the worker. Throws Error(invalid_input) for a
+  // non-loopback host without a secret or insecure.
+  Worker(std::vector<Device*> devices, WorkerOptions options);
+  ~Worker();  // stop()
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  void start();
+  void stop();
+  uint16_t port() const;
+  int active_sessions() const;
+  size_t memory_in_use() const;
+
+  // Serves one already-connected stream on the calling thread until it ends
+  // (for in-memory tests and the fuzzer). Never throws.
+  void serve(Stream& stream);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft::rpc

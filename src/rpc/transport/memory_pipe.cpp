@@ -1,0 +1,139 @@
+// Two connected in-memory streams: one bounded byte queue per direction.
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "transport/stream.h"
+#include "weft/error.h"
+
+namespace weft::rpc {
+
+namespace {
+
+// Small writes share chunks of this size instead of one allocation each.
+constexpr size_t kChunkBytes = 64 << 10;
+
+// Bytes from one writer to one reader, at most capacity_ of them queued: a
+// writer waits for room, so a write larger than the capacity completes as
+// the reader drains it. Either side closing wakes both; the reader still
+// gets what was queued before the writer closed. Thread-safe.
+class ByteQueue {
+ public:
+  explicit ByteQueue(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {}
+
+  void write(const char* data, size_t n, size_t total, const std::string& peer) {
+    std::unique_lock lock(mutex_);
+    while (n > 0) {
+      writable_.wait(lock, [&] { return size_ < capacity_ || writer_closed_ || reader_closed_; });
+      if (writer_closed_ || reader_closed_) {
+        fail(ErrorKind::disconnected, "rpc",
+             peer + ": connection closed while writing " + std::to_string(total) + " bytes");
+      }
+      const size_t k = std::min(n, capacity_ - size_);
+      if (chunks_.empty() || chunks_.back().capacity() - chunks_.back().size() < k) {
+        chunks_.emplace_back();
+        chunks_.back().reserve(std::max(k, kChunkBytes));
+      }
+      chunks_.back().insert(chunks_.back().end(), data, data + k);
+      size_ += k;
+      data += k;
+      n -= k;
+      readable_.notify_all();
+    }
+  }
+
+  void read(char* data, size_t n, const std::string& peer) {
+    const size_t total = n;
+    std::unique_lock lock(mutex_);
+    while (n > 0) {
+      readable_.wait(lock, [&] { return size_ > 0 || writer_closed_ || reader_closed_; });
+      if (reader_closed_ || size_ == 0) {
+        fail(ErrorKind::disconnected, "rpc",
+             peer + ": connection closed while reading " + std::to_string(total) + " bytes");
+      }
+      while (n > 0 && size_ > 0) {
+        std::vector<char>& front = chunks_.front();
+        const size_t k = std::min(n, front.size() - front_offset_);
+        std::memcpy(data, front.data() + front_offset_, k);
+        front_offset_ += k;
+        size_ -= k;
+        data += k;
+        n -= k;
+        if (front_offset_ == front.size()) {
+          chunks_.pop_front();
+          front_offset_ = 0;
+        }
+      }
+      writable_.notify_all();
+    }
+  }
+
+  void close_writer() { close(&writer_closed_); }
+  void close_reader() { close(&reader_closed_); }
+
+ private:
+  void close(bool* flag) {
+    {
+      std::lock_guard lock(mutex_);
+      *flag = true;
+    }
+    readable_.notify_all();
+    writable_.notify_all();
+  }
+
+  const size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable readable_;
+  std::condition_variable writable_;
+  std::deque<std::vector<char>> chunks_;  // queued bytes start at chunks_.front()[front_offset_]
+  size_t front_offset_ = 0;
+  size_t size_ = 0;
+  bool writer_closed_ = false;
+  bool reader_closed_ = false;
+};
+
+// Shared by the two ends (the one place sharing is the point): to_end[i]
+// holds the bytes end 1-i wrote for end i; it lives until both ends are gone.
+struct PipeState {
+  explicit PipeState(size_t capacity) : to_end{ByteQueue(capacity), ByteQueue(capacity)} {}
+  ByteQueue to_end[2];
+};
+
+class MemoryStream final : public Stream {
+ public:
+  MemoryStream(std::shared_ptr<PipeState> state, int side)
+      : state_(std::move(state)), side_(side), peer_("memory-pipe:" + std::to_string(1 - side)) {}
+  // Like closing a socket: the other end reads what is queued, then fails.
+  ~MemoryStream() override { shutdown(); }
+  MemoryStream(const MemoryStream&) = delete;
+  MemoryStream& operator=(const MemoryStream&) = delete;
+
+  void write_all(const void* a, size_t na, const void* b, size_t nb) override {
+    ByteQueue& out = state_->to_end[1 - side_];
+    if (na > 0) out.write(static_cast<const char*>(a), na, na + nb, peer_);
+    if (nb > 0) out.write(static_cast<const char*>(b), nb, na + nb, peer_);
+  }
+  void read_exact(void* data, size_t n) override { state_->to_end[side_].read(static_cast<char*>(data), n, peer_); }
+  void shutdown() override {
+    state_->to_end[1 - side_].close_writer();
+    state_->to_end[side_].close_reader();
+  }
+  std::string peer() const override { return peer_; }
+
+ private:
+  const std::shared_ptr<PipeState> state_;
+  const int side_;
+  const std::string peer_;
+};
+
+}  // namespace
+
+std::pair<std::unique_ptr<Stream>, std::unique_ptr<Stream>> memory_pipe(size_t capacity) {
+  auto state = std::make_shared<PipeState>(capacity);
+  return {std::make_unique<MemoryStream>(state, 0), std::make_unique<MemoryStream>(state, 1)};
+}
+
+}  // namespace weft::rpc

@@ -1,0 +1,64 @@
+// What the TCP stream and listener share: name resolution, socket options,
+// address formatting, and the stream type itself. Not for callers: they use
+// tcp_connect() and tcp_listen() from stream.h.
+#pragma once
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/stream.h"
+
+namespace weft::rpc::detail {
+
+// getaddrinfo results; freed with freeaddrinfo.
+struct AddrInfoDeleter {
+  void operator()(addrinfo* list) const { freeaddrinfo(list); }
+};
+using AddrInfoList = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+
+// "[::1]" -> "::1"; anything else unchanged.
+std::string strip_brackets(const std::string& host);
+// "host:port", or "[host]:port" when host is an IPv6 literal.
+std::string endpoint_name(const std::string& host, uint16_t port);
+// Numeric "a.b.c.d:port" or "[v6addr]:port" (IPv4-mapped IPv6 printed as IPv4).
+std::string format_address(const sockaddr* address);
+// Resolves host (already without brackets) for a TCP socket. On failure
+// returns nullptr and sets *error to gai_strerror's text.
+AddrInfoList resolve(const std::string& host, uint16_t port, bool passive, std::string* error);
+// TCP_NODELAY, keepalive (idle 5 s, interval 1 s, 3 probes) when asked, and
+// 4 MiB socket buffers; all best effort.
+void configure_socket(int fd, bool keepalive);
+std::string errno_text(int error);
+
+// A connected socket. Owns fd (closed by the destructor). shutdown() only
+// shuts the socket down, so it is safe while another thread is blocked in
+// read_exact or write_all on the same stream: that call wakes with an error.
+class TcpStream final : public Stream {
+ public:
+  TcpStream(int fd, std::string peer, std::chrono::milliseconds read_timeout);
+  ~TcpStream() override;
+  TcpStream(const TcpStream&) = delete;
+  TcpStream& operator=(const TcpStream&) = delete;
+
+  void write_all(const void* a, size_t na, const void* b, size_t nb) override;
+  void read_exact(void* data, size_t n) override;
+  void shutdown() override;
+  std::string peer() const override { return peer_; }
+
+ private:
+  // Waits until fd_ is readable; false when read_timeout_ passed first.
+  bool wait_readable(size_t n);
+
+  const int fd_;
+  const std::string peer_;
+  const std::chrono::milliseconds read_timeout_;
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace weft::rpc::detail

@@ -1,0 +1,747 @@
+// Hostile and malformed messages against an in-process worker. Each case
+// runs on a fresh connection and must get an ERROR (then a closed
+// connection), or a quiet close where no reply is possible. Meanwhile a
+// well-behaved client, connected before every attack, uploads its inputs
+// before the attack and must still compute correct results after it.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/worker.h"
+#include "weft/cpu.h"
+#include "worker_wire.h"
+
+namespace weft::rpc::wtest {
+namespace {
+
+// A CPU device whose backends fail (Error internal) on any graph with a
+// sqrt node: a kernel error that is not the client's fault.
+class FailingBackend final : public Backend {
+ public:
+  FailingBackend(Device& device, std::unique_ptr<Backend> inner) : device_(device), inner_(std::move(inner)) {}
+  std::string name() const override { return "failing"; }
+  Device& device() override { return device_; }
+  void compute(const Graph& g) override {
+    for (Tensor* t : g.nodes()) {
+      if (t->op == Op::sqrt) fail(ErrorKind::internal, "test kernel", "injected failure");
+    }
+    inner_->compute(g);
+  }
+  void synchronize() override { inner_->synchronize(); }
+
+ private:
+  Device& device_;
+  std::unique_ptr<Backend> inner_;
+};
+
+class FailingDevice final : public Device {
+ public:
+  FailingDevice() : inner_(make_cpu_device(1)) {}
+  std::string name() const override { return "failing"; }
+  std::string description() const override { return "CPU that fails on sqrt"; }
+  DeviceKind kind() const override { return DeviceKind::cpu; }
+  MemoryInfo memory() const override { return inner_->memory(); }
+  BufferType& default_buffer_type() override { return inner_->default_buffer_type(); }
+  bool supports_op(const Tensor& t) const override { return inner_->supports_op(t); }
+  bool supports_buffer_type(const BufferType& bt) const override { return inner_->supports_buffer_type(bt); }
+  std::unique_ptr<Backend> create_backend(const BackendOptions& o) override {
+    return std::make_unique<FailingBackend>(*this, inner_->create_backend(o));
+  }
+
+ private:
+  std::unique_ptr<Device> inner_;
+};
+
+constexpr size_t kBudget = size_t{64} << 20;
+constexpr uint32_t kFailingDevice = 2;
+const std::string kSecret = "correct horse battery staple";
+
+struct Env {
+  Env() : cpu0(make_cpu_device(1)), cpu1(make_cpu_device(1)) {
+    WorkerOptions o;
+    o.log = std::getenv("WEFT_WORKER_TEST_LOG") != nullptr;  // to see why each attack was refused
+    o.memory_budget = kBudget;
+    worker = std::make_unique<Worker>(std::vector<Device*>{cpu0.get(), cpu1.get(), &failing}, o);
+    worker->start();
+    WorkerOptions a;
+    a.log = o.log;
+    a.auth_secret = kSecret;
+    auth_worker = std::make_unique<Worker>(std::vector<Device*>{cpu0.get()}, a);
+    auth_worker->start();
+    good = std::make_unique<GoodClient>(worker->port(), 0, 7);
+    good->round();
+  }
+  ~Env() {
+    good.reset();
+    worker->stop();
+    auth_worker->stop();
+  }
+  uint16_t port() const { return worker->port(); }
+  std::unique_ptr<Conn> fresh() {
+    auto c = std::make_unique<Conn>(port());
+    c->handshake();
+    return c;
+  }
+
+  std::unique_ptr<Device> cpu0, cpu1;
+  FailingDevice failing;
+  std::unique_ptr<Worker> worker, auth_worker;
+  std::unique_ptr<GoodClient> good;
+};
+
+Env* env = nullptr;
+
+// --- graphs written field by field (section 4), to be broken on purpose ---
+
+struct WT {
+  uint8_t dtype = 0, op = 0;
+  uint16_t flags = 0;
+  int64_t ne[4] = {1, 1, 1, 1};
+  uint64_t nb[4] = {};
+  int32_t params[16] = {};
+  uint32_t src[4] = {};
+  uint32_t view_src = 0;
+  uint64_t view_offs = 0, buffer = 0, offset = 0;
+};
+
+struct WG {
+  std::vector<WT> t;
+  std::vector<uint32_t> nodes;
+};
+
+WT packed_f32(int64_t n0, int64_t n1, uint64_t handle, uint64_t offset) {
+  WT w;
+  w.ne[0] = n0;
+  w.ne[1] = n1;
+  w.nb[0] = 4;
+  w.nb[1] = 4 * static_cast<uint64_t>(n0);
+  w.nb[2] = w.nb[3] = w.nb[1] * static_cast<uint64_t>(n1);
+  w.buffer = handle;
+  w.offset = offset;
+  return w;
+}
+
+// t0, t1: f32 [8, 4] leafs at 0 and 128; t2 = add(t0, t1) at 256.
+WG base_graph(uint64_t handle) {
+  WG g;
+  g.t.push_back(packed_f32(8, 4, handle, 0));
+  g.t.push_back(packed_f32(8, 4, handle, 128));
+  WT sum = packed_f32(8, 4, handle, 256);
+  sum.op = static_cast<uint8_t>(Op::add);
+  sum.src[0] = 1;
+  sum.src[1] = 2;
+  g.t.push_back(sum);
+  g.nodes = {2};
+  return g;
+}
+
+Bytes encode_wg(const WG& g) {
+  Writer w;
+  w.u32(static_cast<uint32_t>(g.t.size()));
+  for (const WT& t : g.t) {
+    w.u8(t.dtype);
+    w.u8(t.op);
+    w.u16(t.flags);
+    for (int64_t n : t.ne) w.i64(n);
+    for (uint64_t n : t.nb) w.u64(n);
+    for (int32_t p : t.params) w.i32(p);
+    for (uint32_t s : t.src) w.u32(s);
+    w.u32(t.view_src);
+    w.u64(t.view_offs);
+    w.u64(t.buffer);
+    w.u64(t.offset);
+  }
+  w.u32(static_cast<uint32_t>(g.nodes.size()));
+  for (uint32_t n : g.nodes) w.u32(n);
+  return w.data();
+}
+
+// A fresh session with a 1 KiB buffer sends base_graph changed by mutate.
+void attack_graph(const std::function<void(WG&, uint64_t handle)>& mutate) {
+  auto c = env->fresh();
+  const uint64_t h = c->alloc(0, 1024);
+  WG g = base_graph(h);
+  mutate(g, h);
+  const Bytes encoded = encode_wg(g);
+  c->compute(0, 1, &encoded);
+  expect_fatal(*c);
+}
+
+// One request with these fields on a fresh session; expects the end.
+void attack_fields(Cmd c, const std::function<void(Writer&, uint64_t handle)>& fields, uint64_t size = 64) {
+  auto conn = env->fresh();
+  const uint64_t h = conn->alloc(0, size);
+  Writer w;
+  fields(w, h);
+  conn->send(c, w);
+  expect_fatal(*conn);
+}
+
+void get_fields(Writer& w, uint64_t h, uint64_t offset, uint64_t size) {
+  w.u64(h);
+  w.u64(offset);
+  w.u64(size);
+}
+
+struct Case {
+  const char* name;
+  std::function<void()> run;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  // --- frames ---
+  v.push_back({"truncated_header", [] {
+                 Conn c(env->port());
+                 const uint8_t part[3] = {1, 0, 0};
+                 c.raw(part, sizeof part);
+                 c.close();  // no reply possible: the session just ends
+               }});
+  v.push_back({"truncated_header_after_hello", [] {
+                 auto c = env->fresh();
+                 const uint8_t part[5] = {0, 0, 0, 0, 0x50};
+                 c->raw(part, sizeof part);
+                 c->close();
+               }});
+  v.push_back({"truncated_payload", [] {
+                 auto c = env->fresh();
+                 c->send(static_cast<uint16_t>(Cmd::alloc_buffer), Bytes{1, 2, 3, 4, 5}, 0, 12);
+                 c->close();
+               }});
+  v.push_back({"truncated_set_tensor_bytes", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 64);
+                 Writer w;
+                 get_fields(w, h, 0, 64);
+                 w.bytes(Bytes(10, 0xAB).data(), 10);
+                 c->send(static_cast<uint16_t>(Cmd::set_tensor), w.data(), 0, 24 + 64);
+                 c->close();
+               }});
+  v.push_back({"payload_over_limit", [] {
+                 auto c = env->fresh();
+                 c->send(static_cast<uint16_t>(Cmd::get_devices), {}, 0, 0xFFFFFFFFu);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"set_tensor_payload_over_limit", [] {
+                 auto c = env->fresh();
+                 c->send(static_cast<uint16_t>(Cmd::set_tensor), {}, 0, kMaxSetTensorPayload + 1);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"hello_over_limit", [] {
+                 Conn c(env->port());
+                 c.send(static_cast<uint16_t>(Cmd::hello), {}, 0, kMaxPayload + 1);
+                 expect_fatal(c);
+               }});
+  v.push_back({"nonzero_flags", [] {
+                 auto c = env->fresh();
+                 c->send(static_cast<uint16_t>(Cmd::ping), {}, 1);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"unknown_command", [] {
+                 auto c = env->fresh();
+                 c->send(0x0099, {});
+                 expect_fatal(*c);
+               }});
+  v.push_back({"client_sends_error", [] {
+                 auto c = env->fresh();
+                 c->send(kErrorCmd, Bytes{0, 0, 0, 0, 0});
+                 expect_fatal(*c);
+               }});
+  v.push_back({"client_sends_reply", [] {
+                 auto c = env->fresh();
+                 c->send(static_cast<uint16_t>(Cmd::ping) | kReplyBit, {});
+                 expect_fatal(*c);
+               }});
+  // --- handshake ---
+  v.push_back({"command_before_hello", [] {
+                 Conn c(env->port());
+                 c.send(Cmd::get_devices, Bytes{});
+                 expect_fatal(c);
+               }});
+  v.push_back({"bad_magic", [] {
+                 Conn c(env->port());
+                 c.send(Cmd::hello, hello_payload("WEFX"));
+                 expect_fatal(c);
+               }});
+  v.push_back({"wrong_major_version", [] {
+                 Conn c(env->port());
+                 c.send(Cmd::hello, hello_payload("WEFT", 2));
+                 expect_fatal(c, ErrorKind::unsupported);
+               }});
+  v.push_back({"hello_truncated", [] {
+                 Conn c(env->port());
+                 Bytes p = hello_payload();
+                 p.resize(10);
+                 c.send(Cmd::hello, p);
+                 expect_fatal(c);
+               }});
+  v.push_back({"hello_trailing_byte", [] {
+                 Conn c(env->port());
+                 Bytes p = hello_payload();
+                 p.push_back(0);
+                 c.send(Cmd::hello, p);
+                 expect_fatal(c);
+               }});
+  v.push_back({"second_hello", [] {
+                 auto c = env->fresh();
+                 c->send(Cmd::hello, hello_payload());
+                 expect_fatal(*c);
+               }});
+  v.push_back({"auth_wrong_mac", [] {
+                 Conn c(env->auth_worker->port());
+                 c.send(Cmd::hello, hello_payload());
+                 c.expect_reply(Cmd::hello);
+                 c.send(Cmd::auth, Bytes(32, 0x5A));
+                 expect_fatal(c);
+               }});
+  v.push_back({"auth_mac_of_wrong_secret", [] {
+                 Conn c(env->auth_worker->port());
+                 c.send(Cmd::hello, hello_payload());
+                 const Bytes reply = c.expect_reply(Cmd::hello);
+                 ASSERT_EQ(reply.size(), 49u);
+                 ASSERT_EQ(reply[16], 1);  // auth_required
+                 const auto mac = auth_mac(kSecret + "x", reply.data() + 17);
+                 c.send(Cmd::auth, Bytes(mac.begin(), mac.end()));
+                 expect_fatal(c);
+               }});
+  v.push_back({"auth_skipped", [] {
+                 Conn c(env->auth_worker->port());
+                 c.send(Cmd::hello, hello_payload());
+                 c.expect_reply(Cmd::hello);
+                 c.send(Cmd::ping, Bytes{});
+                 expect_fatal(c);
+               }});
+  v.push_back({"auth_short_mac", [] {
+                 Conn c(env->auth_worker->port());
+                 c.send(Cmd::hello, hello_payload());
+                 c.expect_reply(Cmd::hello);
+                 c.send(Cmd::auth, Bytes(16, 1));
+                 expect_fatal(c);
+               }});
+  v.push_back({"auth_on_open_worker", [] {
+                 auto c = env->fresh();
+                 c->send(Cmd::auth, Bytes(32, 1));
+                 expect_fatal(*c);
+               }});
+  // --- handles ---
+  v.push_back({"handle_zero", [] { attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t) { get_fields(w, 0, 0, 4); }); }});
+  v.push_back({"unknown_handle", [] {
+                 attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h + 1000003, 0, 4); });
+               }});
+  v.push_back({"other_sessions_handle_read", [] {
+                 attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t) { get_fields(w, env->good->handle(), 0, 4); });
+               }});
+  v.push_back({"other_sessions_handle_write", [] {
+                 attack_fields(Cmd::set_tensor, [](Writer& w, uint64_t) {
+                   get_fields(w, env->good->handle(), 0, 16);
+                   w.bytes(Bytes(16, 0xEE).data(), 16);
+                 });
+               }});
+  v.push_back({"other_sessions_handle_free", [] {
+                 attack_fields(Cmd::free_buffer, [](Writer& w, uint64_t) { w.u64(env->good->handle()); });
+               }});
+  v.push_back({"freed_handle", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 64);
+                 c->free_buffer(h);
+                 Writer w;
+                 get_fields(w, h, 0, 4);
+                 c->send(Cmd::get_tensor, w);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"double_free", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 64);
+                 c->free_buffer(h);
+                 c->free_buffer(h);
+                 expect_fatal(*c);
+               }});
+  // --- ranges ---
+  v.push_back({"range_overflow", [] {
+                 attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h, UINT64_MAX - 3, 8); });
+               }});
+  v.push_back({"offset_past_end", [] {
+                 attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h, 65, 0); });
+               }});
+  v.push_back({"size_past_end", [] {
+                 attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h, 0, 65); });
+               }});
+  v.push_back({"set_tensor_range_overflow", [] {
+                 attack_fields(Cmd::set_tensor, [](Writer& w, uint64_t h) {
+                   get_fields(w, h, UINT64_MAX - 3, 8);
+                   w.bytes(Bytes(8, 1).data(), 8);
+                 });
+               }});
+  v.push_back({"set_tensor_payload_shorter_than_size", [] {
+                 attack_fields(Cmd::set_tensor, [](Writer& w, uint64_t h) {
+                   get_fields(w, h, 0, 64);
+                   w.bytes(Bytes(16, 1).data(), 16);
+                 });
+               }});
+  v.push_back({"set_tensor_payload_longer_than_size", [] {
+                 attack_fields(Cmd::set_tensor, [](Writer& w, uint64_t h) {
+                   get_fields(w, h, 0, 8);
+                   w.bytes(Bytes(16, 1).data(), 16);
+                 });
+               }});
+  v.push_back({"memset_past_end", [] {
+                 attack_fields(Cmd::memset_tensor, [](Writer& w, uint64_t h) {
+                   get_fields(w, h, 60, 8);
+                   w.u8(0);
+                 });
+               }});
+  v.push_back({"copy_dst_past_end", [] {
+                 attack_fields(Cmd::copy_tensor, [](Writer& w, uint64_t h) {
+                   w.u64(h);
+                   w.u64(0);
+                   w.u64(h);
+                   w.u64(32);
+                   w.u64(33);
+                 });
+               }});
+  v.push_back({"set_tensor_hash_range_overflow", [] {
+                 attack_fields(Cmd::set_tensor_hash, [](Writer& w, uint64_t h) {
+                   get_fields(w, h, 8, UINT64_MAX - 4);
+                   w.bytes(Bytes(16, 0).data(), 16);
+                 });
+               }});
+  // --- payload shapes ---
+  v.push_back({"trailing_byte_ping", [] {
+                 auto c = env->fresh();
+                 c->send(Cmd::ping, Bytes{0});
+                 expect_fatal(*c);
+               }});
+  v.push_back({"trailing_byte_get", [] {
+                 attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) {
+                   get_fields(w, h, 0, 4);
+                   w.u8(0);
+                 });
+               }});
+  v.push_back({"free_truncated", [] {
+                 auto c = env->fresh();
+                 c->send(Cmd::free_buffer, Bytes{1, 0, 0, 0});
+                 expect_fatal(*c);
+               }});
+  v.push_back({"set_tensor_hash_truncated_hash", [] {
+                 attack_fields(Cmd::set_tensor_hash, [](Writer& w, uint64_t h) {
+                   get_fields(w, h, 0, 8);
+                   w.bytes(Bytes(10, 0).data(), 10);
+                 });
+               }});
+  // --- devices and events ---
+  v.push_back({"alloc_device_out_of_range", [] {
+                 auto c = env->fresh();
+                 Writer w;
+                 w.u32(3);
+                 w.u64(64);
+                 c->send(Cmd::alloc_buffer, w);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"synchronize_device_out_of_range", [] {
+                 auto c = env->fresh();
+                 Writer w;
+                 w.u32(0xFFFFFFFFu);
+                 c->send(Cmd::synchronize, w);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"compute_device_out_of_range", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 1024);
+                 const Bytes g = encode_wg(base_graph(h));
+                 c->compute(77, 1, &g);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"event_device_out_of_range", [] {
+                 auto c = env->fresh();
+                 Writer w;
+                 w.u32(9);
+                 w.u64(1);
+                 c->send(Cmd::event_record, w);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"event_cap", [] {
+                 auto c = env->fresh();
+                 Writer many;  // 4096 distinct events are allowed, in one write
+                 for (uint64_t id = 0; id < kMaxEventsPerSession; ++id) {
+                   Writer w;
+                   w.u32(id % 2);
+                   w.u64(id * 7919);
+                   FrameHeader fh;
+                   fh.length = static_cast<uint32_t>(w.data().size());
+                   fh.command = static_cast<uint16_t>(Cmd::event_record);
+                   uint8_t raw[kFrameHeaderBytes];
+                   encode_header(fh, raw);
+                   many.bytes(raw, sizeof raw);
+                   many.bytes(w.data().data(), w.data().size());
+                 }
+                 c->raw(many.data().data(), many.data().size());
+                 Writer sync;
+                 sync.u64(7919);
+                 c->call(Cmd::event_sync, sync);  // still alive; recorded events pass
+                 Writer w;
+                 w.u32(0);
+                 w.u64(1);  // one more distinct id
+                 c->send(Cmd::event_record, w);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"buffer_count_cap", [] {
+                 auto c = env->fresh();
+                 constexpr uint32_t kBatch = 1024;
+                 for (uint32_t done = 0; done < kMaxBuffersPerSession; done += kBatch) {
+                   Writer many;
+                   for (uint32_t i = 0; i < kBatch; ++i) {
+                     Writer w;
+                     w.u32(0);
+                     w.u64(0);
+                     FrameHeader fh;
+                     fh.length = 12;
+                     fh.command = static_cast<uint16_t>(Cmd::alloc_buffer);
+                     uint8_t raw[kFrameHeaderBytes];
+                     encode_header(fh, raw);
+                     many.bytes(raw, sizeof raw);
+                     many.bytes(w.data().data(), w.data().size());
+                   }
+                   c->raw(many.data().data(), many.data().size());
+                   for (uint32_t i = 0; i < kBatch; ++i) {
+                     const Frame f = c->recv();
+                     ASSERT_EQ(f.command, static_cast<uint16_t>(Cmd::alloc_buffer) | kReplyBit);
+                   }
+                 }
+                 Writer w;
+                 w.u32(0);
+                 w.u64(0);
+                 c->send(Cmd::alloc_buffer, w);
+                 expect_fatal(*c);
+               }});
+  // --- graphs ---
+  v.push_back({"graph_forward_reference", [] {
+                 attack_graph([](WG& g, uint64_t h) {
+                   g.t.push_back(packed_f32(8, 4, h, 512));
+                   g.t[2].src[1] = 4;  // tensor 3, after the add
+                 });
+               }});
+  v.push_back({"graph_self_reference", [] { attack_graph([](WG& g, uint64_t) { g.t[2].src[0] = 3; }); }});
+  v.push_back({"graph_unknown_op", [] { attack_graph([](WG& g, uint64_t) { g.t[2].op = kOpCount; }); }});
+  v.push_back({"graph_op_255", [] { attack_graph([](WG& g, uint64_t) { g.t[2].op = 255; }); }});
+  v.push_back({"graph_unknown_dtype", [] { attack_graph([](WG& g, uint64_t) { g.t[0].dtype = kDTypeCount; }); }});
+  v.push_back({"graph_shape_contradicts_op", [] { attack_graph([](WG& g, uint64_t) { g.t[2].ne[0] = 4; }); }});
+  v.push_back({"graph_dtype_contradicts_op", [] {
+                 attack_graph([](WG& g, uint64_t) { g.t[2].dtype = static_cast<uint8_t>(DType::i32); });
+               }});
+  v.push_back({"graph_operands_impossible", [] {
+                 attack_graph([](WG& g, uint64_t) {  // add of [8,4] and [3,4]: 8 % 3 != 0
+                   g.t[1].ne[0] = 3;
+                   g.t[1].nb[1] = 12;
+                   g.t[1].nb[2] = g.t[1].nb[3] = 48;
+                 });
+               }});
+  v.push_back({"graph_negative_ne", [] { attack_graph([](WG& g, uint64_t) { g.t[0].ne[1] = -4; }); }});
+  v.push_back({"graph_stride_outside_buffer", [] {
+                 attack_graph([](WG& g, uint64_t) { g.t[0].nb[1] = uint64_t{1} << 40; });
+               }});
+  v.push_back({"graph_node_stride_outside_buffer", [] {
+                 attack_graph([](WG& g, uint64_t) { g.t[2].nb[3] = uint64_t{1} << 62; });
+               }});
+  v.push_back({"graph_view_outside_source", [] {
+                 attack_graph([](WG& g, uint64_t) {
+                   WT view = g.t[0];
+                   view.op = static_cast<uint8_t>(Op::view);
+                   view.src[0] = 1;
+                   view.view_src = 1;
+                   view.view_offs = 64;  // 128 bytes from 64 in a 128-byte source
+                   view.buffer = 0;
+                   view.offset = 0;
+                   g.t.push_back(view);
+                   g.nodes = {3};
+                 });
+               }});
+  v.push_back({"graph_view_offset_overflow", [] {
+                 attack_graph([](WG& g, uint64_t) {
+                   WT view = g.t[0];
+                   view.op = static_cast<uint8_t>(Op::view);
+                   view.ne[1] = 1;
+                   view.src[0] = 1;
+                   view.view_src = 1;
+                   view.view_offs = UINT64_MAX - 8;
+                   view.buffer = 0;
+                   view.offset = 0;
+                   g.t.push_back(view);
+                   g.nodes = {3};
+                 });
+               }});
+  v.push_back({"graph_leaf_outside_buffer", [] { attack_graph([](WG& g, uint64_t) { g.t[1].offset = 1000; }); }});
+  v.push_back({"graph_leaf_offset_overflow", [] {
+                 attack_graph([](WG& g, uint64_t) { g.t[1].offset = UINT64_MAX - 16; });
+               }});
+  v.push_back({"graph_node_outside_buffer", [] { attack_graph([](WG& g, uint64_t) { g.t[2].offset = 1024 - 64; }); }});
+  v.push_back({"graph_leaf_without_buffer", [] { attack_graph([](WG& g, uint64_t) { g.t[0].buffer = 0; }); }});
+  v.push_back({"graph_leaf_unknown_buffer", [] { attack_graph([](WG& g, uint64_t h) { g.t[0].buffer = h + 999983; }); }});
+  v.push_back({"graph_other_sessions_buffer", [] {
+                 attack_graph([](WG& g, uint64_t) { g.t[0].buffer = env->good->handle(); });
+               }});
+  v.push_back({"graph_node_index_out_of_range", [] { attack_graph([](WG& g, uint64_t) { g.nodes = {7}; }); }});
+  v.push_back({"graph_node_is_leaf", [] { attack_graph([](WG& g, uint64_t) { g.nodes = {0}; }); }});
+  v.push_back({"graph_node_listed_twice", [] { attack_graph([](WG& g, uint64_t) { g.nodes = {2, 2}; }); }});
+  v.push_back({"graph_n_tensors_huge", [] {
+                 auto c = env->fresh();
+                 Writer w;
+                 w.u32(0);
+                 w.u64(1);
+                 w.u8(1);
+                 w.u32(0xFFFFFFFFu);
+                 w.u32(0);
+                 c->send(Cmd::graph_compute, w);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"graph_n_tensors_over_payload", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 1024);
+                 Bytes g = encode_wg(base_graph(h));
+                 g[0] = 5;  // 5 tensors claimed, 3 sent
+                 c->compute(0, 1, &g);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"graph_trailing_bytes", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 1024);
+                 Bytes g = encode_wg(base_graph(h));
+                 g.push_back(0);
+                 c->compute(0, 1, &g);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"graph_has_graph_2", [] {
+                 auto c = env->fresh();
+                 Writer w;
+                 w.u32(0);
+                 w.u64(1);
+                 w.u8(2);
+                 c->send(Cmd::graph_compute, w);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"graph_unknown_id", [] {
+                 auto c = env->fresh();
+                 c->compute(0, 12345, nullptr);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"graph_run_after_free", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 1024);
+                 const Bytes g = encode_wg(base_graph(h));
+                 c->compute(0, 5, &g);
+                 c->synchronize(0);
+                 c->free_buffer(h);
+                 c->compute(0, 5, nullptr);  // its buffer is gone: not runnable
+                 expect_fatal(*c);
+               }});
+  v.push_back({"graph_run_on_other_device", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 1024);
+                 const Bytes g = encode_wg(base_graph(h));
+                 c->compute(0, 5, &g);
+                 c->compute(1, 5, nullptr);
+                 expect_fatal(*c);
+               }});
+  // --- not fatal: out of memory and kernel errors leave the session open ---
+  v.push_back({"alloc_over_budget_session_stays", [] {
+                 auto c = env->fresh();
+                 Writer w;
+                 w.u32(0);
+                 w.u64(kBudget + 1);
+                 c->send(Cmd::alloc_buffer, w);
+                 const Frame f = c->recv();
+                 ASSERT_TRUE(f.is_error());
+                 EXPECT_EQ(f.error_kind(), ErrorKind::out_of_memory) << f.error_message();
+                 c->ping();
+                 const uint64_t h = c->alloc(0, 1024);
+                 const float x = 3.5f;
+                 c->set(h, 4, &x, 4);
+                 EXPECT_EQ(as_floats(c->get(h, 4, 4)).at(0), 3.5f);
+               }});
+  v.push_back({"alloc_size_max_session_stays", [] {
+                 auto c = env->fresh();
+                 Writer w;
+                 w.u32(0);
+                 w.u64(UINT64_MAX);
+                 c->send(Cmd::alloc_buffer, w);
+                 const Frame f = c->recv();
+                 ASSERT_TRUE(f.is_error());
+                 EXPECT_EQ(f.error_kind(), ErrorKind::out_of_memory) << f.error_message();
+                 c->ping();
+               }});
+  v.push_back({"alloc_size_zero", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 0);
+                 EXPECT_NE(h, 0u);
+                 EXPECT_TRUE(c->get(h, 0, 0).empty());
+                 Writer w;
+                 get_fields(w, h, 0, 1);
+                 c->send(Cmd::get_tensor, w);
+                 expect_fatal(*c);
+               }});
+  v.push_back({"deferred_kernel_error", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(kFailingDevice, 1024);
+                 WG g = base_graph(h);
+                 g.t[2].op = static_cast<uint8_t>(Op::sqrt);  // fails in the kernel, valid on the wire
+                 g.t[2].src[1] = 0;
+                 const Bytes encoded = encode_wg(g);
+                 c->compute(kFailingDevice, 1, &encoded);  // no reply: the error is deferred
+                 c->send(Cmd::ping, Bytes{});
+                 const Frame f = c->recv();
+                 ASSERT_TRUE(f.is_error());
+                 EXPECT_EQ(f.error_kind(), ErrorKind::internal) << f.error_message();
+                 c->ping();  // cleared, and the session stays
+                 EXPECT_EQ(c->get(h, 0, 8).size(), 8u);
+               }});
+  v.push_back({"base_graph_is_valid", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 1024);
+                 std::vector<float> a(32), b(32);
+                 for (int i = 0; i < 32; ++i) {
+                   a[static_cast<size_t>(i)] = static_cast<float>(i);
+                   b[static_cast<size_t>(i)] = 0.5f * static_cast<float>(i);
+                 }
+                 c->set(h, 0, a.data(), 128);
+                 c->set(h, 128, b.data(), 128);
+                 const Bytes g = encode_wg(base_graph(h));
+                 c->compute(0, 1, &g);
+                 const std::vector<float> y = as_floats(c->get(h, 256, 128));
+                 for (int i = 0; i < 32; ++i) EXPECT_EQ(y[static_cast<size_t>(i)], 1.5f * static_cast<float>(i));
+               }});
+  return v;
+}
+
+class WorkerHostile : public ::testing::TestWithParam<Case> {
+ protected:
+  static void SetUpTestSuite() { env = new Env(); }
+  static void TearDownTestSuite() {
+    delete env;
+    env = nullptr;
+  }
+};
+
+TEST_P(WorkerHostile, OtherSessionsUnaffected) {
+  env->good->upload();  // before the attack; used after it
+  GetParam().run();
+  env->good->compute_and_check();
+  Conn& c = env->good->conn();  // and a buffer of its own still comes and goes
+  const uint64_t h = c.alloc(1, 256);
+  const float x = 42.0f;
+  c.set(h, 128, &x, 4);
+  EXPECT_EQ(as_floats(c.get(h, 128, 4)).at(0), 42.0f);
+  c.free_buffer(h);
+  EXPECT_TRUE(eventually([] { return env->worker->active_sessions() == 1; }))
+      << env->worker->active_sessions() << " sessions still open";
+  EXPECT_TRUE(eventually([] { return env->auth_worker->active_sessions() == 0; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, WorkerHostile, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace weft::rpc::wtest

@@ -1,0 +1,103 @@
+// `weft worker`: serves CPU devices over the RPC protocol until SIGINT or
+// SIGTERM. The signals are blocked in every thread and taken by sigwait()
+// on this one, so stopping runs as ordinary code (no handler restrictions).
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.h"
+#include "server/worker.h"
+#include "weft/cpu.h"
+#include "weft/error.h"
+
+namespace weft::tools {
+namespace {
+
+std::string read_token(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorKind::invalid_input, "worker", "cannot read auth token file '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  token.erase(token.begin(), std::find_if_not(token.begin(), token.end(), space));
+  token.erase(std::find_if_not(token.rbegin(), token.rend(), space).base(), token.end());
+  if (token.empty()) fail(ErrorKind::invalid_input, "worker", "auth token file '" + path + "' is empty");
+  return token;
+}
+
+std::string endpoint(const std::string& host, uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+int cmd_worker(const WorkerArgs& args) {
+  if (args.port < 0 || args.port > 65535) {
+    fail(ErrorKind::invalid_input, "worker", "port " + std::to_string(args.port) + " is out of range");
+  }
+  if (args.cpu_devices < 1 || args.cpu_devices > 64) {
+    fail(ErrorKind::invalid_input, "worker", "--cpu-devices " + std::to_string(args.cpu_devices) + " (1 to 64)");
+  }
+  if (args.max_clients < 1) {
+    fail(ErrorKind::invalid_input, "worker", "--max-clients " + std::to_string(args.max_clients) + " (at least 1)");
+  }
+
+  // Before any thread exists, so that every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigset_t old_mask;
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+
+  rpc::WorkerOptions options;
+  options.host = args.host;
+  options.port = static_cast<uint16_t>(args.port);
+  options.max_clients = args.max_clients;
+  options.memory_budget = args.mem == 0 ? SIZE_MAX : args.mem;
+  options.cache_dir = args.cache_dir;
+  if (args.cache_max != 0) options.cache_max_bytes = args.cache_max;
+  if (!args.auth_token_file.empty()) options.auth_secret = read_token(args.auth_token_file);
+  options.insecure = args.insecure;
+  options.log = true;
+
+  // The CPU split into partitions: each device's backends use its share of the threads.
+  const unsigned hw = std::thread::hardware_concurrency();
+  const int total = args.threads > 0 ? args.threads : (hw == 0 ? 1 : static_cast<int>(hw));
+  const int per_device = std::max(1, total / args.cpu_devices);
+  std::vector<std::unique_ptr<Device>> owned;
+  std::vector<Device*> devices;
+  for (int i = 0; i < args.cpu_devices; ++i) {
+    owned.push_back(make_cpu_device(per_device));
+    devices.push_back(owned.back().get());
+  }
+
+  rpc::Worker worker(devices, options);
+  worker.start();
+  std::fprintf(stderr, "weft worker: %d CPU device(s) of %d threads; memory budget %s; cache %s; auth %s\n",
+               args.cpu_devices, per_device, args.mem == 0 ? "none" : std::to_string(args.mem).c_str(),
+               args.cache_dir.empty() ? "off" : args.cache_dir.c_str(), options.auth_secret ? "on" : "off");
+  std::printf("weft worker listening on %s\n", endpoint(args.host, worker.port()).c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  std::fprintf(stderr, "weft worker: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  worker.stop();
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  return 0;
+}
+
+}  // namespace weft::tools
