@@ -49,7 +49,8 @@ FUZZ_SECONDS ?= 20
 test-fuzz: deps build/fuzz/build.ninja
 	@cmake --build build/fuzz -j $(JOBS) --target weft_fuzz_rpc
 	@rm -rf build/fuzz/corpus && mkdir -p build/fuzz/corpus && cp tests/rpc/fuzz_corpus/* build/fuzz/corpus/
-	@build/fuzz/tests/rpc/weft_fuzz_rpc -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build/fuzz/corpus \
+	@build/fuzz/tests/rpc/weft_fuzz_rpc -max_total_time=$(FUZZ_SECONDS) -timeout=10 -artifact_prefix=build/fuzz/ \
+	  -print_final_stats=1 build/fuzz/corpus \
 	  >build/fuzz/fuzz.log 2>&1 || (tail -60 build/fuzz/fuzz.log; exit 1)
 	@grep -E "stat::number_of_executed_units" build/fuzz/fuzz.log | sed 's/^/fuzz smoke: /'
 

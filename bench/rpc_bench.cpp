@@ -25,7 +25,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -137,19 +139,19 @@ void run(const RpcBenchOptions& o) {
   std::printf("worker %s%s: %s\n", endpoint.c_str(), worker ? " (in-process)" : "", remote.description().c_str());
   auto backend = remote.create_backend();  // holds the connection for the whole run
 
-  // Upload throughput against raw loopback TCP, best of three each.
+  // Upload throughput against raw loopback TCP: best of five each,
+  // interleaved so that both see the same machine.
   const size_t bytes = o.upload_bytes / 4 * 4;
-  double tcp = 0;
-  for (int i = 0; i < 3; ++i) tcp = std::max(tcp, rpc::measure_loopback_tcp_bandwidth(bytes));
   Context ctx;
   Tensor* big = ctx.new_tensor(DType::i32, {static_cast<int64_t>(bytes / 4)});
   std::vector<Tensor*> bigs{big};
   auto big_buffer = allocate_tensors(remote.default_buffer_type(), bigs);
   std::vector<uint8_t> data(bytes);
   for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 131);
-  double upload = 0;
+  double upload = 0, tcp = 0;
   int32_t probe = 0;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
+    tcp = std::max(tcp, rpc::measure_loopback_tcp_bandwidth(bytes));
     const auto t0 = Clock::now();
     tensor_set(*big, data.data(), 0, bytes);
     tensor_get(*big, &probe, 0, sizeof probe);  // a reply: the worker has every byte
@@ -171,9 +173,10 @@ void run(const RpcBenchOptions& o) {
     pings.push_back(seconds_since(t0));
   }
   const double raw = loopback_round_trip(n);
-  std::printf("round trip (median of %d): 4-byte GET_TENSOR %.1f us, PING %.1f us; raw loopback TCP %.1f us; "
-              "ratio GET/raw %.2f\n",
-              n, median(gets) * 1e6, median(pings) * 1e6, raw * 1e6, median(gets) / raw);
+  std::printf(
+      "round trip (median of %d): 4-byte GET_TENSOR %.1f us, PING %.1f us; raw loopback TCP %.1f us; "
+      "ratio GET/raw %.2f\n",
+      n, median(gets) * 1e6, median(pings) * 1e6, raw * 1e6, median(gets) / raw);
   big_buffer.reset();
   connection.reset();
 
@@ -189,10 +192,12 @@ void run(const RpcBenchOptions& o) {
   const double far_tps = tokens_per_second(far, *backend, o.tokens, &far_out);
   const double sent_per_token = static_cast<double>(rpc_stats(endpoint).bytes_sent - sent0) / (o.tokens + 1);
   double diff = 0;
-  for (size_t i = 0; i < local_out.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(local_out[i] - far_out[i])));
-  std::printf("chain of %d graphs ([256,256] mul_mat + silu each), one token: local CPU %.1f tok/s, remote %.1f "
-              "tok/s; ratio %.3f (%.0f bytes sent per token; max |local - remote| %.2g)\n",
-              o.chain_graphs, local_tps, far_tps, far_tps / local_tps, sent_per_token, diff);
+  for (size_t i = 0; i < local_out.size(); ++i)
+    diff = std::max(diff, static_cast<double>(std::fabs(local_out[i] - far_out[i])));
+  std::printf(
+      "chain of %d graphs ([256,256] mul_mat + silu each), one token: local CPU %.1f tok/s, remote %.1f "
+      "tok/s; ratio %.3f (%.0f bytes sent per token; max |local - remote| %.2g)\n",
+      o.chain_graphs, local_tps, far_tps, far_tps / local_tps, sent_per_token, diff);
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 //
 //   cmake -S . -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWEFT_FUZZ=ON
 //   ninja -C build/fuzz weft_fuzz_rpc
-//   build/fuzz/tests/rpc/weft_fuzz_rpc -max_total_time=30 tests/rpc/fuzz_corpus
+//   mkdir -p build/fuzz/corpus
+//   build/fuzz/tests/rpc/weft_fuzz_rpc -max_total_time=30 -timeout=10 -artifact_prefix=build/fuzz/ \
+//       build/fuzz/corpus tests/rpc/fuzz_corpus
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -46,7 +48,7 @@ Fixture& fixture() {
   return f;
 }
 
-// Elements a tensor spans, zero dims counted as 1 (decode_graph caps it at 2^52).
+// Elements a tensor spans, zero dims counted as 1 (decode_graph caps it at 2^32).
 double span_of(const weft::Tensor& t) {
   double n = 1;
   for (int64_t d : t.ne) n *= d > 1 ? static_cast<double>(d) : 1.0;

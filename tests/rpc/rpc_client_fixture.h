@@ -41,7 +41,10 @@ inline std::vector<float> pattern(size_t n, float scale, float shift) {
 // y = silu(W x): W f32 [k, m], x f32 [k, n]; y [m, n].
 struct SiluMatmul {
   SiluMatmul(int64_t k, int64_t m, int64_t n, float seed = 0.0f)
-      : k_(k), m_(m), n_(n), w_data(pattern(static_cast<size_t>(k * m), 0.37f, seed)),
+      : k_(k),
+        m_(m),
+        n_(n),
+        w_data(pattern(static_cast<size_t>(k * m), 0.37f, seed)),
         x_data(pattern(static_cast<size_t>(k * n), 0.11f, seed + 1.0f)) {
     w = ctx.new_tensor(DType::f32, {k, m});
     x = ctx.new_tensor(DType::f32, {k, n});

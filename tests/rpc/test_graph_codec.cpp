@@ -548,16 +548,32 @@ TEST_F(RpcGraphCodec, RejectsLeafsOutsideTheirBuffer) {
   expect_rejected({leaf(DType::f32, {4}, 0, 3)}, {}, {"tensor 0", "buffer 3 is not a live buffer"});
   expect_rejected({leaf(DType::f32, {4}, 0, 0)}, {}, {"tensor 0", "buffer is 0"});
   // Sizes that overflow when multiplied out are refused before any range math.
-  expect_rejected({leaf(DType::f32, {1ll << 40, 1ll << 40})}, {}, {"tensor 0", "more than 2^52 elements"});
-  expect_rejected({leaf(DType::f32, {0, 1ll << 40, 1ll << 40})}, {}, {"tensor 0", "more than 2^52 elements"});
+  expect_rejected({leaf(DType::f32, {1ll << 40, 1ll << 40})}, {}, {"tensor 0", "more than 2^32 elements"});
+  expect_rejected({leaf(DType::f32, {0, 1ll << 40, 1ll << 40})}, {}, {"tensor 0", "more than 2^32 elements"});
   // A zero-stride view spans few bytes but too many elements to count.
   Rec wide = packed(DType::f32, {1ll << 40, 1ll << 40}, Op::view);
   wide.nb[0] = wide.nb[1] = wide.nb[2] = wide.nb[3] = 0;
   wide.src[0] = wide.view_src = 1;
-  expect_rejected({leaf(DType::f32, {4}), wide}, {}, {"tensor 1", "more than 2^52 elements"});
+  expect_rejected({leaf(DType::f32, {4}), wide}, {}, {"tensor 1", "more than 2^32 elements"});
   // A computed tensor must fit its buffer too.
   expect_rejected({leaf(DType::f32, {4}), node(Op::silu, DType::f32, {4}, {0}, size - 4)}, {1},
                   {"tensor 1", "outside buffer"});
+}
+
+TEST_F(RpcGraphCodec, RejectsMisalignedData) {
+  expect_rejected({leaf(DType::f32, {4}, 2)}, {}, {"tensor 0", "byte 2", "aligned to 4"});
+  expect_rejected({leaf(DType::f16, {4}, 1)}, {}, {"tensor 0", "aligned to 2"});
+  expect_rejected({leaf(DType::q8_0, {32}, 3)}, {}, {"tensor 0", "aligned to 2"});
+  decode(encode({leaf(DType::f16, {4}, 2), leaf(DType::q4_0, {32}, 34)}, {}));
+  Rec v = packed(DType::f32, {2, 2}, Op::view);
+  v.src[0] = v.view_src = 1;
+  v.nb[1] = 6;
+  expect_rejected({leaf(DType::f32, {8}), v}, {}, {"tensor 1", "nb[1] 6 is not a multiple of 4"});
+  v.nb[1] = 8;
+  v.view_offs = 2;
+  expect_rejected({leaf(DType::f32, {8}), v}, {}, {"tensor 1", "byte 2", "aligned to 4"});
+  v.view_offs = 4;
+  decode(encode({leaf(DType::f32, {8}), v}, {}));
 }
 
 TEST_F(RpcGraphCodec, RejectsLeafsThatAreNotPlain) {
@@ -613,9 +629,10 @@ namespace weft::rpc {
 namespace {
 
 // Writes tests/rpc/fuzz_corpus (the seeds of fuzz_decode.cpp: one selector
-// byte, the low byte of the command code, then a valid payload). Run by hand:
-//   WEFT_FUZZ_SEED_DIR=tests/rpc/fuzz_corpus weft_tests --gtest_also_run_disabled_tests \
-//     --gtest_filter=RpcFuzzSeeds.*
+// byte, the low byte of the command code, then a valid payload). Run by hand
+// (one line):
+//   WEFT_FUZZ_SEED_DIR=tests/rpc/fuzz_corpus weft_tests --gtest_also_run_disabled_tests
+//       --gtest_filter=RpcFuzzSeeds.*
 TEST(RpcFuzzSeeds, DISABLED_Write) {
   const char* dir = std::getenv("WEFT_FUZZ_SEED_DIR");
   ASSERT_NE(dir, nullptr) << "set WEFT_FUZZ_SEED_DIR";

@@ -77,8 +77,7 @@ TEST(RpcClient, UnreachableWorkerIsDisconnected) {
     port = w.worker->port();
   }
   std::string message;
-  EXPECT_EQ(kind_of([&] { make_rpc_devices("127.0.0.1:" + std::to_string(port)); }, &message),
-            ErrorKind::disconnected);
+  EXPECT_EQ(kind_of([&] { make_rpc_devices("127.0.0.1:" + std::to_string(port)); }, &message), ErrorKind::disconnected);
   EXPECT_NE(message.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << message;
   EXPECT_EQ(rpc_open_connections(), 0);
 }
@@ -193,7 +192,7 @@ TEST(RpcClient, SecondComputeOfAGraphSendsOnlyItsId) {
   backend->compute(m.g);
   const uint64_t s2 = rpc_stats(w.endpoint).bytes_sent;
   backend->synchronize();
-  EXPECT_GT(s1 - s0, 4 * 100u);                   // the graph: four tensors
+  EXPECT_GT(s1 - s0, 4 * 100u);                     // the graph: four tensors
   EXPECT_EQ(s2 - s1, rpc::kFrameHeaderBytes + 13);  // device, graph id, has_graph = 0
   EXPECT_TRUE(m.correct());
 

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -123,57 +124,69 @@ TEST(RpcClientLifetime, EightThreadsShareOneEndpoint) {
   EXPECT_EQ(rpc_open_connections(), 0);
 }
 
-// A worker in a separate process: this test binary run again with only
-// DISABLED_ChildWorker, which writes its port to a pipe and serves until
-// killed (or its parent dies).
+// A worker in a separate process, killed with SIGKILL: the real `weft
+// worker` when the weft binary sits next to this test binary's folder
+// (BUILD/tools/weft/weft), else this test binary run again with only
+// DISABLED_ChildWorker. Either prints "listening on HOST:PORT" on stdout.
 class ChildWorker {
  public:
-  ChildWorker() {
+  // Starts argv[0] with argv; false when it ended without a port.
+  bool start(std::vector<std::string> argv, const std::string& extra_env) {
     int fds[2];
-    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    if (::pipe(fds) != 0) return false;
     // Everything the child needs is made before fork(): after it, only exec.
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::strncmp(*e, "GTEST_", 6) != 0) env.emplace_back(*e);
     }
-    env.push_back("WEFT_RPC_CHILD_FD=" + std::to_string(fds[1]));
-    std::vector<char*> envp;
+    if (!extra_env.empty()) env.push_back(extra_env);
+    std::vector<char*> envp, args;
     for (auto& s : env) envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::string exe = "/proc/self/exe";
-    std::string filter = "--gtest_filter=RpcClientLifetime.DISABLED_ChildWorker";
-    std::string disabled = "--gtest_also_run_disabled_tests";
-    char* argv[] = {exe.data(), filter.data(), disabled.data(), nullptr};
+    for (auto& s : argv) args.push_back(s.data());
+    args.push_back(nullptr);
     const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
       if (::getppid() != parent) ::_exit(1);
+      ::dup2(fds[1], STDOUT_FILENO);
       ::close(fds[0]);
-      ::execve(exe.c_str(), argv, envp.data());
+      ::close(fds[1]);
+      ::execve(args[0], args.data(), envp.data());
       ::_exit(127);
     }
     ::close(fds[1]);
+    if (pid_ < 0) {
+      ::close(fds[0]);
+      return false;
+    }
+    out_ = fds[0];
     std::string text;
+    const std::string key = "listening on ";
     const auto deadline = Clock::now() + std::chrono::seconds(60);
-    while (text.find('\n') == std::string::npos && Clock::now() < deadline) {
+    size_t at = std::string::npos;
+    while (Clock::now() < deadline) {
+      at = text.find(key);
+      if (at != std::string::npos && text.find('\n', at) != std::string::npos) break;
       pollfd p{fds[0], POLLIN, 0};
       if (::poll(&p, 1, 100) <= 0) continue;
-      char c[16];
+      char c[256];
       const ssize_t n = ::read(fds[0], c, sizeof c);
       if (n <= 0) break;
       text.append(c, static_cast<size_t>(n));
     }
-    ::close(fds[0]);
-    if (text.find('\n') == std::string::npos) {
+    at = text.find(key);
+    const size_t end = at == std::string::npos ? std::string::npos : text.find('\n', at);
+    if (end == std::string::npos) {
       kill();
-      throw std::runtime_error("the child worker did not report its port");
+      return false;
     }
-    endpoint_ = "127.0.0.1:" + text.substr(0, text.find('\n'));
+    const std::string address = text.substr(at + key.size(), end - at - key.size());
+    endpoint_ = "127.0.0.1:" + address.substr(address.rfind(':') + 1);
+    return true;
   }
   ~ChildWorker() { kill(); }
-  ChildWorker(const ChildWorker&) = delete;
-  ChildWorker& operator=(const ChildWorker&) = delete;
 
   void kill() {
     if (pid_ <= 0) return;
@@ -181,32 +194,59 @@ class ChildWorker {
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
+    if (out_ >= 0) ::close(out_);
+    out_ = -1;
   }
   const std::string& endpoint() const { return endpoint_; }
 
  private:
   pid_t pid_ = -1;
+  int out_ = -1;  // the read end of the child's stdout
   std::string endpoint_;
 };
 
+std::string self_path() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string();
+}
+
+// Starts a worker process serving one CPU thread (slow on purpose: the
+// graph must outlast the kill).
+void start_worker_process(ChildWorker& child, std::string* how) {
+  const std::string self = self_path();
+  const std::string weft = self.substr(0, self.rfind('/')) + "/../tools/weft/weft";
+  if (::access(weft.c_str(), X_OK) == 0 && child.start({weft, "worker", "--port", "0", "--threads", "1"}, "")) {
+    *how = "weft worker";
+    return;
+  }
+  ASSERT_TRUE(
+      child.start({self, "--gtest_filter=RpcClientLifetime.DISABLED_ChildWorker", "--gtest_also_run_disabled_tests"},
+                  "WEFT_RPC_CHILD=1"))
+      << "the child worker did not report its port";
+  *how = "child test process";
+}
+
 TEST(RpcClientLifetime, DISABLED_ChildWorker) {
-  const char* fd = std::getenv("WEFT_RPC_CHILD_FD");
-  if (fd == nullptr) GTEST_SKIP() << "run by WorkerKilledDuringCompute only";
-  auto cpu = make_cpu_device(1);  // slow on purpose: the graph must outlast the kill
+  if (std::getenv("WEFT_RPC_CHILD") == nullptr) GTEST_SKIP() << "run by WorkerKilledDuringCompute only";
+  auto cpu = make_cpu_device(1);
   rpc::WorkerOptions o;
   o.log = false;
   rpc::Worker worker({cpu.get()}, o);
   worker.start();
-  const std::string port = std::to_string(worker.port()) + "\n";
-  const int out = std::atoi(fd);
-  if (::write(out, port.data(), port.size()) != static_cast<ssize_t>(port.size())) std::_Exit(1);
-  ::close(out);
+  std::printf("\nchild worker listening on 127.0.0.1:%u\n", static_cast<unsigned>(worker.port()));
+  std::fflush(stdout);
   std::this_thread::sleep_for(std::chrono::seconds(120));  // killed long before
   std::_Exit(0);
 }
 
 TEST(RpcClientLifetime, WorkerKilledDuringCompute) {
   ChildWorker child;
+  std::string how;
+  start_worker_process(child, &how);
+  if (HasFatalFailure()) return;
+  std::printf("worker process: %s at %s\n", how.c_str(), child.endpoint().c_str());
+  SCOPED_TRACE(how);
   auto devices = make_rpc_devices(child.endpoint());
   auto backend = devices[0]->create_backend();
   // About 120 GFLOP on one worker thread: seconds, even unsanitized.
@@ -241,6 +281,7 @@ TEST(RpcClientLifetime, WorkerKilledDuringCompute) {
   const auto failed_at = Clock::now();
   killer.join();
   ASSERT_TRUE(threw) << "synchronize returned before the worker was killed";
+  std::printf("after the kill: %s\n", message.c_str());
   EXPECT_EQ(kind, ErrorKind::disconnected) << message;
   EXPECT_NE(message.find(child.endpoint()), std::string::npos) << message;
   EXPECT_NE(message.find("SYNCHRONIZE"), std::string::npos) << message;

@@ -1,8 +1,7 @@
 // The worker's content cache on its own: verified stores, LRU eviction,
 // the index rebuilt from the directory, damaged files dropped, threads.
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -43,7 +42,9 @@ Bytes random_bytes(size_t n, uint32_t seed) {
   return b;
 }
 
-ContentHash hash_of(const Bytes& b) { return content_hash(b.data(), b.size()); }
+ContentHash hash_of(const Bytes& b) {
+  return content_hash(b.data(), b.size());
+}
 
 TEST(TensorCache, StoresVerifiedBytesAndCopiesThemOut) {
   CacheDir dir;

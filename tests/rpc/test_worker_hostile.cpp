@@ -329,7 +329,8 @@ std::vector<Case> cases() {
                  expect_fatal(*c);
                }});
   // --- handles ---
-  v.push_back({"handle_zero", [] { attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t) { get_fields(w, 0, 0, 4); }); }});
+  v.push_back(
+      {"handle_zero", [] { attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t) { get_fields(w, 0, 0, 4); }); }});
   v.push_back({"unknown_handle", [] {
                  attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h + 1000003, 0, 4); });
                }});
@@ -342,9 +343,8 @@ std::vector<Case> cases() {
                    w.bytes(Bytes(16, 0xEE).data(), 16);
                  });
                }});
-  v.push_back({"other_sessions_handle_free", [] {
-                 attack_fields(Cmd::free_buffer, [](Writer& w, uint64_t) { w.u64(env->good->handle()); });
-               }});
+  v.push_back({"other_sessions_handle_free",
+               [] { attack_fields(Cmd::free_buffer, [](Writer& w, uint64_t) { w.u64(env->good->handle()); }); }});
   v.push_back({"freed_handle", [] {
                  auto c = env->fresh();
                  const uint64_t h = c->alloc(0, 64);
@@ -365,12 +365,10 @@ std::vector<Case> cases() {
   v.push_back({"range_overflow", [] {
                  attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h, UINT64_MAX - 3, 8); });
                }});
-  v.push_back({"offset_past_end", [] {
-                 attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h, 65, 0); });
-               }});
-  v.push_back({"size_past_end", [] {
-                 attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h, 0, 65); });
-               }});
+  v.push_back({"offset_past_end",
+               [] { attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h, 65, 0); }); }});
+  v.push_back({"size_past_end",
+               [] { attack_fields(Cmd::get_tensor, [](Writer& w, uint64_t h) { get_fields(w, h, 0, 65); }); }});
   v.push_back({"set_tensor_range_overflow", [] {
                  attack_fields(Cmd::set_tensor, [](Writer& w, uint64_t h) {
                    get_fields(w, h, UINT64_MAX - 3, 8);
@@ -530,9 +528,8 @@ std::vector<Case> cases() {
   v.push_back({"graph_op_255", [] { attack_graph([](WG& g, uint64_t) { g.t[2].op = 255; }); }});
   v.push_back({"graph_unknown_dtype", [] { attack_graph([](WG& g, uint64_t) { g.t[0].dtype = kDTypeCount; }); }});
   v.push_back({"graph_shape_contradicts_op", [] { attack_graph([](WG& g, uint64_t) { g.t[2].ne[0] = 4; }); }});
-  v.push_back({"graph_dtype_contradicts_op", [] {
-                 attack_graph([](WG& g, uint64_t) { g.t[2].dtype = static_cast<uint8_t>(DType::i32); });
-               }});
+  v.push_back({"graph_dtype_contradicts_op",
+               [] { attack_graph([](WG& g, uint64_t) { g.t[2].dtype = static_cast<uint8_t>(DType::i32); }); }});
   v.push_back({"graph_operands_impossible", [] {
                  attack_graph([](WG& g, uint64_t) {  // add of [8,4] and [3,4]: 8 % 3 != 0
                    g.t[1].ne[0] = 3;
@@ -541,12 +538,10 @@ std::vector<Case> cases() {
                  });
                }});
   v.push_back({"graph_negative_ne", [] { attack_graph([](WG& g, uint64_t) { g.t[0].ne[1] = -4; }); }});
-  v.push_back({"graph_stride_outside_buffer", [] {
-                 attack_graph([](WG& g, uint64_t) { g.t[0].nb[1] = uint64_t{1} << 40; });
-               }});
-  v.push_back({"graph_node_stride_outside_buffer", [] {
-                 attack_graph([](WG& g, uint64_t) { g.t[2].nb[3] = uint64_t{1} << 62; });
-               }});
+  v.push_back(
+      {"graph_stride_outside_buffer", [] { attack_graph([](WG& g, uint64_t) { g.t[0].nb[1] = uint64_t{1} << 40; }); }});
+  v.push_back({"graph_node_stride_outside_buffer",
+               [] { attack_graph([](WG& g, uint64_t) { g.t[2].nb[3] = uint64_t{1} << 62; }); }});
   v.push_back({"graph_view_outside_source", [] {
                  attack_graph([](WG& g, uint64_t) {
                    WT view = g.t[0];
@@ -575,15 +570,14 @@ std::vector<Case> cases() {
                  });
                }});
   v.push_back({"graph_leaf_outside_buffer", [] { attack_graph([](WG& g, uint64_t) { g.t[1].offset = 1000; }); }});
-  v.push_back({"graph_leaf_offset_overflow", [] {
-                 attack_graph([](WG& g, uint64_t) { g.t[1].offset = UINT64_MAX - 16; });
-               }});
+  v.push_back(
+      {"graph_leaf_offset_overflow", [] { attack_graph([](WG& g, uint64_t) { g.t[1].offset = UINT64_MAX - 16; }); }});
   v.push_back({"graph_node_outside_buffer", [] { attack_graph([](WG& g, uint64_t) { g.t[2].offset = 1024 - 64; }); }});
   v.push_back({"graph_leaf_without_buffer", [] { attack_graph([](WG& g, uint64_t) { g.t[0].buffer = 0; }); }});
-  v.push_back({"graph_leaf_unknown_buffer", [] { attack_graph([](WG& g, uint64_t h) { g.t[0].buffer = h + 999983; }); }});
-  v.push_back({"graph_other_sessions_buffer", [] {
-                 attack_graph([](WG& g, uint64_t) { g.t[0].buffer = env->good->handle(); });
-               }});
+  v.push_back(
+      {"graph_leaf_unknown_buffer", [] { attack_graph([](WG& g, uint64_t h) { g.t[0].buffer = h + 999983; }); }});
+  v.push_back({"graph_other_sessions_buffer",
+               [] { attack_graph([](WG& g, uint64_t) { g.t[0].buffer = env->good->handle(); }); }});
   v.push_back({"graph_node_index_out_of_range", [] { attack_graph([](WG& g, uint64_t) { g.nodes = {7}; }); }});
   v.push_back({"graph_node_is_leaf", [] { attack_graph([](WG& g, uint64_t) { g.nodes = {0}; }); }});
   v.push_back({"graph_node_listed_twice", [] { attack_graph([](WG& g, uint64_t) { g.nodes = {2, 2}; }); }});

@@ -1,9 +1,8 @@
 // The worker with well-behaved clients: many at once, lifetimes (what a
 // session owns is freed when it ends), limits that keep sessions open, the
 // tensor cache across connections, non-host devices, events, auth.
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -234,9 +233,9 @@ TEST(WorkerSessions, GetDevicesReportsDevicesAndBudget) {
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(r.str(), "CPU");
     EXPECT_FALSE(r.str().empty());
-    EXPECT_EQ(r.u8(), 0);                           // cpu
-    EXPECT_EQ(r.u64(), (1u << 20) - (1u << 18));    // free: what the budget has left
-    EXPECT_EQ(r.u64(), 1u << 20);                   // total: the budget
+    EXPECT_EQ(r.u8(), 0);                         // cpu
+    EXPECT_EQ(r.u64(), (1u << 20) - (1u << 18));  // free: what the budget has left
+    EXPECT_EQ(r.u64(), 1u << 20);                 // total: the budget
     EXPECT_EQ(r.str(), "CPU");
     EXPECT_EQ(r.u64(), 64u);
     EXPECT_GT(r.u64(), 0u);

@@ -12,10 +12,10 @@ namespace {
 // Copies n elements of unit bytes from src (stride src_nb) to dst (stride dst_nb).
 void copy_elems(uint8_t* dst, size_t dst_nb, const uint8_t* src, size_t src_nb, int64_t n, size_t unit) {
   if (src_nb == unit && dst_nb == unit) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * unit);
+    std::memmove(dst, src, static_cast<size_t>(n) * unit);
     return;
   }
-  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * dst_nb, src + i * src_nb, unit);
+  for (int64_t i = 0; i < n; ++i) std::memmove(dst + i * dst_nb, src + i * src_nb, unit);
 }
 
 }  // namespace

@@ -39,9 +39,9 @@ void copy_run(DType st, const uint8_t* s, size_t ss, DType dt, uint8_t* d, size_
   const bool packed = ss == su && ds == du;
   if (st == dt) {
     if (packed) {
-      std::memcpy(d, s, static_cast<size_t>(n) * su);
+      std::memmove(d, s, static_cast<size_t>(n) * su);
     } else {
-      for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ds, s + i * ss, su);
+      for (int64_t i = 0; i < n; ++i) std::memmove(d + i * ds, s + i * ss, su);
     }
   } else if (packed && st == DType::f32) {
     from_f32(dt, reinterpret_cast<const float*>(s), d, n);
@@ -103,7 +103,7 @@ void copy_elements(const KernelContext& kc, const Tensor& a, Tensor& dst) {
 void copy_quantized_rows(const KernelContext& kc, const Tensor& a, Tensor& dst) {
   const size_t bytes = row_bytes(a.type, a.ne[0]);
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  for (int64_t row = r.begin; row < r.end; ++row) std::memcpy(nth_row(dst, row), nth_row(a, row), bytes);
+  for (int64_t row = r.begin; row < r.end; ++row) std::memmove(nth_row(dst, row), nth_row(a, row), bytes);
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ class Engine {
       const float* xs[kTileCols];
       float* outs[kTileCols];
       for (int i = 0; i < nx; ++i) {
-        xs[i] = p_.x_row(b, j + i, xbuf_ + i * k_);
+        xs[i] = p_.x_row(b, j + i, xbuf_ != nullptr ? xbuf_ + i * k_ : nullptr);
         outs[i] = p_.out_row(b, j + i);
       }
       for (int64_t m = m0; m < m1; m += kTileRows) {

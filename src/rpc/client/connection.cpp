@@ -6,6 +6,7 @@
 #include <openssl/hmac.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -23,6 +24,13 @@ constexpr char kAuthContext[] = "weft-auth-v1";
 std::string command_name(Cmd cmd) {
   const char* name = cmd_name(static_cast<uint16_t>(cmd));
   return name != nullptr ? name : std::to_string(static_cast<unsigned>(cmd));
+}
+
+// A transport error's text without its "[rpc] " prefix (ours comes first).
+std::string inner_text(const Error& e) {
+  std::string text = e.what();
+  const std::string prefix = "[rpc] ";
+  return text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text;
 }
 
 ErrorKind kind_from_wire(uint8_t kind) {
@@ -85,7 +93,8 @@ Endpoint parse_endpoint(const std::string& endpoint) {
     if (e.host.find(':') != std::string::npos) return bad("has an IPv6 address without brackets");
   }
   if (e.host.empty()) return bad("has no host");
-  if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (port.empty() || port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return bad("has an invalid port");
   }
   const unsigned long p = std::stoul(port);
@@ -99,7 +108,7 @@ Connection::Connection(std::string endpoint, const RpcOptions& options) : endpoi
   try {
     stream_ = tcp_connect(e.host, e.port);
   } catch (const Error& err) {
-    fail(ErrorKind::disconnected, "rpc", endpoint_ + " connect: " + err.what());
+    fail(ErrorKind::disconnected, "rpc", endpoint_ + " connect: " + inner_text(err));
   }
   handshake(options);
   counted_ = true;
@@ -115,7 +124,9 @@ Connection::~Connection() {
   if (counted_) g_open_connections.fetch_sub(1);
 }
 
-int Connection::open_count() { return g_open_connections.load(); }
+int Connection::open_count() {
+  return g_open_connections.load();
+}
 
 RpcStats Connection::stats() const {
   RpcStats s;
@@ -201,8 +212,8 @@ void Connection::write_frame(Cmd cmd, const void* a, size_t na, const void* b, s
   const size_t length = na + nb;
   if (length > payload_limit(cmd)) {
     fail(ErrorKind::invalid_input, "rpc",
-         endpoint_ + " " + command_name(cmd) + ": payload of " + std::to_string(length) + " bytes is over the limit of " +
-             std::to_string(payload_limit(cmd)));
+         endpoint_ + " " + command_name(cmd) + ": payload of " + std::to_string(length) +
+             " bytes is over the limit of " + std::to_string(payload_limit(cmd)));
   }
   // Header and fields in one small buffer; bulk bytes go out uncopied.
   std::vector<uint8_t> head(kFrameHeaderBytes + na);
@@ -211,7 +222,7 @@ void Connection::write_frame(Cmd cmd, const void* a, size_t na, const void* b, s
   try {
     stream_->write_all(head.data(), head.size(), b, nb);
   } catch (const Error& e) {
-    fail_broken(cmd, e.what());
+    fail_broken(cmd, inner_text(e));
   }
   bytes_sent_ += head.size() + nb;
 }
@@ -220,7 +231,7 @@ void Connection::read_payload(Cmd cmd, void* data, size_t n) {
   try {
     stream_->read_exact(data, n);
   } catch (const Error& e) {
-    fail_broken(cmd, e.what());
+    fail_broken(cmd, inner_text(e));
   }
   bytes_received_ += n;
 }
@@ -231,11 +242,12 @@ uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
   const FrameHeader h = decode_header(raw);
   if (h.command == static_cast<uint16_t>(Cmd::error)) read_error_frame(cmd, h.length);
   if (h.command != (static_cast<uint16_t>(cmd) | kReplyBit)) {
-    fail_broken(cmd, "protocol error: reply command 0x" + [&] {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "%04x", h.command);
-      return std::string(buf);
-    }() + " is not this command's reply");
+    fail_broken(
+        cmd, "protocol error: reply command 0x" + [&] {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "%04x", h.command);
+          return std::string(buf);
+        }() + " is not this command's reply");
   }
   if (h.flags != 0) fail_broken(cmd, "protocol error: reply flags " + std::to_string(h.flags));
   if (h.length > limit) {
@@ -329,8 +341,9 @@ void Connection::graph_compute(uint32_t device, std::span<const uint8_t> graph) 
   std::lock_guard lock(mu_);
   check_usable(Cmd::graph_compute);
   // The worker keeps the last 64 graphs used (LRU); this cache keeps the
-  // last kGraphCacheSize (<= 64) used, updated in the same order as the
-  // frames are written, so every id found here is still stored there.
+  // last kGraphCacheSize (32) used, updated in the same order as the frames
+  // are written, so every id found here is still stored there (with a
+  // margin of 32 for any difference in how the two count).
   ++graph_clock_;
   auto hit = std::find_if(graphs_.begin(), graphs_.end(),
                           [&](const GraphEntry& e) { return e.device == device && e.key == key; });

@@ -28,6 +28,8 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "protocol/wire.h"
@@ -133,9 +135,9 @@ class Connection {
   std::unique_ptr<Stream> stream_;
   uint64_t capabilities_ = 0;
 
-  mutable std::mutex mu_;        // serializes frames and guards what follows
+  mutable std::mutex mu_;  // serializes frames and guards what follows
   std::atomic<bool> broken_{false};
-  std::string broken_reason_;    // why, for the fast failures after
+  std::string broken_reason_;  // why, for the fast failures after
 
   struct GraphEntry {
     std::array<uint8_t, 16> key{};  // content hash of the encoded bytes

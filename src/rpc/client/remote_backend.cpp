@@ -10,9 +10,13 @@ namespace weft::rpc {
 RemoteBackend::RemoteBackend(RemoteDevice& device, std::shared_ptr<Connection> connection)
     : device_(device), connection_(std::move(connection)), index_(device.index()) {}
 
-std::string RemoteBackend::name() const { return device_.name(); }
+std::string RemoteBackend::name() const {
+  return device_.name();
+}
 
-Device& RemoteBackend::device() { return device_; }
+Device& RemoteBackend::device() {
+  return device_;
+}
 
 RemoteBuffer* RemoteBackend::own_buffer(const Tensor& t) const {
   auto* b = dynamic_cast<RemoteBuffer*>(t.buffer);
@@ -32,8 +36,8 @@ void RemoteBackend::set_tensor_async(Tensor& t, const void* data, size_t offset,
   }
   if (offset > t.nbytes() || size > t.nbytes() - offset) {
     fail(ErrorKind::invalid_input, "rpc set_tensor_async",
-         "bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") are outside " + shape_string(t) +
-             " '" + t.name + "'");
+         "bytes [" + std::to_string(offset) + ", +" + std::to_string(size) + ") are outside " + shape_string(t) + " '" +
+             t.name + "'");
   }
   // Pipelined, without the cache's round trip: the bytes are written to the
   // socket before this returns, so the caller's memory is free at once.
@@ -106,7 +110,9 @@ RemoteEvent::~RemoteEvent() {
   }
 }
 
-Device& RemoteEvent::device() { return device_; }
+Device& RemoteEvent::device() {
+  return device_;
+}
 
 void RemoteEvent::synchronize() {
   if (!recorded()) return;

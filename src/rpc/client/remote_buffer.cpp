@@ -36,7 +36,9 @@ constexpr size_t kUploadChunk = kMaxSetTensorPayload - kSetTensorHead;
 
 }  // namespace
 
-Device& RemoteBufferType::device() { return device_; }
+Device& RemoteBufferType::device() {
+  return device_;
+}
 
 std::unique_ptr<Buffer> RemoteBufferType::allocate(size_t size) {
   if (size > max_size_) {

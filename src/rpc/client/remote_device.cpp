@@ -17,7 +17,9 @@ RemoteDevice::RemoteDevice(std::string endpoint, uint32_t index, const RemoteDev
       buffer_type_(*this, "RPC[" + endpoint_ + "/" + std::to_string(index) + "] " + info.buffer_type_name,
                    static_cast<size_t>(info.alignment), static_cast<size_t>(info.max_size)) {}
 
-std::string RemoteDevice::name() const { return "RPC[" + endpoint_ + "/" + std::to_string(index_) + "]"; }
+std::string RemoteDevice::name() const {
+  return "RPC[" + endpoint_ + "/" + std::to_string(index_) + "]";
+}
 
 std::string RemoteDevice::description() const {
   return info_.name + " on worker " + endpoint_ + " (" + info_.description + ")";
@@ -89,7 +91,9 @@ std::unique_ptr<Device> make_rpc_device_from_spec(const std::string& spec, const
   return std::move(devices[index]);
 }
 
-int rpc_open_connections() { return rpc::Connection::open_count(); }
+int rpc_open_connections() {
+  return rpc::Connection::open_count();
+}
 
 RpcStats rpc_stats(const std::string& endpoint) {
   std::shared_ptr<rpc::Connection> connection = rpc::find_connection(endpoint);

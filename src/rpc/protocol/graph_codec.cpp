@@ -31,9 +31,11 @@ constexpr uint32_t kKnownFlags = kFlagInput | kFlagOutput | kFlagWeight;
 // src 4 x u32, view_src u32, view_offs u64, buffer u64, offset u64.
 constexpr size_t kWireTensorBytes = 1 + 1 + 2 + 32 + 32 + 64 + 16 + 4 + 8 + 8 + 8;
 
-// The most elements a tensor may span, zero dims counted as 1 (the cap
-// Context::new_tensor puts on a tensor's elements).
-constexpr int64_t kMaxNominalElements = int64_t{1} << 52;
+// The most elements a tensor may span, zero dims counted as 1. It bounds
+// the work one node can ask of a worker (a zero-stride view needs almost no
+// memory however large its shape) while leaving room for any real model
+// tensor (a 150k x 8192 embedding is 1.2e9 elements).
+constexpr int64_t kMaxNominalElements = int64_t{1} << 32;
 
 struct WireTensor {
   uint8_t dtype = 0;
@@ -295,7 +297,7 @@ class Decoder {
       if (w.ne[d] < 0) tensor_fail(i, "ne[" + num(d) + "] is negative (" + std::to_string(w.ne[d]) + ")");
       if (w.ne[d] > 1 && nominal > kMaxNominalElements / w.ne[d]) {
         tensor_fail(i, "ne [" + std::to_string(w.ne[0]) + "," + std::to_string(w.ne[1]) + "," +
-                           std::to_string(w.ne[2]) + "," + std::to_string(w.ne[3]) + "] spans more than 2^52 elements");
+                           std::to_string(w.ne[2]) + "," + std::to_string(w.ne[3]) + "] spans more than 2^32 elements");
       }
       nominal *= w.ne[d] > 1 ? w.ne[d] : 1;
     }
@@ -374,12 +376,36 @@ class Decoder {
   }
 
   // Memory: a tensor of its own in a live buffer, or a view of its (bound) root.
+  // Kernels read elements through typed pointers: data and strides must
+  // be multiples of the storage unit's alignment (quantized blocks start
+  // with a 16-bit scale).
+  static size_t alignment_of(DType type) {
+    const DTypeTraits& tr = traits(type);
+    return tr.quantized ? alignof(uint16_t) : tr.unit_bytes;
+  }
+
+  static void check_alignment(size_t i, const Tensor& t, uintptr_t address, uint64_t offset) {
+    const size_t align = alignment_of(t.type);
+    if (address % align != 0) {
+      tensor_fail(i, "data at byte " + num(offset) + " is not aligned to " + num(align) + " bytes for " +
+                         std::string(dtype_name(t.type)));
+    }
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (t.ne[d] > 1 && t.nb[d] % align != 0) {
+        tensor_fail(i, "nb[" + num(d) + "] " + num(t.nb[d]) + " is not a multiple of " + num(align) + " bytes for " +
+                           std::string(dtype_name(t.type)));
+      }
+    }
+  }
+
   void bind(size_t i, const WireTensor& w, Tensor& t) {
     if (t.view_src != nullptr) {
       if (w.buffer != 0 || w.offset != 0) {
         tensor_fail(i, "buffer " + num(w.buffer) + " / offset " + num(w.offset) +
                            " is set on a tensor that aliases another's memory (must be 0)");
       }
+      // The root is bound (it is earlier) and the view lies inside it.
+      check_alignment(i, t, reinterpret_cast<uintptr_t>(t.view_src->data) + t.view_offs, t.view_offs);
       try {
         bind_view(t);
       } catch (const Error& e) {
@@ -396,6 +422,7 @@ class Decoder {
       tensor_fail(i, "offset " + num(w.offset) + " + " + num(n) + " bytes of " + shape_string(t) +
                          " is outside buffer " + num(w.buffer) + " (" + num(size) + " bytes)");
     }
+    check_alignment(i, t, reinterpret_cast<uintptr_t>(buf->base()) + w.offset, w.offset);
     t.buffer = buf;
     t.data = static_cast<uint8_t*>(buf->base()) + w.offset;
     try {

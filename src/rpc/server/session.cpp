@@ -1,6 +1,9 @@
 // The session loop: frames in, replies out, validated in the order of
-// section 6 of docs/rpc-protocol.md. Handlers parse the whole payload and
-// check every handle, range, device and cap before touching anything.
+// section 6 of docs/rpc-protocol.md; the handshake; replies, errors and the
+// deferred error; ordering against the backends; byte access to buffers.
+// The command handlers are in session_data.cpp and session_graph.cpp: each
+// parses the whole payload and checks every handle, range, device and cap
+// before touching anything.
 #include "server/session.h"
 
 #include <openssl/crypto.h>
@@ -18,11 +21,7 @@
 namespace weft::rpc {
 namespace {
 
-constexpr uint32_t kSetTensorFields = 24;  // handle, offset, size
 constexpr char kAuthContext[] = "weft-auth-v1";
-constexpr size_t kCopyChunk = size_t{16} << 20;  // staging for copies between non-host buffers
-constexpr size_t kMaxDroppedGraphIds = 4096;     // remembered only for better messages
-constexpr size_t kMaxPendingUploads = 64;
 
 uint8_t kind_code(ErrorKind k) {
   switch (k) {
@@ -223,10 +222,10 @@ void Session::dispatch(Cmd c, uint32_t length) {
 
 void Session::on_hello() {
   Reader r(payload_, "HELLO");
-  const auto magic = r.bytes(4);
-  const uint16_t major = r.u16();
-  (void)r.u16();  // minor: 1.0 defines nothing a larger minor changes
-  const uint64_t caps = r.u64();
+  const auto magic = r.bytes(4, "magic");
+  const uint16_t major = r.u16("major");
+  (void)r.u16("minor");  // minor: 1.0 defines nothing a larger minor changes
+  const uint64_t caps = r.u64("caps");
   r.expect_end();
   if (std::memcmp(magic.data(), kMagic, 4) != 0) {
     char got[16];
@@ -256,7 +255,7 @@ void Session::on_hello() {
 
 void Session::on_auth() {
   Reader r(payload_, "AUTH");
-  const auto mac = r.bytes(kAuthMacBytes);
+  const auto mac = r.bytes(kAuthMacBytes, "mac");
   r.expect_end();
   uint8_t message[sizeof kAuthContext - 1 + kChallengeBytes];
   std::memcpy(message, kAuthContext, sizeof kAuthContext - 1);
@@ -264,8 +263,7 @@ void Session::on_auth() {
   const std::string& key = *shared_.auth_secret;
   unsigned char expected[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message, sizeof message, expected, &n) ==
-          nullptr ||
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message, sizeof message, expected, &n) == nullptr ||
       n != kAuthMacBytes) {
     fail(ErrorKind::internal, "AUTH", "HMAC-SHA256 failed");
   }
@@ -273,414 +271,6 @@ void Session::on_auth() {
     fail(ErrorKind::invalid_input, "AUTH", "authentication failed");
   }
   state_ = State::ready;
-  reply_empty();
-}
-
-// --- devices and buffers ---
-
-void Session::on_get_devices() {
-  Reader r(payload_, "GET_DEVICES");
-  r.expect_end();
-  if (answer_deferred()) return;
-  auto capped = [](std::string s) {
-    if (s.size() > kMaxString) s.resize(kMaxString);
-    return s;
-  };
-  Writer w;
-  w.u32(static_cast<uint32_t>(shared_.devices.size()));
-  for (Device* d : shared_.devices) {
-    MemoryInfo m = d->memory();
-    if (shared_.memory_budget != SIZE_MAX) {  // what this worker will actually hand out
-      const size_t in_use = std::min(shared_.memory_in_use.load(), shared_.memory_budget);
-      m.free = std::min(m.free, shared_.memory_budget - in_use);
-      m.total = std::min(m.total, shared_.memory_budget);
-    }
-    BufferType& bt = d->default_buffer_type();
-    w.str(capped(d->name()));
-    w.str(capped(d->description()));
-    w.u8(d->kind() == DeviceKind::cpu ? 0 : 1);  // the protocol knows cpu and gpu; anything else is not host
-    w.u64(m.free);
-    w.u64(m.total);
-    w.str(capped(bt.name()));
-    w.u64(bt.alignment());
-    w.u64(bt.max_size());
-  }
-  reply(w);
-}
-
-void Session::on_alloc_buffer() {
-  Reader r(payload_, "ALLOC_BUFFER");
-  const uint32_t device = r.u32();
-  const uint64_t size = r.u64();
-  r.expect_end();
-  check_device(device);
-  if (buffers_.size() >= kMaxBuffersPerSession) {
-    fail(ErrorKind::invalid_input, "ALLOC_BUFFER",
-         "the session already holds " + std::to_string(buffers_.size()) + " live buffers (the cap)");
-  }
-  if (answer_deferred()) return;
-  BufferType& bt = shared_.devices[device]->default_buffer_type();
-  if (size > bt.max_size()) {
-    fail(ErrorKind::out_of_memory, "ALLOC_BUFFER",
-         std::to_string(size) + " bytes is over device " + std::to_string(device) + "'s maximum buffer size " +
-             std::to_string(bt.max_size()));
-  }
-  if (!shared_.try_reserve(size)) {
-    fail(ErrorKind::out_of_memory, "ALLOC_BUFFER",
-         std::to_string(size) + " bytes do not fit the worker's memory budget (" +
-             std::to_string(shared_.memory_in_use.load()) + " of " + std::to_string(shared_.memory_budget) +
-             " bytes in use)");
-  }
-  std::unique_ptr<Buffer> buffer;
-  try {
-    buffer = bt.allocate(size);
-    if (buffer == nullptr) fail(ErrorKind::out_of_memory, "ALLOC_BUFFER", "cannot allocate " + std::to_string(size));
-  } catch (...) {
-    shared_.release(size);
-    throw;
-  }
-  const uint64_t handle = shared_.next_handle.fetch_add(1, std::memory_order_relaxed);
-  buffers_.emplace(handle, Owned{std::move(buffer), size});
-  Writer w;
-  w.u64(handle);
-  reply(w);
-}
-
-void Session::on_free_buffer() {
-  Reader r(payload_, "FREE_BUFFER");
-  const uint64_t handle = r.u64();
-  r.expect_end();
-  live_buffer(handle);
-  sync_all();  // nothing may still run on it
-  drop_graphs_using(handle);
-  std::erase_if(uploads_, [&](const PendingUpload& u) { return u.handle == handle; });
-  auto it = buffers_.find(handle);
-  const size_t reserved = it->second.reserved;
-  buffers_.erase(it);
-  shared_.release(reserved);
-}
-
-void Session::on_clear_buffer() {
-  Reader r(payload_, "CLEAR_BUFFER");
-  const uint64_t handle = r.u64();
-  const uint8_t value = r.u8();
-  r.expect_end();
-  Buffer& b = live_buffer(handle);
-  sync_all();
-  b.clear(value);
-}
-
-// --- tensor data ---
-
-void Session::on_set_tensor(uint32_t length) {
-  // Only the fields go through payload_; the bytes go straight into the buffer.
-  read_payload(std::min(length, kSetTensorFields));
-  Reader r(payload_, "SET_TENSOR");
-  const uint64_t handle = r.u64();
-  const uint64_t offset = r.u64();
-  const uint64_t size = r.u64();
-  if (size != length - kSetTensorFields) {
-    fail(ErrorKind::invalid_input, "SET_TENSOR",
-         "size field says " + std::to_string(size) + " bytes but the frame carries " +
-             std::to_string(length - kSetTensorFields));
-  }
-  Buffer& b = live_buffer(handle);
-  check_range(b, handle, offset, size);
-  sync_all();
-  if (b.type().is_host()) {
-    if (size > 0) stream_.read_exact(static_cast<uint8_t*>(b.base()) + offset, size);
-  } else {
-    read_payload(static_cast<uint32_t>(size));
-    write_bytes(b, offset, payload_.data(), size);
-  }
-  advance_upload(handle, offset, size);
-}
-
-void Session::on_set_tensor_hash() {
-  Reader r(payload_, "SET_TENSOR_HASH");
-  const uint64_t handle = r.u64();
-  const uint64_t offset = r.u64();
-  const uint64_t size = r.u64();
-  ContentHash hash;
-  const auto h = r.bytes(kHashBytes);
-  std::copy(h.begin(), h.end(), hash.begin());
-  r.expect_end();
-  Buffer& b = live_buffer(handle);
-  check_range(b, handle, offset, size);
-  sync_all();
-  if (answer_deferred()) return;
-  bool found = false;
-  // Without a cache directory every lookup misses: found = 0 is always a correct answer.
-  if (shared_.cache != nullptr) {
-    if (b.type().is_host()) {
-      found = shared_.cache->lookup(hash, size, static_cast<uint8_t*>(b.base()) + offset);
-    } else {
-      std::vector<uint8_t> staging(size);
-      found = shared_.cache->lookup(hash, size, staging.data());
-      if (found) write_bytes(b, offset, staging.data(), size);
-    }
-    if (!found) {
-      std::erase_if(uploads_, [&](const PendingUpload& u) { return u.handle == handle && u.offset == offset; });
-      uploads_.push_back(PendingUpload{hash, handle, offset, size, 0});
-      if (uploads_.size() > kMaxPendingUploads) uploads_.pop_front();
-    }
-  }
-  Writer w;
-  w.u8(found ? 1 : 0);
-  reply(w);
-}
-
-// The bytes announced by a SET_TENSOR_HASH miss may come in several
-// SET_TENSOR frames, in order. Once all arrived, what the buffer holds is
-// offered to the cache, which hashes it itself: bytes that do not match the
-// announced hash (a lying client, or writes in between) are not stored.
-void Session::advance_upload(uint64_t handle, uint64_t offset, uint64_t size) {
-  if (shared_.cache == nullptr) return;
-  for (auto it = uploads_.begin(); it != uploads_.end(); ++it) {
-    if (it->handle != handle || offset != it->offset + it->received || size > it->size - it->received) continue;
-    it->received += size;
-    if (it->received < it->size) return;
-    const PendingUpload done = *it;
-    uploads_.erase(it);
-    try {
-      Buffer& b = *buffers_.at(handle).buffer;
-      if (b.type().is_host()) {
-        shared_.cache->store(done.hash, static_cast<uint8_t*>(b.base()) + done.offset, done.size);
-      } else {
-        std::vector<uint8_t> staging(done.size);
-        read_bytes(b, done.offset, staging.data(), done.size);
-        shared_.cache->store(done.hash, staging.data(), done.size);
-      }
-    } catch (...) {
-      // The cache is an optimization: failing to fill it is not the client's error.
-    }
-    return;
-  }
-}
-
-void Session::on_get_tensor() {
-  Reader r(payload_, "GET_TENSOR");
-  const uint64_t handle = r.u64();
-  const uint64_t offset = r.u64();
-  const uint64_t size = r.u64();
-  r.expect_end();
-  Buffer& b = live_buffer(handle);
-  check_range(b, handle, offset, size);
-  if (size > UINT32_MAX) {
-    fail(ErrorKind::invalid_input, "GET_TENSOR",
-         "size " + std::to_string(size) + " does not fit one reply frame (split the read)");
-  }
-  sync_all();
-  if (answer_deferred()) return;
-  FrameHeader fh;
-  fh.length = static_cast<uint32_t>(size);
-  fh.command = static_cast<uint16_t>(Cmd::get_tensor) | kReplyBit;
-  uint8_t raw[kFrameHeaderBytes];
-  encode_header(fh, raw);
-  if (b.type().is_host()) {
-    stream_.write_all(raw, sizeof raw, static_cast<uint8_t*>(b.base()) + offset, size);
-  } else {
-    std::vector<uint8_t> staging(size);
-    read_bytes(b, offset, staging.data(), size);
-    stream_.write_all(raw, sizeof raw, staging.data(), size);
-  }
-}
-
-void Session::on_copy_tensor() {
-  Reader r(payload_, "COPY_TENSOR");
-  const uint64_t src_handle = r.u64();
-  const uint64_t src_offset = r.u64();
-  const uint64_t dst_handle = r.u64();
-  const uint64_t dst_offset = r.u64();
-  const uint64_t size = r.u64();
-  r.expect_end();
-  Buffer& src = live_buffer(src_handle);
-  Buffer& dst = live_buffer(dst_handle);
-  check_range(src, src_handle, src_offset, size);
-  check_range(dst, dst_handle, dst_offset, size);
-  sync_all();
-  if (size == 0) return;
-  if (src.type().is_host() && dst.type().is_host()) {
-    std::memmove(static_cast<uint8_t*>(dst.base()) + dst_offset, static_cast<uint8_t*>(src.base()) + src_offset,
-                 size);
-    return;
-  }
-  // Through host memory, chunk by chunk; backwards when an overlap needs it (as memmove).
-  std::vector<uint8_t> staging(std::min<uint64_t>(size, kCopyChunk));
-  const bool backwards = &src == &dst && dst_offset > src_offset;
-  for (uint64_t done = 0; done < size;) {
-    const uint64_t n = std::min<uint64_t>(staging.size(), size - done);
-    const uint64_t at = backwards ? size - done - n : done;
-    read_bytes(src, src_offset + at, staging.data(), n);
-    write_bytes(dst, dst_offset + at, staging.data(), n);
-    done += n;
-  }
-}
-
-void Session::on_memset_tensor() {
-  Reader r(payload_, "MEMSET_TENSOR");
-  const uint64_t handle = r.u64();
-  const uint64_t offset = r.u64();
-  const uint64_t size = r.u64();
-  const uint8_t value = r.u8();
-  r.expect_end();
-  Buffer& b = live_buffer(handle);
-  check_range(b, handle, offset, size);
-  sync_all();
-  if (size == 0) return;
-  if (b.type().is_host()) {
-    std::memset(static_cast<uint8_t*>(b.base()) + offset, value, size);
-  } else {
-    Tensor t = byte_view(b);
-    b.memset_tensor(t, value, offset, size);
-  }
-}
-
-// --- graphs ---
-
-void Session::on_graph_compute() {
-  Reader r(payload_, "GRAPH_COMPUTE");
-  const uint32_t device = r.u32();
-  const uint64_t graph_id = r.u64();
-  const uint8_t has_graph = r.u8();
-  if (has_graph > 1) {
-    fail(ErrorKind::invalid_input, "GRAPH_COMPUTE", "has_graph is " + std::to_string(has_graph) + " (must be 0 or 1)");
-  }
-  if (has_graph == 0) r.expect_end();
-  check_device(device);
-  Device& dev = *shared_.devices[device];
-  StoredGraph* stored = nullptr;
-  if (has_graph == 1) {
-    std::vector<uint64_t> used;
-    auto buffer_of = [&](uint64_t handle) -> Buffer* {
-      auto it = buffers_.find(handle);
-      if (it == buffers_.end()) return nullptr;
-      used.push_back(handle);
-      return it->second.buffer.get();
-    };
-    auto supports = [&](const Tensor& t) { return dev.supports_op(t); };
-    std::unique_ptr<DecodedGraph> decoded = decode_graph(r, buffer_of, supports);
-    r.expect_end();
-    std::sort(used.begin(), used.end());
-    used.erase(std::unique(used.begin(), used.end()), used.end());
-    for (uint64_t handle : used) {
-      BufferType& bt = buffers_.at(handle).buffer->type();
-      if (!dev.supports_buffer_type(bt)) {
-        fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
-             "buffer " + std::to_string(handle) + " (" + bt.name() + ") cannot be read by device " +
-                 std::to_string(device) + " (" + dev.name() + ")");
-      }
-    }
-    auto same = graphs_.find(graph_id);
-    if (same != graphs_.end()) {
-      sync_device(same->second.device);  // it may still be running
-      graphs_.erase(same);
-    } else if (graphs_.size() >= kMaxGraphsPerSession) {
-      auto lru = std::min_element(graphs_.begin(), graphs_.end(),
-                                  [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
-      sync_device(lru->second.device);
-      graphs_.erase(lru);
-    }
-    dropped_graphs_.erase(graph_id);
-    stored = &graphs_[graph_id];
-    stored->graph = std::move(decoded);
-    stored->device = device;
-    stored->handles = std::move(used);
-  } else {
-    auto it = graphs_.find(graph_id);
-    if (it == graphs_.end()) {
-      auto dropped = dropped_graphs_.find(graph_id);
-      if (dropped != dropped_graphs_.end()) {
-        fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
-             "graph " + std::to_string(graph_id) + " was dropped: buffer " + std::to_string(dropped->second) +
-                 " it uses was freed");
-      }
-      fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
-           "no stored graph " + std::to_string(graph_id) + " (send it with has_graph = 1)");
-    }
-    if (it->second.device != device) {
-      fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
-           "graph " + std::to_string(graph_id) + " was built for device " + std::to_string(it->second.device) +
-               ", not device " + std::to_string(device));
-    }
-    stored = &it->second;
-  }
-  stored->last_use = ++use_clock_;
-  Backend& be = backend(device);
-  pending_work_[device] = true;
-  try {
-    be.compute(stored->graph->graph);
-  } catch (...) {
-    defer_current_exception();  // a kernel's failure is not the client's: reported by the next reply
-  }
-}
-
-void Session::drop_graphs_using(uint64_t handle) {
-  for (auto it = graphs_.begin(); it != graphs_.end();) {
-    const auto& hs = it->second.handles;
-    if (std::binary_search(hs.begin(), hs.end(), handle)) {
-      sync_device(it->second.device);
-      if (dropped_graphs_.size() >= kMaxDroppedGraphIds) dropped_graphs_.clear();
-      dropped_graphs_[it->first] = handle;
-      it = graphs_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-void Session::on_synchronize() {
-  Reader r(payload_, "SYNCHRONIZE");
-  const uint32_t device = r.u32();
-  r.expect_end();
-  check_device(device);
-  sync_device(device);
-  if (answer_deferred()) return;
-  reply_empty();
-}
-
-// --- events ---
-// Commands run in order, so a record only remembers its device; a wait or
-// sync waits for that device's stream (conservatively: all of it so far).
-
-void Session::on_event_record() {
-  Reader r(payload_, "EVENT_RECORD");
-  const uint32_t device = r.u32();
-  const uint64_t id = r.u64();
-  r.expect_end();
-  check_device(device);
-  if (events_.find(id) == events_.end() && events_.size() >= kMaxEventsPerSession) {
-    fail(ErrorKind::invalid_input, "EVENT_RECORD",
-         "event " + std::to_string(id) + " would pass the cap of " + std::to_string(kMaxEventsPerSession) +
-             " events per session");
-  }
-  events_[id] = device;
-}
-
-void Session::on_event_wait() {
-  Reader r(payload_, "EVENT_WAIT");
-  const uint32_t device = r.u32();
-  const uint64_t id = r.u64();
-  r.expect_end();
-  check_device(device);
-  auto it = events_.find(id);
-  if (it != events_.end() && it->second != device) sync_device(it->second);  // one stream is in order already
-}
-
-void Session::on_event_sync() {
-  Reader r(payload_, "EVENT_SYNC");
-  const uint64_t id = r.u64();
-  r.expect_end();
-  auto it = events_.find(id);
-  if (it != events_.end()) sync_device(it->second);  // never recorded: already passed
-  if (answer_deferred()) return;
-  reply_empty();
-}
-
-void Session::on_ping() {
-  Reader r(payload_, "PING");
-  r.expect_end();
-  if (answer_deferred()) return;
   reply_empty();
 }
 
@@ -723,7 +313,9 @@ void Session::reply(const Writer& w) {
   stream_.write_all(raw, sizeof raw, data.data(), data.size());
 }
 
-void Session::reply_empty() { reply(Writer()); }
+void Session::reply_empty() {
+  reply(Writer());
+}
 
 void Session::send_error(ErrorKind kind, const std::string& message) {
   Writer w;
@@ -803,6 +395,16 @@ void Session::read_bytes(Buffer& b, uint64_t offset, void* data, size_t size) {
   } else {
     Tensor t = byte_view(b);
     b.get_tensor(t, data, offset, size);
+  }
+}
+
+void Session::fill_bytes(Buffer& b, uint64_t offset, uint8_t value, size_t size) {
+  if (size == 0) return;
+  if (b.type().is_host()) {
+    std::memset(static_cast<uint8_t*>(b.base()) + offset, value, size);
+  } else {
+    Tensor t = byte_view(b);
+    b.memset_tensor(t, value, offset, size);
   }
 }
 

@@ -42,7 +42,8 @@ struct WorkerShared {
 
   std::atomic<size_t> memory_in_use{0};
   std::atomic<uint64_t> next_handle{1};
-  std::atomic<bool> stopping{false};  // Worker::stop() is closing every session  // unique across sessions: one session never names another's buffer
+  std::atomic<bool> stopping{false};  // Worker::stop() is closing every session  // unique across sessions: one session
+                                      // never names another's buffer
 
   // Reserves n bytes of the budget; false when they do not fit.
   bool try_reserve(size_t n);
@@ -122,6 +123,7 @@ class Session {
   // the Buffer interface.
   void write_bytes(Buffer& b, uint64_t offset, const void* data, size_t size);
   void read_bytes(Buffer& b, uint64_t offset, void* data, size_t size);
+  void fill_bytes(Buffer& b, uint64_t offset, uint8_t value, size_t size);
 
   void drop_graphs_using(uint64_t handle);
   void advance_upload(uint64_t handle, uint64_t offset, uint64_t size);
@@ -132,7 +134,8 @@ class Session {
   Cmd current_ = Cmd::hello;
   State state_ = State::hello;
   bool between_frames_ = false;
-  std::string end_reason_;  // why the session closed itself, for the one log line  // the connection ended cleanly, at a frame boundary
+  std::string end_reason_;  // why the session closed itself, for the one log line  // the connection ended cleanly, at
+                            // a frame boundary
   uint8_t challenge_[kChallengeBytes] = {};
   std::vector<uint8_t> payload_;  // reused for every frame; grows only after the limit check
 

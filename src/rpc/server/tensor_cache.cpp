@@ -21,7 +21,9 @@ namespace {
 
 constexpr const char* kTempPrefix = ".tmp-";
 
-bool is_hex_digit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+bool is_hex_digit(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
 
 // "<32 hex>-<decimal size>" -> size; false for any other name.
 bool parse_name(const std::string& name, uint64_t& size) {

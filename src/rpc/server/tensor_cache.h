@@ -50,7 +50,7 @@ class TensorCache {
   bool store(const ContentHash& hash, const void* data, size_t size);
 
   bool contains(const ContentHash& hash, uint64_t size) const;
-  size_t bytes() const;    // total size of the cached entries
+  size_t bytes() const;  // total size of the cached entries
   size_t entries() const;
   const std::filesystem::path& dir() const { return dir_; }
 

@@ -99,7 +99,8 @@ Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std:
              " without an auth secret: anyone who reaches it could use this machine (give a token file, or "
              "insecure to accept that)");
   }
-  if (!options.cache_dir.empty()) impl_->cache = std::make_unique<TensorCache>(options.cache_dir, options.cache_max_bytes);
+  if (!options.cache_dir.empty())
+    impl_->cache = std::make_unique<TensorCache>(options.cache_dir, options.cache_max_bytes);
   impl_->shared.devices = std::move(devices);
   impl_->shared.memory_budget = options.memory_budget;
   impl_->shared.cache = impl_->cache.get();
@@ -108,7 +109,9 @@ Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std:
   impl_->options = std::move(options);
 }
 
-Worker::~Worker() { stop(); }
+Worker::~Worker() {
+  stop();
+}
 
 void Worker::start() {
   std::lock_guard lock(impl_->mutex);
@@ -213,11 +216,17 @@ void Worker::stop() {
   w.slots.clear();
 }
 
-uint16_t Worker::port() const { return impl_->listener ? impl_->listener->port() : impl_->options.port; }
+uint16_t Worker::port() const {
+  return impl_->listener ? impl_->listener->port() : impl_->options.port;
+}
 
-int Worker::active_sessions() const { return impl_->active.load(); }
+int Worker::active_sessions() const {
+  return impl_->active.load();
+}
 
-size_t Worker::memory_in_use() const { return impl_->shared.memory_in_use.load(); }
+size_t Worker::memory_in_use() const {
+  return impl_->shared.memory_in_use.load();
+}
 
 void Worker::serve(Stream& stream) {
   Impl& w = *impl_;

@@ -71,6 +71,8 @@ AddrInfoList resolve(const std::string& host, uint16_t port, bool passive, std::
   return AddrInfoList(list);
 }
 
+constexpr int kUserTimeoutMs = 15000;
+
 void configure_socket(int fd, bool keepalive) {
   set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1);
   if (keepalive) {
@@ -78,6 +80,9 @@ void configure_socket(int fd, bool keepalive) {
     set_int_option(fd, IPPROTO_TCP, TCP_KEEPIDLE, kKeepIdleS);
     set_int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL, kKeepIntervalS);
     set_int_option(fd, IPPROTO_TCP, TCP_KEEPCNT, kKeepCount);
+    // Keepalive probes only idle connections; a write stuck on a peer that
+    // vanished with data unacknowledged fails after this instead.
+    set_int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, kUserTimeoutMs);
   }
   set_int_option(fd, SOL_SOCKET, SO_SNDBUF, kSocketBufferBytes);
   set_int_option(fd, SOL_SOCKET, SO_RCVBUF, kSocketBufferBytes);

@@ -1,0 +1,269 @@
+// The commands on devices, buffers and tensor data (docs/rpc-protocol.md
+// section 3), including the tensor cache's SET_TENSOR_HASH.
+#include <algorithm>
+#include <cstring>
+
+#include "server/session.h"
+#include "server/tensor_cache.h"
+
+namespace weft::rpc {
+namespace {
+
+constexpr uint32_t kSetTensorFields = 24;        // handle, offset, size
+constexpr size_t kCopyChunk = size_t{16} << 20;  // staging for copies between non-host buffers
+constexpr size_t kMaxPendingUploads = 64;
+
+}  // namespace
+
+void Session::on_get_devices() {
+  Reader r(payload_, "GET_DEVICES");
+  r.expect_end();
+  if (answer_deferred()) return;
+  auto capped = [](std::string s) {
+    if (s.size() > kMaxString) s.resize(kMaxString);
+    return s;
+  };
+  Writer w;
+  w.u32(static_cast<uint32_t>(shared_.devices.size()));
+  for (Device* d : shared_.devices) {
+    MemoryInfo m = d->memory();
+    if (shared_.memory_budget != SIZE_MAX) {  // what this worker will actually hand out
+      const size_t in_use = std::min(shared_.memory_in_use.load(), shared_.memory_budget);
+      m.free = std::min(m.free, shared_.memory_budget - in_use);
+      m.total = std::min(m.total, shared_.memory_budget);
+    }
+    BufferType& bt = d->default_buffer_type();
+    w.str(capped(d->name()));
+    w.str(capped(d->description()));
+    w.u8(d->kind() == DeviceKind::cpu ? 0 : 1);  // the protocol knows cpu and gpu; anything else is not host
+    w.u64(m.free);
+    w.u64(m.total);
+    w.str(capped(bt.name()));
+    w.u64(bt.alignment());
+    w.u64(bt.max_size());
+  }
+  reply(w);
+}
+
+void Session::on_alloc_buffer() {
+  Reader r(payload_, "ALLOC_BUFFER");
+  const uint32_t device = r.u32("device");
+  const uint64_t size = r.u64("size");
+  r.expect_end();
+  check_device(device);
+  if (buffers_.size() >= kMaxBuffersPerSession) {
+    fail(ErrorKind::invalid_input, "ALLOC_BUFFER",
+         "the session already holds " + std::to_string(buffers_.size()) + " live buffers (the cap)");
+  }
+  if (answer_deferred()) return;
+  BufferType& bt = shared_.devices[device]->default_buffer_type();
+  if (size > bt.max_size()) {
+    fail(ErrorKind::out_of_memory, "ALLOC_BUFFER",
+         std::to_string(size) + " bytes is over device " + std::to_string(device) + "'s maximum buffer size " +
+             std::to_string(bt.max_size()));
+  }
+  if (!shared_.try_reserve(size)) {
+    fail(ErrorKind::out_of_memory, "ALLOC_BUFFER",
+         std::to_string(size) + " bytes do not fit the worker's memory budget (" +
+             std::to_string(shared_.memory_in_use.load()) + " of " + std::to_string(shared_.memory_budget) +
+             " bytes in use)");
+  }
+  std::unique_ptr<Buffer> buffer;
+  try {
+    buffer = bt.allocate(size);
+    if (buffer == nullptr) fail(ErrorKind::out_of_memory, "ALLOC_BUFFER", "cannot allocate " + std::to_string(size));
+  } catch (...) {
+    shared_.release(size);
+    throw;
+  }
+  const uint64_t handle = shared_.next_handle.fetch_add(1, std::memory_order_relaxed);
+  buffers_.emplace(handle, Owned{std::move(buffer), size});
+  Writer w;
+  w.u64(handle);
+  reply(w);
+}
+
+void Session::on_free_buffer() {
+  Reader r(payload_, "FREE_BUFFER");
+  const uint64_t handle = r.u64("handle");
+  r.expect_end();
+  live_buffer(handle);
+  sync_all();  // nothing may still run on it
+  drop_graphs_using(handle);
+  std::erase_if(uploads_, [&](const PendingUpload& u) { return u.handle == handle; });
+  auto it = buffers_.find(handle);
+  const size_t reserved = it->second.reserved;
+  buffers_.erase(it);
+  shared_.release(reserved);
+}
+
+void Session::on_clear_buffer() {
+  Reader r(payload_, "CLEAR_BUFFER");
+  const uint64_t handle = r.u64("handle");
+  const uint8_t value = r.u8("value");
+  r.expect_end();
+  Buffer& b = live_buffer(handle);
+  sync_all();
+  b.clear(value);
+}
+
+// --- tensor data ---
+
+void Session::on_set_tensor(uint32_t length) {
+  // Only the fields go through payload_; the bytes go straight into the buffer.
+  read_payload(std::min(length, kSetTensorFields));
+  Reader r(payload_, "SET_TENSOR");
+  const uint64_t handle = r.u64("handle");
+  const uint64_t offset = r.u64("offset");
+  const uint64_t size = r.u64("size");
+  if (size != length - kSetTensorFields) {
+    fail(ErrorKind::invalid_input, "SET_TENSOR",
+         "size field says " + std::to_string(size) + " bytes but the frame carries " +
+             std::to_string(length - kSetTensorFields));
+  }
+  Buffer& b = live_buffer(handle);
+  check_range(b, handle, offset, size);
+  sync_all();
+  if (b.type().is_host()) {
+    if (size > 0) stream_.read_exact(static_cast<uint8_t*>(b.base()) + offset, size);
+  } else {
+    read_payload(static_cast<uint32_t>(size));
+    write_bytes(b, offset, payload_.data(), size);
+  }
+  advance_upload(handle, offset, size);
+}
+
+void Session::on_set_tensor_hash() {
+  Reader r(payload_, "SET_TENSOR_HASH");
+  const uint64_t handle = r.u64("handle");
+  const uint64_t offset = r.u64("offset");
+  const uint64_t size = r.u64("size");
+  ContentHash hash;
+  const auto h = r.bytes(kHashBytes, "hash");
+  std::copy(h.begin(), h.end(), hash.begin());
+  r.expect_end();
+  Buffer& b = live_buffer(handle);
+  check_range(b, handle, offset, size);
+  sync_all();
+  if (answer_deferred()) return;
+  bool found = false;
+  // Without a cache directory every lookup misses: found = 0 is always a correct answer.
+  if (shared_.cache != nullptr) {
+    if (b.type().is_host()) {
+      found = shared_.cache->lookup(hash, size, static_cast<uint8_t*>(b.base()) + offset);
+    } else {
+      std::vector<uint8_t> staging(size);
+      found = shared_.cache->lookup(hash, size, staging.data());
+      if (found) write_bytes(b, offset, staging.data(), size);
+    }
+    if (!found) {
+      std::erase_if(uploads_, [&](const PendingUpload& u) { return u.handle == handle && u.offset == offset; });
+      uploads_.push_back(PendingUpload{hash, handle, offset, size, 0});
+      if (uploads_.size() > kMaxPendingUploads) uploads_.pop_front();
+    }
+  }
+  Writer w;
+  w.u8(found ? 1 : 0);
+  reply(w);
+}
+
+// The bytes announced by a SET_TENSOR_HASH miss may come in several
+// SET_TENSOR frames, in order. Once all arrived, what the buffer holds is
+// offered to the cache, which hashes it itself: bytes that do not match the
+// announced hash (a lying client, or writes in between) are not stored.
+void Session::advance_upload(uint64_t handle, uint64_t offset, uint64_t size) {
+  if (shared_.cache == nullptr) return;
+  for (auto it = uploads_.begin(); it != uploads_.end(); ++it) {
+    if (it->handle != handle || offset != it->offset + it->received || size > it->size - it->received) continue;
+    it->received += size;
+    if (it->received < it->size) return;
+    const PendingUpload done = *it;
+    uploads_.erase(it);
+    try {
+      Buffer& b = *buffers_.at(handle).buffer;
+      if (b.type().is_host()) {
+        shared_.cache->store(done.hash, static_cast<uint8_t*>(b.base()) + done.offset, done.size);
+      } else {
+        std::vector<uint8_t> staging(done.size);
+        read_bytes(b, done.offset, staging.data(), done.size);
+        shared_.cache->store(done.hash, staging.data(), done.size);
+      }
+    } catch (...) {
+      // The cache is an optimization: failing to fill it is not the client's error.
+    }
+    return;
+  }
+}
+
+void Session::on_get_tensor() {
+  Reader r(payload_, "GET_TENSOR");
+  const uint64_t handle = r.u64("handle");
+  const uint64_t offset = r.u64("offset");
+  const uint64_t size = r.u64("size");
+  r.expect_end();
+  Buffer& b = live_buffer(handle);
+  check_range(b, handle, offset, size);
+  if (size > UINT32_MAX) {
+    fail(ErrorKind::invalid_input, "GET_TENSOR",
+         "size " + std::to_string(size) + " does not fit one reply frame (split the read)");
+  }
+  sync_all();
+  if (answer_deferred()) return;
+  FrameHeader fh;
+  fh.length = static_cast<uint32_t>(size);
+  fh.command = static_cast<uint16_t>(Cmd::get_tensor) | kReplyBit;
+  uint8_t raw[kFrameHeaderBytes];
+  encode_header(fh, raw);
+  if (b.type().is_host()) {
+    stream_.write_all(raw, sizeof raw, static_cast<uint8_t*>(b.base()) + offset, size);
+  } else {
+    std::vector<uint8_t> staging(size);
+    read_bytes(b, offset, staging.data(), size);
+    stream_.write_all(raw, sizeof raw, staging.data(), size);
+  }
+}
+
+void Session::on_copy_tensor() {
+  Reader r(payload_, "COPY_TENSOR");
+  const uint64_t src_handle = r.u64("src_handle");
+  const uint64_t src_offset = r.u64("src_offset");
+  const uint64_t dst_handle = r.u64("dst_handle");
+  const uint64_t dst_offset = r.u64("dst_offset");
+  const uint64_t size = r.u64("size");
+  r.expect_end();
+  Buffer& src = live_buffer(src_handle);
+  Buffer& dst = live_buffer(dst_handle);
+  check_range(src, src_handle, src_offset, size);
+  check_range(dst, dst_handle, dst_offset, size);
+  sync_all();
+  if (size == 0) return;
+  if (src.type().is_host() && dst.type().is_host()) {
+    std::memmove(static_cast<uint8_t*>(dst.base()) + dst_offset, static_cast<uint8_t*>(src.base()) + src_offset, size);
+    return;
+  }
+  // Through host memory, chunk by chunk; backwards when an overlap needs it (as memmove).
+  std::vector<uint8_t> staging(std::min<uint64_t>(size, kCopyChunk));
+  const bool backwards = &src == &dst && dst_offset > src_offset;
+  for (uint64_t done = 0; done < size;) {
+    const uint64_t n = std::min<uint64_t>(staging.size(), size - done);
+    const uint64_t at = backwards ? size - done - n : done;
+    read_bytes(src, src_offset + at, staging.data(), n);
+    write_bytes(dst, dst_offset + at, staging.data(), n);
+    done += n;
+  }
+}
+
+void Session::on_memset_tensor() {
+  Reader r(payload_, "MEMSET_TENSOR");
+  const uint64_t handle = r.u64("handle");
+  const uint64_t offset = r.u64("offset");
+  const uint64_t size = r.u64("size");
+  const uint8_t value = r.u8("value");
+  r.expect_end();
+  Buffer& b = live_buffer(handle);
+  check_range(b, handle, offset, size);
+  sync_all();
+  fill_bytes(b, offset, value, size);
+}
+
+}  // namespace weft::rpc

@@ -1,0 +1,160 @@
+// GRAPH_COMPUTE, SYNCHRONIZE and the events (docs/rpc-protocol.md sections
+// 3, 4 and 7): stored graphs by id, dropped when a buffer they use is freed.
+#include <algorithm>
+
+#include "server/session.h"
+
+namespace weft::rpc {
+namespace {
+
+constexpr size_t kMaxDroppedGraphIds = 4096;  // remembered only for better messages
+
+}  // namespace
+
+void Session::on_graph_compute() {
+  Reader r(payload_, "GRAPH_COMPUTE");
+  const uint32_t device = r.u32("device");
+  const uint64_t graph_id = r.u64("graph_id");
+  const uint8_t has_graph = r.u8("has_graph");
+  if (has_graph > 1) {
+    fail(ErrorKind::invalid_input, "GRAPH_COMPUTE", "has_graph is " + std::to_string(has_graph) + " (must be 0 or 1)");
+  }
+  if (has_graph == 0) r.expect_end();
+  check_device(device);
+  Device& dev = *shared_.devices[device];
+  StoredGraph* stored = nullptr;
+  if (has_graph == 1) {
+    std::vector<uint64_t> used;
+    auto buffer_of = [&](uint64_t handle) -> Buffer* {
+      auto it = buffers_.find(handle);
+      if (it == buffers_.end()) return nullptr;
+      used.push_back(handle);
+      return it->second.buffer.get();
+    };
+    auto supports = [&](const Tensor& t) { return dev.supports_op(t); };
+    std::unique_ptr<DecodedGraph> decoded = decode_graph(r, buffer_of, supports);
+    r.expect_end();
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    for (uint64_t handle : used) {
+      BufferType& bt = buffers_.at(handle).buffer->type();
+      if (!dev.supports_buffer_type(bt)) {
+        fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
+             "buffer " + std::to_string(handle) + " (" + bt.name() + ") cannot be read by device " +
+                 std::to_string(device) + " (" + dev.name() + ")");
+      }
+    }
+    auto same = graphs_.find(graph_id);
+    if (same != graphs_.end()) {
+      sync_device(same->second.device);  // it may still be running
+      graphs_.erase(same);
+    } else if (graphs_.size() >= kMaxGraphsPerSession) {
+      auto lru = std::min_element(graphs_.begin(), graphs_.end(),
+                                  [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
+      sync_device(lru->second.device);
+      graphs_.erase(lru);
+    }
+    dropped_graphs_.erase(graph_id);
+    stored = &graphs_[graph_id];
+    stored->graph = std::move(decoded);
+    stored->device = device;
+    stored->handles = std::move(used);
+  } else {
+    auto it = graphs_.find(graph_id);
+    if (it == graphs_.end()) {
+      auto dropped = dropped_graphs_.find(graph_id);
+      if (dropped != dropped_graphs_.end()) {
+        fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
+             "graph " + std::to_string(graph_id) + " was dropped: buffer " + std::to_string(dropped->second) +
+                 " it uses was freed");
+      }
+      fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
+           "no stored graph " + std::to_string(graph_id) + " (send it with has_graph = 1)");
+    }
+    if (it->second.device != device) {
+      fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
+           "graph " + std::to_string(graph_id) + " was built for device " + std::to_string(it->second.device) +
+               ", not device " + std::to_string(device));
+    }
+    stored = &it->second;
+  }
+  stored->last_use = ++use_clock_;
+  Backend& be = backend(device);
+  pending_work_[device] = true;
+  try {
+    be.compute(stored->graph->graph);
+  } catch (...) {
+    defer_current_exception();  // a kernel's failure is not the client's: reported by the next reply
+  }
+}
+
+void Session::drop_graphs_using(uint64_t handle) {
+  for (auto it = graphs_.begin(); it != graphs_.end();) {
+    const auto& hs = it->second.handles;
+    if (std::binary_search(hs.begin(), hs.end(), handle)) {
+      sync_device(it->second.device);
+      if (dropped_graphs_.size() >= kMaxDroppedGraphIds) dropped_graphs_.clear();
+      dropped_graphs_[it->first] = handle;
+      it = graphs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Session::on_synchronize() {
+  Reader r(payload_, "SYNCHRONIZE");
+  const uint32_t device = r.u32("device");
+  r.expect_end();
+  check_device(device);
+  sync_device(device);
+  if (answer_deferred()) return;
+  reply_empty();
+}
+
+// --- events ---
+// Commands run in order, so a record only remembers its device; a wait or
+// sync waits for that device's stream (conservatively: all of it so far).
+
+void Session::on_event_record() {
+  Reader r(payload_, "EVENT_RECORD");
+  const uint32_t device = r.u32("device");
+  const uint64_t id = r.u64("id");
+  r.expect_end();
+  check_device(device);
+  if (events_.find(id) == events_.end() && events_.size() >= kMaxEventsPerSession) {
+    fail(ErrorKind::invalid_input, "EVENT_RECORD",
+         "event " + std::to_string(id) + " would pass the cap of " + std::to_string(kMaxEventsPerSession) +
+             " events per session");
+  }
+  events_[id] = device;
+}
+
+void Session::on_event_wait() {
+  Reader r(payload_, "EVENT_WAIT");
+  const uint32_t device = r.u32("device");
+  const uint64_t id = r.u64("id");
+  r.expect_end();
+  check_device(device);
+  auto it = events_.find(id);
+  if (it != events_.end() && it->second != device) sync_device(it->second);  // one stream is in order already
+}
+
+void Session::on_event_sync() {
+  Reader r(payload_, "EVENT_SYNC");
+  const uint64_t id = r.u64("id");
+  r.expect_end();
+  auto it = events_.find(id);
+  if (it != events_.end()) sync_device(it->second);  // never recorded: already passed
+  if (answer_deferred()) return;
+  reply_empty();
+}
+
+void Session::on_ping() {
+  Reader r(payload_, "PING");
+  r.expect_end();
+  if (answer_deferred()) return;
+  reply_empty();
+}
+
+}  // namespace weft::rpc
