@@ -364,6 +364,32 @@ TEST(RpcClient, WorkerErrorsKeepTheirKind) {
   EXPECT_EQ(small->size(), size_t{1} << 20);
 }
 
+TEST(RpcClient, UnsendableTensorsAreRefusedHere) {
+  LocalWorker w;
+  auto devices = make_rpc_devices(w.endpoint);
+  Device& dev = *devices[0];
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::f32, {64});
+  Tensor* odd = ops::view_1d(ctx, a, 8, 2);  // 2 bytes into f32 data: the worker refuses that alignment
+  Tensor* y = ops::scale(ctx, odd, 2.0f);
+  Tensor* fine = ops::scale(ctx, ops::view_1d(ctx, a, 8, 4), 2.0f);
+  EXPECT_FALSE(dev.supports_op(*y));
+  EXPECT_TRUE(dev.supports_op(*fine));
+  Tensor* huge = ctx.new_tensor(DType::f32, {int64_t{1} << 20, int64_t{1} << 13, 0});  // no bytes, 2^33 nominal
+  EXPECT_FALSE(dev.supports_op(*ops::scale(ctx, huge, 2.0f)));
+
+  Graph g;
+  g.expand(y);
+  std::vector<Tensor*> all(g.leafs().begin(), g.leafs().end());
+  all.insert(all.end(), g.nodes().begin(), g.nodes().end());
+  auto buf = allocate_tensors(dev.default_buffer_type(), all);
+  auto backend = dev.create_backend();
+  std::string message;
+  EXPECT_EQ(kind_of([&] { backend->compute(g); }, &message), ErrorKind::unsupported);
+  EXPECT_NE(message.find("aligned"), std::string::npos) << message;
+  backend->synchronize();  // the session lives on
+}
+
 TEST(RpcClient, AuthenticationWithASecret) {
   rpc::WorkerOptions o;
   o.auth_secret = "correct horse";

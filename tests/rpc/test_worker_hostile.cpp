@@ -573,6 +573,27 @@ std::vector<Case> cases() {
   v.push_back(
       {"graph_leaf_offset_overflow", [] { attack_graph([](WG& g, uint64_t) { g.t[1].offset = UINT64_MAX - 16; }); }});
   v.push_back({"graph_node_outside_buffer", [] { attack_graph([](WG& g, uint64_t) { g.t[2].offset = 1024 - 64; }); }});
+  v.push_back({"graph_misaligned_leaf", [] { attack_graph([](WG& g, uint64_t) { g.t[1].offset = 130; }); }});
+  v.push_back({"graph_element_cap_zero_stride_view", [] {
+                 attack_graph([](WG& g, uint64_t h) {  // 2^40 elements in 4 bytes: no memory, endless work
+                   WT view = g.t[0];
+                   view.op = static_cast<uint8_t>(Op::view);
+                   view.ne[0] = view.ne[1] = int64_t{1} << 20;
+                   view.nb[0] = view.nb[1] = view.nb[2] = view.nb[3] = 0;
+                   view.src[0] = 1;
+                   view.view_src = 1;
+                   view.buffer = 0;
+                   view.offset = 0;
+                   g.t.push_back(view);
+                   WT sq = view;  // a node that reads it
+                   sq.op = static_cast<uint8_t>(Op::sqr);
+                   sq.src[0] = 4;
+                   sq.view_src = 0;
+                   sq.buffer = h;
+                   g.t.push_back(sq);
+                   g.nodes = {4};
+                 });
+               }});
   v.push_back({"graph_leaf_without_buffer", [] { attack_graph([](WG& g, uint64_t) { g.t[0].buffer = 0; }); }});
   v.push_back(
       {"graph_leaf_unknown_buffer", [] { attack_graph([](WG& g, uint64_t h) { g.t[0].buffer = h + 999983; }); }});

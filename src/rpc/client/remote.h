@@ -23,8 +23,12 @@ namespace weft::rpc {
 
 class RemoteDevice;
 
-// Whether the worker's device computes t: the CPU's rules (remote_support.cpp).
+// Whether the worker's device computes t: the CPU's rules, less what the
+// protocol cannot send (remote_support.cpp).
 bool remote_supports_op(const Tensor& t);
+// Why the worker would refuse t whatever its op (element count, alignment);
+// empty when it would not.
+std::string remote_unsendable(const Tensor& t);
 
 class RemoteBufferType final : public BufferType {
  public:

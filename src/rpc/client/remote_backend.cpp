@@ -1,4 +1,5 @@
 // Remote backends (one in-order stream of a worker's device) and events.
+#include <initializer_list>
 #include <string>
 
 #include "client/remote.h"
@@ -53,6 +54,19 @@ bool RemoteBackend::copy_tensor_async(Backend& src_backend, const Tensor& src, T
 }
 
 void RemoteBackend::compute(const Graph& g) {
+  // What the worker would refuse by ending the session is refused here.
+  for (const Tensor* node : g.nodes()) {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{node, node->src[0], node->src[1], node->src[2],
+                                                                node->src[3], node->view_src}) {
+      if (t == nullptr) continue;
+      const std::string why = remote_unsendable(*t);
+      if (!why.empty()) {
+        fail(ErrorKind::unsupported, "rpc compute",
+             "tensor '" + t->name + "' " + shape_string(*t) + " (" + op_name(t->op) + ") " + why +
+                 ": the protocol cannot send it");
+      }
+    }
+  }
   Writer w;
   encode_graph(w, g, [&](const Tensor& t) -> RemoteLocation {
     RemoteBuffer* b = own_buffer(t);

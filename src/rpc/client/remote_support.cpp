@@ -1,15 +1,29 @@
 // What a remote device computes. GET_DEVICES says only a device's kind, so
 // this mirrors the CPU backend's rules (src/backend/cpu/kernels.cpp,
 // `cpu::supports`), which is what every worker serves today; keep the two in
-// step. The protocol itself can carry every op, dtype, shape and parameter
-// weft has (section 4 sends ne, nb, all 16 op_params and every source), so
-// nothing is refused for being unsendable one op at a time; the only limits
-// are per graph (262144 tensors, 16 MiB encoded), which compute() reports as
-// Error(unsupported). Tensor names are not sent.
+// step. The protocol carries every op, dtype and parameter weft has
+// (section 4 sends ne, nb, all 16 op_params and every source); what it does
+// not carry, and supports_op() therefore refuses, is a tensor the worker's
+// validation rejects although a local device would run it (section 4):
+// more than 2^32 elements (zero dims counted as 1), or data or strides not
+// aligned to the element (4 bytes for f32/i32, 2 for f16, bf16 and the
+// quantized blocks). compute() checks the same before sending, so such a
+// graph is Error(unsupported) in the caller instead of a session the worker
+// ends. Per-graph limits (262144 tensors, 16 MiB encoded) are
+// Error(unsupported) from compute() as well. Tensor names are not sent.
+#include <string>
+
 #include "client/remote.h"
 
 namespace weft::rpc {
 namespace {
+
+constexpr int64_t kMaxNominalElements = int64_t{1} << 32;
+
+size_t element_alignment(DType type) {
+  const DTypeTraits& tr = traits(type);
+  return tr.quantized ? alignof(uint16_t) : tr.unit_bytes;
+}
 
 bool is_float(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16;
@@ -26,7 +40,31 @@ bool is_i32(const Tensor* t) {
 
 }  // namespace
 
+std::string remote_unsendable(const Tensor& t) {
+  int64_t nominal = 1;
+  for (int d = 0; d < kMaxDims; ++d) {
+    if (t.ne[d] > 1 && nominal > kMaxNominalElements / t.ne[d]) return "spans more than 2^32 elements";
+    nominal *= t.ne[d] > 1 ? t.ne[d] : 1;
+  }
+  const size_t align = element_alignment(t.type);
+  for (int d = 0; d < kMaxDims; ++d) {
+    if (t.ne[d] > 1 && t.nb[d] % align != 0) {
+      return "nb[" + std::to_string(d) + "] " + std::to_string(t.nb[d]) + " is not a multiple of " +
+             std::to_string(align);
+    }
+  }
+  // Where the data starts: its address once placed (buffers are aligned),
+  // else a view's offset into its root.
+  const uint64_t start = t.data != nullptr ? reinterpret_cast<uintptr_t>(t.data) : t.view_offs;
+  if (start % align != 0) return "data is not aligned to " + std::to_string(align) + " bytes";
+  return {};
+}
+
 bool remote_supports_op(const Tensor& n) {
+  if (!remote_unsendable(n).empty()) return false;
+  for (const Tensor* s : n.src) {
+    if (s != nullptr && !remote_unsendable(*s).empty()) return false;
+  }
   const Tensor* a = n.src[0];
   const Tensor* b = n.src[1];
   switch (n.op) {

@@ -139,6 +139,7 @@ void Session::loop() {
     const FrameHeader h = decode_header(raw);
     std::string name = "frame";
     bool closing = false;
+    frame_read_ = false;
     try {
       // 1. The header: a command the client may send, under its limit, flags 0, allowed now.
       if (!is_known(h.command) || h.command == static_cast<uint16_t>(Cmd::error) || (h.command & kReplyBit) != 0) {
@@ -172,6 +173,11 @@ void Session::loop() {
         end_reason_ = message;
         closing = true;
         send_error(e.kind(), message);
+      } else if (!frame_read_) {
+        // Part of the payload is still unread: the stream cannot be trusted any further.
+        end_reason_ = message;
+        closing = true;
+        send_error(e.kind(), message);
       } else if (has_reply(current_)) {
         send_error(e.kind(), message);
       } else {
@@ -179,7 +185,11 @@ void Session::loop() {
       }
     } catch (const std::bad_alloc&) {
       const std::string message = "[" + name + "] out of host memory";
-      if (has_reply(current_)) {
+      if (!frame_read_) {
+        end_reason_ = message;
+        closing = true;
+        send_error(ErrorKind::out_of_memory, message);
+      } else if (has_reply(current_)) {
         send_error(ErrorKind::out_of_memory, message);
       } else {
         defer(Error(ErrorKind::out_of_memory, message));
@@ -197,6 +207,7 @@ void Session::read_payload(uint32_t length) {
 void Session::dispatch(Cmd c, uint32_t length) {
   if (c == Cmd::set_tensor) return on_set_tensor(length);  // reads its own payload, into the buffer
   read_payload(length);
+  frame_read_ = true;
   switch (c) {
     case Cmd::hello: return on_hello();
     case Cmd::auth: return on_auth();

@@ -134,8 +134,9 @@ class Session {
   Cmd current_ = Cmd::hello;
   State state_ = State::hello;
   bool between_frames_ = false;
-  std::string end_reason_;  // why the session closed itself, for the one log line  // the connection ended cleanly, at
-                            // a frame boundary
+  bool frame_read_ = false;  // the current frame's payload is fully read (errors keep the stream in step)
+  std::string end_reason_;   // why the session closed itself, for the one log line  // the connection ended cleanly, at
+                             // a frame boundary
   uint8_t challenge_[kChallengeBytes] = {};
   std::vector<uint8_t> payload_;  // reused for every frame; grows only after the limit check
 

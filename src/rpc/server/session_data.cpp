@@ -128,8 +128,10 @@ void Session::on_set_tensor(uint32_t length) {
     if (size > 0) stream_.read_exact(static_cast<uint8_t*>(b.base()) + offset, size);
   } else {
     read_payload(static_cast<uint32_t>(size));
+    frame_read_ = true;
     write_bytes(b, offset, payload_.data(), size);
   }
+  frame_read_ = true;
   advance_upload(handle, offset, size);
 }
 
