@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libcli11-dev libxxhash-dev libssl-dev
   clang libclang-rt-14-dev
+  python3
 )
 
 missing=()

@@ -27,7 +27,9 @@ TEST(Graph, TopologicalOrderWithSharedSubexpressions) {
   ASSERT_EQ(g.leafs().size(), 2u);
   for (Tensor* node : g.nodes()) {
     for (Tensor* s : node->src) {
-      if (s && s->op != Op::none) EXPECT_LT(position(g.nodes(), s), position(g.nodes(), node));
+      if (s && s->op != Op::none) {
+        EXPECT_LT(position(g.nodes(), s), position(g.nodes(), node));
+      }
     }
   }
   EXPECT_EQ(g.nodes().back(), y);

@@ -45,4 +45,8 @@ struct WorkerArgs {
 };
 int cmd_worker(const WorkerArgs& args);
 
+// `weft gguf info FILE`: prints a GGUF file's metadata (arrays summarized:
+// element type, length, first values) and its tensor table.
+int cmd_gguf_info(const std::string& path);
+
 }  // namespace weft::tools

@@ -46,12 +46,19 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--devices", worker.cpu_devices, "CPU devices to serve (partitions of the threads)")
       ->capture_default_str()->check(CLI::Range(1, 64));
 
+  CLI::App* gguf_cmd = app.add_subcommand("gguf", "inspect GGUF model files");
+  gguf_cmd->require_subcommand(1);
+  std::string gguf_path;
+  CLI::App* gguf_info_cmd = gguf_cmd->add_subcommand("info", "print a GGUF file's metadata and tensor table");
+  gguf_info_cmd->add_option("file", gguf_path, "GGUF file")->required();
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check_cmd->parsed()) return cmd_check(check);
     if (bench_ops_cmd->parsed()) return cmd_bench_ops(bench_ops);
     if (bench_rpc_cmd->parsed()) return cmd_bench_rpc(bench_rpc);
     if (worker_cmd->parsed()) return cmd_worker(worker);
+    if (gguf_info_cmd->parsed()) return cmd_gguf_info(gguf_path);
   } catch (const weft::Error& e) {
     std::fprintf(stderr, "weft: %s error: %s\n", weft::error_kind_name(e.kind()), e.what());
     return 1;

@@ -1,0 +1,78 @@
+#include "gguf_impl.h"
+#include "weft/error.h"
+#include "weft/gguf.h"
+
+namespace weft {
+
+const char* gguf_type_name(GgufType t) {
+  switch (t) {
+    case GgufType::u8: return "u8";
+    case GgufType::i8: return "i8";
+    case GgufType::u16: return "u16";
+    case GgufType::i16: return "i16";
+    case GgufType::u32: return "u32";
+    case GgufType::i32: return "i32";
+    case GgufType::f32: return "f32";
+    case GgufType::boolean: return "bool";
+    case GgufType::string: return "string";
+    case GgufType::array: return "array";
+    case GgufType::u64: return "u64";
+    case GgufType::i64: return "i64";
+    case GgufType::f64: return "f64";
+  }
+  return "?";
+}
+
+DType GgufTensorInfo::dtype() const {
+  if (!supported)
+    fail(ErrorKind::unsupported, "gguf", "tensor '" + name + "': unsupported dtype id " + std::to_string(ggml_type));
+  return type;
+}
+
+namespace detail {
+
+std::optional<DType> dtype_from_ggml(uint32_t id) {
+  switch (id) {
+    case 0: return DType::f32;
+    case 1: return DType::f16;
+    case 2: return DType::q4_0;
+    case 8: return DType::q8_0;
+    case 26: return DType::i32;
+    case 30: return DType::bf16;
+    default: return std::nullopt;
+  }
+}
+
+uint32_t ggml_from_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::f16: return 1;
+    case DType::q4_0: return 2;
+    case DType::q8_0: return 8;
+    case DType::i32: return 26;
+    case DType::bf16: return 30;
+  }
+  fail(ErrorKind::internal, "gguf", "dtype without a GGUF id");
+}
+
+bool ggml_layout(uint32_t id, int64_t* block, size_t* block_bytes) {
+  // {id, block elements, bytes per block} for the ggml layouts whose sizes
+  // are fixed; unsupported ones are only bounds-checked with these.
+  static constexpr struct { uint32_t id; int64_t block; size_t bytes; } kTable[] = {
+      {0, 1, 4},     {1, 1, 2},     {2, 32, 18},   {3, 32, 20},   {6, 32, 22},
+      {7, 32, 24},   {8, 32, 34},   {9, 32, 36},   {10, 256, 84}, {11, 256, 110},
+      {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}, {24, 1, 1},
+      {25, 1, 2},    {26, 1, 4},    {27, 1, 8},    {28, 1, 8},    {30, 1, 2},
+  };
+  for (const auto& e : kTable) {
+    if (e.id == id) {
+      *block = e.block;
+      *block_bytes = e.bytes;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace detail
+}  // namespace weft

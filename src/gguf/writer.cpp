@@ -1,0 +1,242 @@
+// The GGUF v3 writer: serializes the header and metadata in memory, then
+// streams tensor data to a temporary file renamed over the target.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "gguf_impl.h"
+#include "weft/error.h"
+#include "weft/gguf.h"
+
+namespace weft {
+
+namespace {
+
+template <typename T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+void put_string(std::string& out, const std::string& s) {
+  put<uint64_t>(out, s.size());
+  out += s;
+}
+
+void put_value(std::string& out, const GgufValue& v) {
+  switch (v.type) {
+    case GgufType::u8: put<uint8_t>(out, static_cast<uint8_t>(v.u)); break;
+    case GgufType::i8: put<int8_t>(out, static_cast<int8_t>(v.i)); break;
+    case GgufType::u16: put<uint16_t>(out, static_cast<uint16_t>(v.u)); break;
+    case GgufType::i16: put<int16_t>(out, static_cast<int16_t>(v.i)); break;
+    case GgufType::u32: put<uint32_t>(out, static_cast<uint32_t>(v.u)); break;
+    case GgufType::i32: put<int32_t>(out, static_cast<int32_t>(v.i)); break;
+    case GgufType::u64: put<uint64_t>(out, v.u); break;
+    case GgufType::i64: put<int64_t>(out, v.i); break;
+    case GgufType::f32: put<float>(out, static_cast<float>(v.f)); break;
+    case GgufType::f64: put<double>(out, v.f); break;
+    case GgufType::boolean: put<uint8_t>(out, v.u ? 1 : 0); break;
+    case GgufType::string: put_string(out, v.s); break;
+    case GgufType::array:
+      put<uint32_t>(out, static_cast<uint32_t>(v.elem_type));
+      put<uint64_t>(out, v.arr.size());
+      for (const GgufValue& e : v.arr) put_value(out, e);
+      break;
+  }
+}
+
+uint64_t align_up(uint64_t n, uint64_t a) { return n + (a - n % a) % a; }
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& path) : path_(path), tmp_(path + ".tmp-XXXXXX") {
+    fd_ = mkstemp(tmp_.data());
+    if (fd_ < 0) fail(ErrorKind::invalid_input, "gguf", path + ": cannot create a temporary file: " + std::strerror(errno));
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail(ErrorKind::invalid_input, "gguf", path_ + ": write failed: " + std::strerror(errno));
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+  void commit() {
+    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+      fd_ = -1;
+      fail(ErrorKind::invalid_input, "gguf", path_ + ": cannot flush: " + std::strerror(errno));
+    }
+    fd_ = -1;
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+      fail(ErrorKind::invalid_input, "gguf", path_ + ": cannot rename into place: " + std::strerror(errno));
+    committed_ = true;
+  }
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+GgufValue make_value(GgufType type) {
+  GgufValue v;
+  v.type = type;
+  return v;
+}
+
+GgufValue make_array(GgufType elem_type) {
+  GgufValue v = make_value(GgufType::array);
+  v.elem_type = elem_type;
+  return v;
+}
+
+}  // namespace
+
+void GgufWriter::set_value(const std::string& key, GgufValue v) {
+  for (auto& kv : kvs_) {
+    if (kv.first == key) {
+      kv.second = std::move(v);
+      return;
+    }
+  }
+  kvs_.emplace_back(key, std::move(v));
+}
+
+void GgufWriter::set_u32(const std::string& key, uint32_t v) {
+  GgufValue x = make_value(GgufType::u32);
+  x.u = v;
+  set_value(key, std::move(x));
+}
+void GgufWriter::set_i32(const std::string& key, int32_t v) {
+  GgufValue x = make_value(GgufType::i32);
+  x.i = v;
+  set_value(key, std::move(x));
+}
+void GgufWriter::set_u64(const std::string& key, uint64_t v) {
+  GgufValue x = make_value(GgufType::u64);
+  x.u = v;
+  set_value(key, std::move(x));
+}
+void GgufWriter::set_f32(const std::string& key, float v) {
+  GgufValue x = make_value(GgufType::f32);
+  x.f = v;
+  set_value(key, std::move(x));
+}
+void GgufWriter::set_bool(const std::string& key, bool v) {
+  GgufValue x = make_value(GgufType::boolean);
+  x.u = v ? 1 : 0;
+  set_value(key, std::move(x));
+}
+void GgufWriter::set_string(const std::string& key, const std::string& v) {
+  GgufValue x = make_value(GgufType::string);
+  x.s = v;
+  set_value(key, std::move(x));
+}
+void GgufWriter::set_array(const std::string& key, const std::vector<std::string>& v) {
+  GgufValue a = make_array(GgufType::string);
+  for (const std::string& s : v) {
+    a.arr.push_back(make_value(GgufType::string));
+    a.arr.back().s = s;
+  }
+  set_value(key, std::move(a));
+}
+void GgufWriter::set_array(const std::string& key, const std::vector<float>& v) {
+  GgufValue a = make_array(GgufType::f32);
+  for (float f : v) {
+    a.arr.push_back(make_value(GgufType::f32));
+    a.arr.back().f = f;
+  }
+  set_value(key, std::move(a));
+}
+void GgufWriter::set_array(const std::string& key, const std::vector<int32_t>& v) {
+  GgufValue a = make_array(GgufType::i32);
+  for (int32_t i : v) {
+    a.arr.push_back(make_value(GgufType::i32));
+    a.arr.back().i = i;
+  }
+  set_value(key, std::move(a));
+}
+
+void GgufWriter::add_tensor(const std::string& name, DType type, std::span<const int64_t> ne, const void* data) {
+  if (ne.empty() || ne.size() > 4)
+    fail(ErrorKind::invalid_input, "gguf", "add_tensor '" + name + "': " + std::to_string(ne.size()) + " dims, expected 1..4");
+  for (const Tensor& t : tensors_)
+    if (t.name == name) fail(ErrorKind::invalid_input, "gguf", "add_tensor '" + name + "': duplicate name");
+  const DTypeTraits& tr = traits(type);
+  int64_t elements = 1;
+  for (int64_t n : ne) {
+    if (n < 0 || (n != 0 && elements > std::numeric_limits<int64_t>::max() / n))
+      fail(ErrorKind::invalid_input, "gguf", "add_tensor '" + name + "': bad dim " + std::to_string(n));
+    elements *= n;
+  }
+  if (ne[0] % tr.block_size != 0)
+    fail(ErrorKind::invalid_input, "gguf",
+         "add_tensor '" + name + "': ne[0]=" + std::to_string(ne[0]) + " is not a multiple of " + std::to_string(tr.block_size));
+  size_t nbytes = static_cast<size_t>(elements / tr.block_size) * tr.unit_bytes;
+  if (nbytes > 0 && !data) fail(ErrorKind::invalid_input, "gguf", "add_tensor '" + name + "': no data");
+  tensors_.push_back(Tensor{name, type, std::vector<int64_t>(ne.begin(), ne.end()), data, nbytes});
+}
+
+void GgufWriter::write(const std::string& path) const {
+  uint64_t alignment = kGgufDefaultAlignment;
+  for (const auto& kv : kvs_) {
+    if (kv.first != "general.alignment") continue;
+    if (kv.second.type != GgufType::u32 || kv.second.u == 0 || (kv.second.u & (kv.second.u - 1)) != 0)
+      fail(ErrorKind::invalid_input, "gguf", path + ": general.alignment must be a u32 power of two");
+    alignment = kv.second.u;
+  }
+
+  std::string head;
+  head.append("GGUF", 4);
+  put<uint32_t>(head, 3);
+  put<uint64_t>(head, tensors_.size());
+  put<uint64_t>(head, kvs_.size());
+  for (const auto& kv : kvs_) {
+    put_string(head, kv.first);
+    put<uint32_t>(head, static_cast<uint32_t>(kv.second.type));
+    put_value(head, kv.second);
+  }
+  uint64_t offset = 0;
+  for (const Tensor& t : tensors_) {
+    put_string(head, t.name);
+    put<uint32_t>(head, static_cast<uint32_t>(t.ne.size()));
+    for (int64_t n : t.ne) put<uint64_t>(head, static_cast<uint64_t>(n));
+    put<uint32_t>(head, detail::ggml_from_dtype(t.type));
+    put<uint64_t>(head, offset);
+    offset = align_up(offset + t.nbytes, alignment);
+  }
+  // Padding to the data section only when there is data; after the last
+  // tensor none, so the file ends where its last byte is needed.
+  if (!tensors_.empty()) head.resize(align_up(head.size(), alignment), '\0');
+
+  TempFile out(path);
+  out.write(head.data(), head.size());
+  static const char kZeros[4096] = {};
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const Tensor& t = tensors_[i];
+    out.write(t.data, t.nbytes);
+    if (i + 1 < tensors_.size()) {
+      uint64_t pad = align_up(t.nbytes, alignment) - t.nbytes;
+      while (pad > 0) {
+        size_t n = pad < sizeof kZeros ? static_cast<size_t>(pad) : sizeof kZeros;
+        out.write(kZeros, n);
+        pad -= n;
+      }
+    }
+  }
+  out.commit();
+}
+
+}  // namespace weft
