@@ -1,0 +1,122 @@
+// Llama-family models (llama, qwen2) read from GGUF files, run as one weft
+// graph per call on one device (FACTS.md, "Llama-family files").
+//
+//   auto file = weft::GgufFile::open("model.gguf");
+//   auto dev = weft::make_cpu_device();
+//   weft::model::LlamaModel m(*file, *dev, /*n_ctx=*/512);   // file may close now
+//   auto backend = dev->create_backend();
+//   std::vector<float> logits = m.eval(*backend, prompt, 0);  // [n][vocab]
+//   int next = weft::model::greedy(&logits[(prompt.size() - 1) * vocab], vocab);
+//   logits = m.eval(*backend, {&next, 1}, prompt.size());     // uses the KV cache
+//
+// The model owns its weights buffer and its KV cache buffer; eval() and
+// build_forward() write the cache at the given positions. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "weft/alloc.h"
+#include "weft/backend.h"
+#include "weft/context.h"
+#include "weft/gguf.h"
+#include "weft/graph.h"
+
+namespace weft::model {
+
+enum class Arch { llama, qwen2 };
+
+struct LlamaParams {
+  Arch arch = Arch::llama;
+  std::string arch_name;      // general.architecture
+  int64_t n_vocab = 0;        // rows of token_embd
+  int64_t n_embd = 0;         // embedding_length
+  int64_t n_layer = 0;        // block_count
+  int64_t n_ff = 0;           // feed_forward_length
+  int64_t n_head = 0;         // attention.head_count
+  int64_t n_head_kv = 0;      // attention.head_count_kv (default n_head)
+  int64_t head_dim = 0;       // n_embd / n_head
+  int64_t n_rot = 0;          // rope.dimension_count (default head_dim)
+  int64_t n_ctx_train = 0;    // context_length
+  float rms_eps = 0;          // attention.layer_norm_rms_epsilon
+  float rope_base = 10000.f;  // rope.freq_base
+
+  // Throws Error(invalid_input) naming a missing or impossible key.
+  static LlamaParams from_gguf(const GgufFile& file);
+};
+
+// Weights of one block; biases are nullptr when the file has none.
+struct LlamaLayer {
+  Tensor* attn_norm = nullptr;
+  Tensor* wq = nullptr;
+  Tensor* wk = nullptr;
+  Tensor* wv = nullptr;
+  Tensor* wo = nullptr;
+  Tensor* bq = nullptr;
+  Tensor* bk = nullptr;
+  Tensor* bv = nullptr;
+  Tensor* ffn_norm = nullptr;
+  Tensor* w_gate = nullptr;
+  Tensor* w_up = nullptr;
+  Tensor* w_down = nullptr;
+  Tensor* k_cache = nullptr;  // f16 [head_dim * n_head_kv, n_ctx]
+  Tensor* v_cache = nullptr;  // f16 [head_dim * n_head_kv, n_ctx]
+};
+
+class LlamaModel {
+ public:
+  // Copies the model's tensors from file into one buffer of
+  // device.default_buffer_type() and allocates a zeroed KV cache of n_ctx
+  // positions in a second one. Throws Error(invalid_input) naming a missing
+  // tensor or one of the wrong shape. device must outlive the model.
+  LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx);
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+  ~LlamaModel();
+
+  const LlamaParams& params() const { return params_; }
+  int64_t n_ctx() const { return n_ctx_; }
+  const LlamaLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+
+  // Adds to g the forward pass for n = tokens->ne[0] tokens at positions
+  // n_past .. n_past + n - 1: tokens and positions are i32 [n], mask is f32
+  // [n_past + n, n] (fill it with fill_causal_mask). Writes the new keys and
+  // values into the caches at rows `positions` and attends over cache rows
+  // [0, n_past + n). Returns logits f32 [n_vocab, n].
+  Tensor* build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions, Tensor* mask,
+                        int64_t n_past);
+
+  // Runs tokens at positions n_past.. on backend (a backend of this model's
+  // device) and returns the logits of every token, token-major
+  // (n * n_vocab floats). Throws invalid_input when the tokens do not fit
+  // the context or an id is outside the vocabulary.
+  std::vector<float> eval(Backend& backend, std::span<const int32_t> tokens, int64_t n_past);
+
+ private:
+  Tensor* load(const GgufFile& file, const std::string& name, std::initializer_list<int64_t> ne,
+               bool optional = false);
+
+  LlamaParams params_;
+  Device& device_;
+  int64_t n_ctx_ = 0;
+  Context weights_ctx_;  // owns weight and cache tensor metadata
+  Tensor* tok_embd_ = nullptr;
+  Tensor* output_norm_ = nullptr;
+  Tensor* output_ = nullptr;  // token_embd when tied
+  std::vector<LlamaLayer> layers_;
+  std::unique_ptr<Buffer> weights_buf_;
+  std::unique_ptr<Buffer> cache_buf_;
+  std::unique_ptr<GraphAllocator> galloc_;  // compute memory, reused across eval() calls
+};
+
+// mask[i * n_kv + j] = 0 if key j is visible to query i (j <= n_past + i),
+// else -INFINITY. mask has n_kv * n floats.
+void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past);
+
+// Index of the largest logit (the first one on ties).
+int greedy(const float* logits, int vocab);
+
+}  // namespace weft::model
