@@ -1,6 +1,7 @@
-# The front door. `make test` installs what is missing, builds, and runs every
-# test in three builds: Release, AddressSanitizer+UBSan, ThreadSanitizer.
-.PHONY: all deps build test test-release test-asan test-tsan test-fuzz bench clean
+# The front door. `make demo` installs what is missing, builds, and runs the
+# main job; `make test` builds and runs every test in three builds (Release,
+# AddressSanitizer+UBSan, ThreadSanitizer) plus a short fuzzing run.
+.PHONY: all deps build demo test test-release test-asan test-tsan test-fuzz bench clean
 
 JOBS ?= $(shell nproc)
 LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache,)
@@ -53,6 +54,11 @@ test-fuzz: deps build/fuzz/build.ninja
 	  -print_final_stats=1 build/fuzz/corpus \
 	  >build/fuzz/fuzz.log 2>&1 || (tail -60 build/fuzz/fuzz.log; exit 1)
 	@grep -E "stat::number_of_executed_units" build/fuzz/fuzz.log | sed 's/^/fuzz smoke: /'
+
+# The main job on a built-in default: a ~100M-parameter model split over this
+# CPU and two local workers, checked token for token against this CPU alone.
+demo: build
+	@build/release/tools/weft/weft demo
 
 bench: build
 	@build/release/tools/weft/weft bench ops

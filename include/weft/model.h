@@ -24,6 +24,7 @@
 #include "weft/context.h"
 #include "weft/gguf.h"
 #include "weft/graph.h"
+#include "weft/sched.h"
 
 namespace weft::model {
 
@@ -66,6 +67,14 @@ struct LlamaLayer {
   Tensor* v_cache = nullptr;  // f16 [head_dim * n_head_kv, n_ctx]
 };
 
+// Layers [first, last) of a split model live on device (their weights and
+// KV cache). See LlamaModel's placement constructor.
+struct LayerPlacement {
+  Device* device = nullptr;
+  int64_t first = 0;
+  int64_t last = 0;
+};
+
 class LlamaModel {
  public:
   // Copies the model's tensors from file into one buffer of
@@ -73,6 +82,20 @@ class LlamaModel {
   // positions in a second one. Throws Error(invalid_input) naming a missing
   // tensor or one of the wrong shape. device must outlive the model.
   LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx);
+  // A model split across devices (pipeline by layers):
+  //
+  //   std::vector<LayerPlacement> pl{{cpu.get(), 0, 4}, {remote.get(), 4, 8}};
+  //   LlamaModel m(*file, pl, 512);
+  //   auto b0 = cpu->create_backend(), b1 = remote->create_backend();
+  //   std::vector<Backend*> bs{b0.get(), b1.get()};       // one per placement
+  //   Scheduler sched(bs);
+  //   logits = m.eval(sched, bs, prompt, 0);
+  //
+  // placement covers layers 0..n_layer in order without gaps (a range may be
+  // empty). The token embedding lives on the first device, the output norm
+  // and a separate output matrix on the last (a tied output stays with the
+  // embedding). Throws Error(invalid_input) for a bad placement.
+  LlamaModel(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx);
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
   ~LlamaModel();
@@ -95,7 +118,16 @@ class LlamaModel {
   // the context or an id is outside the vocabulary.
   std::vector<float> eval(Backend& backend, std::span<const int32_t> tokens, int64_t n_past);
 
+  // The same through sched, whose backends include backends[i], a backend of
+  // placement i's device: every node of layer L is pinned to the backend of
+  // L's placement, the embedding lookup to the first, the output to the last;
+  // the scheduler copies activations between devices.
+  std::vector<float> eval(Scheduler& sched, std::span<Backend* const> backends, std::span<const int32_t> tokens,
+                          int64_t n_past);
+
  private:
+  void init(const GgufFile& file, std::span<const LayerPlacement> placement);
+  void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
   Tensor* load(const GgufFile& file, const std::string& name, std::initializer_list<int64_t> ne,
                bool optional = false);
 
@@ -107,9 +139,15 @@ class LlamaModel {
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;  // token_embd when tied
   std::vector<LlamaLayer> layers_;
-  std::unique_ptr<Buffer> weights_buf_;
-  std::unique_ptr<Buffer> cache_buf_;
   std::unique_ptr<GraphAllocator> galloc_;  // compute memory, reused across eval() calls
+  // One weights and one cache buffer per placement (none for an empty one),
+  // the placement index of each layer, and ctx.size() at each layer boundary of
+  // the last build_forward() (marks_[L] before layer L, marks_[n_layer]
+  // after the last) so eval can pin each layer's nodes.
+  std::vector<std::unique_ptr<Buffer>> bufs_;
+  std::vector<int> layer_part_;
+  int n_parts_ = 1;
+  std::vector<size_t> marks_;
 };
 
 // mask[i * n_kv + j] = 0 if key j is visible to query i (j <= n_past + i),

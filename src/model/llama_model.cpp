@@ -40,18 +40,63 @@ Tensor* LlamaModel::load(const GgufFile& file, const std::string& name, std::ini
   return t;
 }
 
+namespace {
+
+Device& first_device(std::span<const LayerPlacement> placement) {
+  if (placement.empty() || !placement.front().device)
+    fail(ErrorKind::invalid_input, kWhere, "a split model needs at least one placement with a device");
+  return *placement.front().device;
+}
+
+}  // namespace
+
 LlamaModel::LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx)
     : params_(LlamaParams::from_gguf(file)), device_(device), n_ctx_(n_ctx) {
-  if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
-    fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range");
+  const LayerPlacement one{&device, 0, params_.n_layer};
+  init(file, {&one, 1});
+  galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&device.default_buffer_type()});
+}
+
+LlamaModel::LlamaModel(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx)
+    : params_(LlamaParams::from_gguf(file)), device_(first_device(placement)), n_ctx_(n_ctx) {
+  init(file, placement);
+}
+
+void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> placement) {
+  if (n_ctx_ <= 0 || n_ctx_ > (int64_t{1} << 24))
+    fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx_) + " is out of range");
   const LlamaParams& p = params_;
   const int64_t q_dim = p.head_dim * p.n_head;
   const int64_t kv_dim = p.head_dim * p.n_head_kv;
 
+  // Each layer's placement: ranges in order, without gaps, covering every layer.
+  n_parts_ = static_cast<int>(placement.size());
+  layer_part_.assign(static_cast<size_t>(p.n_layer), 0);
+  int64_t next = 0;
+  for (int i = 0; i < n_parts_; ++i) {
+    const LayerPlacement& pl = placement[static_cast<size_t>(i)];
+    if (!pl.device || pl.first != next || pl.last < pl.first || pl.last > p.n_layer)
+      fail(ErrorKind::invalid_input, kWhere,
+           "placement " + std::to_string(i) + " [" + std::to_string(pl.first) + ", " + std::to_string(pl.last) +
+               ") does not continue at layer " + std::to_string(next) + " of " + std::to_string(p.n_layer) +
+               (pl.device ? "" : " (no device)"));
+    for (int64_t l = pl.first; l < pl.last; ++l) layer_part_[static_cast<size_t>(l)] = i;
+    next = pl.last;
+  }
+  if (next != p.n_layer)
+    fail(ErrorKind::invalid_input, kWhere,
+         "placement covers " + std::to_string(next) + " of " + std::to_string(p.n_layer) + " layers");
+
+  std::vector<std::vector<Tensor*>> weights(static_cast<size_t>(n_parts_));
+  std::vector<Tensor*>& first = weights.front();
+  std::vector<Tensor*>& last = weights.back();
   tok_embd_ = load(file, "token_embd.weight", {p.n_embd, p.n_vocab});
+  first.push_back(tok_embd_);
   output_norm_ = load(file, "output_norm.weight", {p.n_embd});
+  last.push_back(output_norm_);
   output_ = load(file, "output.weight", {p.n_embd, p.n_vocab}, /*optional=*/true);
-  if (!output_) output_ = tok_embd_;  // tied embeddings
+  if (output_) last.push_back(output_);
+  else output_ = tok_embd_;  // tied embeddings
   layers_.resize(static_cast<size_t>(p.n_layer));
   for (int64_t i = 0; i < p.n_layer; ++i) {
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
@@ -68,31 +113,42 @@ LlamaModel::LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx)
     l.w_gate = load(file, b + "ffn_gate.weight", {p.n_embd, p.n_ff});
     l.w_up = load(file, b + "ffn_up.weight", {p.n_embd, p.n_ff});
     l.w_down = load(file, b + "ffn_down.weight", {p.n_ff, p.n_embd});
+    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.ffn_norm, l.w_gate, l.w_up, l.w_down})
+      if (t) weights[static_cast<size_t>(layer_part_[static_cast<size_t>(i)])].push_back(t);
   }
 
-  // Every weight tensor created so far goes into one buffer.
-  std::vector<Tensor*> weights;
-  for (Tensor& t : weights_ctx_.tensors()) weights.push_back(&t);
-  weights_buf_ = allocate_tensors(device.default_buffer_type(), weights);
-  weights_buf_->set_usage(BufferUsage::weights);
-  for (Tensor* t : weights) {
-    const GgufTensorInfo* info = file.find_tensor(t->name);
-    tensor_set(*t, file.tensor_data(*info), 0, t->nbytes());
+  // One weights buffer per placement, filled from the file.
+  for (int i = 0; i < n_parts_; ++i) {
+    BufferType& bt = placement[static_cast<size_t>(i)].device->default_buffer_type();
+    auto buf = allocate_tensors(bt, weights[static_cast<size_t>(i)]);
+    if (!buf) continue;
+    buf->set_usage(BufferUsage::weights);
+    for (Tensor* t : weights[static_cast<size_t>(i)]) {
+      const GgufTensorInfo* info = file.find_tensor(t->name);
+      tensor_set(*t, file.tensor_data(*info), 0, t->nbytes());
+    }
+    bufs_.push_back(std::move(buf));
   }
 
-  std::vector<Tensor*> caches;
+  // One zeroed KV cache buffer per placement.
+  std::vector<std::vector<Tensor*>> caches(static_cast<size_t>(n_parts_));
   for (int64_t i = 0; i < p.n_layer; ++i) {
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
-    l.k_cache = weights_ctx_.new_tensor(DType::f16, {kv_dim, n_ctx});
-    l.v_cache = weights_ctx_.new_tensor(DType::f16, {kv_dim, n_ctx});
+    l.k_cache = weights_ctx_.new_tensor(DType::f16, {kv_dim, n_ctx_});
+    l.v_cache = weights_ctx_.new_tensor(DType::f16, {kv_dim, n_ctx_});
     l.k_cache->name = "cache_k." + std::to_string(i);
     l.v_cache->name = "cache_v." + std::to_string(i);
-    caches.push_back(l.k_cache);
-    caches.push_back(l.v_cache);
+    auto& c = caches[static_cast<size_t>(layer_part_[static_cast<size_t>(i)])];
+    c.push_back(l.k_cache);
+    c.push_back(l.v_cache);
   }
-  cache_buf_ = allocate_tensors(device.default_buffer_type(), caches);
-  cache_buf_->clear(0);
-  galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&device.default_buffer_type()});
+  for (int i = 0; i < n_parts_; ++i) {
+    auto buf = allocate_tensors(placement[static_cast<size_t>(i)].device->default_buffer_type(),
+                                caches[static_cast<size_t>(i)]);
+    if (!buf) continue;
+    buf->clear(0);
+    bufs_.push_back(std::move(buf));
+  }
 }
 
 LlamaModel::~LlamaModel() = default;
@@ -116,8 +172,10 @@ Tensor* LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor
   const int64_t kv_dim = hd * p.n_head_kv;
   const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
+  marks_.assign(1, ctx.size());
   Tensor* x = ops::get_rows(ctx, tok_embd_, tokens);  // [n_embd, n]
   for (const LlamaLayer& l : layers_) {
+    marks_.push_back(ctx.size());
     // Attention.
     Tensor* cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.attn_norm);
     Tensor* q = ops::mul_mat(ctx, l.wq, cur);
@@ -157,6 +215,7 @@ Tensor* LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor
     Tensor* ff = ops::swiglu(ctx, ops::mul_mat(ctx, l.w_gate, cur), ops::mul_mat(ctx, l.w_up, cur));
     x = ops::add(ctx, x, ops::mul_mat(ctx, l.w_down, ff));
   }
+  marks_.push_back(ctx.size());
   x = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), output_norm_);
   Tensor* logits = ops::mul_mat(ctx, output_, x);  // [n_vocab, n]
   logits->name = "logits";
@@ -164,7 +223,7 @@ Tensor* LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor
   return logits;
 }
 
-std::vector<float> LlamaModel::eval(Backend& backend, std::span<const int32_t> tokens, int64_t n_past) {
+void LlamaModel::check_tokens(std::span<const int32_t> tokens, int64_t n_past) const {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail(ErrorKind::invalid_input, kWhere, "eval needs at least one token");
   if (n_past < 0 || n_past > n_ctx_ || n > n_ctx_ - n_past)
@@ -175,27 +234,91 @@ std::vector<float> LlamaModel::eval(Backend& backend, std::span<const int32_t> t
     if (t < 0 || t >= params_.n_vocab)
       fail(ErrorKind::invalid_input, kWhere,
            "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(params_.n_vocab));
-  const int64_t n_kv = n_past + n;
+}
+
+namespace {
+
+// The inputs of one eval: token ids, positions and the causal mask.
+struct EvalInputs {
+  Tensor* tok;
+  Tensor* pos;
+  Tensor* mask;
+
+  EvalInputs(Context& ctx, int64_t n, int64_t n_kv)
+      : tok(ctx.new_tensor(DType::i32, {n})),
+        pos(ctx.new_tensor(DType::i32, {n})),
+        mask(ctx.new_tensor(DType::f32, {n_kv, n})) {
+    for (Tensor* t : {tok, pos, mask}) t->flags |= kFlagInput;
+  }
+
+  // After the tensors are bound to memory.
+  void set(std::span<const int32_t> tokens, int64_t n_past) const {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    const int64_t n_kv = n_past + n;
+    std::vector<int32_t> positions(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(n_past + i);
+    std::vector<float> mask_data(static_cast<size_t>(n_kv * n));
+    fill_causal_mask(mask_data, n_kv, n, n_past);
+    tensor_set(*tok, tokens.data(), 0, tok->nbytes());
+    tensor_set(*pos, positions.data(), 0, pos->nbytes());
+    tensor_set(*mask, mask_data.data(), 0, mask->nbytes());
+  }
+};
+
+}  // namespace
+
+std::vector<float> LlamaModel::eval(Backend& backend, std::span<const int32_t> tokens, int64_t n_past) {
+  if (!galloc_)
+    fail(ErrorKind::invalid_input, kWhere, "a split model runs through a Scheduler: use eval(sched, backends, ...)");
+  check_tokens(tokens, n_past);
+  const int64_t n = static_cast<int64_t>(tokens.size());
 
   Context ctx;
   Graph g;
-  Tensor* tok = ctx.new_tensor(DType::i32, {n});
-  Tensor* pos = ctx.new_tensor(DType::i32, {n});
-  Tensor* mask = ctx.new_tensor(DType::f32, {n_kv, n});
-  for (Tensor* t : {tok, pos, mask}) t->flags |= kFlagInput;
-  Tensor* logits = build_forward(ctx, g, tok, pos, mask, n_past);
+  EvalInputs in(ctx, n, n_past + n);
+  Tensor* logits = build_forward(ctx, g, in.tok, in.pos, in.mask, n_past);
   logits->flags |= kFlagOutput;
   galloc_->allocate(g, GraphLayout{});
-
-  std::vector<int32_t> positions(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(n_past + i);
-  std::vector<float> mask_data(static_cast<size_t>(n_kv * n));
-  fill_causal_mask(mask_data, n_kv, n, n_past);
-  tensor_set(*tok, tokens.data(), 0, tok->nbytes());
-  tensor_set(*pos, positions.data(), 0, pos->nbytes());
-  tensor_set(*mask, mask_data.data(), 0, mask->nbytes());
+  in.set(tokens, n_past);
   backend.compute(g);
   backend.synchronize();
+  std::vector<float> out(static_cast<size_t>(params_.n_vocab * n));
+  tensor_get(*logits, out.data(), 0, logits->nbytes());
+  return out;
+}
+
+std::vector<float> LlamaModel::eval(Scheduler& sched, std::span<Backend* const> backends,
+                                    std::span<const int32_t> tokens, int64_t n_past) {
+  if (static_cast<int>(backends.size()) != n_parts_)
+    fail(ErrorKind::invalid_input, kWhere,
+         std::to_string(backends.size()) + " backends for a model in " + std::to_string(n_parts_) + " parts");
+  check_tokens(tokens, n_past);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+
+  Context ctx;
+  Graph g;
+  EvalInputs in(ctx, n, n_past + n);
+  Tensor* logits = build_forward(ctx, g, in.tok, in.pos, in.mask, n_past);
+  logits->flags |= kFlagOutput;
+
+  // Segment 0 is the embedding lookup, segment L + 1 layer L, the last one
+  // the output; pin every computing node of each to its placement's backend.
+  const size_t n_seg = marks_.size();  // n_layer + 2
+  auto& tensors = ctx.tensors();
+  for (size_t s = 0; s < n_seg; ++s) {
+    const size_t begin = marks_[s];
+    const size_t end = s + 1 < n_seg ? marks_[s + 1] : ctx.size();
+    const int part = s == 0 ? 0 : s + 1 == n_seg ? n_parts_ - 1 : layer_part_[s - 1];
+    for (size_t i = begin; i < end; ++i) {
+      Tensor& t = tensors[i];
+      if (t.op == Op::none || !g.contains(&t)) continue;
+      if (&t == logits && output_ == tok_embd_) continue;  // tied: runs where the embedding is
+      sched.set_backend(t, *backends[static_cast<size_t>(part)]);
+    }
+  }
+  sched.allocate(g);
+  in.set(tokens, n_past);
+  sched.compute(g);
   std::vector<float> out(static_cast<size_t>(params_.n_vocab * n));
   tensor_get(*logits, out.data(), 0, logits->nbytes());
   return out;

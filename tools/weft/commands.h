@@ -49,4 +49,17 @@ int cmd_worker(const WorkerArgs& args);
 // element type, length, first values) and its tensor table.
 int cmd_gguf_info(const std::string& path);
 
+// `weft demo`: writes a ~100 M parameter llama model with deterministic
+// random weights into cache_dir (once), starts two `weft worker` child
+// processes on loopback, generates n_tokens greedily with the layers split
+// over this CPU and both workers, then the same on this CPU alone, and checks
+// that the two token sequences are identical (exit 1 if not).
+struct DemoArgs {
+  int n_tokens = 32;
+  std::string cache_dir;  // empty: $XDG_CACHE_HOME/weft or ~/.cache/weft
+  int threads = 0;        // host CPU threads; 0 = hardware threads
+  std::string split;      // layer proportions host,worker1,worker2; empty: 1,1,1
+};
+int cmd_demo(const DemoArgs& args);
+
 }  // namespace weft::tools

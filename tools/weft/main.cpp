@@ -52,6 +52,14 @@ int main(int argc, char** argv) {
   CLI::App* gguf_info_cmd = gguf_cmd->add_subcommand("info", "print a GGUF file's metadata and tensor table");
   gguf_info_cmd->add_option("file", gguf_path, "GGUF file")->required();
 
+  DemoArgs demo;
+  CLI::App* demo_cmd = app.add_subcommand(
+      "demo", "run a ~100M-parameter random llama split over this CPU and two local workers; check it matches this CPU alone");
+  demo_cmd->add_option("-n,--tokens", demo.n_tokens, "tokens to generate")->capture_default_str()->check(CLI::Range(1, 4096));
+  demo_cmd->add_option("--cache-dir", demo.cache_dir, "folder for the model file (default: $XDG_CACHE_HOME/weft or ~/.cache/weft)");
+  demo_cmd->add_option("-t,--threads", demo.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  demo_cmd->add_option("--split", demo.split, "layer proportions host,worker1,worker2 (default 1,1,1)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check_cmd->parsed()) return cmd_check(check);
@@ -59,6 +67,7 @@ int main(int argc, char** argv) {
     if (bench_rpc_cmd->parsed()) return cmd_bench_rpc(bench_rpc);
     if (worker_cmd->parsed()) return cmd_worker(worker);
     if (gguf_info_cmd->parsed()) return cmd_gguf_info(gguf_path);
+    if (demo_cmd->parsed()) return cmd_demo(demo);
   } catch (const weft::Error& e) {
     std::fprintf(stderr, "weft: %s error: %s\n", weft::error_kind_name(e.kind()), e.what());
     return 1;

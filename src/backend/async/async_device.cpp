@@ -32,10 +32,12 @@ struct DelayPlan {
 
 // The bytes [offset, offset + size) of t's host memory; throws when t is not
 // in a host buffer or the range is outside it.
-uint8_t* host_bytes(const Tensor& t, size_t offset, size_t size, const char* what) {
+// t's bytes, which the stream of device `own` can reach: host memory, or
+// own's memory (which is host memory underneath even when isolated).
+uint8_t* host_bytes(const Tensor& t, size_t offset, size_t size, const char* what, Device& own) {
   if (t.buffer == nullptr || t.data == nullptr)
     fail(ErrorKind::invalid_input, what, "tensor '" + t.name + "' has no buffer");
-  if (!t.buffer->type().is_host()) {
+  if (!t.buffer->type().is_host() && &t.buffer->type().device() != &own) {
     fail(ErrorKind::unsupported, what,
          "tensor '" + t.name + "' is in non-host buffer type '" + t.buffer->type().name() + "'");
   }
@@ -68,13 +70,13 @@ class AsyncBackend final : public Backend {
   Device& device() override { return device_; }
 
   void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) override {
-    uint8_t* dst = host_bytes(t, offset, size, "async set_tensor");
+    uint8_t* dst = host_bytes(t, offset, size, "async set_tensor", device());
     if (size == 0) return;
     stream_.enqueue([dst, data, size] { std::memcpy(dst, data, size); });
   }
 
   void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) override {
-    const uint8_t* src = host_bytes(t, offset, size, "async get_tensor");
+    const uint8_t* src = host_bytes(t, offset, size, "async get_tensor", device());
     if (size == 0) return;
     stream_.enqueue([src, data, size] { std::memcpy(data, src, size); });
   }

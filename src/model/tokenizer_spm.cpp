@@ -1,0 +1,124 @@
+// SentencePiece-style encoding (tokenizer.ggml.model = llama): spaces become
+// U+2581, the text is split into UTF-8 characters, and the adjacent pair whose
+// concatenation is in the vocabulary with the highest score is merged until
+// none is left (ties go to the leftmost pair). A final symbol missing from the
+// vocabulary becomes its bytes as <0xXX> tokens (or the unknown token).
+#include <queue>
+
+#include "tokenizer_impl.h"
+
+namespace weft::model::detail {
+
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+
+struct Symbol {
+  int prev, next;   // -1 at the ends
+  size_t pos, len;  // into the normalised text; len 0 once merged away
+};
+
+struct Bigram {
+  int left, right;
+  float score;
+  size_t len;                              // of the merged piece, to notice a pair that changed since
+  bool operator<(const Bigram& o) const {  // priority_queue: the top is the largest
+    if (score != o.score) return score < o.score;
+    return left > o.left;
+  }
+};
+
+}  // namespace
+
+std::vector<int32_t> spm_encode(const TokenizerData& d, std::string_view text) {
+  std::vector<int32_t> out;
+  if (text.empty()) return out;
+  std::string s;
+  s.reserve(text.size() * 3 + 3);
+  if (d.add_space_prefix) s += kSpace;
+  for (char c : text) {
+    if (c == ' ')
+      s += kSpace;
+    else
+      s += c;
+  }
+
+  std::vector<Symbol> sym;
+  for (size_t pos = 0; pos < s.size();) {
+    size_t len = std::min(utf8_len(static_cast<unsigned char>(s[pos])), s.size() - pos);
+    int i = static_cast<int>(sym.size());
+    sym.push_back({i - 1, -1, pos, len});
+    if (i > 0) sym[i - 1].next = i;
+    pos += len;
+  }
+
+  std::priority_queue<Bigram> queue;
+  auto try_pair = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    std::string_view piece(s.data() + sym[left].pos, sym[left].len + sym[right].len);
+    int32_t id = d.find(piece);
+    if (id < 0) return;
+    queue.push({left, right, d.scores[id], piece.size()});
+  };
+  for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_pair(i - 1, i);
+
+  while (!queue.empty()) {
+    Bigram b = queue.top();
+    queue.pop();
+    Symbol& l = sym[b.left];
+    Symbol& r = sym[b.right];
+    if (l.len == 0 || r.len == 0 || l.len + r.len != b.len || l.next != b.right) continue;  // stale
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = b.left;
+    try_pair(l.prev, b.left);
+    try_pair(b.left, l.next);
+  }
+
+  for (int i = 0; i >= 0 && !sym.empty(); i = sym[i].next) {
+    std::string_view piece(s.data() + sym[i].pos, sym[i].len);
+    int32_t id = d.find(piece);
+    if (id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    for (char c : piece) {
+      int32_t b = d.byte_ids[static_cast<unsigned char>(c)];
+      if (b >= 0)
+        out.push_back(b);
+      else if (d.unk >= 0)
+        out.push_back(d.unk);
+    }
+  }
+  return out;
+}
+
+std::string spm_decode_token(const TokenizerData& d, int32_t id) {
+  const std::string& t = d.tokens[id];
+  if (d.types[id] == static_cast<int32_t>(TokenType::byte)) {
+    // "<0xXX>"
+    auto hex = [](char c) {
+      return c >= '0' && c <= '9'   ? c - '0'
+             : c >= 'A' && c <= 'F' ? c - 'A' + 10
+             : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                    : -1;
+    };
+    if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) >= 0 && hex(t[4]) >= 0)
+      return std::string(1, static_cast<char>(hex(t[3]) * 16 + hex(t[4])));
+    return t;
+  }
+  std::string out;
+  out.reserve(t.size());
+  for (size_t i = 0; i < t.size();) {
+    if (t.compare(i, kSpace.size(), kSpace) == 0) {
+      out += ' ';
+      i += kSpace.size();
+    } else {
+      out += t[i++];
+    }
+  }
+  return out;
+}
+
+}  // namespace weft::model::detail

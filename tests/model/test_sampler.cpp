@@ -1,0 +1,181 @@
+// Sampler against its contract (include/weft/sampler.h): greedy ties,
+// reproducibility by seed, each filter on its own, the repetition penalty,
+// the empirical distribution against a float64 softmax, and option errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "weft/error.h"
+#include "weft/sampler.h"
+
+namespace {
+
+using weft::model::Sampler;
+using weft::model::SamplerOptions;
+
+// Every filter off: a plain draw from softmax(logits / temperature).
+SamplerOptions plain(float temperature, uint64_t seed = 0) {
+  SamplerOptions o;
+  o.temperature = temperature;
+  o.top_k = 0;
+  o.top_p = 1.f;
+  o.min_p = 0.f;
+  o.seed = seed;
+  return o;
+}
+
+std::vector<int> run(Sampler& s, const std::vector<float>& logits, int n) {
+  std::vector<int> out;
+  for (int i = 0; i < n; ++i) out.push_back(s.sample(logits));
+  return out;
+}
+
+std::vector<float> flat(int n) {
+  std::vector<float> l(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) l[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i % 7);
+  return l;
+}
+
+void expect_invalid(const SamplerOptions& o, const std::string& name) {
+  try {
+    Sampler s(o);
+    FAIL() << "no error for " << name;
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+}
+
+TEST(Sampler, GreedyPicksFirstMax) {
+  Sampler s(SamplerOptions{});  // temperature 0 by default
+  EXPECT_EQ(s.sample(std::vector<float>{1.f, 3.f, -2.f, 3.f, 0.f}), 1);
+  EXPECT_EQ(s.sample(std::vector<float>{5.f}), 0);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(s.sample(std::vector<float>{ninf, -1e30f, ninf}), 1);
+}
+
+TEST(Sampler, SameSeedReproducesDifferentSeedsDiffer) {
+  const std::vector<float> logits = flat(100);
+  Sampler a(plain(1.f, 7)), b(plain(1.f, 7)), c(plain(1.f, 8));
+  const std::vector<int> sa = run(a, logits, 50);
+  EXPECT_EQ(sa, run(b, logits, 50));
+  EXPECT_NE(sa, run(c, logits, 50));
+  a.reset();  // reseeds
+  EXPECT_EQ(sa, run(a, logits, 50));
+  // The default chain (top-k 40, top-p, min-p) is seeded the same way.
+  SamplerOptions d;
+  d.temperature = 0.9f;
+  d.seed = 3;
+  Sampler x(d), y(d);
+  EXPECT_EQ(run(x, logits, 50), run(y, logits, 50));
+}
+
+TEST(Sampler, TopK1IsGreedyAtAnyTemperature) {
+  const std::vector<float> logits = {0.5f, 2.f, 1.9f, 2.f, -1.f, 1.99f};
+  for (float t : {0.1f, 1.f, 10.f, 1000.f}) {
+    SamplerOptions o = plain(t, 11);
+    o.top_k = 1;
+    Sampler s(o);
+    for (int i = 0; i < 200; ++i) ASSERT_EQ(s.sample(logits), 1) << "temperature " << t;
+  }
+}
+
+TEST(Sampler, TinyTopPKeepsOnlyTopToken) {
+  const std::vector<float> logits = {0.f, 0.1f, 0.2f, 0.15f, 0.05f};
+  SamplerOptions o = plain(1.f, 5);
+  o.top_p = 1e-6f;
+  Sampler s(o);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(s.sample(logits), 2);
+}
+
+TEST(Sampler, MinPRemovesLowTokens) {
+  // p(i) / p(max) = exp(l_i - l_max): tokens 2 and 3 fall below 0.1, 0 and 1 do not.
+  const std::vector<float> logits = {0.f, -1.f, -3.f, -5.f};
+  SamplerOptions o = plain(1.f, 9);
+  o.min_p = 0.1f;
+  Sampler s(o);
+  int seen[4] = {};
+  for (int i = 0; i < 10000; ++i) ++seen[s.sample(logits)];
+  EXPECT_EQ(seen[2], 0);
+  EXPECT_EQ(seen[3], 0);
+  EXPECT_GT(seen[0], 0);
+  EXPECT_GT(seen[1], 0);
+}
+
+TEST(Sampler, RepetitionPenaltyDemotesRepeatedToken) {
+  SamplerOptions o;
+  o.repetition_penalty = 1.5f;
+  o.repetition_window = 3;
+  Sampler s(o);
+  const std::vector<float> pos = {2.f, 1.9f, 0.f};     // 2 / 1.5 < 1.9
+  const std::vector<float> neg = {-1.f, -1.2f, -9.f};  // -1 * 1.5 < -1.2
+  EXPECT_EQ(s.sample(pos), 0);
+  s.accept(0);
+  s.accept(0);  // counted once, as in llama.cpp: still 2 / 1.5, not 2 / 2.25
+  EXPECT_EQ(s.sample(pos), 1);
+  EXPECT_EQ(s.sample(neg), 1);
+  EXPECT_EQ(s.sample(std::vector<float>{2.f, 1.2f, 0.f}), 0);  // 1.33 > 1.2
+  for (int t : {2, 2, 2}) s.accept(t);                         // token 0 leaves the window
+  EXPECT_EQ(s.sample(pos), 0);
+  s.accept(0);
+  s.reset();
+  EXPECT_EQ(s.sample(pos), 0);
+  s.accept(1000);  // beyond this row's vocabulary: ignored
+  EXPECT_EQ(s.sample(pos), 0);
+}
+
+TEST(Sampler, FrequenciesMatchSoftmax) {
+  const std::vector<float> logits = {1.f, 2.f, 0.5f, -1.f, 1.5f, 0.f};
+  std::vector<double> p(logits.size());
+  double sum = 0;
+  for (size_t i = 0; i < p.size(); ++i) sum += p[i] = std::exp(static_cast<double>(logits[i]) - 2.0);
+  Sampler s(plain(1.f, 12345));
+  std::vector<int> count(logits.size());
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) ++count[static_cast<size_t>(s.sample(logits))];
+  for (size_t i = 0; i < p.size(); ++i)
+    EXPECT_NEAR(static_cast<double>(count[i]) / n, p[i] / sum, 0.02) << "token " << i;
+}
+
+TEST(Sampler, BadOptionsAndLogits) {
+  SamplerOptions o;
+  o.temperature = -0.5f;
+  expect_invalid(o, "temperature");
+  o = {};
+  o.temperature = std::nanf("");
+  expect_invalid(o, "temperature");
+  for (float p : {0.f, -0.1f, 1.5f, std::nanf("")}) {
+    o = {};
+    o.top_p = p;
+    expect_invalid(o, "top_p");
+  }
+  o = {};
+  o.top_k = -1;
+  expect_invalid(o, "top_k");
+  o = {};
+  o.min_p = 2.f;
+  expect_invalid(o, "min_p");
+  o = {};
+  o.repetition_penalty = 0.f;
+  expect_invalid(o, "repetition_penalty");
+  o = {};
+  o.repetition_window = -1;
+  expect_invalid(o, "repetition_window");
+
+  Sampler s(plain(1.f));
+  EXPECT_THROW(s.sample(std::vector<float>{}), weft::Error);
+  EXPECT_THROW(s.sample(std::vector<float>{0.f, std::nanf(""), 1.f}), weft::Error);
+  EXPECT_THROW(s.accept(-1), weft::Error);
+  try {
+    s.sample(std::vector<float>{0.f, std::nanf("")});
+    FAIL() << "no error for a NaN logit";
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+    EXPECT_NE(std::string(e.what()).find("logits[1]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

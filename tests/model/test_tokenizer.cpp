@@ -1,0 +1,426 @@
+// Tokenizer against small vocabularies written into GGUF files here: exact
+// ids worked out by hand from the merge rules in FACTS.md ("Tokenizers in
+// GGUF"), the pre-tokenizer splits, byte fallback, and round trips.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/tokenizer_impl.h"
+#include "weft/error.h"
+#include "weft/gguf.h"
+#include "weft/tokenizer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using weft::model::Tokenizer;
+using weft::model::detail::PreTokenizer;
+using Ids = std::vector<int32_t>;
+
+// A GGUF file that lives as long as the object.
+struct TempGguf {
+  std::string path;
+  explicit TempGguf(const std::string& name)
+      : path((fs::temp_directory_path() / ("weft_tok_" + std::to_string(::getpid()) + "_" + name + ".gguf")).string()) {
+  }
+  ~TempGguf() { std::remove(path.c_str()); }
+};
+
+std::unique_ptr<Tokenizer> load(const weft::GgufWriter& w, const std::string& name) {
+  TempGguf tmp(name);
+  w.write(tmp.path);
+  auto f = weft::GgufFile::open(tmp.path);
+  return Tokenizer::from_gguf(*f);  // copies what it needs; the file may go
+}
+
+// --- SentencePiece-style ----------------------------------------------------
+
+constexpr int32_t kByte0 = 3;           // <0x00> .. <0xFF> are ids 3..258
+const std::string kS = "\xE2\x96\x81";  // ▁
+
+struct SpmVocab {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3};
+  SpmVocab() {
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      add(name, 0, 6);
+    }
+    for (const char* c : {"a", "b", "c", "d", "e", "H", "l", "o", "r", "w", "x"}) add(c, -100);
+    add(kS, -100);
+    // Merged pieces: higher score merges first.
+    add("or", -1);
+    add("ll", -2);
+    add("llo", -3);
+    add("Hello", -4);
+    add("He", -5);
+    add(kS + "w", -6);
+    add(kS + "wor", -7);
+    add("ld", -8);
+    add(kS + "world", -9);
+    add(kS + "H", -10);
+    add(kS + "Hello", -20);
+    add(kS + kS, -0.5f);
+    add("ab", -30);
+    add("bc", -30);
+  }
+  void add(const std::string& t, float score, int32_t type = 1) {
+    tokens.push_back(t);
+    scores.push_back(score);
+    types.push_back(type);
+  }
+  int32_t id(const std::string& t) const {
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] == t) return static_cast<int32_t>(i);
+    ADD_FAILURE() << "no token " << t;
+    return -1;
+  }
+  weft::GgufWriter writer() const {
+    weft::GgufWriter w;
+    w.set_string("tokenizer.ggml.model", "llama");
+    w.set_array("tokenizer.ggml.tokens", tokens);
+    w.set_array("tokenizer.ggml.scores", scores);
+    w.set_array("tokenizer.ggml.token_type", types);
+    w.set_u32("tokenizer.ggml.bos_token_id", 1);
+    w.set_u32("tokenizer.ggml.eos_token_id", 2);
+    w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+    return w;
+  }
+};
+
+TEST(TokenizerSpm, HelloWorldMergesByScore) {
+  SpmVocab v;
+  auto tok = load(v.writer(), "spm_hello");
+  EXPECT_EQ(tok->vocab_size(), v.tokens.size());
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_EQ(tok->eos(), 2);
+  // or, ll, llo, He, Hello, ▁w, ▁wor, ld, ▁world; ▁H is stale by then, ▁Hello last.
+  EXPECT_EQ(tok->encode("Hello world", false), (Ids{v.id(kS + "Hello"), v.id(kS + "world")}));
+  EXPECT_EQ(tok->encode("Hello world", true), (Ids{1, v.id(kS + "Hello"), v.id(kS + "world")}));
+  EXPECT_EQ(tok->decode(tok->encode("Hello world", true)), "Hello world");
+  EXPECT_EQ(tok->decode_token(v.id(kS + "world")), " world");
+  EXPECT_EQ(tok->decode_token(1), "");
+  EXPECT_EQ(tok->encode("", false), Ids{});
+  EXPECT_EQ(tok->encode("", true), Ids{1});
+}
+
+TEST(TokenizerSpm, TiesGoLeftmost) {
+  SpmVocab v;
+  auto tok = load(v.writer(), "spm_tie");
+  // "ab" and "bc" score the same: the left pair wins.
+  EXPECT_EQ(tok->encode("abc", false), (Ids{v.id(kS), v.id("ab"), v.id("c")}));
+}
+
+TEST(TokenizerSpm, WhitespaceRuns) {
+  SpmVocab v;
+  auto tok = load(v.writer(), "spm_ws");
+  const int32_t s = v.id(kS), ss = v.id(kS + kS), a = v.id("a"), b = v.id("b");
+  EXPECT_EQ(tok->encode("a b", false), (Ids{s, a, s, b}));
+  EXPECT_EQ(tok->encode("a  b", false), (Ids{s, a, ss, b}));
+  EXPECT_EQ(tok->encode("a   b", false), (Ids{s, a, ss, s, b}));  // leftmost ▁▁ first
+  EXPECT_EQ(tok->encode(" a", false), (Ids{ss, a}));
+  EXPECT_EQ(tok->decode(Ids{ss, a}), " a");
+}
+
+TEST(TokenizerSpm, ByteFallback) {
+  SpmVocab v;
+  auto tok = load(v.writer(), "spm_bytes");
+  // é is C3 A9 and not in the vocabulary; so is the 4-byte 😀 (F0 9F 98 80).
+  EXPECT_EQ(tok->encode("Hello \xC3\xA9", false), (Ids{v.id(kS + "Hello"), v.id(kS), kByte0 + 0xC3, kByte0 + 0xA9}));
+  EXPECT_EQ(tok->encode("\xF0\x9F\x98\x80", false),
+            (Ids{v.id(kS), kByte0 + 0xF0, kByte0 + 0x9F, kByte0 + 0x98, kByte0 + 0x80}));
+  EXPECT_EQ(tok->decode_token(kByte0 + 0x41), "A");
+  EXPECT_EQ(tok->decode(Ids{v.id(kS), kByte0 + 0xC3, kByte0 + 0xA9}), "\xC3\xA9");
+}
+
+TEST(TokenizerSpm, RoundTrip) {
+  SpmVocab v;
+  auto tok = load(v.writer(), "spm_round");
+  for (const char* text :
+       {"Hello world", "hello   world  ", "  leading", "tab\there\nnew line\r\n", "int main() { return 42; }",
+        "3.14159 + 2e10 = ?", "\xC3\xA9t\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC", "emoji \xF0\x9F\x98\x80!", "x", " ",
+        "abcabc bca"}) {
+    EXPECT_EQ(tok->decode(tok->encode(text, true)), text) << text;
+  }
+}
+
+TEST(TokenizerSpm, NoSpacePrefix) {
+  SpmVocab v;
+  weft::GgufWriter w = v.writer();
+  w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  auto tok = load(w, "spm_noprefix");
+  EXPECT_EQ(tok->encode("Hello world", false), (Ids{v.id("Hello"), v.id(kS + "world")}));
+  EXPECT_EQ(tok->decode(tok->encode(" Hello", false)), " Hello");
+}
+
+TEST(TokenizerSpm, Errors) {
+  SpmVocab v;
+  auto kind_of = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const weft::Error& e) {
+      return std::make_pair(e.kind(), std::string(e.what()));
+    }
+    return std::make_pair(weft::ErrorKind::internal, std::string("no error"));
+  };
+  {
+    weft::GgufWriter w;
+    w.set_string("tokenizer.ggml.model", "llama");
+    auto [k, msg] = kind_of([&] { load(w, "err_notokens"); });
+    EXPECT_EQ(k, weft::ErrorKind::invalid_input);
+    EXPECT_NE(msg.find("tokenizer.ggml.tokens"), std::string::npos) << msg;
+  }
+  {
+    weft::GgufWriter w = v.writer();
+    w.set_string("tokenizer.ggml.model", "wordpiece");
+    auto [k, msg] = kind_of([&] { load(w, "err_model"); });
+    EXPECT_EQ(k, weft::ErrorKind::invalid_input);
+    EXPECT_NE(msg.find("tokenizer.ggml.model"), std::string::npos) << msg;
+  }
+  {
+    weft::GgufWriter w = v.writer();
+    w.set_u32("tokenizer.ggml.bos_token_id", 100000);
+    auto [k, msg] = kind_of([&] { load(w, "err_bos"); });
+    EXPECT_EQ(k, weft::ErrorKind::invalid_input);
+    EXPECT_NE(msg.find("tokenizer.ggml.bos_token_id"), std::string::npos) << msg;
+  }
+  {
+    weft::GgufWriter w = v.writer();
+    w.set_array("tokenizer.ggml.scores", std::vector<float>{1.f});
+    auto [k, msg] = kind_of([&] { load(w, "err_scores"); });
+    EXPECT_EQ(k, weft::ErrorKind::invalid_input);
+    EXPECT_NE(msg.find("tokenizer.ggml.scores"), std::string::npos) << msg;
+  }
+  auto tok = load(v.writer(), "err_ok");
+  auto [k, msg] = kind_of([&] { tok->decode_token(static_cast<int32_t>(v.tokens.size())); });
+  EXPECT_EQ(k, weft::ErrorKind::invalid_input);
+  EXPECT_EQ(kind_of([&] { tok->decode(Ids{-1}); }).first, weft::ErrorKind::invalid_input);
+}
+
+// --- GPT-2 byte-level BPE ---------------------------------------------------
+
+// The GPT-2 byte -> printable code point table, written out again here.
+std::string byte_symbol(int b) {
+  static std::vector<std::string> table = [] {
+    std::vector<std::string> t(256);
+    int next = 256;
+    for (int i = 0; i < 256; ++i) {
+      bool printable = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
+      int cp = printable ? i : next++;
+      std::string s;
+      if (cp < 0x80)
+        s += static_cast<char>(cp);
+      else
+        s += static_cast<char>(0xC0 | (cp >> 6)), s += static_cast<char>(0x80 | (cp & 0x3F));
+      t[i] = s;
+    }
+    return t;
+  }();
+  return table[b];
+}
+
+struct BpeVocab {
+  std::vector<std::string> tokens;
+  std::vector<std::string> merges;
+  BpeVocab() {
+    for (int b = 0; b < 256; ++b) tokens.push_back(byte_symbol(b));  // id == byte
+    const std::string G = byte_symbol(' ');                          // Ġ
+    for (auto [l, r] : std::vector<std::pair<std::string, std::string>>{
+             {"l", "o"}, {"l", "l"}, {"h", "e"}, {"he", "l"}, {"hel", "lo"}, {G, "hello"}, {"1", "2"}, {"12", "3"}}) {
+      merges.push_back(l + " " + r);
+      tokens.push_back(l + r);
+    }
+    tokens.push_back("<|end|>");
+  }
+  int32_t id(const std::string& t) const {
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] == t) return static_cast<int32_t>(i);
+    ADD_FAILURE() << "no token " << t;
+    return -1;
+  }
+  weft::GgufWriter writer(const std::string& pre) const {
+    weft::GgufWriter w;
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", pre);
+    w.set_array("tokenizer.ggml.tokens", tokens);
+    w.set_array("tokenizer.ggml.merges", merges);
+    std::vector<int32_t> types(tokens.size(), 1);
+    types.back() = 3;
+    w.set_array("tokenizer.ggml.token_type", types);
+    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(tokens.size() - 1));
+    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tokens.size() - 1));
+    return w;
+  }
+};
+
+TEST(TokenizerBpe, MergeOrder) {
+  BpeVocab v;
+  auto tok = load(v.writer("llama-bpe"), "bpe_order");
+  // h e l l o: "l o" (rank 0) before "l l" (rank 1), so hello builds up whole...
+  EXPECT_EQ(tok->encode("hello", false), Ids{v.id("hello")});
+  // ...while in "hell" the "l l" merge wins and "he ll" is no merge.
+  EXPECT_EQ(tok->encode("hell", false), (Ids{v.id("he"), v.id("ll")}));
+  EXPECT_EQ(tok->encode("hello hello", false), (Ids{v.id("hello"), v.id(byte_symbol(' ') + "hello")}));
+  EXPECT_EQ(tok->encode("lol", false), (Ids{v.id("lo"), 'l'}));
+  EXPECT_EQ(tok->encode("hi", true), (Ids{tok->bos(), 'h', 'i'}));
+  EXPECT_EQ(tok->decode(tok->encode("hi", true)), "hi");
+  EXPECT_EQ(tok->decode_token(v.id(byte_symbol(' ') + "hello")), " hello");
+  EXPECT_EQ(tok->decode_token('\n'), "\n");
+}
+
+TEST(TokenizerBpe, DigitsByPreTokenizer) {
+  BpeVocab v;
+  const int32_t t123 = v.id("123"), t12 = v.id("12");
+  EXPECT_EQ(load(v.writer("llama-bpe"), "bpe_l3")->encode("12312", false), (Ids{t123, t12}));
+  EXPECT_EQ(load(v.writer("qwen2"), "bpe_qw")->encode("12312", false), (Ids{'1', '2', '3', '1', '2'}));
+  EXPECT_EQ(load(v.writer("gpt2"), "bpe_g2")->encode("123123", false), (Ids{t123, t123}));
+}
+
+using Pieces = std::vector<std::string>;
+
+TEST(TokenizerBpe, PreTokenizerLlama3) {
+  auto split = [](const char* s) { return weft::model::detail::bpe_pretokenize(s, PreTokenizer::llama3); };
+  EXPECT_EQ(split("Hello world"), (Pieces{"Hello", " world"}));
+  EXPECT_EQ(split("I'm here, they'LL go"), (Pieces{"I", "'m", " here", ",", " they", "'LL", " go"}));
+  EXPECT_EQ(split("1234567"), (Pieces{"123", "456", "7"}));
+  EXPECT_EQ(split("x 12345"), (Pieces{"x", " ", "123", "45"}));
+  EXPECT_EQ(split("a  b"), (Pieces{"a", " ", " b"}));
+  EXPECT_EQ(split("a\n\nb"), (Pieces{"a", "\n\n", "b"}));
+  EXPECT_EQ(split("a \n b"), (Pieces{"a", " \n", " b"}));
+  EXPECT_EQ(split("hi!!\nok"), (Pieces{"hi", "!!\n", "ok"}));
+  EXPECT_EQ(split("(word) end  "), (Pieces{"(word", ")", " end", "  "}));
+  EXPECT_EQ(split("f(x) = y;"), (Pieces{"f", "(x", ")", " =", " y", ";"}));
+  EXPECT_EQ(split("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"), (Pieces{"caf\xC3\xA9", " \xE6\x97\xA5\xE6\x9C\xAC"}));
+}
+
+TEST(TokenizerBpe, PreTokenizerQwen2AndGpt2) {
+  auto qwen = [](const char* s) { return weft::model::detail::bpe_pretokenize(s, PreTokenizer::qwen2); };
+  auto gpt2 = [](const char* s) { return weft::model::detail::bpe_pretokenize(s, PreTokenizer::gpt2); };
+  EXPECT_EQ(qwen("a 123"), (Pieces{"a", " ", "1", "2", "3"}));
+  EXPECT_EQ(qwen("I'M"), (Pieces{"I", "'M"}));
+  EXPECT_EQ(gpt2("I'M"), (Pieces{"I", "'", "M"}));  // gpt2's contractions are case-sensitive
+  EXPECT_EQ(gpt2("I'm 12345 (word)"), (Pieces{"I", "'m", " 12345", " (", "word", ")"}));
+  EXPECT_EQ(gpt2("a  b\n"), (Pieces{"a", " ", " b", "\n"}));
+  EXPECT_EQ(gpt2("hi!!\nok"), (Pieces{"hi", "!!", "\n", "ok"}));
+}
+
+TEST(TokenizerBpe, RoundTrip) {
+  BpeVocab v;
+  for (const char* pre : {"llama-bpe", "qwen2", "gpt2"}) {
+    auto tok = load(v.writer(pre), std::string("bpe_round_") + pre);
+    for (const char* text :
+         {"hello hello world", "  spaces   and\ttabs\n\n", "I'm 12345678 years", "int main() { return 0; }\n",
+          "\xC3\xA9t\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80", "\xFF\xFE invalid utf-8 \x80", "x"}) {
+      EXPECT_EQ(tok->decode(tok->encode(text, false)), text) << pre << ": " << text;
+    }
+  }
+}
+
+TEST(TokenizerBpe, MissingMerges) {
+  BpeVocab v;
+  weft::GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_array("tokenizer.ggml.tokens", v.tokens);
+  try {
+    load(w, "bpe_nomerges");
+    FAIL() << "no error";
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+    EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.merges"), std::string::npos);
+  }
+}
+
+// --- LLaMA's vocabulary, against llama-tokenizer-js -------------------------
+
+// Undoes JSON.stringify for the escapes it writes: \" \\ \n \t \r \b \f \uXXXX.
+std::string unjson(const std::string& s) {
+  std::string out;
+  for (size_t i = 1; i + 1 < s.size(); ++i) {
+    if (s[i] != '\\') {
+      out += s[i];
+      continue;
+    }
+    char c = s[++i];
+    if (c == 'n')
+      out += '\n';
+    else if (c == 't')
+      out += '\t';
+    else if (c == 'r')
+      out += '\r';
+    else if (c == 'b')
+      out += '\b';
+    else if (c == 'f')
+      out += '\f';
+    else if (c == 'u') {
+      unsigned cp = static_cast<unsigned>(std::stoul(s.substr(i + 1, 4), nullptr, 16));
+      i += 4;
+      if (cp < 0x80)
+        out += static_cast<char>(cp);
+      else if (cp < 0x800)
+        out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
+      else
+        out += static_cast<char>(0xE0 | (cp >> 12)), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else
+      out += c;
+  }
+  return out;
+}
+
+TEST(TokenizerSpm, MatchesLlamaTokenizerJs) {
+  std::ifstream in(std::string(WEFT_SOURCE_DIR) + "/tests/model/tokenizer_data/llama_spm.txt");
+  ASSERT_TRUE(in) << "tests/model/tokenizer_data/llama_spm.txt";
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  std::vector<std::pair<std::string, Ids>> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
+    std::string kind = line.substr(0, t1);
+    if (kind == "vocab") {
+      size_t n = std::stoul(line.substr(t1 + 1));
+      tokens.resize(n);
+      scores.assign(n, 0.f);
+      types.assign(n, 1);
+      for (size_t i = 0; i < n; ++i) tokens[i] = "\x01unreachable" + std::to_string(i);
+    } else if (kind == "token") {
+      size_t t3 = line.find('\t', t2 + 1);
+      int32_t id = std::stoi(line.substr(t1 + 1, t2 - t1 - 1));
+      ASSERT_LT(static_cast<size_t>(id), tokens.size());
+      scores[id] = std::stof(line.substr(t2 + 1, t3 - t2 - 1));
+      tokens[id] = line.substr(t3 + 1);
+      types[id] = id == 0 ? 2 : id < 3 ? 3 : id < 259 ? 6 : 1;
+    } else if (kind == "case") {
+      Ids ids;
+      std::stringstream ss(line.substr(t1 + 1, t2 - t1 - 1));
+      for (std::string x; std::getline(ss, x, ',');) ids.push_back(std::stoi(x));
+      cases.emplace_back(unjson(line.substr(t2 + 1)), ids);
+    }
+  }
+  ASSERT_EQ(tokens.size(), 32000u);
+  ASSERT_GE(cases.size(), 20u);
+
+  weft::GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_array("tokenizer.ggml.tokens", tokens);
+  w.set_array("tokenizer.ggml.scores", scores);
+  w.set_array("tokenizer.ggml.token_type", types);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  auto tok = load(w, "llama_js");
+  for (const auto& [text, ids] : cases) {
+    EXPECT_EQ(tok->encode(text, true), ids) << text;
+    EXPECT_EQ(tok->decode(ids), text) << text;
+  }
+}
+
+}  // namespace

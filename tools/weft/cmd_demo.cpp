@@ -1,0 +1,285 @@
+// `weft demo`: the whole stack end to end on one machine. Two `weft worker`
+// child processes (this executable, re-run) serve their CPUs on loopback;
+// the demo model's layers are split over this CPU and both workers, and the
+// greedy tokens must equal those of this CPU alone.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "model/demo_model.h"
+#include "weft/cpu.h"
+#include "weft/error.h"
+#include "weft/gguf.h"
+#include "weft/model.h"
+#include "weft/rpc.h"
+#include "weft/sched.h"
+
+namespace weft::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+constexpr const char* kWhere = "demo";
+
+// A `weft worker --port 0` child process. The constructor waits for its
+// "listening on HOST:PORT" line; the destructor sends SIGTERM and reaps it.
+class WorkerProcess {
+ public:
+  WorkerProcess() {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) fail(ErrorKind::out_of_memory, kWhere, std::string("pipe: ") + std::strerror(errno));
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      fail(ErrorKind::out_of_memory, kWhere, std::string("fork: ") + std::strerror(errno));
+    }
+    if (pid_ == 0) {
+      // The child: stdout into the pipe, stderr discarded; dies with the demo
+      // if it dies first.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(1);
+      dup2(fds[1], STDOUT_FILENO);
+      const int null = open("/dev/null", O_WRONLY);  // its per-session log lines would drown the demo's
+      if (null >= 0) dup2(null, STDERR_FILENO);
+      execl("/proc/self/exe", "weft", "worker", "--host", "127.0.0.1", "--port", "0", "--threads", "1",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    std::string out;
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (out.find('\n') == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      pollfd p{fds[0], POLLIN, 0};
+      char buf[256];
+      ssize_t got = 0;
+      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0 || (got = read(fds[0], buf, sizeof buf)) <= 0) break;
+      out.append(buf, static_cast<size_t>(got));
+    }
+    close(fds[0]);
+    const std::string key = "listening on ";
+    const size_t at = out.find(key);
+    if (at == std::string::npos) {
+      stop();
+      fail(ErrorKind::disconnected, kWhere, "worker process did not report its port (got '" + out + "')");
+    }
+    endpoint_ = out.substr(at + key.size());
+    endpoint_.erase(endpoint_.find_last_not_of("\r\n ") + 1);
+  }
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+  ~WorkerProcess() { stop(); }
+
+  const std::string& endpoint() const { return endpoint_; }
+  int pid() const { return pid_; }
+
+  // SIGTERM and wait; returns the exit status (-1 if already stopped).
+  int stop() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string endpoint_;
+};
+
+fs::path cache_folder(const std::string& given) {
+  if (!given.empty()) return given;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "weft";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "weft";
+  fail(ErrorKind::invalid_input, kWhere, "no cache folder: set --cache-dir, XDG_CACHE_HOME or HOME");
+}
+
+// Layer ranges in proportion to the weights "a,b,c" (empty: equal).
+std::vector<int64_t> split_layers(const std::string& spec, int64_t n_layer, size_t n_parts) {
+  std::vector<double> w;
+  if (spec.empty()) {
+    w.assign(n_parts, 1.0);
+  } else {
+    size_t start = 0;
+    while (start <= spec.size()) {
+      const size_t comma = std::min(spec.find(',', start), spec.size());
+      const std::string item = spec.substr(start, comma - start);
+      char* end = nullptr;
+      const double v = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end != '\0' || !(v >= 0) || v > 1e6)
+        fail(ErrorKind::invalid_input, kWhere, "--split '" + spec + "': '" + item + "' is not a weight >= 0");
+      w.push_back(v);
+      start = comma + 1;
+    }
+  }
+  double total = 0;
+  for (double v : w) total += v;
+  if (w.size() != n_parts || total <= 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         "--split '" + spec + "' needs " + std::to_string(n_parts) + " weights, not all zero");
+  std::vector<int64_t> bounds{0};
+  double sum = 0;
+  for (double v : w) {
+    sum += v;
+    bounds.push_back(static_cast<int64_t>(std::llround(static_cast<double>(n_layer) * sum / total)));
+  }
+  return bounds;
+}
+
+struct Run {
+  std::vector<int32_t> tokens;
+  double prompt_s = 0;  // the prompt's eval, up to the first token
+  double total_s = 0;   // every eval
+};
+
+// Greedy generation: eval(tokens, n_past) returns logits of every token.
+template <typename Eval>
+Run generate(Eval&& eval, const std::vector<int32_t>& prompt, int n_tokens, int vocab) {
+  Run r;
+  const auto t0 = Clock::now();
+  std::vector<float> logits = eval(std::span<const int32_t>(prompt), 0);
+  int next = model::greedy(&logits[(prompt.size() - 1) * static_cast<size_t>(vocab)], vocab);
+  r.prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.tokens.push_back(next);
+  int64_t n_past = static_cast<int64_t>(prompt.size());
+  while (static_cast<int>(r.tokens.size()) < n_tokens) {
+    const int32_t last = r.tokens.back();
+    logits = eval(std::span<const int32_t>(&last, 1), n_past++);
+    r.tokens.push_back(model::greedy(logits.data(), vocab));
+  }
+  r.total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+void print_run(const char* label, const Run& r) {
+  std::printf("%-6s", label);
+  for (int32_t t : r.tokens) std::printf(" %d", t);
+  std::printf("\n");
+}
+
+void print_speed(const char* label, const Run& r) {
+  const double decode_s = r.total_s - r.prompt_s;
+  const size_t n = r.tokens.size();
+  std::printf("%-6s %.1f tokens/s (%zu tokens in %.3f s; prompt %.1f ms, then %.1f tokens/s)\n", label,
+              static_cast<double>(n) / r.total_s, n, r.total_s, r.prompt_s * 1e3,
+              n > 1 && decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0);
+}
+
+}  // namespace
+
+int cmd_demo(const DemoArgs& args) {
+  if (args.n_tokens < 1 || args.n_tokens > 4096)
+    fail(ErrorKind::invalid_input, kWhere, "--tokens " + std::to_string(args.n_tokens) + " (1 to 4096)");
+  signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
+
+  // The model, written once.
+  const model::DemoModelSpec spec;
+  const fs::path dir = cache_folder(args.cache_dir);
+  const fs::path path = dir / "demo-llama-100m.gguf";
+  if (!fs::exists(path)) {
+    fs::create_directories(dir);
+    const auto t0 = Clock::now();
+    model::write_demo_model(path.string(), spec);
+    std::printf("wrote %s (%.1f M parameters, %.0f MB) in %.1f s\n", path.c_str(),
+                static_cast<double>(model::demo_model_params(spec)) / 1e6,
+                static_cast<double>(fs::file_size(path)) / 1e6,
+                std::chrono::duration<double>(Clock::now() - t0).count());
+  } else {
+    std::printf("model %s (%.0f MB)\n", path.c_str(), static_cast<double>(fs::file_size(path)) / 1e6);
+  }
+  auto file = GgufFile::open(path.string());
+  const auto params = model::LlamaParams::from_gguf(*file);
+  const int vocab = static_cast<int>(params.n_vocab);
+
+  // A fixed prompt of token ids (the random vocabulary has no text).
+  const std::vector<int32_t> prompt{1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203, 29889};
+  const int64_t n_ctx = static_cast<int64_t>(prompt.size()) + args.n_tokens;
+
+  const std::vector<int64_t> bounds = split_layers(args.split, params.n_layer, 3);
+
+  // Two workers, then one device each beside this CPU.
+  WorkerProcess w1, w2;
+  std::printf("workers: %s (pid %d), %s (pid %d)\n", w1.endpoint().c_str(), w1.pid(), w2.endpoint().c_str(),
+              w2.pid());
+  int exit_code = 0;
+  {
+    auto cpu = make_cpu_device(args.threads);
+    auto r1 = make_rpc_devices(w1.endpoint());
+    auto r2 = make_rpc_devices(w2.endpoint());
+    std::vector<Device*> devices{cpu.get(), r1.at(0).get(), r2.at(0).get()};
+    std::vector<model::LayerPlacement> placement;
+    for (size_t i = 0; i < devices.size(); ++i) placement.push_back({devices[i], bounds[i], bounds[i + 1]});
+    const char* names[] = {"host", w1.endpoint().c_str(), w2.endpoint().c_str()};
+    std::printf("layers:");
+    for (size_t i = 0; i < placement.size(); ++i)
+      std::printf(" %s [%lld, %lld)", names[i], static_cast<long long>(placement[i].first),
+                  static_cast<long long>(placement[i].last));
+    std::printf("\nprompt (%zu ids):", prompt.size());
+    for (int32_t t : prompt) std::printf(" %d", t);
+    std::printf("\n");
+    std::fflush(stdout);
+
+    Run split_run, local_run;
+    {
+      const auto t0 = Clock::now();
+      model::LlamaModel m(*file, placement, n_ctx);
+      std::printf("split model loaded in %.2f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
+      std::vector<std::unique_ptr<Backend>> owned;
+      std::vector<Backend*> backends;
+      for (Device* d : devices) {
+        owned.push_back(d->create_backend());
+        backends.push_back(owned.back().get());
+      }
+      Scheduler sched(backends);
+      split_run = generate(
+          [&](std::span<const int32_t> t, int64_t n_past) { return m.eval(sched, backends, t, n_past); }, prompt,
+          args.n_tokens, vocab);
+    }
+    {
+      model::LlamaModel m(*file, *cpu, n_ctx);
+      auto backend = cpu->create_backend();
+      local_run = generate([&](std::span<const int32_t> t, int64_t n_past) { return m.eval(*backend, t, n_past); },
+                           prompt, args.n_tokens, vocab);
+    }
+
+    print_run("split", split_run);
+    print_run("local", local_run);
+    print_speed("split", split_run);
+    print_speed("local", local_run);
+    size_t first_diff = 0;
+    while (first_diff < split_run.tokens.size() && split_run.tokens[first_diff] == local_run.tokens[first_diff])
+      ++first_diff;
+    if (first_diff == split_run.tokens.size()) {
+      std::printf("identical: %zu of %zu tokens\n", first_diff, split_run.tokens.size());
+    } else {
+      std::printf("MISMATCH at token %zu: split %d, local %d\n", first_diff, split_run.tokens[first_diff],
+                  local_run.tokens[first_diff]);
+      exit_code = 1;
+    }
+  }
+  const int s1 = w1.stop(), s2 = w2.stop();
+  std::printf("workers stopped (exit %d, %d)\n", s1, s2);
+  return exit_code;
+}
+
+}  // namespace weft::tools
