@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace weft::tools {
 
@@ -61,5 +63,21 @@ struct DemoArgs {
   std::string split;      // layer proportions host,worker1,worker2; empty: 1,1,1
 };
 int cmd_demo(const DemoArgs& args);
+
+// `weft run`: generates text from a GGUF llama/qwen2 model, its layers split
+// over this CPU and any workers (in proportion to --split, else to each
+// device's free memory), streaming tokens to stdout.
+struct RunArgs {
+  std::string model;                 // GGUF file
+  std::string prompt;
+  int n_tokens = 64;                 // tokens to generate (stops early at eos)
+  int threads = 0;                   // host CPU threads; 0 = hardware threads
+  std::vector<std::string> workers;  // HOST:PORT, one device each
+  std::string split;                 // layer proportions host,worker1,...; empty: by free memory
+  float temperature = 0;             // 0: greedy
+  uint64_t seed = 0;
+  bool stats = false;                // speeds and RPC traffic to stderr
+};
+int cmd_run(const RunArgs& args);
 
 }  // namespace weft::tools

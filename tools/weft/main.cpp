@@ -60,6 +60,20 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("-t,--threads", demo.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   demo_cmd->add_option("--split", demo.split, "layer proportions host,worker1,worker2 (default 1,1,1)");
 
+  RunArgs run;
+  CLI::App* run_cmd = app.add_subcommand("run", "generate text from a GGUF model, its layers split over this CPU and any workers");
+  run_cmd->add_option("-m,--model", run.model, "GGUF model file")->required();
+  run_cmd->add_option("-p,--prompt", run.prompt, "prompt text");
+  run_cmd->add_option("-n,--tokens", run.n_tokens, "tokens to generate (stops early at eos)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("-t,--threads", run.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--worker", run.workers, "HOST:PORT of a weft worker (repeatable)");
+  run_cmd->add_option("--split", run.split, "layer proportions host,worker1,... (default: by free memory)");
+  run_cmd->add_option("--temp,--temperature", run.temperature, "sampling temperature (0: greedy)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--seed", run.seed, "sampler seed")->capture_default_str();
+  run_cmd->add_flag("--stats", run.stats, "print speeds and RPC traffic to stderr");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check_cmd->parsed()) return cmd_check(check);
@@ -68,6 +82,7 @@ int main(int argc, char** argv) {
     if (worker_cmd->parsed()) return cmd_worker(worker);
     if (gguf_info_cmd->parsed()) return cmd_gguf_info(gguf_path);
     if (demo_cmd->parsed()) return cmd_demo(demo);
+    if (run_cmd->parsed()) return cmd_run(run);
   } catch (const weft::Error& e) {
     std::fprintf(stderr, "weft: %s error: %s\n", weft::error_kind_name(e.kind()), e.what());
     return 1;
