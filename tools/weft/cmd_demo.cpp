@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "layer_split.h"
 #include "model/demo_model.h"
 #include "weft/cpu.h"
 #include "weft/error.h"
@@ -114,38 +115,6 @@ fs::path cache_folder(const std::string& given) {
   fail(ErrorKind::invalid_input, kWhere, "no cache folder: set --cache-dir, XDG_CACHE_HOME or HOME");
 }
 
-// Layer ranges in proportion to the weights "a,b,c" (empty: equal).
-std::vector<int64_t> split_layers(const std::string& spec, int64_t n_layer, size_t n_parts) {
-  std::vector<double> w;
-  if (spec.empty()) {
-    w.assign(n_parts, 1.0);
-  } else {
-    size_t start = 0;
-    while (start <= spec.size()) {
-      const size_t comma = std::min(spec.find(',', start), spec.size());
-      const std::string item = spec.substr(start, comma - start);
-      char* end = nullptr;
-      const double v = std::strtod(item.c_str(), &end);
-      if (item.empty() || *end != '\0' || !(v >= 0) || v > 1e6)
-        fail(ErrorKind::invalid_input, kWhere, "--split '" + spec + "': '" + item + "' is not a weight >= 0");
-      w.push_back(v);
-      start = comma + 1;
-    }
-  }
-  double total = 0;
-  for (double v : w) total += v;
-  if (w.size() != n_parts || total <= 0)
-    fail(ErrorKind::invalid_input, kWhere,
-         "--split '" + spec + "' needs " + std::to_string(n_parts) + " weights, not all zero");
-  std::vector<int64_t> bounds{0};
-  double sum = 0;
-  for (double v : w) {
-    sum += v;
-    bounds.push_back(static_cast<int64_t>(std::llround(static_cast<double>(n_layer) * sum / total)));
-  }
-  return bounds;
-}
-
 struct Run {
   std::vector<int32_t> tokens;
   double prompt_s = 0;  // the prompt's eval, up to the first token
@@ -215,7 +184,8 @@ int cmd_demo(const DemoArgs& args) {
   const std::vector<int32_t> prompt{1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203, 29889};
   const int64_t n_ctx = static_cast<int64_t>(prompt.size()) + args.n_tokens;
 
-  const std::vector<int64_t> bounds = split_layers(args.split, params.n_layer, 3);
+  const std::vector<double> weights = args.split.empty() ? std::vector<double>(3, 1.0) : parse_split(args.split, 3, kWhere);
+  const std::vector<int64_t> bounds = layer_bounds(weights, params.n_layer);
 
   // Two workers, then one device each beside this CPU.
   WorkerProcess w1, w2;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "layer_split.h"
 #include "weft/cpu.h"
 #include "weft/error.h"
 #include "weft/gguf.h"
@@ -30,42 +31,6 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kWhere = "run";
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// "a,b,c" -> weights; n_parts of them, each >= 0, not all zero.
-std::vector<double> parse_split(const std::string& spec, size_t n_parts) {
-  std::vector<double> w;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    const size_t comma = std::min(spec.find(',', start), spec.size());
-    const std::string item = spec.substr(start, comma - start);
-    char* end = nullptr;
-    const double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !(v >= 0) || v > 1e18)
-      fail(ErrorKind::invalid_input, kWhere, "--split '" + spec + "': '" + item + "' is not a weight >= 0");
-    w.push_back(v);
-    start = comma + 1;
-  }
-  double total = 0;
-  for (double v : w) total += v;
-  if (w.size() != n_parts || !(total > 0))
-    fail(ErrorKind::invalid_input, kWhere,
-         "--split '" + spec + "' needs " + std::to_string(n_parts) + " weights (host, then one per worker), not all zero");
-  return w;
-}
-
-// Layer boundaries (n_parts + 1 of them) in proportion to w.
-std::vector<int64_t> layer_bounds(const std::vector<double>& w, int64_t n_layer) {
-  double total = 0;
-  for (double v : w) total += v;
-  std::vector<int64_t> bounds{0};
-  double sum = 0;
-  for (double v : w) {
-    sum += v;
-    bounds.push_back(std::min<int64_t>(n_layer, std::llround(static_cast<double>(n_layer) * sum / total)));
-  }
-  bounds.back() = n_layer;
-  return bounds;
-}
 
 // Bytes of weights each placement will hold: blk.L.* to L's placement, the
 // embedding to the first, everything else (output norm, output) to the last.
@@ -113,7 +78,7 @@ int cmd_run(const RunArgs& args) {
   // Layers: by --split, else by free memory (equal when no device reports any).
   std::vector<double> w;
   if (!args.split.empty()) {
-    w = parse_split(args.split, devices.size());
+    w = parse_split(args.split, devices.size(), kWhere);
   } else {
     double total = 0;
     for (Device* d : devices) {
