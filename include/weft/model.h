@@ -13,7 +13,9 @@
 // build_forward() write the cache at the given positions. Not thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -75,13 +77,17 @@ struct LayerPlacement {
   int64_t last = 0;
 };
 
+// Called while a model's weights are copied to their devices, after each
+// tensor: bytes copied so far and the total (the same for every call).
+using LoadProgress = std::function<void(size_t done, size_t total)>;
+
 class LlamaModel {
  public:
   // Copies the model's tensors from file into one buffer of
   // device.default_buffer_type() and allocates a zeroed KV cache of n_ctx
   // positions in a second one. Throws Error(invalid_input) naming a missing
   // tensor or one of the wrong shape. device must outlive the model.
-  LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx);
+  LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx, const LoadProgress& progress = {});
   // A model split across devices (pipeline by layers):
   //
   //   std::vector<LayerPlacement> pl{{cpu.get(), 0, 4}, {remote.get(), 4, 8}};
@@ -95,7 +101,8 @@ class LlamaModel {
   // empty). The token embedding lives on the first device, the output norm
   // and a separate output matrix on the last (a tied output stays with the
   // embedding). Throws Error(invalid_input) for a bad placement.
-  LlamaModel(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx);
+  LlamaModel(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx,
+             const LoadProgress& progress = {});
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
   ~LlamaModel();
@@ -126,7 +133,7 @@ class LlamaModel {
                           int64_t n_past);
 
  private:
-  void init(const GgufFile& file, std::span<const LayerPlacement> placement);
+  void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress);
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
   Tensor* load(const GgufFile& file, const std::string& name, std::initializer_list<int64_t> ne,
                bool optional = false);
@@ -149,6 +156,10 @@ class LlamaModel {
   int n_parts_ = 1;
   std::vector<size_t> marks_;
 };
+
+// Bytes of KV cache (keys and values, f16) that n_layers layers of a model
+// with params p hold for n_ctx positions.
+size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx);
 
 // mask[i * n_kv + j] = 0 if key j is visible to query i (j <= n_past + i),
 // else -INFINITY. mask has n_kv * n floats.

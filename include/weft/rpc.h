@@ -48,6 +48,7 @@ struct RpcStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t round_trips = 0;  // commands that waited for a reply (handshake included)
+  double wait_seconds = 0;   // time callers spent blocked until a reply began to arrive
 };
 // The counters of the live connection to endpoint; zeros when none is open.
 RpcStats rpc_stats(const std::string& endpoint);

@@ -50,19 +50,21 @@ Device& first_device(std::span<const LayerPlacement> placement) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx)
+LlamaModel::LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx, const LoadProgress& progress)
     : params_(LlamaParams::from_gguf(file)), device_(device), n_ctx_(n_ctx) {
   const LayerPlacement one{&device, 0, params_.n_layer};
-  init(file, {&one, 1});
+  init(file, {&one, 1}, progress);
   galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&device.default_buffer_type()});
 }
 
-LlamaModel::LlamaModel(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx)
+LlamaModel::LlamaModel(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx,
+                       const LoadProgress& progress)
     : params_(LlamaParams::from_gguf(file)), device_(first_device(placement)), n_ctx_(n_ctx) {
-  init(file, placement);
+  init(file, placement, progress);
 }
 
-void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> placement) {
+void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> placement,
+                      const LoadProgress& progress) {
   if (n_ctx_ <= 0 || n_ctx_ > (int64_t{1} << 24))
     fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx_) + " is out of range");
   const LlamaParams& p = params_;
@@ -118,6 +120,9 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
   }
 
   // One weights buffer per placement, filled from the file.
+  size_t total = 0, done = 0;
+  for (const auto& part : weights)
+    for (const Tensor* t : part) total += t->nbytes();
   for (int i = 0; i < n_parts_; ++i) {
     BufferType& bt = placement[static_cast<size_t>(i)].device->default_buffer_type();
     auto buf = allocate_tensors(bt, weights[static_cast<size_t>(i)]);
@@ -126,6 +131,8 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
     for (Tensor* t : weights[static_cast<size_t>(i)]) {
       const GgufTensorInfo* info = file.find_tensor(t->name);
       tensor_set(*t, file.tensor_data(*info), 0, t->nbytes());
+      done += t->nbytes();
+      if (progress) progress(done, total);
     }
     bufs_.push_back(std::move(buf));
   }
@@ -322,6 +329,11 @@ std::vector<float> LlamaModel::eval(Scheduler& sched, std::span<Backend* const> 
   std::vector<float> out(static_cast<size_t>(params_.n_vocab * n));
   tensor_get(*logits, out.data(), 0, logits->nbytes());
   return out;
+}
+
+size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx) {
+  const size_t per_row = static_cast<size_t>(p.head_dim * p.n_head_kv) * sizeof(uint16_t);
+  return 2 * static_cast<size_t>(n_layers) * static_cast<size_t>(n_ctx) * per_row;
 }
 
 void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past) {

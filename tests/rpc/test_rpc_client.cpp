@@ -4,6 +4,7 @@
 // split under the frame limit, copies, events, authentication and the
 // errors a worker reports. The lifetime scenarios of the seeds are in
 // test_rpc_client_lifetime.cpp.
+#include <chrono>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -173,7 +174,13 @@ TEST(RpcClient, CommandsArePipelined) {
   }
   backend->compute(g);
   EXPECT_EQ(rpc_stats(w.endpoint).round_trips, before.round_trips);  // nothing waited so far
+  EXPECT_EQ(rpc_stats(w.endpoint).wait_seconds, before.wait_seconds);
+  const auto t0 = std::chrono::steady_clock::now();
   backend->synchronize();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited = rpc_stats(w.endpoint).wait_seconds - before.wait_seconds;
+  EXPECT_GT(waited, 0.0);  // the reply's wait is counted, and is part of the call's time
+  EXPECT_LE(waited, wall);
   std::vector<float> out(256);
   tensor_get(*sum, out.data(), 0, out.size() * 4);
   EXPECT_EQ(rpc_stats(w.endpoint).round_trips, before.round_trips + 2);

@@ -6,6 +6,7 @@
 #include <openssl/hmac.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -133,6 +134,7 @@ RpcStats Connection::stats() const {
   s.bytes_sent = bytes_sent_.load();
   s.bytes_received = bytes_received_.load();
   s.round_trips = round_trips_.load();
+  s.wait_seconds = static_cast<double>(wait_ns_.load()) * 1e-9;
   return s;
 }
 
@@ -238,7 +240,10 @@ void Connection::read_payload(Cmd cmd, void* data, size_t n) {
 
 uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
   uint8_t raw[kFrameHeaderBytes];
+  const auto t0 = std::chrono::steady_clock::now();
   read_payload(cmd, raw, sizeof raw);
+  wait_ns_ += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   const FrameHeader h = decode_header(raw);
   if (h.command == static_cast<uint16_t>(Cmd::error)) read_error_frame(cmd, h.length);
   if (h.command != (static_cast<uint16_t>(cmd) | kReplyBit)) {

@@ -156,6 +156,7 @@ class Connection {
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> round_trips_{0};
+  std::atomic<uint64_t> wait_ns_{0};  // in read_reply_header, until the header arrived
   bool counted_ = false;  // included in open_count()
 };
 

@@ -1,0 +1,156 @@
+// ModelHost: devices, placement, plan, loading with progress, evaluation.
+#include "model_host.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "layer_split.h"
+#include "weft/cpu.h"
+#include "weft/error.h"
+#include "weft/rpc.h"
+
+namespace weft::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// Bytes of weights each placement will hold: blk.L.* to L's placement, the
+// embedding to the first, everything else (output norm, output) to the last.
+std::vector<size_t> weight_bytes(const GgufFile& file, const std::vector<int64_t>& bounds) {
+  const size_t n_parts = bounds.size() - 1;
+  std::vector<size_t> bytes(n_parts, 0);
+  for (const GgufTensorInfo& t : file.tensors()) {
+    size_t part = n_parts - 1;
+    if (t.name.rfind("token_embd.", 0) == 0) {
+      part = 0;
+    } else if (t.name.rfind("blk.", 0) == 0) {
+      const long long layer = std::atoll(t.name.c_str() + 4);
+      for (size_t i = 0; i < n_parts; ++i)
+        if (layer >= bounds[i] && layer < bounds[i + 1]) part = i;
+    }
+    bytes[part] += t.nbytes;
+  }
+  return bytes;
+}
+
+// Draws "loading weights [####    ]  52%  55.1/106.0 MiB" on a terminal,
+// redrawn when the percentage changes; prints nothing elsewhere.
+class ProgressBar {
+ public:
+  ProgressBar() : tty_(isatty(STDERR_FILENO) != 0) {}
+  void update(size_t done, size_t total) {
+    if (!tty_ || total == 0) return;
+    const int percent = static_cast<int>(done * 100 / total);
+    if (percent == last_percent_) return;
+    last_percent_ = percent;
+    constexpr int kWidth = 30;
+    const int filled = percent * kWidth / 100;
+    std::fprintf(stderr, "\rloading weights [%.*s%*s] %3d%%  %.1f/%.1f MiB", filled,
+                 "##############################", kWidth - filled, "", percent, mib(done), mib(total));
+    if (done == total) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+  int last_percent_ = -1;
+};
+
+}  // namespace
+
+ModelHost::ModelHost(const ModelHostArgs& args, const char* what) : what_(what), args_(args) {
+  file_ = GgufFile::open(args.model);
+  tok_ = model::Tokenizer::from_gguf(*file_);
+  params_ = model::LlamaParams::from_gguf(*file_);
+  devices_.push_back(make_cpu_device(args.threads));
+  labels_.push_back("host");
+  for (const std::string& endpoint : args.workers) {
+    auto remote = make_rpc_devices(endpoint);
+    if (remote.empty()) fail(ErrorKind::invalid_input, what_, "worker " + endpoint + " serves no devices");
+    devices_.push_back(std::move(remote[0]));
+    labels_.push_back(endpoint);
+  }
+}
+
+ModelHost::~ModelHost() = default;
+
+void ModelHost::load(int64_t n_ctx) {
+  if (model_) fail(ErrorKind::invalid_input, what_, "the model is loaded already");
+  n_ctx_ = n_ctx;
+  const size_t n = devices_.size();
+
+  // Layers: by --split, else by free memory (equal when no device reports any).
+  std::vector<double> w;
+  if (!args_.split.empty()) {
+    w = parse_split(args_.split, n, what_);
+  } else {
+    double total = 0;
+    for (const auto& d : devices_) {
+      w.push_back(static_cast<double>(d->memory().free));
+      total += w.back();
+    }
+    if (!(total > 0)) w.assign(n, 1.0);
+  }
+  const std::vector<int64_t> bounds = layer_bounds(w, params_.n_layer);
+  const std::vector<size_t> weights = weight_bytes(*file_, bounds);
+
+  // The plan, then a check that each device can hold its share.
+  std::string too_big;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t kv = model::kv_cache_bytes(params_, bounds[i + 1] - bounds[i], n_ctx);
+    const size_t free = devices_[i]->memory().free;
+    std::fprintf(stderr, "%s (%s): layers [%lld, %lld), %.1f MiB weights + %.1f MiB KV cache (%lld positions), %.0f MiB free\n",
+                 labels_[i].c_str(), devices_[i]->name().c_str(), static_cast<long long>(bounds[i]),
+                 static_cast<long long>(bounds[i + 1]), mib(weights[i]), mib(kv), static_cast<long long>(n_ctx),
+                 mib(free));
+    if (free > 0 && weights[i] + kv > free && too_big.empty())
+      too_big = labels_[i] + " has " + std::to_string(free >> 20) + " MiB free but its share needs " +
+                std::to_string((weights[i] + kv) >> 20) + " MiB (change --split, or add workers)";
+  }
+  if (!too_big.empty()) fail(ErrorKind::out_of_memory, what_, too_big);
+
+  ProgressBar bar;
+  const auto t0 = Clock::now();
+  const model::LoadProgress progress = [&bar](size_t done, size_t total) { bar.update(done, total); };
+  if (n == 1) {
+    model_ = std::make_unique<model::LlamaModel>(*file_, *devices_[0], n_ctx, progress);
+    backends_.push_back(devices_[0]->create_backend());
+  } else {
+    std::vector<model::LayerPlacement> placement;
+    for (size_t i = 0; i < n; ++i) placement.push_back({devices_[i].get(), bounds[i], bounds[i + 1]});
+    model_ = std::make_unique<model::LlamaModel>(*file_, placement, n_ctx, progress);
+    for (const auto& d : devices_) {
+      backends_.push_back(d->create_backend());
+      backend_ptrs_.push_back(backends_.back().get());
+    }
+    sched_ = std::make_unique<Scheduler>(backend_ptrs_);
+  }
+  size_t total = 0;
+  for (size_t b : weights) total += b;
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::fprintf(stderr, "loaded %.1f MiB of weights in %.2f s (%.0f MiB/s)\n", mib(total), s, s > 0 ? mib(total) / s : 0.0);
+  file_.reset();  // the model and tokenizer hold copies
+}
+
+std::vector<float> ModelHost::eval(std::span<const int32_t> tokens, int64_t n_past) {
+  if (!model_) fail(ErrorKind::invalid_input, what_, "eval before load");
+  if (sched_) return model_->eval(*sched_, backend_ptrs_, tokens, n_past);
+  return model_->eval(*backends_[0], tokens, n_past);
+}
+
+void ModelHost::print_worker_stats() const {
+  for (const std::string& endpoint : args_.workers) {
+    const RpcStats s = rpc_stats(endpoint);
+    std::fprintf(stderr, "worker %s: %.1f MiB sent, %.1f MiB received, %llu round trips, %.3f s waiting\n",
+                 endpoint.c_str(), mib(s.bytes_sent), mib(s.bytes_received),
+                 static_cast<unsigned long long>(s.round_trips), s.wait_seconds);
+  }
+}
+
+}  // namespace weft::tools
