@@ -39,9 +39,20 @@ class Tokenizer {
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
-  // Text is UTF-8; invalid bytes are passed through as single bytes. Special
-  // token strings inside text are not recognised (they encode as plain text).
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // Text is UTF-8; invalid bytes are passed through as single bytes.
+  //
+  // parse_special = false (the default, and the only safe choice for text
+  // from users or documents): special token strings such as "<|eot_id|>" or
+  // "</s>" inside text are not recognised and encode as plain text, so text
+  // cannot forge control tokens.
+  // parse_special = true (for prompt templates the caller writes): the
+  // literal text of every control, user-defined and unknown token
+  // (token_type 3, 4, 2) is recognised, leftmost first and the longest where
+  // several start at one place, and emits its id; the text between them
+  // encodes as plain text, each part separately (for `llama` each part gets
+  // the space prefix, as in llama.cpp). decode() does not invert this:
+  // control tokens decode to "".
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
   // One token's bytes (control tokens give ""); throws Error(invalid_input)
   // for an id outside [0, vocab_size()).
   std::string decode_token(int32_t id) const;
@@ -51,6 +62,14 @@ class Tokenizer {
 
   int32_t bos() const;  // -1 when the file names none
   int32_t eos() const;  // -1 when the file names none
+  // End of turn: tokenizer.ggml.eot_token_id, or when the file has no such
+  // key, the first control token spelled <|eot_id|>, <|im_end|>, <|end|> or
+  // <end_of_turn>; -1 when none. (Llama 3 instruct files name <|eot_id|> or
+  // <|end_of_text|> as eos.)
+  int32_t eot() const;
+  // Whether generation should stop at id: it is eos, eot, or end of message
+  // (tokenizer.ggml.eom_token_id, or else a control token <|eom_id|>).
+  bool is_end_of_generation(int32_t id) const;
   size_t vocab_size() const;
 
  private:

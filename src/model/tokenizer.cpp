@@ -2,7 +2,9 @@
 // encoders live in tokenizer_spm.cpp and tokenizer_bpe.cpp.
 #include "weft/tokenizer.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 
 #include "tokenizer_impl.h"
 #include "weft/error.h"
@@ -26,6 +28,42 @@ int32_t read_id(const GgufFile& f, const std::string& key, size_t n_vocab) {
     fail(ErrorKind::invalid_input, kWhere,
          key + " = " + (id ? std::to_string(*id) : "?") + " is outside the vocabulary of " + std::to_string(n_vocab));
   return static_cast<int32_t>(*id);
+}
+
+// The first of names that is a control token, or -1.
+int32_t find_control(const TokenizerData& d, std::initializer_list<std::string_view> names) {
+  for (std::string_view name : names) {
+    int32_t id = d.find(name);
+    if (id >= 0 && d.types[id] == static_cast<int32_t>(TokenType::control)) return id;
+  }
+  return -1;
+}
+
+// Fills d.specials: control, user-defined and unknown tokens with text, by
+// first byte, longest first.
+void index_specials(TokenizerData& d) {
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    const auto type = static_cast<TokenType>(d.types[i]);
+    if (d.tokens[i].empty() ||
+        (type != TokenType::control && type != TokenType::user_defined && type != TokenType::unknown))
+      continue;
+    if (d.ids.at(d.tokens[i]) != static_cast<int32_t>(i)) continue;  // a duplicate text: the first id wins
+    d.specials[static_cast<unsigned char>(d.tokens[i][0])].push_back({d.tokens[i], static_cast<int32_t>(i)});
+  }
+  for (auto& bucket : d.specials)
+    std::stable_sort(bucket.begin(), bucket.end(),
+                     [](const auto& a, const auto& b) { return a.text.size() > b.text.size(); });
+}
+
+// The longest special token whose text starts text, or nullptr.
+const detail::SpecialToken* match_special(const TokenizerData& d, std::string_view text) {
+  for (const detail::SpecialToken& s : d.specials[static_cast<unsigned char>(text[0])])
+    if (text.starts_with(s.text)) return &s;
+  return nullptr;
+}
+
+std::vector<int32_t> encode_plain(const TokenizerData& d, std::string_view text) {
+  return d.kind == TokenizerKind::spm ? detail::spm_encode(d, text) : detail::bpe_encode(d, text);
 }
 
 }  // namespace
@@ -71,26 +109,17 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   if (d->kind == TokenizerKind::bpe) {
     auto merges = f.get_array_strings("tokenizer.ggml.merges");
     if (!merges) fail(ErrorKind::invalid_input, kWhere, "tokenizer.ggml.merges is missing for a gpt2 tokenizer");
-    d->merge_ranks.reserve(merges->size());
-    for (size_t i = 0; i < merges->size(); ++i) {
-      const std::string& m = (*merges)[i];
-      if (m.find(' ', 1) == std::string::npos)
-        fail(ErrorKind::invalid_input, kWhere,
-             "tokenizer.ggml.merges[" + std::to_string(i) + "] '" + m + "' is not 'a b'");
-      d->merge_ranks.emplace(m, static_cast<int32_t>(i));
-    }
-    const std::string pre = f.get_string("tokenizer.ggml.pre").value_or("default");
-    if (pre == "llama-bpe" || pre == "llama3")
-      d->pre = detail::PreTokenizer::llama3;
-    else if (pre == "qwen2")
-      d->pre = detail::PreTokenizer::qwen2;
-    else
-      d->pre = detail::PreTokenizer::gpt2;  // "default", "gpt2" and names we do not know
+    detail::bpe_load(*d, *merges, f.get_string("tokenizer.ggml.pre").value_or("default"));
   }
 
   d->bos = read_id(f, "tokenizer.ggml.bos_token_id", n);
   d->eos = read_id(f, "tokenizer.ggml.eos_token_id", n);
   d->unk = read_id(f, "tokenizer.ggml.unknown_token_id", n);
+  d->eot = read_id(f, "tokenizer.ggml.eot_token_id", n);
+  d->eom = read_id(f, "tokenizer.ggml.eom_token_id", n);
+  if (d->eot < 0) d->eot = find_control(*d, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>"});
+  if (d->eom < 0) d->eom = find_control(*d, {"<|eom_id|>"});
+  index_specials(*d);
   d->add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(d->kind == TokenizerKind::spm);
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(d)));
 }
@@ -98,16 +127,38 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
 Tokenizer::Tokenizer(std::unique_ptr<TokenizerData> data) : d_(std::move(data)) {}
 Tokenizer::~Tokenizer() = default;
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos) {
     if (d_->bos < 0)
       fail(ErrorKind::invalid_input, "tokenizer.encode", "add_bos but the file has no tokenizer.ggml.bos_token_id");
     out.push_back(d_->bos);
   }
-  std::vector<int32_t> body =
-      d_->kind == TokenizerKind::spm ? detail::spm_encode(*d_, text) : detail::bpe_encode(*d_, text);
-  out.insert(out.end(), body.begin(), body.end());
+  auto append_plain = [&](std::string_view part) {
+    if (part.empty()) return;
+    std::vector<int32_t> ids = encode_plain(*d_, part);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  if (!parse_special) {
+    append_plain(text);
+    return out;
+  }
+  // Leftmost-longest special tokens; the text between them encodes as plain
+  // text (each part on its own, as llama.cpp does: for spm each part gets
+  // the space prefix).
+  size_t start = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const detail::SpecialToken* s = match_special(*d_, text.substr(pos));
+    if (!s) {
+      ++pos;
+      continue;
+    }
+    append_plain(text.substr(start, pos - start));
+    out.push_back(s->id);
+    pos += s->text.size();
+    start = pos;
+  }
+  append_plain(text.substr(start));
   return out;
 }
 
@@ -141,6 +192,12 @@ int32_t Tokenizer::bos() const {
 }
 int32_t Tokenizer::eos() const {
   return d_->eos;
+}
+int32_t Tokenizer::eot() const {
+  return d_->eot;
+}
+bool Tokenizer::is_end_of_generation(int32_t id) const {
+  return id >= 0 && (id == d_->eos || id == d_->eot || id == d_->eom);
 }
 size_t Tokenizer::vocab_size() const {
   return d_->tokens.size();

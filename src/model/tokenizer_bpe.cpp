@@ -1,19 +1,18 @@
 // GPT-2 byte-level BPE (tokenizer.ggml.model = gpt2): the text is split by
-// the pre-tokenizer's pattern (written out by hand below, no regex library),
-// each piece's bytes are mapped to printable characters by the GPT-2
-// byte-to-unicode table, and adjacent symbols are merged lowest rank first
-// (tokenizer.ggml.merges, "a b").
-//
-// Approximation: \p{L} and \p{N} are exact for ASCII; outside ASCII a code
-// point is a digit/number in the common ranges listed in is_number(),
-// whitespace per is_space(), punctuation/symbol in the common ranges of
-// is_other(), and a letter otherwise. Rare scripts' digits and punctuation
-// are therefore taken as letters, which changes where pieces split, never
-// the round trip.
+// the pre-tokenizer's pattern (written out by hand below, no regex library;
+// code point classes from the table in tokenizer_unicode.cpp), each piece's bytes are
+// mapped to printable characters by the GPT-2 byte-to-unicode table, and
+// adjacent symbols are merged lowest rank first, leftmost on ties
+// (tokenizer.ggml.merges, "a b"). With llama3's pre-tokenizer a piece that is
+// a token as a whole is that token without merging (ignore_merges, as in the
+// Llama 3 tokenizer.json and llama.cpp).
+#include <algorithm>
 #include <array>
 #include <climits>
+#include <queue>
 
 #include "tokenizer_impl.h"
+#include "weft/error.h"
 
 namespace weft::model::detail {
 
@@ -39,11 +38,12 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
-// One code point per entry with its byte span; an invalid byte stands alone
-// (code point 0xFFFD for classification, its own byte for output).
+// One code point per entry with its byte span and class; an invalid byte
+// stands alone (code point 0xFFFD for classification, its own byte for output).
 struct Cp {
   uint32_t cp;
   size_t pos, len;
+  CpClass cls;
 };
 
 std::vector<Cp> split_utf8(std::string_view s) {
@@ -69,50 +69,22 @@ std::vector<Cp> split_utf8(std::string_view s) {
       cp = 0xFFFD;
       len = 1;
     }
-    out.push_back({cp, i, len});
+    out.push_back({cp, i, len, cp_class(cp)});
     i += len;
   }
   return out;
 }
 
-// --- code point classes (see the approximation above) -----------------------
+}  // namespace
 
-bool is_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+CpClass cp_class(uint32_t cp) {
+  if (cp > 0x10FFFF) return CpClass::other;
+  const uint32_t* end = kCodePointRuns + kCodePointRunCount;
+  const uint32_t* run = std::upper_bound(kCodePointRuns, end, (cp << 2) | 3) - 1;  // entry 0 starts at 0
+  return static_cast<CpClass>(*run & 3);
 }
 
-bool is_number(uint32_t c) {
-  if (c < 0x80) return c >= '0' && c <= '9';
-  return c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0xBC && c <= 0xBE) ||  // superscripts, fractions
-         (c >= 0x660 && c <= 0x669) || (c >= 0x6F0 && c <= 0x6F9) ||         // Arabic
-         (c >= 0x966 && c <= 0x96F) || (c >= 0x9E6 && c <= 0x9EF) ||         // Devanagari, Bengali
-         (c >= 0xE50 && c <= 0xE59) ||                                       // Thai
-         (c >= 0x2070 && c <= 0x2079) || (c >= 0x2080 && c <= 0x2089) ||     // super/subscripts
-         (c >= 0x2150 && c <= 0x2189) || (c >= 0x2460 && c <= 0x249B) ||     // number forms, circled
-         (c >= 0x2776 && c <= 0x2793) || c == 0x3007 || (c >= 0x3021 && c <= 0x3029) ||
-         (c >= 0xFF10 && c <= 0xFF19);  // fullwidth digits
-}
-
-bool is_letter(uint32_t c);
-
-// Neither letter, number nor space.
-bool is_other(uint32_t c) {
-  if (c < 0x80) return !is_space(c) && !is_number(c) && !((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
-  if (is_space(c) || is_number(c)) return false;
-  return (c < 0xC0 && c != 0xAA && c != 0xB5 && c != 0xBA) || c == 0xD7 || c == 0xF7 ||  // Latin-1 symbols
-         (c >= 0x2010 && c <= 0x2027) || (c >= 0x2030 && c <= 0x205E) ||                 // general punctuation
-         (c >= 0x20A0 && c <= 0x20CF) ||                                                 // currency
-         (c >= 0x2190 && c <= 0x245F) || (c >= 0x2500 && c <= 0x2775) ||                 // arrows, math, boxes
-         (c >= 0x2794 && c <= 0x2BFF) || (c >= 0x3001 && c <= 0x3006) ||                 // CJK punctuation
-         (c >= 0x3008 && c <= 0x3020) || (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF01 && c <= 0xFF0F) ||
-         (c >= 0xFF1A && c <= 0xFF20) ||                 // fullwidth punctuation
-         (c >= 0x1F000 && c <= 0x1FAFF) || c == 0xFFFD;  // emoji, replacement
-}
-
-bool is_letter(uint32_t c) {
-  return !is_space(c) && !is_number(c) && !is_other(c);
-}
+namespace {
 
 uint32_t lower_ascii(uint32_t c) {
   return c >= 'A' && c <= 'Z' ? c + 32 : c;
@@ -134,7 +106,7 @@ size_t match_contraction(const std::vector<Cp>& t, size_t i, bool ignore_case) {
 // \s+(?!\S) then \s+ (llama3/qwen2 first try \s*[\r\n]+).
 size_t match_space(const std::vector<Cp>& t, size_t i, bool newline_rule) {
   size_t end = i;
-  while (end < t.size() && is_space(t[end].cp)) ++end;
+  while (end < t.size() && t[end].cls == CpClass::space) ++end;
   if (newline_rule) {
     size_t last_nl = 0;
     for (size_t k = i; k < end; ++k)
@@ -149,10 +121,10 @@ size_t match_space(const std::vector<Cp>& t, size_t i, bool newline_rule) {
 size_t match_gpt2(const std::vector<Cp>& t, size_t i) {
   if (size_t n = match_contraction(t, i, false)) return n;
   size_t j = i + (t[i].cp == ' ' && i + 1 < t.size() ? 1 : 0);
-  for (bool (*cls)(uint32_t) : {is_letter, is_number, is_other}) {
-    if (!cls(t[j].cp)) continue;
+  const CpClass cls = t[j].cls;
+  if (cls != CpClass::space) {
     size_t k = j;
-    while (k < t.size() && cls(t[k].cp)) ++k;
+    while (k < t.size() && t[k].cls == cls) ++k;
     return k - i;
   }
   return match_space(t, i, false);
@@ -164,20 +136,23 @@ size_t match_llama3(const std::vector<Cp>& t, size_t i, size_t max_digits) {
   const size_t n = t.size();
   if (size_t m = match_contraction(t, i, true)) return m;
   const uint32_t c = t[i].cp;
+  const CpClass cls = t[i].cls;
   size_t j = i;
-  if (!is_letter(c) && c != '\r' && c != '\n' && !is_number(c) && i + 1 < n && is_letter(t[i + 1].cp)) j = i + 1;
-  if (is_letter(t[j].cp)) {
-    while (j < n && is_letter(t[j].cp)) ++j;
+  if (cls != CpClass::letter && cls != CpClass::number && c != '\r' && c != '\n' && i + 1 < n &&
+      t[i + 1].cls == CpClass::letter)
+    j = i + 1;
+  if (t[j].cls == CpClass::letter) {
+    while (j < n && t[j].cls == CpClass::letter) ++j;
     return j - i;
   }
-  if (is_number(c)) {
+  if (cls == CpClass::number) {
     size_t k = i;
-    while (k < n && k - i < max_digits && is_number(t[k].cp)) ++k;
+    while (k < n && k - i < max_digits && t[k].cls == CpClass::number) ++k;
     return k - i;
   }
   j = i + (c == ' ' && i + 1 < n ? 1 : 0);
-  if (is_other(t[j].cp)) {
-    while (j < n && is_other(t[j].cp)) ++j;
+  if (t[j].cls == CpClass::other) {
+    while (j < n && t[j].cls == CpClass::other) ++j;
     while (j < n && (t[j].cp == '\r' || t[j].cp == '\n')) ++j;
     return j - i;
   }
@@ -202,67 +177,156 @@ struct ByteTable {
 };
 
 const ByteTable& byte_table() {
-  static const ByteTable table;
+  static const ByteTable table;  // constant after its (thread-safe) construction
   return table;
 }
 
-// Merges one piece's symbols (each a UTF-8 string of stand-ins) lowest rank
-// first, leftmost on ties, and appends their ids.
-void merge_piece(const TokenizerData& d, std::vector<std::string> sym, std::vector<int32_t>& out) {
-  std::string key;
-  while (sym.size() > 1) {
-    int32_t best = INT32_MAX;
-    size_t at = 0;
-    for (size_t k = 0; k + 1 < sym.size(); ++k) {
-      key.assign(sym[k]).append(" ").append(sym[k + 1]);
-      auto it = d.merge_ranks.find(key);
-      if (it != d.merge_ranks.end() && it->second < best) best = it->second, at = k;
-    }
-    if (best == INT32_MAX) break;
-    sym[at] += sym[at + 1];
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+// Calls fn(piece) for each piece of text in order; the pieces cover text.
+template <typename Fn>
+void for_each_piece(std::string_view text, PreTokenizer pre, Fn&& fn) {
+  const std::vector<Cp> t = split_utf8(text);
+  for (size_t i = 0; i < t.size();) {
+    size_t n = pre == PreTokenizer::gpt2 ? match_gpt2(t, i) : match_llama3(t, i, pre == PreTokenizer::qwen2 ? 1 : 3);
+    if (n == 0) n = 1;  // cannot happen with these patterns; never loop
+    const size_t pos = t[i].pos, end = t[i + n - 1].pos + t[i + n - 1].len;
+    fn(text.substr(pos, end - pos));
+    i += n;
   }
-  for (const std::string& s : sym) {
-    int32_t id = d.find(s);
-    if (id >= 0) {
+}
+
+// --- merging ----------------------------------------------------------------
+
+// A symbol of the piece being merged, in a doubly linked list; sym is -1 once
+// merged into the symbol before it.
+struct Node {
+  int32_t sym, prev, next;
+};
+
+// An adjacent pair that a merge applies to, as it was when pushed, and the
+// symbol the merge makes; popped lowest rank first, leftmost (by the left
+// node's index) on ties.
+struct Candidate {
+  int32_t rank, left, right, left_sym, right_sym, result;
+  bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+};
+
+// Appends the ids of one symbol: its token, or when a merge made a string
+// that is not a token, the tokens of its characters (or unk).
+void emit_symbol(const TokenizerData& d, int32_t sym, std::vector<int32_t>& out) {
+  if (static_cast<size_t>(sym) < d.tokens.size()) {
+    out.push_back(sym);
+    return;
+  }
+  const std::string& s = d.extra_symbols[sym - d.tokens.size()];
+  for (const Cp& c : split_utf8(s)) {
+    int32_t id = d.find(std::string_view(s).substr(c.pos, c.len));
+    if (id >= 0)
       out.push_back(id);
-      continue;
-    }
-    // A merge whose result is not in the vocabulary: fall back to its characters.
-    for (const Cp& c : split_utf8(s)) {
-      int32_t cid = d.find(s.substr(c.pos, c.len));
-      if (cid >= 0)
-        out.push_back(cid);
-      else if (d.unk >= 0)
-        out.push_back(d.unk);
-    }
+    else if (d.unk >= 0)
+      out.push_back(d.unk);
   }
+}
+
+// Merges one piece's bytes and appends the ids. Each step merges the pair
+// with the lowest rank, leftmost on ties, among the current adjacent pairs:
+// the heap holds every pair made so far, and a popped pair whose nodes have
+// changed since it was pushed is skipped. O(n log n) in the piece's length.
+void merge_piece(const TokenizerData& d, std::string_view piece, std::vector<Node>& nodes, std::vector<int32_t>& out) {
+  nodes.clear();
+  for (size_t k = 0; k < piece.size(); ++k) {
+    const int32_t k32 = static_cast<int32_t>(k);
+    nodes.push_back(
+        {d.byte_symbols[static_cast<unsigned char>(piece[k])], k32 - 1, k + 1 < piece.size() ? k32 + 1 : -1});
+  }
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  auto push = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    auto it = d.merges.find(TokenizerData::pair_key(nodes[left].sym, nodes[right].sym));
+    if (it != d.merges.end())
+      heap.push({it->second.rank, left, right, nodes[left].sym, nodes[right].sym, it->second.result});
+  };
+  for (int32_t k = 0; k + 1 < static_cast<int32_t>(nodes.size()); ++k) push(k, k + 1);
+
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    Node& l = nodes[c.left];
+    if (l.sym != c.left_sym || l.next != c.right || nodes[c.right].sym != c.right_sym) continue;  // stale
+    Node& r = nodes[c.right];
+    l.sym = c.result;
+    l.next = r.next;
+    if (r.next >= 0) nodes[r.next].prev = c.left;
+    r.sym = -1;
+    push(l.prev, c.left);
+    push(c.left, l.next);
+  }
+  for (int32_t k = nodes.empty() ? -1 : 0; k >= 0; k = nodes[k].next) emit_symbol(d, nodes[k].sym, out);
 }
 
 }  // namespace
 
-std::vector<std::string> bpe_pretokenize(std::string_view text, PreTokenizer pre) {
-  std::vector<Cp> t = split_utf8(text);
-  std::vector<std::string> out;
-  for (size_t i = 0; i < t.size();) {
-    size_t n = pre == PreTokenizer::gpt2 ? match_gpt2(t, i) : match_llama3(t, i, pre == PreTokenizer::qwen2 ? 1 : 3);
-    if (n == 0) n = 1;  // cannot happen with these patterns; never loop
-    size_t pos = t[i].pos, end = t[i + n - 1].pos + t[i + n - 1].len;
-    out.emplace_back(text.substr(pos, end - pos));
-    i += n;
+void bpe_load(TokenizerData& d, const std::vector<std::string>& merges, const std::string& pre) {
+  const size_t n = d.tokens.size();
+  StringMap extra;  // strings that are not tokens -> symbol id
+  auto intern = [&](std::string_view s) {
+    if (int32_t id = d.find(s); id >= 0) return id;
+    if (auto it = extra.find(s); it != extra.end()) return it->second;
+    if (n + d.extra_symbols.size() >= static_cast<size_t>(INT32_MAX))
+      fail(ErrorKind::invalid_input, "tokenizer", "tokenizer.ggml.merges name too many symbols");
+    const int32_t id = static_cast<int32_t>(n + d.extra_symbols.size());
+    d.extra_symbols.emplace_back(s);
+    extra.emplace(std::string(s), id);
+    return id;
+  };
+  const ByteTable& table = byte_table();
+  for (int b = 0; b < 256; ++b) d.byte_symbols[b] = intern(table.to_unicode[b]);
+
+  d.merges.reserve(merges.size());
+  std::string joined;
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const std::string& m = merges[i];
+    const size_t sp = m.find(' ', 1);
+    if (sp == std::string::npos || i > static_cast<size_t>(INT32_MAX))
+      fail(ErrorKind::invalid_input, "tokenizer",
+           "tokenizer.ggml.merges[" + std::to_string(i) + "] '" + m + "' is not 'a b'");
+    joined.assign(m, 0, sp).append(m, sp + 1);
+    const int32_t left = intern(std::string_view(m).substr(0, sp));
+    const int32_t right = intern(std::string_view(m).substr(sp + 1));
+    const int32_t result = intern(joined);
+    d.merges.emplace(TokenizerData::pair_key(left, right), BpeMerge{static_cast<int32_t>(i), result});  // first wins
   }
+
+  if (pre == "llama-bpe" || pre == "llama3")
+    d.pre = PreTokenizer::llama3;
+  else if (pre == "qwen2")
+    d.pre = PreTokenizer::qwen2;
+  else
+    d.pre = PreTokenizer::gpt2;  // "default", "gpt2" and names we do not know
+  d.ignore_merges = d.pre == PreTokenizer::llama3;
+}
+
+std::vector<std::string> bpe_pretokenize(std::string_view text, PreTokenizer pre) {
+  std::vector<std::string> out;
+  for_each_piece(text, pre, [&](std::string_view piece) { out.emplace_back(piece); });
   return out;
 }
 
 std::vector<int32_t> bpe_encode(const TokenizerData& d, std::string_view text) {
   const ByteTable& table = byte_table();
   std::vector<int32_t> out;
-  for (const std::string& piece : bpe_pretokenize(text, d.pre)) {
-    std::vector<std::string> sym;
-    sym.reserve(piece.size());
-    for (char c : piece) sym.push_back(table.to_unicode[static_cast<unsigned char>(c)]);
-    merge_piece(d, std::move(sym), out);
-  }
+  std::vector<Node> nodes;
+  std::string mapped;
+  for_each_piece(text, d.pre, [&](std::string_view piece) {
+    if (d.ignore_merges) {
+      mapped.clear();
+      for (char c : piece) mapped += table.to_unicode[static_cast<unsigned char>(c)];
+      if (int32_t id = d.find(mapped); id >= 0) {
+        out.push_back(id);
+        return;
+      }
+    }
+    merge_piece(d, piece, nodes, out);
+  });
   return out;
 }
 

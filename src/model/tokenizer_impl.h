@@ -1,8 +1,13 @@
 // What tokenizer.cpp shares with the two encoders (tokenizer_spm.cpp,
-// tokenizer_bpe.cpp). Not part of the public API.
+// tokenizer_bpe.cpp) and the code point table (tokenizer_unicode.cpp). Not
+// part of the public API. Everything here is filled once by
+// Tokenizer::from_gguf and read-only afterwards, so encoding from several
+// threads needs no locks.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -14,21 +19,57 @@ enum class TokenType : int32_t { normal = 1, unknown = 2, control = 3, user_defi
 enum class TokenizerKind { spm, bpe };
 enum class PreTokenizer { gpt2, llama3, qwen2 };
 
+// Hashes std::string and std::string_view alike, so maps keyed by string can
+// be searched with a view (no allocation per lookup).
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+// A bpe merge of two adjacent symbols: its rank (lower merges first) and the
+// symbol it makes.
+struct BpeMerge {
+  int32_t rank;
+  int32_t result;
+};
+
+// A token whose literal text encode() may recognise inside text.
+struct SpecialToken {
+  std::string text;
+  int32_t id;
+};
+
 struct TokenizerData {
   TokenizerKind kind = TokenizerKind::spm;
   std::vector<std::string> tokens;
-  std::vector<float> scores;                             // one per token (0 when the file has none)
-  std::vector<int32_t> types;                            // one per token (normal when the file has none)
-  std::unordered_map<std::string, int32_t> ids;          // token text -> id (first wins)
-  std::unordered_map<std::string, int32_t> merge_ranks;  // "a b" -> rank (bpe)
-  int32_t byte_ids[256];                                 // spm: id of <0xXX>, or -1
-  int32_t bos = -1, eos = -1, unk = -1;
+  std::vector<float> scores;   // one per token (0 when the file has none)
+  std::vector<int32_t> types;  // one per token (normal when the file has none)
+  StringMap ids;               // token text -> id (first wins)
+  int32_t byte_ids[256];       // spm: id of <0xXX>, or -1
+  int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1;
   bool add_space_prefix = true;
+
+  // bpe: symbols are token ids, plus ids from tokens.size() up for strings a
+  // merge names that are not tokens (extra_symbols[id - tokens.size()]).
+  // merges maps pair_key(left, right) to the merge; byte_symbols[b] is the
+  // symbol of byte b's printable stand-in.
   PreTokenizer pre = PreTokenizer::gpt2;
+  bool ignore_merges = false;  // a piece that is a token as a whole is that token (llama3)
+  std::unordered_map<uint64_t, BpeMerge> merges;
+  std::vector<std::string> extra_symbols;
+  std::array<int32_t, 256> byte_symbols{};
+
+  // Control, user-defined and unknown tokens by their text's first byte,
+  // longest first (for encode's parse_special).
+  std::array<std::vector<SpecialToken>, 256> specials;
 
   int32_t find(std::string_view s) const {
-    auto it = ids.find(std::string(s));
+    auto it = ids.find(s);
     return it == ids.end() ? -1 : it->second;
+  }
+  static uint64_t pair_key(int32_t left, int32_t right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
 };
 
@@ -41,9 +82,26 @@ inline size_t utf8_len(unsigned char c) {
   return 1;
 }
 
+// The classes the pre-tokenizer patterns name: \p{L}, \p{N}, \s (Unicode
+// White_Space), and everything else. Exact for the Unicode version named in
+// tokenizer_unicode.cpp.
+enum class CpClass : uint8_t { other = 0, letter = 1, number = 2, space = 3 };
+CpClass cp_class(uint32_t cp);
+
+// The table behind cp_class (generated into tokenizer_unicode.cpp): sorted
+// entries (first << 2) | class, each starting a run of code points of that
+// class that lasts until the next entry's first; the first entry starts at 0.
+extern const uint32_t kCodePointRuns[];
+extern const size_t kCodePointRunCount;
+
+// Encodes text with no special tokens in it. spm adds the space prefix when
+// d.add_space_prefix.
 std::vector<int32_t> spm_encode(const TokenizerData& d, std::string_view text);
 std::string spm_decode_token(const TokenizerData& d, int32_t id);
 
+// Reads tokenizer.ggml.merges and tokenizer.ggml.pre into d (tokens and ids
+// already filled); throws Error(invalid_input) for a merge that is not "a b".
+void bpe_load(TokenizerData& d, const std::vector<std::string>& merges, const std::string& pre);
 std::vector<int32_t> bpe_encode(const TokenizerData& d, std::string_view text);
 std::string bpe_decode_token(const TokenizerData& d, int32_t id);
 // The pre-tokenizer's split of text into pieces (exposed for tests).

@@ -17,6 +17,7 @@
 #include "weft/error.h"
 #include "weft/gguf.h"
 #include "weft/model.h"
+#include "weft/perplexity.h"
 
 namespace {
 
@@ -295,6 +296,20 @@ void check_against_reference(const Spec& spec, const std::string& name, double t
     EXPECT_LT(e, tol) << name << " token " << i;
   }
   std::printf("[ %s ] worst normalized error %.3g over %zu tokens\n", name.c_str(), worst, seq.size());
+
+  // Perplexity of the sequence from the model's logits and from the
+  // reference's (computed here in double): row i predicts token i + 1.
+  weft::model::PerplexityScore score;
+  double ref_nll = 0;
+  for (size_t i = 0; i + 1 < seq.size(); ++i) {
+    score.add({&all[i * kVocab], static_cast<size_t>(kVocab)}, seq[i + 1]);
+    double mx = -INFINITY, z = 0;
+    for (double x : ref[i]) mx = std::max(mx, x);
+    for (double x : ref[i]) z += std::exp(x - mx);
+    ref_nll += std::log(z) + mx - ref[i][static_cast<size_t>(seq[i + 1])];
+  }
+  const double ref_ppl = std::exp(ref_nll / static_cast<double>(seq.size() - 1));
+  EXPECT_NEAR(score.perplexity(), ref_ppl, 1e-4 * ref_ppl) << name;
 }
 
 // The reference rounds K and V to f16 as the cache does, so the remaining

@@ -2,99 +2,18 @@
 // ids worked out by hand from the merge rules in FACTS.md ("Tokenizers in
 // GGUF"), the pre-tokenizer splits, byte fallback, and round trips.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "model/tokenizer_impl.h"
+#include "test_tokenizer_util.h"
 #include "weft/error.h"
-#include "weft/gguf.h"
-#include "weft/tokenizer.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-using weft::model::Tokenizer;
+using namespace tokenizer_test;
 using weft::model::detail::PreTokenizer;
-using Ids = std::vector<int32_t>;
-
-// A GGUF file that lives as long as the object.
-struct TempGguf {
-  std::string path;
-  explicit TempGguf(const std::string& name)
-      : path((fs::temp_directory_path() / ("weft_tok_" + std::to_string(::getpid()) + "_" + name + ".gguf")).string()) {
-  }
-  ~TempGguf() { std::remove(path.c_str()); }
-};
-
-std::unique_ptr<Tokenizer> load(const weft::GgufWriter& w, const std::string& name) {
-  TempGguf tmp(name);
-  w.write(tmp.path);
-  auto f = weft::GgufFile::open(tmp.path);
-  return Tokenizer::from_gguf(*f);  // copies what it needs; the file may go
-}
-
-// --- SentencePiece-style ----------------------------------------------------
-
-constexpr int32_t kByte0 = 3;           // <0x00> .. <0xFF> are ids 3..258
-const std::string kS = "\xE2\x96\x81";  // ▁
-
-struct SpmVocab {
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<float> scores = {0, 0, 0};
-  std::vector<int32_t> types = {2, 3, 3};
-  SpmVocab() {
-    for (int b = 0; b < 256; ++b) {
-      char name[8];
-      std::snprintf(name, sizeof name, "<0x%02X>", b);
-      add(name, 0, 6);
-    }
-    for (const char* c : {"a", "b", "c", "d", "e", "H", "l", "o", "r", "w", "x"}) add(c, -100);
-    add(kS, -100);
-    // Merged pieces: higher score merges first.
-    add("or", -1);
-    add("ll", -2);
-    add("llo", -3);
-    add("Hello", -4);
-    add("He", -5);
-    add(kS + "w", -6);
-    add(kS + "wor", -7);
-    add("ld", -8);
-    add(kS + "world", -9);
-    add(kS + "H", -10);
-    add(kS + "Hello", -20);
-    add(kS + kS, -0.5f);
-    add("ab", -30);
-    add("bc", -30);
-  }
-  void add(const std::string& t, float score, int32_t type = 1) {
-    tokens.push_back(t);
-    scores.push_back(score);
-    types.push_back(type);
-  }
-  int32_t id(const std::string& t) const {
-    for (size_t i = 0; i < tokens.size(); ++i)
-      if (tokens[i] == t) return static_cast<int32_t>(i);
-    ADD_FAILURE() << "no token " << t;
-    return -1;
-  }
-  weft::GgufWriter writer() const {
-    weft::GgufWriter w;
-    w.set_string("tokenizer.ggml.model", "llama");
-    w.set_array("tokenizer.ggml.tokens", tokens);
-    w.set_array("tokenizer.ggml.scores", scores);
-    w.set_array("tokenizer.ggml.token_type", types);
-    w.set_u32("tokenizer.ggml.bos_token_id", 1);
-    w.set_u32("tokenizer.ggml.eos_token_id", 2);
-    w.set_u32("tokenizer.ggml.unknown_token_id", 0);
-    return w;
-  }
-};
 
 TEST(TokenizerSpm, HelloWorldMergesByScore) {
   SpmVocab v;
@@ -207,73 +126,29 @@ TEST(TokenizerSpm, Errors) {
 
 // --- GPT-2 byte-level BPE ---------------------------------------------------
 
-// The GPT-2 byte -> printable code point table, written out again here.
-std::string byte_symbol(int b) {
-  static std::vector<std::string> table = [] {
-    std::vector<std::string> t(256);
-    int next = 256;
-    for (int i = 0; i < 256; ++i) {
-      bool printable = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
-      int cp = printable ? i : next++;
-      std::string s;
-      if (cp < 0x80)
-        s += static_cast<char>(cp);
-      else
-        s += static_cast<char>(0xC0 | (cp >> 6)), s += static_cast<char>(0x80 | (cp & 0x3F));
-      t[i] = s;
-    }
-    return t;
-  }();
-  return table[b];
-}
-
-struct BpeVocab {
-  std::vector<std::string> tokens;
-  std::vector<std::string> merges;
-  BpeVocab() {
-    for (int b = 0; b < 256; ++b) tokens.push_back(byte_symbol(b));  // id == byte
-    const std::string G = byte_symbol(' ');                          // Ġ
-    for (auto [l, r] : std::vector<std::pair<std::string, std::string>>{
-             {"l", "o"}, {"l", "l"}, {"h", "e"}, {"he", "l"}, {"hel", "lo"}, {G, "hello"}, {"1", "2"}, {"12", "3"}}) {
-      merges.push_back(l + " " + r);
-      tokens.push_back(l + r);
-    }
-    tokens.push_back("<|end|>");
-  }
-  int32_t id(const std::string& t) const {
-    for (size_t i = 0; i < tokens.size(); ++i)
-      if (tokens[i] == t) return static_cast<int32_t>(i);
-    ADD_FAILURE() << "no token " << t;
-    return -1;
-  }
-  weft::GgufWriter writer(const std::string& pre) const {
-    weft::GgufWriter w;
-    w.set_string("tokenizer.ggml.model", "gpt2");
-    w.set_string("tokenizer.ggml.pre", pre);
-    w.set_array("tokenizer.ggml.tokens", tokens);
-    w.set_array("tokenizer.ggml.merges", merges);
-    std::vector<int32_t> types(tokens.size(), 1);
-    types.back() = 3;
-    w.set_array("tokenizer.ggml.token_type", types);
-    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(tokens.size() - 1));
-    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tokens.size() - 1));
-    return w;
-  }
-};
-
 TEST(TokenizerBpe, MergeOrder) {
   BpeVocab v;
-  auto tok = load(v.writer("llama-bpe"), "bpe_order");
+  auto tok = load(v.writer("gpt2"), "bpe_order");
   // h e l l o: "l o" (rank 0) before "l l" (rank 1), so hello builds up whole...
   EXPECT_EQ(tok->encode("hello", false), Ids{v.id("hello")});
   // ...while in "hell" the "l l" merge wins and "he ll" is no merge.
   EXPECT_EQ(tok->encode("hell", false), (Ids{v.id("he"), v.id("ll")}));
   EXPECT_EQ(tok->encode("hello hello", false), (Ids{v.id("hello"), v.id(byte_symbol(' ') + "hello")}));
   EXPECT_EQ(tok->encode("lol", false), (Ids{v.id("lo"), 'l'}));
+  EXPECT_EQ(tok->encode("lllll", false), (Ids{v.id("ll"), v.id("ll"), 'l'}));  // ties go leftmost
   EXPECT_EQ(tok->encode("hi", true), (Ids{tok->bos(), 'h', 'i'}));
   EXPECT_EQ(tok->decode(tok->encode("hi", true)), "hi");
   EXPECT_EQ(tok->decode_token(v.id(byte_symbol(' ') + "hello")), " hello");
   EXPECT_EQ(tok->decode_token('\n'), "\n");
+}
+
+TEST(TokenizerBpe, Llama3TakesWholeTokensWithoutMerging) {
+  BpeVocab v;
+  v.add("lol", 1);  // no merge makes it
+  EXPECT_EQ(load(v.writer("llama-bpe"), "bpe_ignore_l3")->encode("lol lol", false),
+            (Ids{v.id("lol"), ' ', v.id("lo"), 'l'}));
+  EXPECT_EQ(load(v.writer("gpt2"), "bpe_ignore_g2")->encode("lol", false), (Ids{v.id("lo"), 'l'}));
+  EXPECT_EQ(load(v.writer("qwen2"), "bpe_ignore_qw")->encode("lol", false), (Ids{v.id("lo"), 'l'}));
 }
 
 TEST(TokenizerBpe, DigitsByPreTokenizer) {
@@ -299,6 +174,9 @@ TEST(TokenizerBpe, PreTokenizerLlama3) {
   EXPECT_EQ(split("(word) end  "), (Pieces{"(word", ")", " end", "  "}));
   EXPECT_EQ(split("f(x) = y;"), (Pieces{"f", "(x", ")", " =", " y", ";"}));
   EXPECT_EQ(split("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"), (Pieces{"caf\xC3\xA9", " \xE6\x97\xA5\xE6\x9C\xAC"}));
+  // Combining marks (U+0301) and the zero-width joiner (U+200D) are not \p{L}.
+  EXPECT_EQ(split("e\xCC\x81 x"), (Pieces{"e", "\xCC\x81", " x"}));
+  EXPECT_EQ(split("a\xE2\x80\x8D\xF0\x9F\x91\xA9"), (Pieces{"a", "\xE2\x80\x8D\xF0\x9F\x91\xA9"}));
 }
 
 TEST(TokenizerBpe, PreTokenizerQwen2AndGpt2) {
@@ -340,83 +218,34 @@ TEST(TokenizerBpe, MissingMerges) {
 
 // --- LLaMA's vocabulary, against llama-tokenizer-js -------------------------
 
-// Undoes JSON.stringify for the escapes it writes: \" \\ \n \t \r \b \f \uXXXX.
-std::string unjson(const std::string& s) {
-  std::string out;
-  for (size_t i = 1; i + 1 < s.size(); ++i) {
-    if (s[i] != '\\') {
-      out += s[i];
-      continue;
-    }
-    char c = s[++i];
-    if (c == 'n')
-      out += '\n';
-    else if (c == 't')
-      out += '\t';
-    else if (c == 'r')
-      out += '\r';
-    else if (c == 'b')
-      out += '\b';
-    else if (c == 'f')
-      out += '\f';
-    else if (c == 'u') {
-      unsigned cp = static_cast<unsigned>(std::stoul(s.substr(i + 1, 4), nullptr, 16));
-      i += 4;
-      if (cp < 0x80)
-        out += static_cast<char>(cp);
-      else if (cp < 0x800)
-        out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
-      else
-        out += static_cast<char>(0xE0 | (cp >> 12)), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else
-      out += c;
-  }
-  return out;
-}
-
 TEST(TokenizerSpm, MatchesLlamaTokenizerJs) {
-  std::ifstream in(std::string(WEFT_SOURCE_DIR) + "/tests/model/tokenizer_data/llama_spm.txt");
-  ASSERT_TRUE(in) << "tests/model/tokenizer_data/llama_spm.txt";
+  std::ifstream in = open_data("llama_spm.txt");
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;
   std::vector<std::pair<std::string, Ids>> cases;
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
-    std::string kind = line.substr(0, t1);
-    if (kind == "vocab") {
-      size_t n = std::stoul(line.substr(t1 + 1));
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> f = fields(line, 4);
+    if (f[0] == "vocab") {
+      size_t n = std::stoul(f[1]);
       tokens.resize(n);
       scores.assign(n, 0.f);
       types.assign(n, 1);
       for (size_t i = 0; i < n; ++i) tokens[i] = "\x01unreachable" + std::to_string(i);
-    } else if (kind == "token") {
-      size_t t3 = line.find('\t', t2 + 1);
-      int32_t id = std::stoi(line.substr(t1 + 1, t2 - t1 - 1));
+    } else if (f[0] == "token") {
+      int32_t id = std::stoi(f[1]);
       ASSERT_LT(static_cast<size_t>(id), tokens.size());
-      scores[id] = std::stof(line.substr(t2 + 1, t3 - t2 - 1));
-      tokens[id] = line.substr(t3 + 1);
+      scores[id] = std::stof(f[2]);
+      tokens[id] = f[3];
       types[id] = id == 0 ? 2 : id < 3 ? 3 : id < 259 ? 6 : 1;
-    } else if (kind == "case") {
-      Ids ids;
-      std::stringstream ss(line.substr(t1 + 1, t2 - t1 - 1));
-      for (std::string x; std::getline(ss, x, ',');) ids.push_back(std::stoi(x));
-      cases.emplace_back(unjson(line.substr(t2 + 1)), ids);
+    } else if (f[0] == "case") {
+      cases.emplace_back(unjson(f[2]), parse_ids(f[1]));
     }
   }
   ASSERT_EQ(tokens.size(), 32000u);
   ASSERT_GE(cases.size(), 20u);
 
-  weft::GgufWriter w;
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_array("tokenizer.ggml.tokens", tokens);
-  w.set_array("tokenizer.ggml.scores", scores);
-  w.set_array("tokenizer.ggml.token_type", types);
-  w.set_u32("tokenizer.ggml.bos_token_id", 1);
-  w.set_u32("tokenizer.ggml.eos_token_id", 2);
-  auto tok = load(w, "llama_js");
+  auto tok = load(spm_writer(tokens, scores, types), "llama_js");
   for (const auto& [text, ids] : cases) {
     EXPECT_EQ(tok->encode(text, true), ids) << text;
     EXPECT_EQ(tok->decode(ids), text) << text;

@@ -1,7 +1,9 @@
 // `weft demo`: the whole stack end to end on one machine. Two `weft worker`
 // child processes (this executable, re-run) serve their CPUs on loopback;
 // the demo model's layers are split over this CPU and both workers, and the
-// greedy tokens must equal those of this CPU alone.
+// greedy tokens must equal those of this CPU alone. The model's vocabulary is
+// generated text pieces, so the prompt is text and the output decodes to
+// (meaningless) text.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,6 +32,7 @@
 #include "weft/model.h"
 #include "weft/rpc.h"
 #include "weft/sched.h"
+#include "weft/tokenizer.h"
 
 namespace weft::tools {
 namespace {
@@ -140,8 +143,12 @@ Run generate(Eval&& eval, const std::vector<int32_t>& prompt, int n_tokens, int 
   return r;
 }
 
-void print_run(const char* label, const Run& r) {
-  std::printf("%-6s", label);
+// The text the tokens add to the prompt (its first space kept; bytes that
+// are not printable UTF-8 shown as U+FFFD), then their ids.
+void print_run(const char* label, const Run& r, const model::Tokenizer& tok) {
+  std::string text;
+  for (int32_t t : r.tokens) text += tok.decode_token(t);
+  std::printf("%-6s \"%s\"\n%-6s ids", label, model::printable_text(text).c_str(), "");
   for (int32_t t : r.tokens) std::printf(" %d", t);
   std::printf("\n");
 }
@@ -164,9 +171,11 @@ int cmd_demo(const DemoArgs& args) {
   // The model, written once.
   const model::DemoModelSpec spec;
   const fs::path dir = cache_folder(args.cache_dir);
-  const fs::path path = dir / "demo-llama-100m.gguf";
+  const fs::path path = dir / "demo-llama-100m-v2.gguf";  // v2: with a vocabulary
   if (!fs::exists(path)) {
     fs::create_directories(dir);
+    std::error_code ignored;  // the first demo model (no vocabulary), 107 MB nothing reads any more
+    fs::remove(dir / "demo-llama-100m.gguf", ignored);
     const auto t0 = Clock::now();
     model::write_demo_model(path.string(), spec);
     std::printf("wrote %s (%.1f M parameters, %.0f MB) in %.1f s\n", path.c_str(),
@@ -179,9 +188,8 @@ int cmd_demo(const DemoArgs& args) {
   auto file = GgufFile::open(path.string());
   const auto params = model::LlamaParams::from_gguf(*file);
   const int vocab = static_cast<int>(params.n_vocab);
-
-  // A fixed prompt of token ids (the random vocabulary has no text).
-  const std::vector<int32_t> prompt{1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203, 29889};
+  const auto tok = model::Tokenizer::from_gguf(*file);
+  const std::vector<int32_t> prompt = tok->encode(model::kDemoPrompt, /*add_bos=*/true);
   const int64_t n_ctx = static_cast<int64_t>(prompt.size()) + args.n_tokens;
 
   const std::vector<double> weights = args.split.empty() ? std::vector<double>(3, 1.0) : parse_split(args.split, 3, kWhere);
@@ -204,9 +212,7 @@ int cmd_demo(const DemoArgs& args) {
     for (size_t i = 0; i < placement.size(); ++i)
       std::printf(" %s [%lld, %lld)", names[i], static_cast<long long>(placement[i].first),
                   static_cast<long long>(placement[i].last));
-    std::printf("\nprompt (%zu ids):", prompt.size());
-    for (int32_t t : prompt) std::printf(" %d", t);
-    std::printf("\n");
+    std::printf("\nprompt \"%s\" (%zu tokens)\n", model::kDemoPrompt, prompt.size());
     std::fflush(stdout);
 
     Run split_run, local_run;
@@ -232,8 +238,8 @@ int cmd_demo(const DemoArgs& args) {
                            prompt, args.n_tokens, vocab);
     }
 
-    print_run("split", split_run);
-    print_run("local", local_run);
+    print_run("split", split_run, *tok);
+    print_run("local", local_run, *tok);
     print_speed("split", split_run);
     print_speed("local", local_run);
     size_t first_diff = 0;

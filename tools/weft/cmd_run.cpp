@@ -20,12 +20,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr const char* kWhere = "run";
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 }  // namespace
 
 int cmd_run(const RunArgs& args) {
-  if (args.n_tokens < 0) fail(ErrorKind::invalid_input, kWhere, "--tokens " + std::to_string(args.n_tokens) + " (>= 0)");
+  if (args.n_tokens < 0)
+    fail(ErrorKind::invalid_input, kWhere, "--tokens " + std::to_string(args.n_tokens) + " (>= 0)");
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 
   ModelHost host({.model = args.model, .threads = args.threads, .workers = args.workers, .split = args.split}, kWhere);
@@ -33,7 +36,7 @@ int cmd_run(const RunArgs& args) {
   const int vocab = static_cast<int>(host.params().n_vocab);
 
   // The prompt, and a context that holds it and every generated token.
-  const std::vector<int32_t> prompt = tok.encode(args.prompt, tok.bos() >= 0);
+  const std::vector<int32_t> prompt = tok.encode(args.prompt, tok.bos() >= 0, args.special);
   if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty and the model has no bos token");
   int64_t n_ctx = static_cast<int64_t>(prompt.size()) + std::max(args.n_tokens, 1);
   if (host.params().n_ctx_train > 0) n_ctx = std::min(n_ctx, host.params().n_ctx_train);
@@ -52,7 +55,7 @@ int cmd_run(const RunArgs& args) {
   const auto t1 = Clock::now();
   while (generated < args.n_tokens) {
     const int32_t next = sampler.sample({row, static_cast<size_t>(vocab)});
-    if (next == tok.eos()) break;
+    if (tok.is_end_of_generation(next)) break;
     sampler.accept(next);
     ++generated;
     const std::string piece = tok.decode_token(next);

@@ -77,7 +77,26 @@ struct RunArgs {
   float temperature = 0;             // 0: greedy
   uint64_t seed = 0;
   bool stats = false;                // speeds and RPC traffic to stderr
+  bool special = false;              // special-token strings in the prompt are those tokens
 };
 int cmd_run(const RunArgs& args);
+
+// `weft perplexity`: perplexity of a model over a text file, the check users
+// run after quantizing or splitting a model. The tokens are cut into chunks
+// of ctx tokens, each evaluated from position 0 (its first token replaced by
+// bos when the model has one); the second half of each chunk is scored, so
+// every scored token sees at least ctx / 2 tokens before it (the convention
+// of llama.cpp's perplexity tool, so figures compare).
+struct PerplexityArgs {
+  std::string model;                 // GGUF file
+  std::string text_file;             // UTF-8 text
+  int ctx = 512;                     // tokens per chunk
+  int max_chunks = 0;                // 0: every whole chunk in the text
+  int threads = 0;                   // host CPU threads; 0 = hardware threads
+  std::vector<std::string> workers;  // HOST:PORT, one device each
+  std::string split;                 // layer proportions host,worker1,...; empty: by free memory
+  bool stats = false;                // speed and RPC traffic to stderr
+};
+int cmd_perplexity(const PerplexityArgs& args);
 
 }  // namespace weft::tools

@@ -73,6 +73,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--seed", run.seed, "sampler seed")->capture_default_str();
   run_cmd->add_flag("--stats", run.stats, "print speeds and RPC traffic to stderr");
+  run_cmd->add_flag("--special", run.special, "read special-token strings in the prompt (e.g. <|eot_id|>) as those tokens");
+
+  PerplexityArgs ppl;
+  CLI::App* ppl_cmd = app.add_subcommand("perplexity", "perplexity of a GGUF model over a text file, split like `run`");
+  ppl_cmd->add_option("-m,--model", ppl.model, "GGUF model file")->required();
+  ppl_cmd->add_option("-f,--file", ppl.text_file, "text file (UTF-8)")->required();
+  ppl_cmd->add_option("-c,--ctx", ppl.ctx, "tokens per chunk")->capture_default_str()->check(CLI::Range(4, 1 << 20));
+  ppl_cmd->add_option("--chunks", ppl.max_chunks, "chunks to score (0: all)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  ppl_cmd->add_option("-t,--threads", ppl.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  ppl_cmd->add_option("--worker", ppl.workers, "HOST:PORT of a weft worker (repeatable)");
+  ppl_cmd->add_option("--split", ppl.split, "layer proportions host,worker1,... (default: by free memory)");
+  ppl_cmd->add_flag("--stats", ppl.stats, "print speed and RPC traffic to stderr");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -83,6 +95,7 @@ int main(int argc, char** argv) {
     if (gguf_info_cmd->parsed()) return cmd_gguf_info(gguf_path);
     if (demo_cmd->parsed()) return cmd_demo(demo);
     if (run_cmd->parsed()) return cmd_run(run);
+    if (ppl_cmd->parsed()) return cmd_perplexity(ppl);
   } catch (const weft::Error& e) {
     std::fprintf(stderr, "weft: %s error: %s\n", weft::error_kind_name(e.kind()), e.what());
     return 1;

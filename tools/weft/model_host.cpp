@@ -18,7 +18,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+double mib(size_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
+// "512 B", "8.0 KiB", "106.9 MiB", "21.4 GiB".
+std::string human_bytes(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
 
 // Bytes of weights each placement will hold: blk.L.* to L's placement, the
 // embedding to the first, everything else (output norm, output) to the last.
@@ -51,8 +67,8 @@ class ProgressBar {
     last_percent_ = percent;
     constexpr int kWidth = 30;
     const int filled = percent * kWidth / 100;
-    std::fprintf(stderr, "\rloading weights [%.*s%*s] %3d%%  %.1f/%.1f MiB", filled,
-                 "##############################", kWidth - filled, "", percent, mib(done), mib(total));
+    std::fprintf(stderr, "\rloading weights [%.*s%*s] %3d%%  %.1f/%.1f MiB", filled, "##############################",
+                 kWidth - filled, "", percent, mib(done), mib(total));
     if (done == total) std::fputc('\n', stderr);
     std::fflush(stderr);
   }
@@ -105,13 +121,13 @@ void ModelHost::load(int64_t n_ctx) {
   for (size_t i = 0; i < n; ++i) {
     const size_t kv = model::kv_cache_bytes(params_, bounds[i + 1] - bounds[i], n_ctx);
     const size_t free = devices_[i]->memory().free;
-    std::fprintf(stderr, "%s (%s): layers [%lld, %lld), %.1f MiB weights + %.1f MiB KV cache (%lld positions), %.0f MiB free\n",
+    std::fprintf(stderr, "%s (%s): layers [%lld, %lld), %s weights + %s KV cache (%lld positions), %s free\n",
                  labels_[i].c_str(), devices_[i]->name().c_str(), static_cast<long long>(bounds[i]),
-                 static_cast<long long>(bounds[i + 1]), mib(weights[i]), mib(kv), static_cast<long long>(n_ctx),
-                 mib(free));
+                 static_cast<long long>(bounds[i + 1]), human_bytes(weights[i]).c_str(), human_bytes(kv).c_str(),
+                 static_cast<long long>(n_ctx), human_bytes(free).c_str());
     if (free > 0 && weights[i] + kv > free && too_big.empty())
-      too_big = labels_[i] + " has " + std::to_string(free >> 20) + " MiB free but its share needs " +
-                std::to_string((weights[i] + kv) >> 20) + " MiB (change --split, or add workers)";
+      too_big = labels_[i] + " has " + human_bytes(free) + " free but its share needs " + human_bytes(weights[i] + kv) +
+                " (change --split, or add workers)";
   }
   if (!too_big.empty()) fail(ErrorKind::out_of_memory, what_, too_big);
 
@@ -134,7 +150,8 @@ void ModelHost::load(int64_t n_ctx) {
   size_t total = 0;
   for (size_t b : weights) total += b;
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::fprintf(stderr, "loaded %.1f MiB of weights in %.2f s (%.0f MiB/s)\n", mib(total), s, s > 0 ? mib(total) / s : 0.0);
+  std::fprintf(stderr, "loaded %s of weights in %.2f s (%.0f MiB/s)\n", human_bytes(total).c_str(), s,
+               s > 0 ? mib(total) / s : 0.0);
   file_.reset();  // the model and tokenizer hold copies
 }
 
@@ -147,8 +164,8 @@ std::vector<float> ModelHost::eval(std::span<const int32_t> tokens, int64_t n_pa
 void ModelHost::print_worker_stats() const {
   for (const std::string& endpoint : args_.workers) {
     const RpcStats s = rpc_stats(endpoint);
-    std::fprintf(stderr, "worker %s: %.1f MiB sent, %.1f MiB received, %llu round trips, %.3f s waiting\n",
-                 endpoint.c_str(), mib(s.bytes_sent), mib(s.bytes_received),
+    std::fprintf(stderr, "worker %s: %s sent, %s received, %llu round trips, %.3f s waiting\n", endpoint.c_str(),
+                 human_bytes(s.bytes_sent).c_str(), human_bytes(s.bytes_received).c_str(),
                  static_cast<unsigned long long>(s.round_trips), s.wait_seconds);
   }
 }

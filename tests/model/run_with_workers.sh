@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `weft run` and `weft perplexity` end to end: a small model with a
+# vocabulary, generated on this CPU alone and split 1,1,1 over this CPU and
+# two `weft worker` processes, must give the same text (greedy, and sampled
+# with a seed) and the same perplexity; --stats must report each worker; a
+# killed worker must end `weft run` with a clear error, not a crash.
+# Usage: run_with_workers.sh WEFT_BINARY WRITE_TEST_MODEL_BINARY
+set -euo pipefail
+weft=$1
+writer=$2
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+die() { echo "FAIL: $*"; exit 1; }
+
+# A worker on a free loopback port: start_worker NAME [WORKER_ARGS...]; sets $endpoint.
+start_worker() {
+  local log=$dir/worker$1.log
+  "$weft" worker --host 127.0.0.1 --port 0 --threads 1 "${@:2}" >"$log" 2>&1 &
+  pids+=($!)
+  endpoint=
+  for _ in $(seq 200); do
+    endpoint=$(sed -n 's/.*listening on \(127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$log")
+    [[ -n $endpoint ]] && return 0
+    sleep 0.05
+  done
+  cat "$log"
+  die "worker $1 did not start"
+}
+
+"$writer" "$dir/model.gguf" --layers 3 --embd 64 --heads 4 --heads-kv 2 --ff 128 --vocab 600 --ctx 512
+start_worker 1; w1=$endpoint
+start_worker 2; w2=$endpoint
+split=(--worker "$w1" --worker "$w2" --split 1,1,1)
+prompt="The quick brown fox jumps over the lazy dog"
+
+# Greedy, then sampled: the same text either way.
+for sampling in "" "--temp 1.5 --seed 7"; do
+  # shellcheck disable=SC2086
+  local_text=$("$weft" run -m "$dir/model.gguf" -p "$prompt" -n 24 -t 1 $sampling 2>"$dir/local.err") ||
+    { cat "$dir/local.err"; die "local run ($sampling)"; }
+  # shellcheck disable=SC2086
+  split_text=$("$weft" run -m "$dir/model.gguf" -p "$prompt" -n 24 -t 1 $sampling "${split[@]}" --stats \
+    2>"$dir/split.err") || { cat "$dir/split.err"; die "split run ($sampling)"; }
+  [[ -n $local_text ]] || die "no text generated ($sampling)"
+  [[ $local_text == "$split_text" ]] ||
+    die "split text differs ($sampling): local '$local_text', split '$split_text'"
+  echo "run ${sampling:-greedy}: identical: $split_text"
+done
+cat "$dir/split.err"
+for w in "$w1" "$w2"; do
+  grep -q "^worker $w: .* sent, .* received, [0-9]* round trips, [0-9.]* s waiting" "$dir/split.err" || die "--stats lacks worker $w"
+  grep -q "^$w (.*): layers \[[0-9]*, [0-9]*), .* weights + .* KV cache (.* positions), .* free" "$dir/split.err" ||
+    die "plan lacks worker $w"
+done
+
+# Perplexity over a text of a few chunks: equal to 4 decimals.
+for _ in $(seq 40); do echo "Once upon a time, a quick brown fox met a lazy dog by the river. 1234, 5678!"; done >"$dir/text.txt"
+ppl_local=$("$weft" perplexity -m "$dir/model.gguf" -f "$dir/text.txt" -c 128 -t 1 2>"$dir/ppl.err" | grep '^perplexity:') ||
+  { cat "$dir/ppl.err"; die "local perplexity"; }
+ppl_split=$("$weft" perplexity -m "$dir/model.gguf" -f "$dir/text.txt" -c 128 -t 1 "${split[@]}" 2>"$dir/ppl.err" |
+  grep '^perplexity:') || { cat "$dir/ppl.err"; die "split perplexity"; }
+echo "local: $ppl_local"
+echo "split: $ppl_split"
+[[ $ppl_local == "$ppl_split" ]] || die "perplexity differs"
+
+# A worker whose memory budget cannot hold its share: refused at the plan,
+# naming the worker, before anything is uploaded.
+start_worker small --mem 8192; small=$endpoint
+status=0
+"$weft" run -m "$dir/model.gguf" -p "$prompt" -n 4 -t 1 --worker "$small" --split 1,1 >/dev/null 2>"$dir/small.err" ||
+  status=$?
+cat "$dir/small.err"
+[[ $status -eq 1 ]] || die "a plan over the worker's budget: exit status $status (want 1)"
+grep -q "out of memory error: \[run\] $small has 8.0 KiB free but its share needs" "$dir/small.err" ||
+  die "the refusal does not name the worker and the sizes"
+grep -q "^loaded" "$dir/small.err" && die "weights were loaded despite the refusal"
+
+# A dead worker: a clear error naming it, exit status 1 (not a signal).
+kill -9 "${pids[1]}"
+wait "${pids[1]}" 2>/dev/null || true
+status=0
+"$weft" run -m "$dir/model.gguf" -p "$prompt" -n 4 -t 1 "${split[@]}" >/dev/null 2>"$dir/dead.err" || status=$?
+cat "$dir/dead.err"
+[[ $status -eq 1 ]] || die "with a dead worker, exit status $status (want 1)"
+grep -q "disconnected" "$dir/dead.err" || die "the error does not say the worker is disconnected"
+echo "PASS"

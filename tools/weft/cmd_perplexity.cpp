@@ -1,0 +1,86 @@
+// `weft perplexity`: exp of the mean negative log-likelihood of a text's
+// tokens, chunk by chunk (see PerplexityArgs in commands.h for the chunking
+// convention). Log-probabilities are computed in double from the logits.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "model_host.h"
+#include "weft/error.h"
+#include "weft/perplexity.h"
+
+namespace weft::tools {
+namespace {
+
+constexpr const char* kWhere = "perplexity";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorKind::invalid_input, kWhere, "cannot open " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) fail(ErrorKind::invalid_input, kWhere, "cannot read " + path);
+  return s.str();
+}
+
+}  // namespace
+
+int cmd_perplexity(const PerplexityArgs& args) {
+  signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
+  const std::string text = read_text(args.text_file);
+  ModelHost host({.model = args.model, .threads = args.threads, .workers = args.workers, .split = args.split}, kWhere);
+  const model::Tokenizer& tok = host.tokenizer();
+  const size_t vocab = static_cast<size_t>(host.params().n_vocab);
+  const int64_t ctx = args.ctx;
+  if (host.params().n_ctx_train > 0 && ctx > host.params().n_ctx_train)
+    fail(ErrorKind::invalid_input, kWhere,
+         "--ctx " + std::to_string(ctx) + " exceeds the model's context length " +
+             std::to_string(host.params().n_ctx_train));
+
+  const std::vector<int32_t> tokens = tok.encode(text, tok.bos() >= 0);
+  int64_t n_chunks = static_cast<int64_t>(tokens.size()) / ctx;
+  if (args.max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, args.max_chunks);
+  if (n_chunks == 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         args.text_file + " has " + std::to_string(tokens.size()) + " tokens, fewer than one chunk of --ctx " +
+             std::to_string(ctx) + " (use a smaller --ctx or a longer text)");
+  std::fprintf(stderr, "%s: %zu tokens, %lld chunks of %lld\n", args.text_file.c_str(), tokens.size(),
+               static_cast<long long>(n_chunks), static_cast<long long>(ctx));
+  host.load(ctx);
+
+  model::PerplexityScore score;
+  const int64_t first_scored = ctx / 2;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + c * ctx, tokens.begin() + (c + 1) * ctx);
+    if (tok.bos() >= 0) chunk[0] = tok.bos();
+    const std::vector<float> logits = host.eval(chunk, 0);
+    // Row i predicts token i + 1.
+    for (int64_t i = first_scored; i + 1 < ctx; ++i)
+      score.add({&logits[static_cast<size_t>(i) * vocab], vocab}, chunk[static_cast<size_t>(i + 1)]);
+    std::printf("chunk %lld/%lld: perplexity %.4f\n", static_cast<long long>(c + 1), static_cast<long long>(n_chunks),
+                score.perplexity());
+    std::fflush(stdout);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::printf("perplexity: %.4f +/- %.4f over %lld tokens (%lld chunks of %lld, second halves scored)\n",
+              score.perplexity(), score.error(), static_cast<long long>(score.count()),
+              static_cast<long long>(n_chunks), static_cast<long long>(ctx));
+  if (args.stats) {
+    const double evaluated = static_cast<double>(n_chunks * ctx);
+    std::fprintf(stderr, "evaluated %.0f tokens in %.3f s (%.1f tokens/s)\n", evaluated, seconds,
+                 seconds > 0 ? evaluated / seconds : 0.0);
+    host.print_worker_stats();
+  }
+  return 0;
+}
+
+}  // namespace weft::tools
