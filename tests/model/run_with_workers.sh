@@ -20,6 +20,7 @@ die() { echo "FAIL: $*"; exit 1; }
 # A worker on a free loopback port: start_worker NAME [WORKER_ARGS...]; sets $endpoint.
 start_worker() {
   local log=$dir/worker$1.log
+  : >"$log"  # exists before the background shell opens it, for the polls below
   "$weft" worker --host 127.0.0.1 --port 0 --threads 1 "${@:2}" >"$log" 2>&1 &
   pids+=($!)
   endpoint=
