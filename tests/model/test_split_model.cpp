@@ -119,7 +119,7 @@ class SplitModel : public ::testing::TestWithParam<bool> {
   std::unique_ptr<weft::rpc::Worker> worker_;
 };
 
-TEST_P(SplitModel, ThreeDevicesMatchOneCpu) {
+TEST_P(SplitModel, OneTwoAndThreeDevicesMatchOneCpu) {
   auto file = weft::GgufFile::open(path_);
   auto cpu = weft::make_cpu_device(2);
 
@@ -137,14 +137,19 @@ TEST_P(SplitModel, ThreeDevicesMatchOneCpu) {
   ao.random_delay_ms = 1;
   auto async = weft::make_async_device(ao);
   weft::Device* devs[3] = {cpu.get(), remote.at(0).get(), async.get()};
-  // Every order of the three devices, one layer each, and one with an empty part.
+  // One device alone (a worker, the async device), two devices, every order
+  // of the three with one layer each, and one with an empty part.
   const std::vector<std::vector<LayerPlacement>> placements{
+      {{devs[1], 0, 3}},
+      {{devs[2], 0, 3}},
+      {{devs[0], 0, 2}, {devs[1], 2, 3}},
+      {{devs[2], 0, 1}, {devs[0], 1, 3}},
       {{devs[0], 0, 1}, {devs[1], 1, 2}, {devs[2], 2, 3}},
       {{devs[2], 0, 1}, {devs[0], 1, 2}, {devs[1], 2, 3}},
       {{devs[1], 0, 2}, {devs[2], 2, 2}, {devs[0], 2, 3}},
   };
   for (const auto& pl : placements) {
-    SCOPED_TRACE("first device " + pl[0].device->name());
+    SCOPED_TRACE(std::to_string(pl.size()) + " parts, first device " + pl[0].device->name());
     LlamaModel m(*file, pl, kCtx);
     std::vector<std::unique_ptr<weft::Backend>> owned;
     std::vector<weft::Backend*> backends;
