@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,20 +19,11 @@ namespace {
 
 constexpr const char* kWhere = "perplexity";
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::invalid_input, kWhere, "cannot open " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) fail(ErrorKind::invalid_input, kWhere, "cannot read " + path);
-  return s.str();
-}
-
 }  // namespace
 
 int cmd_perplexity(const PerplexityArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
-  const std::string text = read_text(args.text_file);
+  const std::string text = read_text_file(args.text_file, kWhere);
   ModelHost host({.model = args.model, .threads = args.threads, .workers = args.workers, .split = args.split}, kWhere);
   const model::Tokenizer& tok = host.tokenizer();
   const size_t vocab = static_cast<size_t>(host.params().n_vocab);

@@ -36,7 +36,8 @@ int cmd_run(const RunArgs& args) {
   const int vocab = static_cast<int>(host.params().n_vocab);
 
   // The prompt, and a context that holds it and every generated token.
-  const std::vector<int32_t> prompt = tok.encode(args.prompt, tok.bos() >= 0, args.special);
+  const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file, kWhere);
+  const std::vector<int32_t> prompt = tok.encode(text, tok.bos() >= 0, args.special);
   if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty and the model has no bos token");
   int64_t n_ctx = static_cast<int64_t>(prompt.size()) + std::max(args.n_tokens, 1);
   if (host.params().n_ctx_train > 0) n_ctx = std::min(n_ctx, host.params().n_ctx_train);

@@ -70,6 +70,7 @@ int cmd_demo(const DemoArgs& args);
 struct RunArgs {
   std::string model;                 // GGUF file
   std::string prompt;
+  std::string prompt_file;           // the prompt from a file instead
   int n_tokens = 64;                 // tokens to generate (stops early at eos)
   int threads = 0;                   // host CPU threads; 0 = hardware threads
   std::vector<std::string> workers;  // HOST:PORT, one device each

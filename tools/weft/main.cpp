@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
   RunArgs run;
   CLI::App* run_cmd = app.add_subcommand("run", "generate text from a GGUF model, its layers split over this CPU and any workers");
   run_cmd->add_option("-m,--model", run.model, "GGUF model file")->required();
-  run_cmd->add_option("-p,--prompt", run.prompt, "prompt text");
+  CLI::Option* prompt_opt = run_cmd->add_option("-p,--prompt", run.prompt, "prompt text");
+  run_cmd->add_option("-f,--file", run.prompt_file, "read the prompt from this file")->excludes(prompt_opt);
   run_cmd->add_option("-n,--tokens", run.n_tokens, "tokens to generate (stops early at eos)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   run_cmd->add_option("-t,--threads", run.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);

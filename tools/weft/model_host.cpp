@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "layer_split.h"
 #include "weft/cpu.h"
@@ -159,6 +161,15 @@ std::vector<float> ModelHost::eval(std::span<const int32_t> tokens, int64_t n_pa
   if (!model_) fail(ErrorKind::invalid_input, what_, "eval before load");
   if (sched_) return model_->eval(*sched_, backend_ptrs_, tokens, n_past);
   return model_->eval(*backends_[0], tokens, n_past);
+}
+
+std::string read_text_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorKind::invalid_input, what, "cannot open " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) fail(ErrorKind::invalid_input, what, "cannot read " + path);
+  return s.str();
 }
 
 void ModelHost::print_worker_stats() const {

@@ -68,4 +68,8 @@ class ModelHost {
   std::unique_ptr<Scheduler> sched_;  // when split over several devices
 };
 
+// The whole file's bytes. Throws Error(invalid_input) naming the file when it
+// cannot be opened or read; what names the command.
+std::string read_text_file(const std::string& path, const char* what);
+
 }  // namespace weft::tools
