@@ -71,6 +71,15 @@ class Tokenizer {
   // (tokenizer.ggml.eom_token_id, or else a control token <|eom_id|>).
   bool is_end_of_generation(int32_t id) const;
   size_t vocab_size() const;
+  // What a user should be told about this tokenizer, as one sentence without
+  // a trailing newline, or "" when there is nothing. Not empty when a `gpt2`
+  // file's tokenizer.ggml.pre is missing, "default" or a name weft does not
+  // know: its text is then split with GPT-2's pattern, which may differ from
+  // the model's own split, e.g. "tokenizer.ggml.pre 'foo' is not known to
+  // weft: using gpt2's pre-tokenizer, so tokens may differ from the model's
+  // own". Encoding still works. (`llama` files never warn: SentencePiece has
+  // no pre-tokenizer.)
+  const std::string& warning() const;
 
  private:
   explicit Tokenizer(std::unique_ptr<detail::TokenizerData> data);

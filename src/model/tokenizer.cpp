@@ -109,7 +109,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   if (d->kind == TokenizerKind::bpe) {
     auto merges = f.get_array_strings("tokenizer.ggml.merges");
     if (!merges) fail(ErrorKind::invalid_input, kWhere, "tokenizer.ggml.merges is missing for a gpt2 tokenizer");
-    detail::bpe_load(*d, *merges, f.get_string("tokenizer.ggml.pre").value_or("default"));
+    detail::bpe_load(*d, *merges, f.get_string("tokenizer.ggml.pre").value_or(""));
   }
 
   d->bos = read_id(f, "tokenizer.ggml.bos_token_id", n);
@@ -201,6 +201,9 @@ bool Tokenizer::is_end_of_generation(int32_t id) const {
 }
 size_t Tokenizer::vocab_size() const {
   return d_->tokens.size();
+}
+const std::string& Tokenizer::warning() const {
+  return d_->warning;
 }
 
 }  // namespace weft::model

@@ -10,6 +10,7 @@
 #include <array>
 #include <climits>
 #include <queue>
+#include <span>
 
 #include "tokenizer_impl.h"
 #include "weft/error.h"
@@ -93,7 +94,7 @@ uint32_t lower_ascii(uint32_t c) {
 // --- pre-tokenizers ---------------------------------------------------------
 
 // 's 't 're 've 'm 'll 'd at i: the match length, or 0.
-size_t match_contraction(const std::vector<Cp>& t, size_t i, bool ignore_case) {
+size_t match_contraction(std::span<const Cp> t, size_t i, bool ignore_case) {
   if (t[i].cp != '\'' || i + 1 >= t.size()) return 0;
   auto at = [&](size_t k) { return k < t.size() ? (ignore_case ? lower_ascii(t[k].cp) : t[k].cp) : 0u; };
   uint32_t a = at(i + 1), b = at(i + 2);
@@ -104,7 +105,7 @@ size_t match_contraction(const std::vector<Cp>& t, size_t i, bool ignore_case) {
 
 // The whitespace alternatives shared by all patterns, at a space code point i:
 // \s+(?!\S) then \s+ (llama3/qwen2 first try \s*[\r\n]+).
-size_t match_space(const std::vector<Cp>& t, size_t i, bool newline_rule) {
+size_t match_space(std::span<const Cp> t, size_t i, bool newline_rule) {
   size_t end = i;
   while (end < t.size() && t[end].cls == CpClass::space) ++end;
   if (newline_rule) {
@@ -118,7 +119,7 @@ size_t match_space(const std::vector<Cp>& t, size_t i, bool newline_rule) {
 }
 
 // gpt2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-size_t match_gpt2(const std::vector<Cp>& t, size_t i) {
+size_t match_gpt2(std::span<const Cp> t, size_t i) {
   if (size_t n = match_contraction(t, i, false)) return n;
   size_t j = i + (t[i].cp == ' ' && i + 1 < t.size() ? 1 : 0);
   const CpClass cls = t[j].cls;
@@ -132,7 +133,7 @@ size_t match_gpt2(const std::vector<Cp>& t, size_t i) {
 
 // llama3 (digits 3 at a time) and qwen2 (digits 1 at a time):
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-size_t match_llama3(const std::vector<Cp>& t, size_t i, size_t max_digits) {
+size_t match_llama3(std::span<const Cp> t, size_t i, size_t max_digits) {
   const size_t n = t.size();
   if (size_t m = match_contraction(t, i, true)) return m;
   const uint32_t c = t[i].cp;
@@ -185,8 +186,26 @@ const ByteTable& byte_table() {
 template <typename Fn>
 void for_each_piece(std::string_view text, PreTokenizer pre, Fn&& fn) {
   const std::vector<Cp> t = split_utf8(text);
+  size_t run_end = 0;  // digits_gpt2: the end of the run without \p{N} that i is in
   for (size_t i = 0; i < t.size();) {
-    size_t n = pre == PreTokenizer::gpt2 ? match_gpt2(t, i) : match_llama3(t, i, pre == PreTokenizer::qwen2 ? 1 : 3);
+    size_t n = 0;
+    switch (pre) {
+      case PreTokenizer::gpt2: n = match_gpt2(t, i); break;
+      case PreTokenizer::llama3:
+      case PreTokenizer::qwen2: n = match_llama3(t, i, pre == PreTokenizer::qwen2 ? 1 : 3); break;
+      case PreTokenizer::digits_gpt2:
+        // \p{N} first: each number code point is a piece, and the gpt2
+        // pattern splits each run between them as a text of its own (so
+        // \s+(?!\S) sees the run's end as the end of text).
+        if (t[i].cls == CpClass::number) {
+          n = 1;
+          break;
+        }
+        if (run_end <= i)
+          for (run_end = i; run_end < t.size() && t[run_end].cls != CpClass::number;) ++run_end;
+        n = match_gpt2(std::span<const Cp>(t).first(run_end), i);
+        break;
+    }
     if (n == 0) n = 1;  // cannot happen with these patterns; never loop
     const size_t pos = t[i].pos, end = t[i + n - 1].pos + t[i + n - 1].len;
     fn(text.substr(pos, end - pos));
@@ -263,6 +282,39 @@ void merge_piece(const TokenizerData& d, std::string_view piece, std::vector<Nod
   for (int32_t k = nodes.empty() ? -1 : 0; k >= 0; k = nodes[k].next) emit_symbol(d, nodes[k].sym, out);
 }
 
+// tokenizer.ggml.pre names with the split llama.cpp (src/llama-vocab.cpp)
+// gives them; "gpt2" is weft's own name for GPT-2's pattern.
+struct PreTokenizerName {
+  std::string_view name;
+  PreTokenizer pre;
+};
+constexpr PreTokenizerName kPreTokenizerNames[] = {
+    {"gpt2", PreTokenizer::gpt2},
+    {"gpt-2", PreTokenizer::gpt2},
+    {"phi-2", PreTokenizer::gpt2},
+    {"mpt", PreTokenizer::gpt2},
+    {"olmo", PreTokenizer::gpt2},
+    {"llama-bpe", PreTokenizer::llama3},
+    {"llama3", PreTokenizer::llama3},
+    {"llama-v3", PreTokenizer::llama3},
+    {"qwen2", PreTokenizer::qwen2},
+    {"deepseek-r1-qwen", PreTokenizer::qwen2},
+    {"stablelm2", PreTokenizer::qwen2},
+    {"smollm", PreTokenizer::digits_gpt2},
+    {"starcoder", PreTokenizer::digits_gpt2},
+    {"refact", PreTokenizer::digits_gpt2},
+    {"command-r", PreTokenizer::digits_gpt2},
+    {"codeshell", PreTokenizer::digits_gpt2},
+    {"exaone", PreTokenizer::digits_gpt2},
+    {"minerva-7b", PreTokenizer::digits_gpt2},
+};
+
+const PreTokenizerName* find_pre_tokenizer(std::string_view name) {
+  for (const PreTokenizerName& p : kPreTokenizerNames)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
 }  // namespace
 
 void bpe_load(TokenizerData& d, const std::vector<std::string>& merges, const std::string& pre) {
@@ -296,12 +348,16 @@ void bpe_load(TokenizerData& d, const std::vector<std::string>& merges, const st
     d.merges.emplace(TokenizerData::pair_key(left, right), BpeMerge{static_cast<int32_t>(i), result});  // first wins
   }
 
-  if (pre == "llama-bpe" || pre == "llama3")
-    d.pre = PreTokenizer::llama3;
-  else if (pre == "qwen2")
-    d.pre = PreTokenizer::qwen2;
-  else
-    d.pre = PreTokenizer::gpt2;  // "default", "gpt2" and names we do not know
+  d.pre = PreTokenizer::gpt2;
+  d.warning.clear();
+  if (const PreTokenizerName* known = find_pre_tokenizer(pre)) {
+    d.pre = known->pre;
+  } else {
+    const std::string what = pre.empty()        ? "the file has no tokenizer.ggml.pre"
+                             : pre == "default" ? "tokenizer.ggml.pre 'default' does not name the model's pre-tokenizer"
+                                                : "tokenizer.ggml.pre '" + pre + "' is not known to weft";
+    d.warning = what + ": using gpt2's pre-tokenizer, so tokens may differ from the model's own";
+  }
   d.ignore_merges = d.pre == PreTokenizer::llama3;
 }
 

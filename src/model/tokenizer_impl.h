@@ -17,7 +17,13 @@ namespace weft::model::detail {
 
 enum class TokenType : int32_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
 enum class TokenizerKind { spm, bpe };
-enum class PreTokenizer { gpt2, llama3, qwen2 };
+// The pre-tokenizer splits of bpe_load's table (tokenizer_bpe.cpp):
+//   gpt2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//   llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
+//           | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//   qwen2:  llama3's with \p{N} for \p{N}{1,3}
+//   digits_gpt2: each \p{N} alone, then gpt2's on each run between them
+enum class PreTokenizer { gpt2, llama3, qwen2, digits_gpt2 };
 
 // Hashes std::string and std::string_view alike, so maps keyed by string can
 // be searched with a view (no allocation per lookup).
@@ -55,6 +61,7 @@ struct TokenizerData {
   // merges maps pair_key(left, right) to the merge; byte_symbols[b] is the
   // symbol of byte b's printable stand-in.
   PreTokenizer pre = PreTokenizer::gpt2;
+  std::string warning;         // Tokenizer::warning(): set when tokenizer.ggml.pre is not known
   bool ignore_merges = false;  // a piece that is a token as a whole is that token (llama3)
   std::unordered_map<uint64_t, BpeMerge> merges;
   std::vector<std::string> extra_symbols;
@@ -101,6 +108,8 @@ std::string spm_decode_token(const TokenizerData& d, int32_t id);
 
 // Reads tokenizer.ggml.merges and tokenizer.ggml.pre into d (tokens and ids
 // already filled); throws Error(invalid_input) for a merge that is not "a b".
+// pre is "" when the file has no tokenizer.ggml.pre; a name not in the table
+// (or "", or "default") gets gpt2's split and sets d.warning.
 void bpe_load(TokenizerData& d, const std::vector<std::string>& merges, const std::string& pre);
 std::vector<int32_t> bpe_encode(const TokenizerData& d, std::string_view text);
 std::string bpe_decode_token(const TokenizerData& d, int32_t id);

@@ -190,9 +190,89 @@ TEST(TokenizerBpe, PreTokenizerQwen2AndGpt2) {
   EXPECT_EQ(gpt2("hi!!\nok"), (Pieces{"hi", "!!", "\n", "ok"}));
 }
 
+// smollm, starcoder, ...: each \p{N} alone, then gpt2's pattern on each run
+// between them as a text of its own.
+TEST(TokenizerBpe, PreTokenizerDigitsGpt2) {
+  auto split = [](const char* s) { return weft::model::detail::bpe_pretokenize(s, PreTokenizer::digits_gpt2); };
+  EXPECT_EQ(split("abc 12345 de'll"), (Pieces{"abc", " ", "1", "2", "3", "4", "5", " de", "'ll"}));
+  EXPECT_EQ(split("Hello world! 123"), (Pieces{"Hello", " world", "!", " ", "1", "2", "3"}));
+  EXPECT_EQ(split("  multiple   spaces"), (Pieces{" ", " multiple", "  ", " spaces"}));
+  // The run before a digit ends there: its trailing spaces stay together
+  // (gpt2 alone gives "a", " ", " 1").
+  EXPECT_EQ(split("a  1"), (Pieces{"a", "  ", "1"}));
+  EXPECT_EQ(split("x1y 3.14"), (Pieces{"x", "1", "y", " ", "3", ".", "1", "4"}));
+  EXPECT_EQ(split("hi!!\n12"), (Pieces{"hi", "!!", "\n", "1", "2"}));
+  EXPECT_EQ(split("I'M i'm"), (Pieces{"I", "'", "M", " i", "'m"}));  // contractions are case-sensitive
+  // \p{N} beyond ASCII: Arabic-Indic digits (Nd) and vulgar fraction one half (No).
+  EXPECT_EQ(split("\xD9\xA3\xD9\xA4 x\xC2\xBD"), (Pieces{"\xD9\xA3", "\xD9\xA4", " x", "\xC2\xBD"}));
+  EXPECT_EQ(split("42"), (Pieces{"4", "2"}));
+  EXPECT_EQ(split(""), Pieces{});
+}
+
+TEST(TokenizerBpe, PreTokenizerNames) {
+  using weft::model::detail::TokenizerData;
+  auto pre_of = [](const std::string& name) {
+    TokenizerData d;
+    weft::model::detail::bpe_load(d, {}, name);
+    return std::make_pair(d.pre, d.warning.empty());
+  };
+  for (const char* name : {"gpt2", "gpt-2", "phi-2", "mpt", "olmo"})
+    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::gpt2, true)) << name;
+  for (const char* name : {"llama-bpe", "llama3", "llama-v3"})
+    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::llama3, true)) << name;
+  for (const char* name : {"qwen2", "deepseek-r1-qwen", "stablelm2"})
+    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::qwen2, true)) << name;
+  for (const char* name : {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"})
+    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::digits_gpt2, true)) << name;
+  for (const char* name : {"", "default", "tekken", "SMOLLM", "deepseek-llm"})
+    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::gpt2, false)) << name;
+}
+
+TEST(TokenizerBpe, SmollmEncodesDigitsOneByOne) {
+  BpeVocab v;
+  auto tok = load(v.writer("smollm"), "bpe_smollm");
+  EXPECT_EQ(tok->warning(), "");
+  const int32_t hello = v.id("hello"), s_hello = v.id(byte_symbol(' ') + "hello");
+  // "1 2" and "12 3" are merges, but every digit is a piece of its own.
+  EXPECT_EQ(tok->encode("12312", false), (Ids{'1', '2', '3', '1', '2'}));
+  EXPECT_EQ(tok->encode("hello 12 hello", false), (Ids{hello, ' ', '1', '2', s_hello}));
+  EXPECT_EQ(tok->decode(tok->encode("hello 12 hello", true)), "hello 12 hello");
+}
+
+TEST(TokenizerBpe, WarningForUnknownPreTokenizer) {
+  BpeVocab v;
+  const int32_t t123 = v.id("123");
+  for (const char* pre : {"gpt2", "llama-bpe", "qwen2", "smollm"})
+    EXPECT_EQ(load(v.writer(pre), std::string("bpe_known_") + pre)->warning(), "") << pre;
+
+  auto tok = load(v.writer("foo-9"), "bpe_unknown");
+  EXPECT_EQ(tok->warning(),
+            "tokenizer.ggml.pre 'foo-9' is not known to weft: using gpt2's pre-tokenizer, so tokens may differ "
+            "from the model's own");
+  EXPECT_EQ(tok->encode("123123", false), (Ids{t123, t123}));  // still encodes, as gpt2
+
+  const std::string deflt = load(v.writer("default"), "bpe_default")->warning();
+  EXPECT_NE(deflt.find("'default'"), std::string::npos) << deflt;
+  EXPECT_NE(deflt.find("using gpt2's pre-tokenizer"), std::string::npos) << deflt;
+
+  weft::GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_array("tokenizer.ggml.tokens", v.tokens);
+  w.set_array("tokenizer.ggml.merges", v.merges);
+  const std::string missing = load(w, "bpe_nopre")->warning();
+  EXPECT_NE(missing.find("no tokenizer.ggml.pre"), std::string::npos) << missing;
+
+  // SentencePiece files have no pre-tokenizer; converters write "default".
+  SpmVocab sv;
+  weft::GgufWriter sw = sv.writer();
+  EXPECT_EQ(load(sw, "spm_nopre")->warning(), "");
+  sw.set_string("tokenizer.ggml.pre", "default");
+  EXPECT_EQ(load(sw, "spm_default")->warning(), "");
+}
+
 TEST(TokenizerBpe, RoundTrip) {
   BpeVocab v;
-  for (const char* pre : {"llama-bpe", "qwen2", "gpt2"}) {
+  for (const char* pre : {"llama-bpe", "qwen2", "gpt2", "smollm"}) {
     auto tok = load(v.writer(pre), std::string("bpe_round_") + pre);
     for (const char* text :
          {"hello hello world", "  spaces   and\ttabs\n\n", "I'm 12345678 years", "int main() { return 0; }\n",

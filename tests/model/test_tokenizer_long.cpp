@@ -47,6 +47,15 @@ TEST(TokenizerLong, Llama3SinglePieces) {
   check_long(*tok, repeat_to("\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E", 150000), "150 KB of CJK, one piece");
 }
 
+// smollm's pre-tokenizer looks for the end of each run without digits once
+// per run, not once per piece.
+TEST(TokenizerLong, DigitsGpt2ManyPieces) {
+  BpeVocab v;
+  auto tok = load(v.writer("smollm"), "long_smollm");
+  check_long(*tok, repeat_to("hello lol, hell! ", 200000), "smollm: 200 KB of words, no digits");
+  check_long(*tok, repeat_to("hello 123 ", 200000), "smollm: 200 KB of words and digits");
+}
+
 TEST(TokenizerLong, SpmSinglePieces) {
   SpmVocab v;
   auto tok = load(v.writer(), "long_spm");

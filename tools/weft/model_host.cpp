@@ -85,6 +85,7 @@ class ProgressBar {
 ModelHost::ModelHost(const ModelHostArgs& args, const char* what) : what_(what), args_(args) {
   file_ = GgufFile::open(args.model);
   tok_ = model::Tokenizer::from_gguf(*file_);
+  if (!tok_->warning().empty()) std::fprintf(stderr, "weft: warning: %s\n", tok_->warning().c_str());
   params_ = model::LlamaParams::from_gguf(*file_);
   devices_.push_back(make_cpu_device(args.threads));
   labels_.push_back("host");
