@@ -77,6 +77,14 @@ struct LayerPlacement {
   int64_t last = 0;
 };
 
+// What one part of a split model holds (see LlamaModel::plan).
+struct PartPlan {
+  int64_t first_layer = 0;
+  int64_t last_layer = 0;
+  size_t weight_bytes = 0;
+  size_t kv_cache_bytes = 0;
+};
+
 // Called while a model's weights are copied to their devices, after each
 // tensor: bytes copied so far and the total (the same for every call).
 using LoadProgress = std::function<void(size_t done, size_t total)>;
@@ -107,6 +115,12 @@ class LlamaModel {
   LlamaModel& operator=(const LlamaModel&) = delete;
   ~LlamaModel();
 
+  // What each part of a split by layer boundaries bounds (parts + 1 of them,
+  // from 0 to n_layer) would hold with a KV cache of n_ctx positions, after
+  // the same checks of the file's tensors as the constructors make (and the
+  // same errors), without allocating or reading any weight.
+  static std::vector<PartPlan> plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx);
+
   const LlamaParams& params() const { return params_; }
   int64_t n_ctx() const { return n_ctx_; }
   const LlamaLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
@@ -116,8 +130,7 @@ class LlamaModel {
   // [n_past + n, n] (fill it with fill_causal_mask). Writes the new keys and
   // values into the caches at rows `positions` and attends over cache rows
   // [0, n_past + n). Returns logits f32 [n_vocab, n].
-  Tensor* build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions, Tensor* mask,
-                        int64_t n_past);
+  Tensor* build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions, Tensor* mask, int64_t n_past);
 
   // Runs tokens at positions n_past.. on backend (a backend of this model's
   // device) and returns the logits of every token, token-major
@@ -135,8 +148,6 @@ class LlamaModel {
  private:
   void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress);
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
-  Tensor* load(const GgufFile& file, const std::string& name, std::initializer_list<int64_t> ne,
-               bool optional = false);
 
   LlamaParams params_;
   Device& device_;
@@ -158,7 +169,8 @@ class LlamaModel {
 };
 
 // Bytes of KV cache (keys and values, f16) that n_layers layers of a model
-// with params p hold for n_ctx positions.
+// with params p hold for n_ctx positions. Throws Error(invalid_input) if the
+// size does not fit a size_t.
 size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx);
 
 // mask[i * n_kv + j] = 0 if key j is visible to query i (j <= n_past + i),

@@ -61,6 +61,11 @@ class Tokenizer {
   std::string decode(std::span<const int32_t> ids) const;
 
   int32_t bos() const;  // -1 when the file names none
+  // Whether a text should start with bos (the encode() argument callers
+  // should pass): tokenizer.ggml.add_bos_token, or when the file lacks the
+  // key, llama.cpp's default (yes for `llama` and Llama 3's `llama-bpe`, no
+  // for other gpt2 files such as Qwen2's); never without a bos token.
+  bool add_bos() const;
   int32_t eos() const;  // -1 when the file names none
   // End of turn: tokenizer.ggml.eot_token_id, or when the file has no such
   // key, the first control token spelled <|eot_id|>, <|im_end|>, <|end|> or

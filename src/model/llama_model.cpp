@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "model/llama_weights.h"
 #include "weft/error.h"
 #include "weft/model.h"
 #include "weft/ops.h"
@@ -10,37 +11,6 @@ namespace weft::model {
 namespace {
 
 constexpr const char* kWhere = "model";
-
-std::string dims_string(std::span<const int64_t> ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-  return s + "]";
-}
-
-}  // namespace
-
-Tensor* LlamaModel::load(const GgufFile& file, const std::string& name, std::initializer_list<int64_t> ne,
-                         bool optional) {
-  const GgufTensorInfo* info = file.find_tensor(name);
-  if (!info) {
-    if (optional) return nullptr;
-    fail(ErrorKind::invalid_input, kWhere, file.path() + ": missing tensor " + name);
-  }
-  std::span<const int64_t> want(ne.begin(), ne.size());
-  bool ok = info->n_dims == static_cast<int>(ne.size());
-  for (size_t i = 0; ok && i < ne.size(); ++i) ok = info->ne[i] == want[i];
-  if (!ok)
-    fail(ErrorKind::invalid_input, kWhere,
-         file.path() + ": tensor " + name + " has shape " +
-             dims_string(std::span<const int64_t>(info->ne, static_cast<size_t>(info->n_dims))) + ", expected " +
-             dims_string(want));
-  Tensor* t = weights_ctx_.new_tensor(info->dtype(), want);
-  t->name = name;
-  t->flags |= kFlagWeight;
-  return t;
-}
-
-namespace {
 
 Device& first_device(std::span<const LayerPlacement> placement) {
   if (placement.empty() || !placement.front().device)
@@ -63,61 +33,32 @@ LlamaModel::LlamaModel(const GgufFile& file, std::span<const LayerPlacement> pla
   init(file, placement, progress);
 }
 
-void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> placement,
-                      const LoadProgress& progress) {
-  if (n_ctx_ <= 0 || n_ctx_ > (int64_t{1} << 24))
-    fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx_) + " is out of range");
+void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress) {
+  detail::check_n_ctx(n_ctx_);
   const LlamaParams& p = params_;
-  const int64_t q_dim = p.head_dim * p.n_head;
   const int64_t kv_dim = p.head_dim * p.n_head_kv;
 
   // Each layer's placement: ranges in order, without gaps, covering every layer.
-  n_parts_ = static_cast<int>(placement.size());
-  layer_part_.assign(static_cast<size_t>(p.n_layer), 0);
-  int64_t next = 0;
-  for (int i = 0; i < n_parts_; ++i) {
-    const LayerPlacement& pl = placement[static_cast<size_t>(i)];
-    if (!pl.device || pl.first != next || pl.last < pl.first || pl.last > p.n_layer)
+  std::vector<int64_t> bounds{0};
+  for (size_t i = 0; i < placement.size(); ++i) {
+    if (!placement[i].device)
+      fail(ErrorKind::invalid_input, kWhere, "placement " + std::to_string(i) + " has no device");
+    if (placement[i].first != bounds.back())
       fail(ErrorKind::invalid_input, kWhere,
-           "placement " + std::to_string(i) + " [" + std::to_string(pl.first) + ", " + std::to_string(pl.last) +
-               ") does not continue at layer " + std::to_string(next) + " of " + std::to_string(p.n_layer) +
-               (pl.device ? "" : " (no device)"));
-    for (int64_t l = pl.first; l < pl.last; ++l) layer_part_[static_cast<size_t>(l)] = i;
-    next = pl.last;
+           "placement " + std::to_string(i) + " [" + std::to_string(placement[i].first) + ", " +
+               std::to_string(placement[i].last) + ") does not continue at layer " + std::to_string(bounds.back()) +
+               " of " + std::to_string(p.n_layer));
+    bounds.push_back(placement[i].last);
   }
-  if (next != p.n_layer)
-    fail(ErrorKind::invalid_input, kWhere,
-         "placement covers " + std::to_string(next) + " of " + std::to_string(p.n_layer) + " layers");
+  layer_part_ = detail::layer_parts(bounds, p.n_layer);
+  n_parts_ = static_cast<int>(placement.size());
 
-  std::vector<std::vector<Tensor*>> weights(static_cast<size_t>(n_parts_));
-  std::vector<Tensor*>& first = weights.front();
-  std::vector<Tensor*>& last = weights.back();
-  tok_embd_ = load(file, "token_embd.weight", {p.n_embd, p.n_vocab});
-  first.push_back(tok_embd_);
-  output_norm_ = load(file, "output_norm.weight", {p.n_embd});
-  last.push_back(output_norm_);
-  output_ = load(file, "output.weight", {p.n_embd, p.n_vocab}, /*optional=*/true);
-  if (output_) last.push_back(output_);
-  else output_ = tok_embd_;  // tied embeddings
-  layers_.resize(static_cast<size_t>(p.n_layer));
-  for (int64_t i = 0; i < p.n_layer; ++i) {
-    LlamaLayer& l = layers_[static_cast<size_t>(i)];
-    const std::string b = "blk." + std::to_string(i) + ".";
-    l.attn_norm = load(file, b + "attn_norm.weight", {p.n_embd});
-    l.wq = load(file, b + "attn_q.weight", {p.n_embd, q_dim});
-    l.wk = load(file, b + "attn_k.weight", {p.n_embd, kv_dim});
-    l.wv = load(file, b + "attn_v.weight", {p.n_embd, kv_dim});
-    l.wo = load(file, b + "attn_output.weight", {q_dim, p.n_embd});
-    l.bq = load(file, b + "attn_q.bias", {q_dim}, true);
-    l.bk = load(file, b + "attn_k.bias", {kv_dim}, true);
-    l.bv = load(file, b + "attn_v.bias", {kv_dim}, true);
-    l.ffn_norm = load(file, b + "ffn_norm.weight", {p.n_embd});
-    l.w_gate = load(file, b + "ffn_gate.weight", {p.n_embd, p.n_ff});
-    l.w_up = load(file, b + "ffn_up.weight", {p.n_embd, p.n_ff});
-    l.w_down = load(file, b + "ffn_down.weight", {p.n_ff, p.n_embd});
-    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.ffn_norm, l.w_gate, l.w_up, l.w_down})
-      if (t) weights[static_cast<size_t>(layer_part_[static_cast<size_t>(i)])].push_back(t);
-  }
+  const detail::ModelWeights w = detail::describe_weights(file, p, weights_ctx_);
+  tok_embd_ = w.tok_embd;
+  output_norm_ = w.output_norm;
+  output_ = w.output;
+  layers_ = w.layers;
+  const std::vector<std::vector<Tensor*>> weights = detail::weights_by_part(w, layer_part_, n_parts_);
 
   // One weights buffer per placement, filled from the file.
   size_t total = 0, done = 0;
@@ -209,10 +150,10 @@ Tensor* LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor
     const size_t v_nb[3] = {row, f16, static_cast<size_t>(hd) * f16};
     Tensor* values_t = ops::cont(ctx, ops::view(ctx, v_written, v_ne, v_nb, 0));
 
-    Tensor* qh = ops::permute(ctx, q, 0, 2, 1, 3);      // [hd, n, n_head]
-    Tensor* kq = ops::mul_mat(ctx, keys, qh);           // [n_kv, n, n_head]
+    Tensor* qh = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n, n_head]
+    Tensor* kq = ops::mul_mat(ctx, keys, qh);       // [n_kv, n, n_head]
     kq = ops::soft_max(ctx, kq, mask, kq_scale);
-    Tensor* kqv = ops::mul_mat(ctx, values_t, kq);      // [hd, n, n_head]
+    Tensor* kqv = ops::mul_mat(ctx, values_t, kq);             // [hd, n, n_head]
     kqv = ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3));  // [hd, n_head, n]
     kqv = ops::reshape(ctx, kqv, {hd * p.n_head, n});
     x = ops::add(ctx, x, ops::mul_mat(ctx, l.wo, kqv));
@@ -331,18 +272,13 @@ std::vector<float> LlamaModel::eval(Scheduler& sched, std::span<Backend* const> 
   return out;
 }
 
-size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx) {
-  const size_t per_row = static_cast<size_t>(p.head_dim * p.n_head_kv) * sizeof(uint16_t);
-  return 2 * static_cast<size_t>(n_layers) * static_cast<size_t>(n_ctx) * per_row;
-}
-
 void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past) {
   if (n_kv < 0 || n < 0 || static_cast<uint64_t>(n_kv) * static_cast<uint64_t>(n) != mask.size())
-    fail(ErrorKind::invalid_input, kWhere, "mask of " + std::to_string(mask.size()) + " floats is not [" +
-                                               std::to_string(n_kv) + ", " + std::to_string(n) + "]");
+    fail(ErrorKind::invalid_input, kWhere,
+         "mask of " + std::to_string(mask.size()) + " floats is not [" + std::to_string(n_kv) + ", " +
+             std::to_string(n) + "]");
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n_kv; ++j)
-      mask[static_cast<size_t>(i * n_kv + j)] = j <= n_past + i ? 0.0f : -INFINITY;
+    for (int64_t j = 0; j < n_kv; ++j) mask[static_cast<size_t>(i * n_kv + j)] = j <= n_past + i ? 0.0f : -INFINITY;
 }
 
 int greedy(const float* logits, int vocab) {

@@ -121,6 +121,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   if (d->eom < 0) d->eom = find_control(*d, {"<|eom_id|>"});
   index_specials(*d);
   d->add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(d->kind == TokenizerKind::spm);
+  // llama.cpp's defaults when the key is absent: SentencePiece files and
+  // Llama 3's BPE add bos, other BPE files do not.
+  const bool bos_by_default = d->kind == TokenizerKind::spm || d->pre == detail::PreTokenizer::llama3;
+  d->add_bos = d->bos >= 0 && f.get_bool("tokenizer.ggml.add_bos_token").value_or(bos_by_default);
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(d)));
 }
 
@@ -189,6 +193,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
 
 int32_t Tokenizer::bos() const {
   return d_->bos;
+}
+bool Tokenizer::add_bos() const {
+  return d_->add_bos;
 }
 int32_t Tokenizer::eos() const {
   return d_->eos;

@@ -55,6 +55,7 @@ struct TokenizerData {
   int32_t byte_ids[256];       // spm: id of <0xXX>, or -1
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1;
   bool add_space_prefix = true;
+  bool add_bos = true;
 
   // bpe: symbols are token ids, plus ids from tokens.size() up for strings a
   // merge names that are not tokens (extra_symbols[id - tokens.size()]).

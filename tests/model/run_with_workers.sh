@@ -81,12 +81,34 @@ grep -q "out of memory error: \[run\] $small has 8.0 KiB free but its share need
   die "the refusal does not name the worker and the sizes"
 grep -q "^loaded" "$dir/small.err" && die "weights were loaded despite the refusal"
 
-# A dead worker: a clear error naming it, exit status 1 (not a signal).
+# A worker killed while tokens stream: `weft run` ends with a clear error
+# naming the worker, exit status 1 (not a signal, not a hang).
+"$writer" "$dir/long.gguf" --layers 3 --embd 64 --heads 4 --heads-kv 2 --ff 128 --vocab 600 --ctx 65536
+"$weft" run -m "$dir/long.gguf" -p "$prompt" -n 60000 -t 1 "${split[@]}" >"$dir/dead.out" 2>"$dir/dead.err" &
+run_pid=$!
+for _ in $(seq 600); do
+  [[ -s $dir/dead.out ]] && break  # generation has started
+  sleep 0.05
+done
+[[ -s $dir/dead.out ]] || { cat "$dir/dead.err"; die "no tokens streamed before the kill"; }
 kill -9 "${pids[1]}"
 wait "${pids[1]}" 2>/dev/null || true
 status=0
-"$weft" run -m "$dir/model.gguf" -p "$prompt" -n 4 -t 1 "${split[@]}" >/dev/null 2>"$dir/dead.err" || status=$?
+wait "$run_pid" || status=$?
 cat "$dir/dead.err"
-[[ $status -eq 1 ]] || die "with a dead worker, exit status $status (want 1)"
-grep -q "disconnected" "$dir/dead.err" || die "the error does not say the worker is disconnected"
+[[ $status -eq 1 ]] || die "with a worker killed during generation, exit status $status (want 1)"
+grep -q "disconnected error: \[rpc\] $w2 " "$dir/dead.err" || die "the error does not name the dead worker $w2"
+
+# The surviving workers stop cleanly on SIGTERM, and no worker reported a
+# sanitizer error (a sanitizer build's report would not stop a worker).
+for i in 0 2; do
+  kill -TERM "${pids[$i]}"
+  status=0
+  wait "${pids[$i]}" || status=$?
+  [[ $status -eq 0 ]] || die "worker $i exited with status $status after SIGTERM"
+done
+if grep -l -E "Sanitizer|runtime error" "$dir"/worker*.log; then
+  cat "$dir"/worker*.log
+  die "a worker reported a sanitizer error"
+fi
 echo "PASS"

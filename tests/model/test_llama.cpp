@@ -343,6 +343,56 @@ void expect_load_error(const Spec& spec, const std::string& name, const std::vec
     EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
     for (const std::string& s : needles) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
   }
+  // The plan checks the same tensors, with the same errors, before anything loads.
+  const int64_t bounds[] = {0, 1, kLayers};
+  try {
+    weft::model::LlamaModel::plan(*file, bounds, 16);
+    FAIL() << "expected a plan error for " << name;
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+    for (const std::string& s : needles) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
+  }
+}
+
+// The plan counts exactly the file's weights, each in its part, and the KV
+// cache of each part's layers.
+TEST(LlamaModel, PlanCountsEveryWeightInItsPart) {
+  for (bool q8 : {false, true}) {
+    Spec spec;
+    spec.q8 = q8;  // q8 also writes a separate output matrix (in the last part)
+    TempFile f(q8 ? "plan_q8" : "plan_f32");
+    TinyModel tiny(spec, f.path);
+    auto file = weft::GgufFile::open(f.path);
+    const int64_t bounds[] = {0, 0, 1, kLayers};  // an empty first part holds only the embedding
+    const auto plan = weft::model::LlamaModel::plan(*file, bounds, 16);
+    ASSERT_EQ(plan.size(), 3u);
+    size_t total = 0, layer0 = 0, layer1 = 0, head = 0, tail = 0;
+    for (const auto& [name, r] : tiny.t) {
+      total += r.bytes.size();
+      if (name.rfind("blk.0.", 0) == 0) layer0 += r.bytes.size();
+      else if (name.rfind("blk.1.", 0) == 0) layer1 += r.bytes.size();
+      else if (name == "token_embd.weight") head += r.bytes.size();
+      else tail += r.bytes.size();
+    }
+    EXPECT_EQ(plan[0].weight_bytes, head);
+    EXPECT_EQ(plan[1].weight_bytes, layer0);
+    EXPECT_EQ(plan[2].weight_bytes, layer1 + tail);
+    EXPECT_EQ(plan[0].weight_bytes + plan[1].weight_bytes + plan[2].weight_bytes, total);
+    const size_t kv_per_layer = 2 * 2 * kHeadsKv * kHeadDim * 16;  // k and v, f16, 16 positions
+    EXPECT_EQ(plan[0].kv_cache_bytes, 0u);
+    EXPECT_EQ(plan[1].kv_cache_bytes, kv_per_layer);
+    EXPECT_EQ(plan[2].kv_cache_bytes, kv_per_layer);
+    EXPECT_EQ(plan[2].first_layer, 1);
+    EXPECT_EQ(plan[2].last_layer, kLayers);
+  }
+  TempFile f("plan_bounds");
+  TinyModel tiny(Spec{}, f.path);
+  auto file = weft::GgufFile::open(f.path);
+  const int64_t gap[] = {0, 1, 1};
+  EXPECT_THROW(weft::model::LlamaModel::plan(*file, gap, 16), weft::Error);  // covers 1 of 2 layers
+  const int64_t whole[] = {0, kLayers};
+  EXPECT_THROW(weft::model::LlamaModel::plan(*file, whole, 0), weft::Error);
+  EXPECT_THROW(weft::model::LlamaModel::plan(*file, whole, int64_t{1} << 40), weft::Error);
 }
 
 TEST(LlamaModel, MissingTensorIsNamed) {

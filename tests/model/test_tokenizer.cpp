@@ -270,6 +270,33 @@ TEST(TokenizerBpe, WarningForUnknownPreTokenizer) {
   EXPECT_EQ(load(sw, "spm_default")->warning(), "");
 }
 
+// add_bos(): the file's tokenizer.ggml.add_bos_token, else llama.cpp's
+// default for the kind of tokenizer; never without a bos token.
+TEST(Tokenizer, AddBosFromTheFileOrTheDefault) {
+  BpeVocab v;
+  EXPECT_TRUE(load(v.writer("llama-bpe"), "bos_llama3")->add_bos());
+  EXPECT_FALSE(load(v.writer("qwen2"), "bos_qwen2")->add_bos());
+  EXPECT_FALSE(load(v.writer("gpt2"), "bos_gpt2")->add_bos());
+  weft::GgufWriter w = v.writer("qwen2");
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  EXPECT_TRUE(load(w, "bos_qwen2_key")->add_bos());
+  w = v.writer("llama-bpe");
+  w.set_bool("tokenizer.ggml.add_bos_token", false);
+  EXPECT_FALSE(load(w, "bos_llama3_key")->add_bos());
+
+  SpmVocab sv;
+  weft::GgufWriter sw = sv.writer();
+  EXPECT_TRUE(load(sw, "bos_spm")->add_bos());
+  sw.set_bool("tokenizer.ggml.add_bos_token", false);
+  EXPECT_FALSE(load(sw, "bos_spm_key")->add_bos());
+
+  weft::GgufWriter nobos;  // asks for bos but names none
+  nobos.set_string("tokenizer.ggml.model", "llama");
+  nobos.set_array("tokenizer.ggml.tokens", sv.tokens);
+  nobos.set_bool("tokenizer.ggml.add_bos_token", true);
+  EXPECT_FALSE(load(nobos, "bos_none")->add_bos());
+}
+
 TEST(TokenizerBpe, RoundTrip) {
   BpeVocab v;
   for (const char* pre : {"llama-bpe", "qwen2", "gpt2", "smollm"}) {

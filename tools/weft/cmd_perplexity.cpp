@@ -26,14 +26,13 @@ int cmd_perplexity(const PerplexityArgs& args) {
   const std::string text = read_text_file(args.text_file, kWhere);
   ModelHost host({.model = args.model, .threads = args.threads, .workers = args.workers, .split = args.split}, kWhere);
   const model::Tokenizer& tok = host.tokenizer();
-  const size_t vocab = static_cast<size_t>(host.params().n_vocab);
   const int64_t ctx = args.ctx;
   if (host.params().n_ctx_train > 0 && ctx > host.params().n_ctx_train)
     fail(ErrorKind::invalid_input, kWhere,
          "--ctx " + std::to_string(ctx) + " exceeds the model's context length " +
              std::to_string(host.params().n_ctx_train));
 
-  const std::vector<int32_t> tokens = tok.encode(text, tok.bos() >= 0);
+  const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos());
   int64_t n_chunks = static_cast<int64_t>(tokens.size()) / ctx;
   if (args.max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, args.max_chunks);
   if (n_chunks == 0)
@@ -44,20 +43,15 @@ int cmd_perplexity(const PerplexityArgs& args) {
                static_cast<long long>(n_chunks), static_cast<long long>(ctx));
   host.load(ctx);
 
-  model::PerplexityScore score;
-  const int64_t first_scored = ctx / 2;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t c = 0; c < n_chunks; ++c) {
-    std::vector<int32_t> chunk(tokens.begin() + c * ctx, tokens.begin() + (c + 1) * ctx);
-    if (tok.bos() >= 0) chunk[0] = tok.bos();
-    const std::vector<float> logits = host.eval(chunk, 0);
-    // Row i predicts token i + 1.
-    for (int64_t i = first_scored; i + 1 < ctx; ++i)
-      score.add({&logits[static_cast<size_t>(i) * vocab], vocab}, chunk[static_cast<size_t>(i + 1)]);
-    std::printf("chunk %lld/%lld: perplexity %.4f\n", static_cast<long long>(c + 1), static_cast<long long>(n_chunks),
-                score.perplexity());
-    std::fflush(stdout);
-  }
+  const model::PerplexityScore score = model::chunked_perplexity(
+      tokens, ctx, n_chunks, tok.add_bos() ? tok.bos() : -1, host.params().n_vocab,
+      [&host](std::span<const int32_t> chunk) { return host.eval(chunk, 0); },
+      [n_chunks](int64_t c, const model::PerplexityScore& s) {
+        std::printf("chunk %lld/%lld: perplexity %.4f\n", static_cast<long long>(c + 1),
+                    static_cast<long long>(n_chunks), s.perplexity());
+        std::fflush(stdout);
+      });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::printf("perplexity: %.4f +/- %.4f over %lld tokens (%lld chunks of %lld, second halves scored)\n",

@@ -31,14 +31,14 @@ int cmd_run(const RunArgs& args) {
     fail(ErrorKind::invalid_input, kWhere, "--tokens " + std::to_string(args.n_tokens) + " (>= 0)");
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 
+  const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file, kWhere);
   ModelHost host({.model = args.model, .threads = args.threads, .workers = args.workers, .split = args.split}, kWhere);
   const model::Tokenizer& tok = host.tokenizer();
   const int vocab = static_cast<int>(host.params().n_vocab);
 
   // The prompt, and a context that holds it and every generated token.
-  const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file, kWhere);
-  const std::vector<int32_t> prompt = tok.encode(text, tok.bos() >= 0, args.special);
-  if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty and the model has no bos token");
+  const std::vector<int32_t> prompt = tok.encode(text, tok.add_bos(), args.special);
+  if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty and the model adds no bos token");
   int64_t n_ctx = static_cast<int64_t>(prompt.size()) + std::max(args.n_tokens, 1);
   if (host.params().n_ctx_train > 0) n_ctx = std::min(n_ctx, host.params().n_ctx_train);
   if (static_cast<int64_t>(prompt.size()) > n_ctx)

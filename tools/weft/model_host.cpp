@@ -1,14 +1,17 @@
 // ModelHost: devices, placement, plan, loading with progress, evaluation.
 #include "model_host.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <cstring>
 
 #include "layer_split.h"
 #include "weft/cpu.h"
@@ -36,25 +39,6 @@ std::string human_bytes(size_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
   return buf;
-}
-
-// Bytes of weights each placement will hold: blk.L.* to L's placement, the
-// embedding to the first, everything else (output norm, output) to the last.
-std::vector<size_t> weight_bytes(const GgufFile& file, const std::vector<int64_t>& bounds) {
-  const size_t n_parts = bounds.size() - 1;
-  std::vector<size_t> bytes(n_parts, 0);
-  for (const GgufTensorInfo& t : file.tensors()) {
-    size_t part = n_parts - 1;
-    if (t.name.rfind("token_embd.", 0) == 0) {
-      part = 0;
-    } else if (t.name.rfind("blk.", 0) == 0) {
-      const long long layer = std::atoll(t.name.c_str() + 4);
-      for (size_t i = 0; i < n_parts; ++i)
-        if (layer >= bounds[i] && layer < bounds[i + 1]) part = i;
-    }
-    bytes[part] += t.nbytes;
-  }
-  return bytes;
 }
 
 // Draws "loading weights [####    ]  52%  55.1/106.0 MiB" on a terminal,
@@ -117,19 +101,24 @@ void ModelHost::load(int64_t n_ctx) {
     if (!(total > 0)) w.assign(n, 1.0);
   }
   const std::vector<int64_t> bounds = layer_bounds(w, params_.n_layer);
-  const std::vector<size_t> weights = weight_bytes(*file_, bounds);
+  // Checks every tensor the model reads before anything is planned or loaded.
+  const std::vector<model::PartPlan> plan = model::LlamaModel::plan(*file_, bounds, n_ctx);
 
   // The plan, then a check that each device can hold its share.
   std::string too_big;
+  size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
-    const size_t kv = model::kv_cache_bytes(params_, bounds[i + 1] - bounds[i], n_ctx);
+    const model::PartPlan& part = plan[i];
+    const size_t need = part.kv_cache_bytes > SIZE_MAX - part.weight_bytes ? SIZE_MAX  // saturate, never wrap
+                                                                           : part.weight_bytes + part.kv_cache_bytes;
     const size_t free = devices_[i]->memory().free;
+    total += part.weight_bytes;
     std::fprintf(stderr, "%s (%s): layers [%lld, %lld), %s weights + %s KV cache (%lld positions), %s free\n",
-                 labels_[i].c_str(), devices_[i]->name().c_str(), static_cast<long long>(bounds[i]),
-                 static_cast<long long>(bounds[i + 1]), human_bytes(weights[i]).c_str(), human_bytes(kv).c_str(),
-                 static_cast<long long>(n_ctx), human_bytes(free).c_str());
-    if (free > 0 && weights[i] + kv > free && too_big.empty())
-      too_big = labels_[i] + " has " + human_bytes(free) + " free but its share needs " + human_bytes(weights[i] + kv) +
+                 labels_[i].c_str(), devices_[i]->name().c_str(), static_cast<long long>(part.first_layer),
+                 static_cast<long long>(part.last_layer), human_bytes(part.weight_bytes).c_str(),
+                 human_bytes(part.kv_cache_bytes).c_str(), static_cast<long long>(n_ctx), human_bytes(free).c_str());
+    if (free > 0 && need > free && too_big.empty())
+      too_big = labels_[i] + " has " + human_bytes(free) + " free but its share needs " + human_bytes(need) +
                 " (change --split, or add workers)";
   }
   if (!too_big.empty()) fail(ErrorKind::out_of_memory, what_, too_big);
@@ -150,8 +139,6 @@ void ModelHost::load(int64_t n_ctx) {
     }
     sched_ = std::make_unique<Scheduler>(backend_ptrs_);
   }
-  size_t total = 0;
-  for (size_t b : weights) total += b;
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   std::fprintf(stderr, "loaded %s of weights in %.2f s (%.0f MiB/s)\n", human_bytes(total).c_str(), s,
                s > 0 ? mib(total) / s : 0.0);
@@ -165,12 +152,32 @@ std::vector<float> ModelHost::eval(std::span<const int32_t> tokens, int64_t n_pa
 }
 
 std::string read_text_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::invalid_input, what, "cannot open " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) fail(ErrorKind::invalid_input, what, "cannot read " + path);
-  return s.str();
+  constexpr size_t kMaxBytes = size_t{1} << 30;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(ErrorKind::invalid_input, what, "cannot open " + path + ": " + std::strerror(errno));
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(ErrorKind::invalid_input, what, "cannot stat " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(ErrorKind::invalid_input, what, path + " is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxBytes)
+    fail(ErrorKind::invalid_input, what,
+         path + " has " + human_bytes(static_cast<size_t>(st.st_size)) + ", over the limit of " +
+             human_bytes(kMaxBytes));
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(ErrorKind::invalid_input, what, "cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0)
+      fail(ErrorKind::invalid_input, what,
+           path + " ended after " + std::to_string(got) + " of " + std::to_string(text.size()) + " bytes");
+    got += static_cast<size_t>(n);
+  }
+  return text;
 }
 
 void ModelHost::print_worker_stats() const {

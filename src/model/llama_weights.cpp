@@ -1,0 +1,141 @@
+// describe_weights, layer_parts, weights_by_part and LlamaModel::plan.
+#include "model/llama_weights.h"
+
+#include <string>
+
+#include "weft/error.h"
+
+namespace weft::model {
+namespace detail {
+namespace {
+
+constexpr const char* kWhere = "model";
+
+std::string dims_string(std::span<const int64_t> ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+Tensor* describe(Context& ctx, const GgufFile& file, const std::string& name, std::initializer_list<int64_t> ne,
+                 bool optional = false) {
+  const GgufTensorInfo* info = file.find_tensor(name);
+  if (!info) {
+    if (optional) return nullptr;
+    fail(ErrorKind::invalid_input, kWhere, file.path() + ": missing tensor " + name);
+  }
+  std::span<const int64_t> want(ne.begin(), ne.size());
+  bool ok = info->n_dims == static_cast<int>(ne.size());
+  for (size_t i = 0; ok && i < ne.size(); ++i) ok = info->ne[i] == want[i];
+  if (!ok)
+    fail(ErrorKind::invalid_input, kWhere,
+         file.path() + ": tensor " + name + " has shape " +
+             dims_string(std::span<const int64_t>(info->ne, static_cast<size_t>(info->n_dims))) + ", expected " +
+             dims_string(want));
+  Tensor* t = ctx.new_tensor(info->dtype(), want);
+  t->name = name;
+  t->flags |= kFlagWeight;
+  return t;
+}
+
+}  // namespace
+
+ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Context& ctx) {
+  const int64_t q_dim = p.head_dim * p.n_head;
+  const int64_t kv_dim = p.head_dim * p.n_head_kv;
+  ModelWeights w;
+  w.tok_embd = describe(ctx, file, "token_embd.weight", {p.n_embd, p.n_vocab});
+  w.output_norm = describe(ctx, file, "output_norm.weight", {p.n_embd});
+  w.output = describe(ctx, file, "output.weight", {p.n_embd, p.n_vocab}, /*optional=*/true);
+  if (!w.output) w.output = w.tok_embd;  // tied embeddings
+  w.layers.resize(static_cast<size_t>(p.n_layer));
+  for (int64_t i = 0; i < p.n_layer; ++i) {
+    LlamaLayer& l = w.layers[static_cast<size_t>(i)];
+    const std::string b = "blk." + std::to_string(i) + ".";
+    l.attn_norm = describe(ctx, file, b + "attn_norm.weight", {p.n_embd});
+    l.wq = describe(ctx, file, b + "attn_q.weight", {p.n_embd, q_dim});
+    l.wk = describe(ctx, file, b + "attn_k.weight", {p.n_embd, kv_dim});
+    l.wv = describe(ctx, file, b + "attn_v.weight", {p.n_embd, kv_dim});
+    l.wo = describe(ctx, file, b + "attn_output.weight", {q_dim, p.n_embd});
+    l.bq = describe(ctx, file, b + "attn_q.bias", {q_dim}, true);
+    l.bk = describe(ctx, file, b + "attn_k.bias", {kv_dim}, true);
+    l.bv = describe(ctx, file, b + "attn_v.bias", {kv_dim}, true);
+    l.ffn_norm = describe(ctx, file, b + "ffn_norm.weight", {p.n_embd});
+    l.w_gate = describe(ctx, file, b + "ffn_gate.weight", {p.n_embd, p.n_ff});
+    l.w_up = describe(ctx, file, b + "ffn_up.weight", {p.n_embd, p.n_ff});
+    l.w_down = describe(ctx, file, b + "ffn_down.weight", {p.n_ff, p.n_embd});
+  }
+  return w;
+}
+
+std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer) {
+  if (bounds.size() < 2)
+    fail(ErrorKind::invalid_input, kWhere,
+         "a split model needs at least one part (" + std::to_string(bounds.size()) + " layer boundaries)");
+  std::vector<int> part(static_cast<size_t>(n_layer), 0);
+  int64_t next = 0;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    const int64_t first = bounds[i], last = bounds[i + 1];
+    if (first != next || last < first || last > n_layer)
+      fail(ErrorKind::invalid_input, kWhere,
+           "placement " + std::to_string(i) + " [" + std::to_string(first) + ", " + std::to_string(last) +
+               ") does not continue at layer " + std::to_string(next) + " of " + std::to_string(n_layer));
+    for (int64_t l = first; l < last; ++l) part[static_cast<size_t>(l)] = static_cast<int>(i);
+    next = last;
+  }
+  if (next != n_layer)
+    fail(ErrorKind::invalid_input, kWhere,
+         "placement covers " + std::to_string(next) + " of " + std::to_string(n_layer) + " layers");
+  return part;
+}
+
+std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::span<const int> layer_part, int n_parts) {
+  std::vector<std::vector<Tensor*>> parts(static_cast<size_t>(n_parts));
+  parts.front().push_back(w.tok_embd);
+  parts.back().push_back(w.output_norm);
+  if (w.output != w.tok_embd) parts.back().push_back(w.output);
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LlamaLayer& l = w.layers[i];
+    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.ffn_norm, l.w_gate, l.w_up, l.w_down})
+      if (t) parts[static_cast<size_t>(layer_part[i])].push_back(t);
+  }
+  return parts;
+}
+
+void check_n_ctx(int64_t n_ctx) {
+  if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
+    fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
+}
+
+}  // namespace detail
+
+std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx) {
+  const LlamaParams p = LlamaParams::from_gguf(file);
+  detail::check_n_ctx(n_ctx);
+  Context ctx;
+  const detail::ModelWeights w = detail::describe_weights(file, p, ctx);
+  const std::vector<int> layer_part = detail::layer_parts(bounds, p.n_layer);
+  const int n_parts = static_cast<int>(bounds.size() - 1);
+  const auto parts = detail::weights_by_part(w, layer_part, n_parts);
+  std::vector<PartPlan> plan(static_cast<size_t>(n_parts));
+  for (int i = 0; i < n_parts; ++i) {
+    PartPlan& pp = plan[static_cast<size_t>(i)];
+    pp.first_layer = bounds[static_cast<size_t>(i)];
+    pp.last_layer = bounds[static_cast<size_t>(i) + 1];
+    for (const Tensor* t : parts[static_cast<size_t>(i)]) pp.weight_bytes += t->nbytes();
+    pp.kv_cache_bytes = kv_cache_bytes(p, pp.last_layer - pp.first_layer, n_ctx);
+  }
+  return plan;
+}
+
+size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx) {
+  // Every factor was checked against the file (weights exist with these
+  // shapes) or bounded (n_ctx <= 2^24), but an overflow must still not wrap.
+  size_t bytes = 2 * sizeof(uint16_t);
+  for (int64_t f : {p.head_dim, p.n_head_kv, n_layers, n_ctx})
+    if (f < 0 || __builtin_mul_overflow(bytes, static_cast<size_t>(f), &bytes))
+      fail(ErrorKind::invalid_input, "model", "the KV cache size overflows");
+  return bytes;
+}
+
+}  // namespace weft::model

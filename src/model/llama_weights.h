@@ -1,0 +1,40 @@
+// The weights a llama-family model reads from its GGUF file, described (not
+// loaded) and grouped by the part of a split model that holds them. Shared
+// by LlamaModel's constructors and LlamaModel::plan so the plan checks and
+// counts exactly what loading will.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "weft/context.h"
+#include "weft/gguf.h"
+#include "weft/model.h"
+
+namespace weft::model::detail {
+
+struct ModelWeights {
+  Tensor* tok_embd = nullptr;
+  Tensor* output_norm = nullptr;
+  Tensor* output = nullptr;        // == tok_embd when the file ties them
+  std::vector<LlamaLayer> layers;  // without KV caches
+};
+
+// Creates in ctx the metadata of every weight the model reads (named, flagged
+// as weights, of the file's dtypes). Throws Error(invalid_input) naming the
+// file and a missing tensor, or one whose shape is not what p implies.
+ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Context& ctx);
+
+// Each layer's part from placement-style ranges: parts + 1 boundaries, from
+// 0, non-decreasing, ending at n_layer. Throws Error(invalid_input) naming
+// the first range that does not continue the previous one.
+std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer);
+
+// The tensors each part holds: the embedding in the first, the output norm
+// and a separate output matrix in the last, each layer's weights in its part.
+std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::span<const int> layer_part, int n_parts);
+
+// Throws Error(invalid_input) unless 0 < n_ctx <= 2^24.
+void check_n_ctx(int64_t n_ctx);
+
+}  // namespace weft::model::detail
