@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -242,6 +243,11 @@ int cmd_demo(const DemoArgs& args) {
     print_run("local", local_run, *tok);
     print_speed("split", split_run);
     print_speed("local", local_run);
+    const unsigned host_threads = args.threads > 0 ? static_cast<unsigned>(args.threads)
+                                                   : std::max(1u, std::thread::hardware_concurrency());
+    std::printf("(the host computes with %u thread%s, each worker with 1, all on this machine: the split's speed is\n"
+                " bounded by the workers' single threads, not by the loopback link; see docs/models.md)\n",
+                host_threads, host_threads == 1 ? "" : "s");
     size_t first_diff = 0;
     while (first_diff < split_run.tokens.size() && split_run.tokens[first_diff] == local_run.tokens[first_diff])
       ++first_diff;
