@@ -1,5 +1,6 @@
-// Llama-family models (llama, qwen2) read from GGUF files, run as one weft
-// graph per call on one device (FACTS.md, "Llama-family files").
+// Llama-family models (llama, qwen2; dense or Mixtral-style mixture of
+// experts) read from GGUF files, run as one weft graph per call on one device
+// (FACTS.md, "Llama-family files").
 //
 //   auto file = weft::GgufFile::open("model.gguf");
 //   auto dev = weft::make_cpu_device();
@@ -46,12 +47,16 @@ struct LlamaParams {
   int64_t n_ctx_train = 0;    // context_length
   float rms_eps = 0;          // attention.layer_norm_rms_epsilon
   float rope_base = 10000.f;  // rope.freq_base
+  int64_t n_expert = 0;       // expert_count; 0: dense feed-forward layers
+  int64_t n_expert_used = 0;  // expert_used_count: experts per token, in (0, n_expert]
 
   // Throws Error(invalid_input) naming a missing or impossible key.
   static LlamaParams from_gguf(const GgufFile& file);
 };
 
-// Weights of one block; biases are nullptr when the file has none.
+// Weights of one block; biases are nullptr when the file has none. A dense
+// model has w_gate, w_up and w_down; a mixture-of-experts one (n_expert > 0)
+// has the router and the stacked experts instead, and those three are null.
 struct LlamaLayer {
   Tensor* attn_norm = nullptr;
   Tensor* wq = nullptr;
@@ -65,8 +70,12 @@ struct LlamaLayer {
   Tensor* w_gate = nullptr;
   Tensor* w_up = nullptr;
   Tensor* w_down = nullptr;
-  Tensor* k_cache = nullptr;  // f16 [head_dim * n_head_kv, n_ctx]
-  Tensor* v_cache = nullptr;  // f16 [head_dim * n_head_kv, n_ctx]
+  Tensor* ffn_gate_inp = nullptr;   // router [n_embd, n_expert]
+  Tensor* ffn_gate_exps = nullptr;  // [n_embd, n_ff, n_expert]
+  Tensor* ffn_up_exps = nullptr;    // [n_embd, n_ff, n_expert]
+  Tensor* ffn_down_exps = nullptr;  // [n_ff, n_embd, n_expert]
+  Tensor* k_cache = nullptr;        // f16 [head_dim * n_head_kv, n_ctx]
+  Tensor* v_cache = nullptr;        // f16 [head_dim * n_head_kv, n_ctx]
 };
 
 // Layers [first, last) of a split model live on device (their weights and

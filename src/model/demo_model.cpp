@@ -135,7 +135,8 @@ Vocab demo_vocabulary(int64_t n_vocab) {
 int64_t demo_model_params(const DemoModelSpec& s) {
   const int64_t head_dim = s.n_embd / s.n_head;
   const int64_t q = s.n_embd * head_dim * s.n_head, kv = s.n_embd * head_dim * s.n_head_kv;
-  const int64_t layer = 2 * s.n_embd + q + 2 * kv + q + 3 * s.n_embd * s.n_ff;
+  const int64_t ffn = s.n_expert > 0 ? s.n_expert * (3 * s.n_embd * s.n_ff + s.n_embd) : 3 * s.n_embd * s.n_ff;
+  const int64_t layer = 2 * s.n_embd + q + 2 * kv + q + ffn;
   return s.n_vocab * s.n_embd * (s.tied ? 1 : 2) + s.n_embd + s.n_layer * layer;
 }
 
@@ -146,6 +147,11 @@ void write_demo_model(const std::string& path, const DemoModelSpec& s) {
          "spec n_embd " + std::to_string(s.n_embd) + ", n_head " + std::to_string(s.n_head) + ", n_head_kv " +
              std::to_string(s.n_head_kv) + ", n_ff " + std::to_string(s.n_ff) + ", n_layer " +
              std::to_string(s.n_layer) + ", n_ctx " + std::to_string(s.n_ctx) + " is not a valid llama shape");
+  if (s.n_expert < 0 || s.n_expert > 1024 ||
+      (s.n_expert > 0 ? s.n_expert_used <= 0 || s.n_expert_used > s.n_expert : s.n_expert_used != 0))
+    fail(ErrorKind::invalid_input, "demo model",
+         "spec n_expert " + std::to_string(s.n_expert) + ", n_expert_used " + std::to_string(s.n_expert_used) +
+             " is not 0, 0 (dense) or 0 < used <= n_expert <= 1024");
   if (s.n_vocab < kDemoMinVocab || s.n_vocab > kMaxVocab)
     fail(ErrorKind::invalid_input, "demo model",
          "spec n_vocab " + std::to_string(s.n_vocab) + " is outside [" + std::to_string(kDemoMinVocab) + ", " +
@@ -155,7 +161,7 @@ void write_demo_model(const std::string& path, const DemoModelSpec& s) {
   if (!vocab.full()) fail(ErrorKind::internal, "demo model", "the vocabulary generator ran out of pieces");
   const int64_t head_dim = s.n_embd / s.n_head;
   Writer w{GgufWriter{}, s.seed, {}};
-  w.data.reserve(static_cast<size_t>(3 + 9 * s.n_layer));  // pointers into it must stay valid
+  w.data.reserve(static_cast<size_t>(3 + 10 * s.n_layer));  // pointers into it must stay valid
   GgufWriter& g = w.gguf;
   g.set_string("general.architecture", "llama");
   g.set_string("general.name", "weft demo llama (random weights)");
@@ -167,6 +173,10 @@ void write_demo_model(const std::string& path, const DemoModelSpec& s) {
   g.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   g.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   g.set_f32("llama.rope.freq_base", 10000.f);
+  if (s.n_expert > 0) {
+    g.set_u32("llama.expert_count", static_cast<uint32_t>(s.n_expert));
+    g.set_u32("llama.expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+  }
   g.set_string("tokenizer.ggml.model", "llama");
   g.set_array("tokenizer.ggml.tokens", vocab.tokens);
   g.set_array("tokenizer.ggml.scores", vocab.scores);
@@ -188,9 +198,16 @@ void write_demo_model(const std::string& path, const DemoModelSpec& s) {
     w.add(b + "attn_v.weight", {s.n_embd, head_dim * s.n_head_kv}, false);
     w.add(b + "attn_output.weight", {head_dim * s.n_head, s.n_embd}, false);
     w.add(b + "ffn_norm.weight", {s.n_embd}, true);
-    w.add(b + "ffn_gate.weight", {s.n_embd, s.n_ff}, false);
-    w.add(b + "ffn_up.weight", {s.n_embd, s.n_ff}, false);
-    w.add(b + "ffn_down.weight", {s.n_ff, s.n_embd}, false);
+    if (s.n_expert > 0) {
+      w.add(b + "ffn_gate_inp.weight", {s.n_embd, s.n_expert}, false);
+      w.add(b + "ffn_gate_exps.weight", {s.n_embd, s.n_ff, s.n_expert}, false);
+      w.add(b + "ffn_up_exps.weight", {s.n_embd, s.n_ff, s.n_expert}, false);
+      w.add(b + "ffn_down_exps.weight", {s.n_ff, s.n_embd, s.n_expert}, false);
+    } else {
+      w.add(b + "ffn_gate.weight", {s.n_embd, s.n_ff}, false);
+      w.add(b + "ffn_up.weight", {s.n_embd, s.n_ff}, false);
+      w.add(b + "ffn_down.weight", {s.n_ff, s.n_embd}, false);
+    }
   }
   g.write(path);
 }

@@ -48,6 +48,11 @@ struct DemoModelSpec {
   int64_t n_ctx = 2048;  // context_length
   bool tied = true;      // output reuses token_embd (no output.weight)
   uint64_t seed = 42;
+  // Mixture of experts (Mixtral layout) when n_expert > 0: each layer's
+  // feed-forward is a router and n_expert experts of n_ff, n_expert_used of
+  // them per token (0 < n_expert_used <= n_expert). 0: dense layers.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
 };
 
 // A tiny model for tests (tests/model/write_test_model.cpp's defaults):
@@ -71,8 +76,9 @@ int64_t demo_model_params(const DemoModelSpec& spec);
 // Writes the model to path (through a temporary file and a rename): matrices
 // q8_0, norms f32, the vocabulary above. Throws Error(invalid_input) for a
 // spec whose matrix rows are not multiples of 32, whose heads do not divide
-// n_embd, whose n_layer or n_ctx is not positive, or whose n_vocab is outside
-// [kDemoMinVocab, 1000000].
+// n_embd, whose n_layer or n_ctx is not positive, whose expert counts are not
+// as DemoModelSpec says, or whose n_vocab is outside [kDemoMinVocab, 1000000].
+// A dense spec gives the same bytes as before experts existed.
 void write_demo_model(const std::string& path, const DemoModelSpec& spec = {});
 
 // text (UTF-8 from a tokenizer's decode) made safe to print on one terminal

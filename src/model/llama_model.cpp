@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "model/llama_ffn.h"
 #include "model/llama_weights.h"
 #include "weft/error.h"
 #include "weft/model.h"
@@ -160,8 +161,7 @@ Tensor* LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor
 
     // Feed-forward.
     cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.ffn_norm);
-    Tensor* ff = ops::swiglu(ctx, ops::mul_mat(ctx, l.w_gate, cur), ops::mul_mat(ctx, l.w_up, cur));
-    x = ops::add(ctx, x, ops::mul_mat(ctx, l.w_down, ff));
+    x = ops::add(ctx, x, detail::build_ffn(ctx, p, l, cur));
   }
   marks_.push_back(ctx.size());
   x = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), output_norm_);

@@ -1,4 +1,5 @@
 // LlamaParams: hyperparameters of a llama-family GGUF file.
+#include <optional>
 #include <string>
 
 #include "weft/error.h"
@@ -15,6 +16,30 @@ int64_t require_positive(const GgufFile& f, const std::string& key) {
   if (*v <= 0 || *v > (int64_t{1} << 31))
     fail(ErrorKind::invalid_input, kWhere, f.path() + ": key " + key + " = " + std::to_string(*v) + " is out of range");
   return *v;
+}
+
+// n_expert and n_expert_used: both 0 (keys absent or 0) for a dense model;
+// otherwise 0 < used <= count. Errors name the key at fault.
+void read_experts(const GgufFile& f, const std::string& pre, LlamaParams& p) {
+  const std::string count_key = pre + "expert_count", used_key = pre + "expert_used_count";
+  const int64_t count = f.get_i64(count_key).value_or(0);
+  const std::optional<int64_t> used = f.get_i64(used_key);
+  if (count < 0 || count > (int64_t{1} << 31))
+    fail(ErrorKind::invalid_input, kWhere,
+         f.path() + ": key " + count_key + " = " + std::to_string(count) + " is out of range");
+  if (count == 0) {
+    if (used.value_or(0) != 0)
+      fail(ErrorKind::invalid_input, kWhere,
+           f.path() + ": key " + used_key + " = " + std::to_string(*used) + " in a model without " + count_key);
+    return;
+  }
+  if (!used) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + used_key);
+  if (*used <= 0 || *used > count)
+    fail(ErrorKind::invalid_input, kWhere,
+         f.path() + ": key " + used_key + " = " + std::to_string(*used) + " is outside [1, " + count_key + " = " +
+             std::to_string(count) + "]");
+  p.n_expert = count;
+  p.n_expert_used = *used;
 }
 
 }  // namespace
@@ -44,6 +69,7 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   p.rms_eps = *eps;
   p.rope_base = f.get_f32(pre + "rope.freq_base").value_or(10000.f);
   if (!(p.rope_base > 0)) fail(ErrorKind::invalid_input, kWhere, f.path() + ": " + pre + "rope.freq_base must be > 0");
+  read_experts(f, pre, p);
 
   if (p.n_embd % p.n_head != 0 || p.n_head % p.n_head_kv != 0)
     fail(ErrorKind::invalid_input, kWhere,

@@ -61,9 +61,16 @@ ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Contex
     l.bk = describe(ctx, file, b + "attn_k.bias", {kv_dim}, true);
     l.bv = describe(ctx, file, b + "attn_v.bias", {kv_dim}, true);
     l.ffn_norm = describe(ctx, file, b + "ffn_norm.weight", {p.n_embd});
-    l.w_gate = describe(ctx, file, b + "ffn_gate.weight", {p.n_embd, p.n_ff});
-    l.w_up = describe(ctx, file, b + "ffn_up.weight", {p.n_embd, p.n_ff});
-    l.w_down = describe(ctx, file, b + "ffn_down.weight", {p.n_ff, p.n_embd});
+    if (p.n_expert > 0) {
+      l.ffn_gate_inp = describe(ctx, file, b + "ffn_gate_inp.weight", {p.n_embd, p.n_expert});
+      l.ffn_gate_exps = describe(ctx, file, b + "ffn_gate_exps.weight", {p.n_embd, p.n_ff, p.n_expert});
+      l.ffn_up_exps = describe(ctx, file, b + "ffn_up_exps.weight", {p.n_embd, p.n_ff, p.n_expert});
+      l.ffn_down_exps = describe(ctx, file, b + "ffn_down_exps.weight", {p.n_ff, p.n_embd, p.n_expert});
+    } else {
+      l.w_gate = describe(ctx, file, b + "ffn_gate.weight", {p.n_embd, p.n_ff});
+      l.w_up = describe(ctx, file, b + "ffn_up.weight", {p.n_embd, p.n_ff});
+      l.w_down = describe(ctx, file, b + "ffn_down.weight", {p.n_ff, p.n_embd});
+    }
   }
   return w;
 }
@@ -96,7 +103,8 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
   if (w.output != w.tok_embd) parts.back().push_back(w.output);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LlamaLayer& l = w.layers[i];
-    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.ffn_norm, l.w_gate, l.w_up, l.w_down})
+    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.ffn_norm, l.w_gate, l.w_up, l.w_down,
+                      l.ffn_gate_inp, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps})
       if (t) parts[static_cast<size_t>(layer_part[i])].push_back(t);
   }
   return parts;

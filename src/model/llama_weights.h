@@ -21,7 +21,8 @@ struct ModelWeights {
 };
 
 // Creates in ctx the metadata of every weight the model reads (named, flagged
-// as weights, of the file's dtypes). Throws Error(invalid_input) naming the
+// as weights, of the file's dtypes): per layer the dense feed-forward
+// matrices, or the router and stacked experts when p.n_expert > 0. Throws Error(invalid_input) naming the
 // file and a missing tensor, or one whose shape is not what p implies.
 ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Context& ctx);
 

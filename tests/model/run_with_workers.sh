@@ -50,7 +50,7 @@ for sampling in "" "--temp 1.5 --seed 7"; do
   [[ -n $local_text ]] || die "no text generated ($sampling)"
   [[ $local_text == "$split_text" ]] ||
     die "split text differs ($sampling): local '$local_text', split '$split_text'"
-  echo "run ${sampling:-greedy}: identical: $split_text"
+  echo "run ${sampling:-greedy}: identical: $(printf '%s' "$split_text" | cat -v)"
 done
 cat "$dir/split.err"
 for w in "$w1" "$w2"; do
@@ -58,6 +58,15 @@ for w in "$w1" "$w2"; do
   grep -q "^$w (.*): layers \[[0-9]*, [0-9]*), .* weights + .* KV cache (.* positions), .* free" "$dir/split.err" ||
     die "plan lacks worker $w"
 done
+
+# A mixture-of-experts model (4 experts, 2 per token), every device holding a layer.
+"$writer" "$dir/moe.gguf" --layers 3 --embd 64 --heads 4 --heads-kv 2 --ff 128 --vocab 600 --ctx 512 --experts 4 \
+  --experts-used 2
+moe_local=$("$weft" run -m "$dir/moe.gguf" -p "$prompt" -n 24 -t 1 2>"$dir/moe.err") || { cat "$dir/moe.err"; die "local MoE run"; }
+moe_split=$("$weft" run -m "$dir/moe.gguf" -p "$prompt" -n 24 -t 1 "${split[@]}" 2>"$dir/moe.err") ||
+  { cat "$dir/moe.err"; die "split MoE run"; }
+[[ $moe_local == "$moe_split" ]] || die "split MoE text differs: local '$moe_local', split '$moe_split'"
+echo "run MoE: identical: $(printf '%s' "$moe_split" | cat -v)"
 
 # Perplexity over a text of a few chunks: equal to 4 decimals.
 for _ in $(seq 40); do echo "Once upon a time, a quick brown fox met a lazy dog by the river. 1234, 5678!"; done >"$dir/text.txt"

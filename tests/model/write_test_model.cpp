@@ -4,9 +4,10 @@
 //   weft_write_test_model /tmp/tiny.gguf --layers 2 --embd 64 --heads 4 --heads-kv 2 --ff 128 --vocab 600
 //
 // Defaults are weft::model::tiny_demo_spec() (2 layers, n_embd 64, 4 heads,
-// 2 KV heads, n_ff 128, n_vocab 600, context 512, tied output, seed 42); the
-// same arguments always give the same file. Exit 0 with one line naming the file, or 1 with
-// the error on stderr.
+// 2 KV heads, n_ff 128, n_vocab 600, context 512, tied output, seed 42,
+// dense); `--experts 4 --experts-used 2` makes each feed-forward a mixture of
+// 4 experts of n_ff, 2 per token. The same arguments always give the same
+// file. Exit 0 with one line naming the file, or 1 with the error on stderr.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   app.add_option("--ctx", spec.n_ctx, "context_length")->capture_default_str();
   app.add_flag("--untied", untied, "a separate output.weight instead of reusing token_embd");
   app.add_option("--seed", spec.seed, "weight generator seed")->capture_default_str();
+  app.add_option("--experts", spec.n_expert, "expert_count (0: dense feed-forward)")->capture_default_str();
+  app.add_option("--experts-used", spec.n_expert_used, "expert_used_count (experts per token)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spec.tied = !untied;
 

@@ -1,0 +1,20 @@
+// The feed-forward half of a llama block, dense or mixture of experts
+// (FACTS.md, "Llama-family files"), as LlamaModel::build_forward adds it.
+#pragma once
+
+#include "weft/context.h"
+#include "weft/model.h"
+
+namespace weft::model::detail {
+
+// Adds to ctx the feed-forward output f32 [n_embd, n] of cur, the normalized
+// input f32 [n_embd, n] (rms_norm(h) * ffn_norm; contiguous); the caller adds
+// it to the residual. Dense layers: W_down·(silu(W_gate·cur) ⊙ W_up·cur).
+// Mixture-of-experts layers (p.n_expert > 0): per token, softmax of the
+// router's logits over all experts, the p.n_expert_used most probable
+// experts, their probabilities renormalized to sum to 1, and the sum of their
+// SwiGLU outputs weighted by those. Uses only ops the CPU backend (and so the
+// RPC worker) supports.
+Tensor* build_ffn(Context& ctx, const LlamaParams& p, const LlamaLayer& l, Tensor* cur);
+
+}  // namespace weft::model::detail

@@ -1,0 +1,277 @@
+// Mixture-of-experts llama models (Mixtral layout): LlamaModel against the
+// float64 reference of tests/model/llama_reference.h with the routing written
+// here from FACTS.md (softmax over all experts, the top expert_used_count,
+// their weights renormalized to sum to 1, the weighted sum of their SwiGLU
+// outputs); errors naming a missing expert tensor or a bad key; the plan; a
+// split over this CPU and a worker; the demo writer's MoE files.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model/demo_model.h"
+#include "model/llama_reference.h"
+#include "server/worker.h"
+#include "weft/cpu.h"
+#include "weft/error.h"
+#include "weft/gguf.h"
+#include "weft/model.h"
+#include "weft/rpc.h"
+#include "weft/sched.h"
+
+namespace {
+
+using llama_reference::TempFile;
+using weft::DType;
+using weft::model::LayerPlacement;
+using weft::model::LlamaModel;
+
+constexpr int64_t kVocab = 37, kDim = 32, kLayers = 2, kHeads = 4, kHeadsKv = 2, kFf = 64;
+constexpr int64_t kExperts = 4, kUsed = 2;
+
+struct MoeSpec {
+  bool q8 = false;         // every matrix q8_0 (all have rows of 32k values), a separate output
+  int64_t used = kUsed;    // expert_used_count as written
+  bool write_used = true;  // false: leave expert_used_count out
+  std::string drop = {};   // a tensor to leave out
+  std::string bad = {};    // a tensor written with one expert too few
+};
+
+struct TinyMoe {
+  MoeSpec spec;
+  llama_reference::Shape shape{"llama", kVocab, kDim, kLayers, kHeads, kHeadsKv, kFf};
+  llama_reference::RefTensors t;
+  // Over every token and layer of forward(): the smallest gap between the
+  // probabilities of the last expert kept and the first dropped, and the
+  // distinct sets of experts chosen.
+  mutable double min_gap = INFINITY;
+  mutable std::set<std::vector<int>> routes;
+
+  TinyMoe(const MoeSpec& s, const std::string& path) : spec(s) {
+    std::mt19937 rng(4321);
+    std::uniform_real_distribution<float> u(-0.2f, 0.2f);
+    auto add = [&](const std::string& name, std::vector<int64_t> ne, bool norm, float scale = 1.0f) {
+      const int64_t n = std::accumulate(ne.begin(), ne.end(), int64_t{1}, std::multiplies<>());
+      std::vector<float> f(static_cast<size_t>(n));
+      for (float& x : f) x = norm ? 1.0f + 0.5f * u(rng) : scale * u(rng);
+      const DType type = spec.q8 && !norm ? DType::q8_0 : DType::f32;
+      t[name] = llama_reference::make_tensor(std::move(ne), f, type);
+    };
+    add("token_embd.weight", {kDim, kVocab}, false);
+    add("output_norm.weight", {kDim}, true);
+    if (spec.q8) add("output.weight", {kDim, kVocab}, false);
+    // Each layer's tensors: name, shape, a norm (values near 1) or not, scale.
+    struct Entry {
+      const char* name;
+      std::vector<int64_t> ne;
+      bool norm = false;
+      float scale = 1.0f;
+    };
+    const int64_t q_dim = kDim, kv_dim = kDim / kHeads * kHeadsKv;
+    const Entry layer[] = {
+        {"attn_norm.weight", {kDim}, true},
+        {"attn_q.weight", {kDim, q_dim}},
+        {"attn_k.weight", {kDim, kv_dim}},
+        {"attn_v.weight", {kDim, kv_dim}},
+        {"attn_output.weight", {q_dim, kDim}},
+        {"ffn_norm.weight", {kDim}, true},
+        {"ffn_gate_inp.weight", {kDim, kExperts}, false, 5.0f},  // router logits of order 1
+        {"ffn_gate_exps.weight", {kDim, kFf, kExperts}},
+        {"ffn_up_exps.weight", {kDim, kFf, kExperts}},
+        {"ffn_down_exps.weight", {kFf, kDim, kExperts}},
+    };
+    for (int64_t i = 0; i < kLayers; ++i)
+      for (const Entry& e : layer) add("blk." + std::to_string(i) + "." + e.name, e.ne, e.norm, e.scale);
+    if (!spec.bad.empty()) {
+      llama_reference::RefTensor& r = t.at(spec.bad);
+      r.ne.back() -= 1;
+      r.bytes.resize(r.bytes.size() / static_cast<size_t>(kExperts) * static_cast<size_t>(kExperts - 1));
+    }
+    if (!spec.drop.empty()) t.erase(spec.drop);
+    llama_reference::write_model(path, shape, t, [&](weft::GgufWriter& w) {
+      w.set_u32("llama.expert_count", kExperts);
+      if (spec.write_used) w.set_i32("llama.expert_used_count", static_cast<int32_t>(spec.used));
+    });
+  }
+
+  const std::vector<double>& v(const std::string& name) const { return t.at(name).v; }
+
+  // The routed feed-forward of layer l for the normalized input h.
+  std::vector<double> moe(int64_t l, const std::vector<double>& h) const {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    std::vector<double> p = llama_reference::matvec(v(b + "ffn_gate_inp.weight"), h, kExperts);
+    const double mx = *std::max_element(p.begin(), p.end());
+    double z = 0;
+    for (double& x : p) z += (x = std::exp(x - mx));
+    for (double& x : p) x /= z;  // softmax over all experts
+    std::vector<int> order(kExperts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return p[a] > p[c]; });
+    if (kUsed < kExperts) min_gap = std::min(min_gap, p[order[kUsed - 1]] - p[order[kUsed]]);
+    std::vector<int> chosen(order.begin(), order.begin() + kUsed);
+    std::sort(chosen.begin(), chosen.end());
+    routes.insert(chosen);
+    double kept = 0;
+    for (int64_t j = 0; j < kUsed; ++j) kept += p[order[j]];
+    std::vector<double> out(kDim, 0.0);
+    const size_t up_size = kDim * kFf, down_size = kFf * kDim;
+    for (int64_t j = 0; j < kUsed; ++j) {
+      const size_t e = static_cast<size_t>(order[j]);
+      const std::span<const double> gate(v(b + "ffn_gate_exps.weight")), up(v(b + "ffn_up_exps.weight")),
+          down(v(b + "ffn_down_exps.weight"));
+      auto g = llama_reference::matvec(gate.subspan(e * up_size, up_size), h, kFf);
+      llama_reference::swiglu(g, llama_reference::matvec(up.subspan(e * up_size, up_size), h, kFf));
+      const auto y = llama_reference::matvec(down.subspan(e * down_size, down_size), g, kDim);
+      const double w = p[e] / kept;  // renormalized over the kept experts
+      for (int64_t c = 0; c < kDim; ++c) out[c] += w * y[c];
+    }
+    return out;
+  }
+
+  std::vector<std::vector<double>> forward(const std::vector<int32_t>& tokens) const {
+    return llama_reference::forward(shape, t, tokens,
+                                    [&](int64_t l, const std::vector<double>& h) { return moe(l, h); });
+  }
+};
+
+// Prompt of 5 tokens, then 2 greedy single-token steps through the KV cache;
+// every token's logits against the reference over the whole sequence.
+void check_against_reference(const MoeSpec& spec, const std::string& name, double tol) {
+  llama_reference::check_against_reference<TinyMoe>(
+      spec, name, tol,
+      [&](const TinyMoe& tiny, const llama_reference::CachedRun& run, const std::vector<std::vector<double>>&) {
+        EXPECT_EQ(run.params.n_expert, kExperts);
+        EXPECT_EQ(run.params.n_expert_used, kUsed);
+        // No near-tie between a kept and a dropped expert (the model's
+        // probabilities differ from the reference's by ~1e-7 at most), so float32
+        // rounding cannot route a token differently; and tokens route differently
+        // from one another, so each token must get its own experts.
+        std::printf("[ %s ] smallest kept-dropped probability gap %.3g, %zu distinct expert sets\n", name.c_str(),
+                    tiny.min_gap, tiny.routes.size());
+        EXPECT_GT(tiny.min_gap, 1e-5) << name;
+        EXPECT_GE(tiny.routes.size(), 3u) << name;
+      });
+}
+
+// Tolerances as test_llama.cpp's: f32 accumulation and rare f16 cache
+// rounding ties; weights are decoded exactly on both sides.
+TEST(LlamaMoe, MatchesReferenceF32) { check_against_reference({}, "moe_f32", 1e-6); }
+TEST(LlamaMoe, MatchesReferenceQ8_0) { check_against_reference({.q8 = true}, "moe_q8_0", 1e-4); }
+
+// Writes a TinyMoe of spec; its load and plan errors must hold every needle.
+void expect_error(const MoeSpec& spec, const std::vector<std::string>& needles) {
+  llama_reference::expect_load_error<TinyMoe>(spec, "moe_bad", needles);
+}
+
+TEST(LlamaMoe, MissingExpertTensorIsNamed) {
+  expect_error({.drop = "blk.1.ffn_down_exps.weight"}, {"missing tensor blk.1.ffn_down_exps.weight"});
+  expect_error({.drop = "blk.0.ffn_gate_inp.weight"}, {"missing tensor blk.0.ffn_gate_inp.weight"});
+}
+
+TEST(LlamaMoe, WrongExpertShapeIsNamed) {
+  expect_error({.bad = "blk.0.ffn_up_exps.weight"},
+               {"blk.0.ffn_up_exps.weight", "[32, 64, 3]", "expected [32, 64, 4]"});
+}
+
+TEST(LlamaMoe, BadExpertUsedCountIsNamed) {
+  for (int64_t used : {int64_t{0}, int64_t{-1}, kExperts + 1})
+    expect_error({.used = used},
+                 {"llama.expert_used_count = " + std::to_string(used), "outside [1, llama.expert_count = 4]"});
+  expect_error({.write_used = false}, {"missing key llama.expert_used_count"});
+}
+
+// The plan counts the router and the experts in their layer's part.
+TEST(LlamaMoe, PlanCountsExperts) {
+  TempFile f("moe_plan");
+  TinyMoe tiny({}, f.path);
+  auto file = weft::GgufFile::open(f.path);
+  const int64_t bounds[] = {0, 1, kLayers};
+  const auto plan = LlamaModel::plan(*file, bounds, 16);
+  ASSERT_EQ(plan.size(), 2u);
+  size_t layer0 = 0, rest = 0;
+  for (const auto& [name, r] : tiny.t) (name.rfind("blk.0.", 0) == 0 ? layer0 : rest) += r.bytes.size();
+  EXPECT_EQ(plan[0].weight_bytes, layer0 + tiny.t.at("token_embd.weight").bytes.size());
+  EXPECT_EQ(plan[0].weight_bytes + plan[1].weight_bytes, layer0 + rest);
+  EXPECT_GT(layer0, 3 * kDim * kFf * kExperts * sizeof(float));  // the experts are in there
+}
+
+// A worker in this process serves the second layer (and, in a second
+// placement, both): the greedy tokens equal the CPU's alone.
+TEST(LlamaMoe, SplitOverWorkerMatchesCpu) {
+  TempFile f("moe_split");
+  MoeSpec spec;
+  spec.q8 = true;
+  TinyMoe tiny(spec, f.path);
+  auto file = weft::GgufFile::open(f.path);
+  auto cpu = weft::make_cpu_device(2);
+  auto worker_cpu = weft::make_cpu_device(1);
+  weft::rpc::WorkerOptions o;
+  o.log = false;
+  weft::rpc::Worker worker(std::vector<weft::Device*>{worker_cpu.get()}, o);
+  worker.start();
+  auto remote = weft::make_rpc_devices("127.0.0.1:" + std::to_string(worker.port()));
+
+  const std::vector<int32_t> prompt = {3, 14, 15, 9, 26, 5};
+  std::vector<int32_t> ref_seq = prompt;
+  std::vector<float> ref_logits;
+  {
+    LlamaModel m(*file, *cpu, 16);
+    auto b = cpu->create_backend();
+    llama_reference::eval_with_steps([&](std::span<const int32_t> t, int64_t p) { return m.eval(*b, t, p); }, ref_seq,
+                                     4, kVocab, ref_logits);
+  }
+  const std::vector<std::vector<LayerPlacement>> placements{
+      {{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kLayers}},
+      {{cpu.get(), 0, 0}, {remote.at(0).get(), 0, kLayers}},
+  };
+  for (const auto& pl : placements) {
+    SCOPED_TRACE("first part [0, " + std::to_string(pl[0].last) + ")");
+    LlamaModel m(*file, pl, 16);
+    auto b0 = pl[0].device->create_backend(), b1 = pl[1].device->create_backend();
+    std::vector<weft::Backend*> backends{b0.get(), b1.get()};
+    weft::Scheduler sched(backends);
+    std::vector<int32_t> seq = prompt;
+    std::vector<float> logits;
+    llama_reference::eval_with_steps(
+        [&](std::span<const int32_t> t, int64_t p) { return m.eval(sched, backends, t, p); }, seq, 4, kVocab, logits);
+    EXPECT_EQ(seq, ref_seq);
+    ASSERT_EQ(logits.size(), ref_logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) ASSERT_NEAR(logits[i], ref_logits[i], 1e-3) << i;
+  }
+}
+
+// write_demo_model writes the MoE keys and tensors; LlamaModel loads them.
+TEST(LlamaMoe, DemoSpecWithExperts) {
+  weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
+  spec.n_expert = 4;
+  spec.n_expert_used = 2;
+  TempFile f("moe_demo");
+  weft::model::write_demo_model(f.path, spec);
+  auto file = weft::GgufFile::open(f.path);
+  EXPECT_TRUE(file->find_tensor("blk.1.ffn_down_exps.weight"));
+  EXPECT_FALSE(file->find_tensor("blk.1.ffn_down.weight"));
+  int64_t params = 0;
+  for (const auto& info : file->tensors())
+    params += std::accumulate(info.ne, info.ne + info.n_dims, int64_t{1}, std::multiplies<>());
+  EXPECT_EQ(params, weft::model::demo_model_params(spec));
+  auto dev = weft::make_cpu_device(2);
+  LlamaModel model(*file, *dev, 32);
+  EXPECT_EQ(model.params().n_expert, 4);
+  EXPECT_EQ(model.params().n_expert_used, 2);
+  auto backend = dev->create_backend();
+  const std::vector<int32_t> prompt = {1, 300, 301, 302};
+  for (float x : model.eval(*backend, prompt, 0)) ASSERT_TRUE(std::isfinite(x));
+
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{4, 0}, {4, 5}, {0, 1}, {-1, 0}}) {
+    spec.n_expert = n;
+    spec.n_expert_used = k;
+    EXPECT_THROW(weft::model::write_demo_model(f.path, spec), weft::Error) << n << " " << k;
+  }
+}
+
+}  // namespace
