@@ -59,6 +59,10 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   const std::string pre = *arch + ".";
   p.n_embd = require_positive(f, pre + "embedding_length");
   p.n_layer = require_positive(f, pre + "block_count");
+  if (static_cast<uint64_t>(p.n_layer) > f.tensors().size())  // every layer has several tensors
+    fail(ErrorKind::invalid_input, kWhere,
+         f.path() + ": key " + pre + "block_count = " + std::to_string(p.n_layer) + " exceeds the file's " +
+             std::to_string(f.tensors().size()) + " tensors");
   p.n_ff = require_positive(f, pre + "feed_forward_length");
   p.n_head = require_positive(f, pre + "attention.head_count");
   p.n_head_kv = f.has(pre + "attention.head_count_kv") ? require_positive(f, pre + "attention.head_count_kv") : p.n_head;

@@ -191,6 +191,34 @@ TEST(LlamaModel, MissingTensorIsNamed) {
   llama_reference::expect_load_error<TinyModel>(s, "missing", {"missing tensor blk.1.ffn_up.weight"});
 }
 
+// A block_count no file of this size could hold is refused before anything
+// is sized by it (a layer table of 2^31 entries would exhaust memory).
+TEST(LlamaModel, ImpossibleBlockCountIsNamed) {
+  TempFile f("huge_block_count");
+  weft::GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.context_length", 64);
+  w.set_u32("llama.embedding_length", 32);
+  w.set_u32("llama.block_count", 2147483647u);
+  w.set_u32("llama.feed_forward_length", 48);
+  w.set_u32("llama.attention.head_count", 4);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  const std::vector<float> embd(32 * 8, 0.5f);
+  const int64_t ne[] = {32, 8};
+  w.add_tensor("token_embd.weight", DType::f32, ne, embd.data());
+  w.write(f.path);
+  auto file = weft::GgufFile::open(f.path);
+  try {
+    weft::model::LlamaParams::from_gguf(*file);
+    FAIL() << "no error";
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+    EXPECT_NE(std::string(e.what()).find("llama.block_count = 2147483647 exceeds the file's 1 tensors"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(LlamaModel, WrongShapeIsNamed) {
   Spec s;
   s.bad = "blk.0.attn_k.weight";
