@@ -14,6 +14,7 @@
 // endpoint and the command in the caller; the process never aborts.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -28,6 +29,13 @@ struct RpcOptions {
   std::optional<std::string> auth_secret;  // for workers that require it
   int hash_threads = 0;                     // content hashing; 0: all cores
   size_t cache_min_bytes = size_t{1} << 20; // uploads at least this big try the worker's cache first
+  // A worker that sends nothing for this long while a call waits for its
+  // reply is taken as dead: that call and every later one on the connection
+  // throw Error(disconnected). It catches a stopped or stalled process that
+  // TCP still sees alive; set it above the longest compute you expect. 0:
+  // wait as long as it takes. Applies to connections this call opens (one
+  // connection per endpoint is shared: the first opener's options win).
+  std::chrono::milliseconds reply_timeout{0};
 };
 
 // One Device per device the worker serves. endpoint: "host:port" or

@@ -108,9 +108,30 @@ cat "$dir/dead.err"
 [[ $status -eq 1 ]] || die "with a worker killed during generation, exit status $status (want 1)"
 grep -q "disconnected error: \[rpc\] $w2 " "$dir/dead.err" || die "the error does not name the dead worker $w2"
 
+# A worker that stops answering (SIGSTOP: TCP still sees it alive) while
+# tokens stream: with --worker-timeout, `weft run` gives up with a clear error.
+start_worker stopped; stopped=$endpoint
+stopped_pid=${pids[-1]}
+"$weft" run -m "$dir/long.gguf" -p "$prompt" -n 60000 -t 1 --worker "$stopped" --split 1,1 --worker-timeout 1 \
+  >"$dir/stopped.out" 2>"$dir/stopped.err" &
+run_pid=$!
+for _ in $(seq 600); do
+  [[ -s $dir/stopped.out ]] && break
+  sleep 0.05
+done
+[[ -s $dir/stopped.out ]] || { cat "$dir/stopped.err"; die "no tokens streamed before the stop"; }
+kill -STOP "$stopped_pid"
+status=0
+wait "$run_pid" || status=$?
+kill -CONT "$stopped_pid"
+cat "$dir/stopped.err"
+[[ $status -eq 1 ]] || die "with a stopped worker and --worker-timeout 1, exit status $status (want 1)"
+grep -q "disconnected error: \[rpc\] $stopped .*no data for 1000 ms" "$dir/stopped.err" ||
+  die "the error does not name the silent worker and the deadline"
+
 # The surviving workers stop cleanly on SIGTERM, and no worker reported a
 # sanitizer error (a sanitizer build's report would not stop a worker).
-for i in 0 2; do
+for i in 0 2 3; do  # workers 1, small and stopped (worker 2 was killed)
   kill -TERM "${pids[$i]}"
   status=0
   wait "${pids[$i]}" || status=$?

@@ -16,11 +16,6 @@ namespace {
 
 using namespace tokenizer_test;
 
-const Llama3Data& data() {
-  static const Llama3Data d;
-  return d;
-}
-
 // Encodes text, checks the round trip, and prints how long encoding took.
 void check_long(const Tokenizer& tok, const std::string& text, const char* what) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -38,7 +33,7 @@ std::string repeat_to(const std::string& unit, size_t n) {
 }
 
 TEST(TokenizerLong, Llama3SinglePieces) {
-  auto tok = load(data().writer(), "long_l3");
+  auto tok = load(llama3_ref().writer("llama-bpe"), "long_l3");
   check_long(*tok, repeat_to("antidisestablishmentarianismPneumonoultramicroscopicsilicovolcanoconiosis", 200000),
              "200 KB of letters, one piece");
   check_long(*tok, std::string(100000, 'z'), "100 KB of 'z'");
@@ -67,7 +62,7 @@ TEST(TokenizerLong, SpmSinglePieces) {
 // The byte-level BPE the slow way: for each pre-tokenized piece, the whole
 // piece if it is a token (llama3), else repeatedly merge the lowest-rank
 // adjacent pair, leftmost on ties, scanning every pair each time.
-Ids reference_encode(const Llama3Data& d, const std::string& text) {
+Ids reference_encode(const BpeRefData& d, const std::string& text) {
   static const auto maps = [&] {
     std::pair<std::unordered_map<std::string, int32_t>, std::unordered_map<std::string, int32_t>> m;
     for (size_t i = 0; i < d.tokens.size(); ++i) m.first.emplace(d.tokens[i], static_cast<int32_t>(i));
@@ -103,8 +98,8 @@ Ids reference_encode(const Llama3Data& d, const std::string& text) {
 }
 
 TEST(TokenizerLong, HeapMergingEqualsScanning) {
-  const Llama3Data& d = data();
-  auto tok = load(d.writer(), "long_vs_scan");
+  const BpeRefData& d = llama3_ref();
+  auto tok = load(d.writer("llama-bpe"), "long_vs_scan");
   // Fragments of the reference texts, so that many merges apply.
   const std::vector<std::string> parts = {"anti",     "dis",   "establish", "ment",         "arian",  "ism",
                                           "Pneumono", "ultra", "micro",     "scopic",       "silico", "volcano",

@@ -1,7 +1,7 @@
 // Shared by the tokenizer tests (test_tokenizer*.cpp): GGUF files written to
 // a temporary path and loaded, two small vocabularies worked out by hand (one
 // SentencePiece-style, one byte-level BPE), and the reader of the reference
-// data in tokenizer_data/.
+// data in tokenizer_data/ (BpeRefData).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -225,9 +225,10 @@ inline std::ifstream open_data(const std::string& name) {
   return in;
 }
 
-// tokenizer_data/llama3_bpe.txt (written by make_llama3.js): the trimmed
-// Llama 3 vocabulary and merges, and reference encodings.
-struct Llama3Data {
+// A byte-level BPE reference in tokenizer_data/ (llama3_bpe.txt from
+// make_llama3.js, qwen2_bpe.txt from make_qwen2.js): the vocabulary and merges
+// trimmed to what its texts use, and reference encodings.
+struct BpeRefData {
   std::vector<std::string> tokens;  // ids outside the trimmed set hold unreachable placeholders
   std::vector<int32_t> types;
   std::vector<std::string> merges;  // in rank order
@@ -235,8 +236,8 @@ struct Llama3Data {
   std::vector<std::pair<std::string, Ids>> cases;     // special token strings are plain text
   std::vector<std::pair<std::string, Ids>> specials;  // special token strings are parsed
 
-  Llama3Data() {
-    std::ifstream in = open_data("llama3_bpe.txt");
+  explicit BpeRefData(const std::string& file) {
+    std::ifstream in = open_data(file);
     for (std::string line; std::getline(in, line);) {
       std::vector<std::string> f = fields(line, 4);
       if (f[0] == "vocab") {
@@ -258,11 +259,12 @@ struct Llama3Data {
       }
     }
   }
-  // The metadata of a Llama 3 GGUF file, less eot_token_id.
-  weft::GgufWriter writer() const {
+  // The metadata of a gpt2 GGUF file with pre-tokenizer pre, as llama.cpp's
+  // converter writes it, less eot_token_id and add_bos_token.
+  weft::GgufWriter writer(const std::string& pre) const {
     weft::GgufWriter w;
     w.set_string("tokenizer.ggml.model", "gpt2");
-    w.set_string("tokenizer.ggml.pre", "llama-bpe");
+    w.set_string("tokenizer.ggml.pre", pre);
     w.set_array("tokenizer.ggml.tokens", tokens);
     w.set_array("tokenizer.ggml.merges", merges);
     w.set_array("tokenizer.ggml.token_type", types);
@@ -271,5 +273,40 @@ struct Llama3Data {
     return w;
   }
 };
+
+// The references, each read once per test program.
+inline const BpeRefData& llama3_ref() {
+  static const BpeRefData d("llama3_bpe.txt");
+  return d;
+}
+inline const BpeRefData& qwen2_ref() {
+  static const BpeRefData d("qwen2_bpe.txt");
+  return d;
+}
+
+// Checks that tok, loaded from d.writer(), has d's vocabulary and encodes
+// each of d's cases (special token strings as plain text) to the reference
+// ids, and decodes the ids back to the text.
+inline void expect_cases(const Tokenizer& tok, const BpeRefData& d, const std::string& what = "") {
+  EXPECT_EQ(tok.vocab_size(), d.tokens.size());
+  EXPECT_GE(d.cases.size(), 60u);
+  for (const auto& [text, ids] : d.cases) {
+    EXPECT_EQ(tok.encode(text, false), ids) << what << text;
+    EXPECT_EQ(tok.decode(ids), text) << what << text;
+  }
+}
+
+// Checks that tok encodes each of d's special cases with parse_special to the
+// reference ids, and without it as plain text: normal tokens only, which
+// decode back to the text.
+inline void expect_specials(const Tokenizer& tok, const BpeRefData& d) {
+  EXPECT_GE(d.specials.size(), 5u);
+  for (const auto& [text, ids] : d.specials) {
+    EXPECT_EQ(tok.encode(text, false, /*parse_special=*/true), ids) << text;
+    const Ids plain = tok.encode(text, false);
+    for (int32_t id : plain) EXPECT_EQ(d.types.at(static_cast<size_t>(id)), 1) << text;
+    EXPECT_EQ(tok.decode(plain), text) << text;
+  }
+}
 
 }  // namespace tokenizer_test

@@ -17,9 +17,12 @@
 
 namespace weft::rpc_test {
 
-// A worker serving one CPU device on 127.0.0.1 at a free port.
+// A worker serving one CPU device (or the given device) on 127.0.0.1 at a
+// free port.
 struct LocalWorker {
-  explicit LocalWorker(rpc::WorkerOptions options = {}, int threads = 2) : cpu(make_cpu_device(threads)) {
+  explicit LocalWorker(rpc::WorkerOptions options = {}, int threads = 2)
+      : LocalWorker(make_cpu_device(threads), options) {}
+  explicit LocalWorker(std::unique_ptr<Device> device, rpc::WorkerOptions options = {}) : cpu(std::move(device)) {
     options.log = false;
     worker = std::make_unique<rpc::Worker>(std::vector<Device*>{cpu.get()}, options);
     worker->start();

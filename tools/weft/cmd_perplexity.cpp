@@ -24,7 +24,7 @@ constexpr const char* kWhere = "perplexity";
 int cmd_perplexity(const PerplexityArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
   const std::string text = read_text_file(args.text_file, kWhere);
-  ModelHost host({.model = args.model, .threads = args.threads, .workers = args.workers, .split = args.split}, kWhere);
+  ModelHost host(args.host, kWhere);
   const model::Tokenizer& tok = host.tokenizer();
   const int64_t ctx = args.ctx;
   if (host.params().n_ctx_train > 0 && ctx > host.params().n_ctx_train)

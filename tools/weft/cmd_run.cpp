@@ -32,7 +32,7 @@ int cmd_run(const RunArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 
   const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file, kWhere);
-  ModelHost host({.model = args.model, .threads = args.threads, .workers = args.workers, .split = args.split}, kWhere);
+  ModelHost host(args.host, kWhere);
   const model::Tokenizer& tok = host.tokenizer();
   const int vocab = static_cast<int>(host.params().n_vocab);
 

@@ -64,17 +64,24 @@ struct DemoArgs {
 };
 int cmd_demo(const DemoArgs& args);
 
+// The model and the devices of `weft run` and `weft perplexity`
+// (model_host.h): this CPU plus device 0 of each worker.
+struct ModelHostArgs {
+  std::string model;                 // GGUF file
+  int threads = 0;                   // host CPU threads; 0 = hardware threads
+  std::vector<std::string> workers;  // HOST:PORT, one device each
+  std::string split;                 // layer proportions host,worker1,...; empty: by free memory
+  double worker_timeout_s = 0;       // a worker silent this long while awaited is dead; 0: no limit
+};
+
 // `weft run`: generates text from a GGUF llama/qwen2 model, its layers split
 // over this CPU and any workers (in proportion to --split, else to each
 // device's free memory), streaming tokens to stdout.
 struct RunArgs {
-  std::string model;                 // GGUF file
+  ModelHostArgs host;
   std::string prompt;
   std::string prompt_file;           // the prompt from a file instead
-  int n_tokens = 64;                 // tokens to generate (stops early at eos)
-  int threads = 0;                   // host CPU threads; 0 = hardware threads
-  std::vector<std::string> workers;  // HOST:PORT, one device each
-  std::string split;                 // layer proportions host,worker1,...; empty: by free memory
+  int n_tokens = 64;                 // tokens to generate (stops early at end of generation)
   float temperature = 0;             // 0: greedy
   uint64_t seed = 0;
   bool stats = false;                // speeds and RPC traffic to stderr
@@ -89,13 +96,10 @@ int cmd_run(const RunArgs& args);
 // every scored token sees at least ctx / 2 tokens before it (the convention
 // of llama.cpp's perplexity tool, so figures compare).
 struct PerplexityArgs {
-  std::string model;                 // GGUF file
+  ModelHostArgs host;
   std::string text_file;             // UTF-8 text
   int ctx = 512;                     // tokens per chunk
   int max_chunks = 0;                // 0: every whole chunk in the text
-  int threads = 0;                   // host CPU threads; 0 = hardware threads
-  std::vector<std::string> workers;  // HOST:PORT, one device each
-  std::string split;                 // layer proportions host,worker1,...; empty: by free memory
   bool stats = false;                // speed and RPC traffic to stderr
 };
 int cmd_perplexity(const PerplexityArgs& args);

@@ -6,6 +6,22 @@
 #include "commands.h"
 #include "weft/error.h"
 
+namespace {
+
+// The options of the model and its devices, shared by `run` and `perplexity`.
+void add_model_host_options(CLI::App* cmd, weft::tools::ModelHostArgs& host) {
+  cmd->add_option("-m,--model", host.model, "GGUF model file")->required();
+  cmd->add_option("-t,--threads", host.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--worker", host.workers, "HOST:PORT of a weft worker (repeatable)");
+  cmd->add_option("--split", host.split, "layer proportions host,worker1,... (default: by free memory)");
+  cmd->add_option("--worker-timeout", host.worker_timeout_s,
+                  "seconds a worker may stay silent while awaited before it counts as dead (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace weft::tools;
   CLI::App app{"weft: run one model across many machines"};
@@ -62,14 +78,11 @@ int main(int argc, char** argv) {
 
   RunArgs run;
   CLI::App* run_cmd = app.add_subcommand("run", "generate text from a GGUF model, its layers split over this CPU and any workers");
-  run_cmd->add_option("-m,--model", run.model, "GGUF model file")->required();
+  add_model_host_options(run_cmd, run.host);
   CLI::Option* prompt_opt = run_cmd->add_option("-p,--prompt", run.prompt, "prompt text");
   run_cmd->add_option("-f,--file", run.prompt_file, "read the prompt from this file")->excludes(prompt_opt);
-  run_cmd->add_option("-n,--tokens", run.n_tokens, "tokens to generate (stops early at eos)")
+  run_cmd->add_option("-n,--tokens", run.n_tokens, "tokens to generate (stops early at end of generation)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  run_cmd->add_option("-t,--threads", run.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
-  run_cmd->add_option("--worker", run.workers, "HOST:PORT of a weft worker (repeatable)");
-  run_cmd->add_option("--split", run.split, "layer proportions host,worker1,... (default: by free memory)");
   run_cmd->add_option("--temp,--temperature", run.temperature, "sampling temperature (0: greedy)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--seed", run.seed, "sampler seed")->capture_default_str();
@@ -78,13 +91,10 @@ int main(int argc, char** argv) {
 
   PerplexityArgs ppl;
   CLI::App* ppl_cmd = app.add_subcommand("perplexity", "perplexity of a GGUF model over a text file, split like `run`");
-  ppl_cmd->add_option("-m,--model", ppl.model, "GGUF model file")->required();
+  add_model_host_options(ppl_cmd, ppl.host);
   ppl_cmd->add_option("-f,--file", ppl.text_file, "text file (UTF-8)")->required();
   ppl_cmd->add_option("-c,--ctx", ppl.ctx, "tokens per chunk")->capture_default_str()->check(CLI::Range(4, 1 << 20));
   ppl_cmd->add_option("--chunks", ppl.max_chunks, "chunks to score (0: all)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  ppl_cmd->add_option("-t,--threads", ppl.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
-  ppl_cmd->add_option("--worker", ppl.workers, "HOST:PORT of a weft worker (repeatable)");
-  ppl_cmd->add_option("--split", ppl.split, "layer proportions host,worker1,... (default: by free memory)");
   ppl_cmd->add_flag("--stats", ppl.stats, "print speed and RPC traffic to stderr");
 
   CLI11_PARSE(app, argc, argv);

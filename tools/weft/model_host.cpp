@@ -74,7 +74,9 @@ ModelHost::ModelHost(const ModelHostArgs& args, const char* what) : what_(what),
   devices_.push_back(make_cpu_device(args.threads));
   labels_.push_back("host");
   for (const std::string& endpoint : args.workers) {
-    auto remote = make_rpc_devices(endpoint);
+    RpcOptions options;
+    options.reply_timeout = std::chrono::milliseconds(static_cast<int64_t>(args.worker_timeout_s * 1000.0));
+    auto remote = make_rpc_devices(endpoint, options);
     if (remote.empty()) fail(ErrorKind::invalid_input, what_, "worker " + endpoint + " serves no devices");
     devices_.push_back(std::move(remote[0]));
     labels_.push_back(endpoint);

