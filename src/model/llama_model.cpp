@@ -1,4 +1,5 @@
 // LlamaModel: weights and KV cache on one device, and the forward graph.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -106,8 +107,8 @@ Tensor* LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor
                                   int64_t n_past) {
   const LlamaParams& p = params_;
   const int64_t n = tokens->ne[0];
-  const int64_t n_kv = n_past + n;
-  if (n <= 0 || n_past < 0 || n_kv > n_ctx_)
+  const int64_t n_kv = mask->ne[0];  // n_past + n, padded (padded_kv)
+  if (n <= 0 || n_past < 0 || n_kv < n_past + n || n_kv > n_ctx_)
     fail(ErrorKind::invalid_input, kWhere,
          "tokens [" + std::to_string(n_past) + ", " + std::to_string(n_kv) + ") do not fit the context of " +
              std::to_string(n_ctx_));
@@ -186,6 +187,14 @@ void LlamaModel::check_tokens(std::span<const int32_t> tokens, int64_t n_past) c
 
 namespace {
 
+// The KV length a graph reads: n_kv rounded up to a multiple of 32 (at most
+// n_ctx), masked beyond n_kv, so that consecutive tokens build graphs of the
+// same shape and a worker's graph cache hits 31 times out of 32.
+int64_t padded_kv(int64_t n_kv, int64_t n_ctx) {
+  constexpr int64_t kPad = 32;
+  return std::min(n_ctx, (n_kv + kPad - 1) / kPad * kPad);
+}
+
 // The inputs of one eval: token ids, positions and the causal mask.
 struct EvalInputs {
   Tensor* tok;
@@ -202,7 +211,7 @@ struct EvalInputs {
   // After the tensors are bound to memory.
   void set(std::span<const int32_t> tokens, int64_t n_past) const {
     const int64_t n = static_cast<int64_t>(tokens.size());
-    const int64_t n_kv = n_past + n;
+    const int64_t n_kv = mask->ne[0];
     std::vector<int32_t> positions(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(n_past + i);
     std::vector<float> mask_data(static_cast<size_t>(n_kv * n));
@@ -223,7 +232,7 @@ std::vector<float> LlamaModel::eval(Backend& backend, std::span<const int32_t> t
 
   Context ctx;
   Graph g;
-  EvalInputs in(ctx, n, n_past + n);
+  EvalInputs in(ctx, n, padded_kv(n_past + n, n_ctx_));
   Tensor* logits = build_forward(ctx, g, in.tok, in.pos, in.mask, n_past);
   logits->flags |= kFlagOutput;
   galloc_->allocate(g, GraphLayout{});
@@ -245,7 +254,7 @@ std::vector<float> LlamaModel::eval(Scheduler& sched, std::span<Backend* const> 
 
   Context ctx;
   Graph g;
-  EvalInputs in(ctx, n, n_past + n);
+  EvalInputs in(ctx, n, padded_kv(n_past + n, n_ctx_));
   Tensor* logits = build_forward(ctx, g, in.tok, in.pos, in.mask, n_past);
   logits->flags |= kFlagOutput;
 
@@ -266,7 +275,10 @@ std::vector<float> LlamaModel::eval(Scheduler& sched, std::span<Backend* const> 
   }
   sched.allocate(g);
   in.set(tokens, n_past);
-  sched.compute(g);
+  // Waits only for splits the host has not waited for already; compute()
+  // would also send SYNCHRONIZE to every worker.
+  sched.compute_async(g);
+  sched.wait(g);
   std::vector<float> out(static_cast<size_t>(params_.n_vocab * n));
   tensor_get(*logits, out.data(), 0, logits->nbytes());
   return out;

@@ -27,6 +27,7 @@ struct Batch {
   std::vector<SplitInfo> info;
   std::vector<std::unique_ptr<Event>> events;   // per split; null where the device has none
   std::vector<std::vector<uint8_t>> staging;    // host copies the backends may still read
+  std::vector<char> host_synced;                // per split: the host has waited for it already
   bool submitted = false;
 };
 
@@ -61,11 +62,13 @@ struct Scheduler::Impl {
 
   // Blocks until split s of b is done, from the host.
   void host_wait(Batch& b, int s) {
+    if (b.host_synced[static_cast<size_t>(s)]) return;  // done once is done for good: no round trip
     if (auto& ev = b.events[static_cast<size_t>(s)]) {
       ev->synchronize();
     } else {
       backend(b.plan->splits[static_cast<size_t>(s)].backend).synchronize();
     }
+    b.host_synced[static_cast<size_t>(s)] = 1;
   }
 
   // Makes backend `waiter` wait for split s: on the device when the event is
@@ -159,6 +162,7 @@ struct Scheduler::Impl {
     b.submitted = true;  // from here on, finish() must wait for whatever was submitted
     const auto& splits = b.plan->splits;
     b.events.resize(splits.size());
+    b.host_synced.assign(splits.size(), 0);
     for (size_t s = 0; s < splits.size(); ++s) {
       Backend& be = backend(splits[s].backend);
       for (int w : b.info[s].waits_for) wait_for(b, be, w);

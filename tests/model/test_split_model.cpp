@@ -170,6 +170,37 @@ TEST_P(SplitModel, OneTwoAndThreeDevicesMatchOneCpu) {
   }
 }
 
+// Per generated token, a worker holding layers gets its graph by id (the KV
+// length is padded, so consecutive tokens build graphs of one shape) and
+// the host waits on it once per hop, not again for what it already waited on.
+TEST_P(SplitModel, TokensReuseTheWorkersGraphAndWaitOnce) {
+  auto file = weft::GgufFile::open(path_);
+  auto cpu = weft::make_cpu_device(2);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(worker_->port());
+  auto remote = weft::make_rpc_devices(endpoint);
+  const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kLayers}};
+  LlamaModel m(*file, pl, kCtx);
+  auto b0 = cpu->create_backend();
+  auto b1 = remote[0]->create_backend();
+  std::vector<weft::Backend*> backends{b0.get(), b1.get()};
+  weft::Scheduler sched(backends);
+  const std::vector<int32_t> prompt{1, 5, 9};
+  m.eval(sched, backends, prompt, 0);
+  int64_t n_past = 3;
+  const int32_t token = 7;
+  m.eval(sched, backends, {&token, 1}, n_past++);  // the first single-token graph is sent whole
+  for (int step = 0; step < 3; ++step) {
+    const weft::RpcStats before = weft::rpc_stats(endpoint);
+    m.eval(sched, backends, {&token, 1}, n_past++);
+    const weft::RpcStats after = weft::rpc_stats(endpoint);
+    // Inputs (the activation row, position, a mask row of kCtx floats) and
+    // frame headers, but no graph encoding (hundreds of bytes per node).
+    EXPECT_LT(after.bytes_sent - before.bytes_sent, 1024u) << "step " << step;
+    // One wait for the worker's split (its event), one read of its output.
+    EXPECT_LE(after.round_trips - before.round_trips, 2u) << "step " << step;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Output, SplitModel, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Tied" : "Separate"; });
 
