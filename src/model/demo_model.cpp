@@ -13,16 +13,10 @@
 #include "weft/dtype.h"
 #include "weft/error.h"
 #include "weft/gguf.h"
+#include "weft/splitmix64.h"
 
 namespace weft::model {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Uniform in [-1, 1) from 24 random bits: exact in float, the same everywhere.
 float uniform(uint64_t& state) {

@@ -222,26 +222,38 @@ struct EvalInputs {
   }
 };
 
+// One eval's graph: its inputs and its logits, an output [n_vocab, n].
+struct EvalGraph {
+  Context ctx;
+  Graph g;
+  EvalInputs in;
+  Tensor* logits;
+
+  EvalGraph(LlamaModel& m, int64_t n, int64_t n_past)
+      : in(ctx, n, padded_kv(n_past + n, m.n_ctx())), logits(m.build_forward(ctx, g, in.tok, in.pos, in.mask, n_past)) {
+    logits->flags |= kFlagOutput;
+  }
+
+  // After the graph ran: every token's logits, token-major.
+  std::vector<float> read_logits() const {
+    std::vector<float> out(static_cast<size_t>(logits->nelements()));
+    tensor_get(*logits, out.data(), 0, logits->nbytes());
+    return out;
+  }
+};
+
 }  // namespace
 
 std::vector<float> LlamaModel::eval(Backend& backend, std::span<const int32_t> tokens, int64_t n_past) {
   if (!galloc_)
     fail(ErrorKind::invalid_input, kWhere, "a split model runs through a Scheduler: use eval(sched, backends, ...)");
   check_tokens(tokens, n_past);
-  const int64_t n = static_cast<int64_t>(tokens.size());
-
-  Context ctx;
-  Graph g;
-  EvalInputs in(ctx, n, padded_kv(n_past + n, n_ctx_));
-  Tensor* logits = build_forward(ctx, g, in.tok, in.pos, in.mask, n_past);
-  logits->flags |= kFlagOutput;
-  galloc_->allocate(g, GraphLayout{});
-  in.set(tokens, n_past);
-  backend.compute(g);
+  EvalGraph e(*this, static_cast<int64_t>(tokens.size()), n_past);
+  galloc_->allocate(e.g, GraphLayout{});
+  e.in.set(tokens, n_past);
+  backend.compute(e.g);
   backend.synchronize();
-  std::vector<float> out(static_cast<size_t>(params_.n_vocab * n));
-  tensor_get(*logits, out.data(), 0, logits->nbytes());
-  return out;
+  return e.read_logits();
 }
 
 std::vector<float> LlamaModel::eval(Scheduler& sched, std::span<Backend* const> backends,
@@ -250,13 +262,9 @@ std::vector<float> LlamaModel::eval(Scheduler& sched, std::span<Backend* const> 
     fail(ErrorKind::invalid_input, kWhere,
          std::to_string(backends.size()) + " backends for a model in " + std::to_string(n_parts_) + " parts");
   check_tokens(tokens, n_past);
-  const int64_t n = static_cast<int64_t>(tokens.size());
-
-  Context ctx;
-  Graph g;
-  EvalInputs in(ctx, n, padded_kv(n_past + n, n_ctx_));
-  Tensor* logits = build_forward(ctx, g, in.tok, in.pos, in.mask, n_past);
-  logits->flags |= kFlagOutput;
+  EvalGraph e(*this, static_cast<int64_t>(tokens.size()), n_past);
+  Context& ctx = e.ctx;
+  const Graph& g = e.g;
 
   // Segment 0 is the embedding lookup, segment L + 1 layer L, the last one
   // the output; pin every computing node of each to its placement's backend.
@@ -269,19 +277,17 @@ std::vector<float> LlamaModel::eval(Scheduler& sched, std::span<Backend* const> 
     for (size_t i = begin; i < end; ++i) {
       Tensor& t = tensors[i];
       if (t.op == Op::none || !g.contains(&t)) continue;
-      if (&t == logits && output_ == tok_embd_) continue;  // tied: runs where the embedding is
+      if (&t == e.logits && output_ == tok_embd_) continue;  // tied: runs where the embedding is
       sched.set_backend(t, *backends[static_cast<size_t>(part)]);
     }
   }
-  sched.allocate(g);
-  in.set(tokens, n_past);
+  sched.allocate(e.g);
+  e.in.set(tokens, n_past);
   // Waits only for splits the host has not waited for already; compute()
   // would also send SYNCHRONIZE to every worker.
-  sched.compute_async(g);
-  sched.wait(g);
-  std::vector<float> out(static_cast<size_t>(params_.n_vocab * n));
-  tensor_get(*logits, out.data(), 0, logits->nbytes());
-  return out;
+  sched.compute_async(e.g);
+  sched.wait(e.g);
+  return e.read_logits();
 }
 
 void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past) {

@@ -62,6 +62,21 @@ inline weft::GgufWriter spm_writer(const std::vector<std::string>& tokens, const
   return w;
 }
 
+// A `gpt2` tokenizer's metadata: pre-tokenizer pre, bos and eos ids.
+inline weft::GgufWriter bpe_writer(const std::vector<std::string>& tokens, const std::vector<std::string>& merges,
+                                   const std::vector<int32_t>& types, const std::string& pre, int32_t bos,
+                                   int32_t eos) {
+  weft::GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", pre);
+  w.set_array("tokenizer.ggml.tokens", tokens);
+  w.set_array("tokenizer.ggml.merges", merges);
+  w.set_array("tokenizer.ggml.token_type", types);
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
+  return w;
+}
+
 constexpr int32_t kByte0 = 3;                  // <0x00> .. <0xFF> are ids 3..258
 inline const std::string kS = "\xE2\x96\x81";  // ▁
 
@@ -151,15 +166,7 @@ struct BpeVocab {
   }
   int32_t id(const std::string& t) const { return index_of(tokens, t); }
   weft::GgufWriter writer(const std::string& pre) const {
-    weft::GgufWriter w;
-    w.set_string("tokenizer.ggml.model", "gpt2");
-    w.set_string("tokenizer.ggml.pre", pre);
-    w.set_array("tokenizer.ggml.tokens", tokens);
-    w.set_array("tokenizer.ggml.merges", merges);
-    w.set_array("tokenizer.ggml.token_type", types);
-    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(id("<|end|>")));
-    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(id("<|end|>")));
-    return w;
+    return bpe_writer(tokens, merges, types, pre, id("<|end|>"), id("<|end|>"));
   }
 };
 
@@ -262,15 +269,7 @@ struct BpeRefData {
   // The metadata of a gpt2 GGUF file with pre-tokenizer pre, as llama.cpp's
   // converter writes it, less eot_token_id and add_bos_token.
   weft::GgufWriter writer(const std::string& pre) const {
-    weft::GgufWriter w;
-    w.set_string("tokenizer.ggml.model", "gpt2");
-    w.set_string("tokenizer.ggml.pre", pre);
-    w.set_array("tokenizer.ggml.tokens", tokens);
-    w.set_array("tokenizer.ggml.merges", merges);
-    w.set_array("tokenizer.ggml.token_type", types);
-    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
-    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
-    return w;
+    return bpe_writer(tokens, merges, types, pre, bos, eos);
   }
 };
 

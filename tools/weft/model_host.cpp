@@ -92,12 +92,14 @@ void ModelHost::load(int64_t n_ctx) {
 
   // Layers: by --split, else by free memory (equal when no device reports any).
   std::vector<double> w;
+  std::vector<size_t> free_bytes(n);  // asked once: a worker's answer is a round trip
+  for (size_t i = 0; i < n; ++i) free_bytes[i] = devices_[i]->memory().free;
   if (!args_.split.empty()) {
     w = parse_split(args_.split, n, what_);
   } else {
     double total = 0;
-    for (const auto& d : devices_) {
-      w.push_back(static_cast<double>(d->memory().free));
+    for (size_t f : free_bytes) {
+      w.push_back(static_cast<double>(f));
       total += w.back();
     }
     if (!(total > 0)) w.assign(n, 1.0);
@@ -113,14 +115,14 @@ void ModelHost::load(int64_t n_ctx) {
     const model::PartPlan& part = plan[i];
     const size_t need = part.kv_cache_bytes > SIZE_MAX - part.weight_bytes ? SIZE_MAX  // saturate, never wrap
                                                                            : part.weight_bytes + part.kv_cache_bytes;
-    const size_t free = devices_[i]->memory().free;
     total += part.weight_bytes;
     std::fprintf(stderr, "%s (%s): layers [%lld, %lld), %s weights + %s KV cache (%lld positions), %s free\n",
                  labels_[i].c_str(), devices_[i]->name().c_str(), static_cast<long long>(part.first_layer),
                  static_cast<long long>(part.last_layer), human_bytes(part.weight_bytes).c_str(),
-                 human_bytes(part.kv_cache_bytes).c_str(), static_cast<long long>(n_ctx), human_bytes(free).c_str());
-    if (free > 0 && need > free && too_big.empty())
-      too_big = labels_[i] + " has " + human_bytes(free) + " free but its share needs " + human_bytes(need) +
+                 human_bytes(part.kv_cache_bytes).c_str(), static_cast<long long>(n_ctx),
+                 human_bytes(free_bytes[i]).c_str());
+    if (free_bytes[i] > 0 && need > free_bytes[i] && too_big.empty())
+      too_big = labels_[i] + " has " + human_bytes(free_bytes[i]) + " free but its share needs " + human_bytes(need) +
                 " (change --split, or add workers)";
   }
   if (!too_big.empty()) fail(ErrorKind::out_of_memory, what_, too_big);

@@ -12,18 +12,10 @@
 #include "weft/async.h"
 #include "weft/cpu.h"
 #include "weft/error.h"
+#include "weft/splitmix64.h"
 
 namespace weft::async {
 namespace {
-
-// A small, portable generator: the same seed gives the same delays on every
-// platform (std::uniform_real_distribution does not promise that).
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 struct DelayPlan {
   double fixed_ms = 0;
