@@ -15,6 +15,7 @@
 // order, once the work that uses them is done (after synchronize()).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -119,6 +120,19 @@ class Backend {
   // Errors raised by the work surface here or at synchronize().
   virtual void compute(const Graph& g) = 0;
   virtual void synchronize() = 0;
+
+  // Optional: the host memory this backend holds for its own use (kernel
+  // scratch) once g has run, beyond g's tensors; a caller with a memory
+  // budget asks before compute(g) (docs/security.md). The default: none.
+  virtual size_t working_bytes(const Graph& g) const {
+    (void)g;
+    return 0;
+  }
+  // Optional: while flag is set (non-null), compute() reads *flag between
+  // nodes and, once it is true, runs no further node and fails with
+  // Error(disconnected) "compute cancelled". The flag must outlive the
+  // computes that use it. The default ignores it (computes run to the end).
+  virtual void set_cancel_flag(const std::atomic<bool>* flag) { (void)flag; }
 
   // Optional events. The defaults synchronize, which is always correct.
   virtual void record_event(Event& e) { (void)e; synchronize(); }

@@ -140,8 +140,8 @@ uint16_t f32_to_bf16(float f) {
 
 void to_f32(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
-    case DType::f32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    case DType::f32:  // memmove: a received graph may place dst over src
+      std::memmove(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
     case DType::f16: {
       const auto* s = static_cast<const uint16_t*>(src);
@@ -165,8 +165,8 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
 
 void from_f32(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {
-    case DType::f32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    case DType::f32:  // memmove: a received graph may place dst over src
+      std::memmove(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
     case DType::f16: {
       auto* d = static_cast<uint16_t*>(dst);

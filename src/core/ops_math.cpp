@@ -24,8 +24,14 @@ Tensor* binary(Context& ctx, Op op, Tensor* a, Tensor* b) {
   require_operand(b, op, "b");
   require_dtype(*a, op, "a", kFloatTypes);
   require_dtype(*b, op, "b", kFloatTypes);
+  // b broadcasts over a: in each dim a's size is a positive multiple of b's
+  // (0 % n == 0 is not enough: a kernel would read n elements of b per empty
+  // row of a). The one zero-sized case allowed is deliberate and reads nothing:
+  // a dim where both are 0, which makes the result empty.
   for (int i = 0; i < kMaxDims; ++i) {
-    require(b->ne[i] > 0 && a->ne[i] % b->ne[i] == 0, op, "cannot broadcast " + shapes(*b, *a));
+    const bool both_empty = a->ne[i] == 0 && b->ne[i] == 0;
+    require(both_empty || (b->ne[i] > 0 && a->ne[i] >= b->ne[i] && a->ne[i] % b->ne[i] == 0), op,
+            "cannot broadcast " + shapes(*b, *a) + ": each dim of a must be a positive multiple of b's");
   }
   return same_shape_result(ctx, op, a->type, *a, {a, b});
 }
@@ -143,6 +149,7 @@ Tensor* argsort(Context& ctx, Tensor* a, SortOrder order) {
 Tensor* top_k(Context& ctx, Tensor* a, int k) {
   require_operand(a, Op::top_k, "a");
   require_dtype(*a, Op::top_k, "a", {DType::f32});
+  require(a->ne[0] <= INT32_MAX, Op::top_k, "rows too long in " + shape_string(*a));
   require(k > 0 && k <= a->ne[0], Op::top_k,
           "k " + std::to_string(k) + " is outside [1, " + std::to_string(a->ne[0]) + "]");
   Tensor* r = new_result(ctx, Op::top_k, DType::i32, {k, a->ne[1], a->ne[2], a->ne[3]}, {a});

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -40,6 +41,18 @@ std::string endpoint(const std::string& host, uint16_t port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+// 90% of the memory the kernel says is available now: every session's
+// buffers, graphs and scratch together stay inside it.
+size_t default_budget() {
+  const MemoryInfo m = make_cpu_device(1)->memory();
+  return m.free / 10 * 9;
+}
+
+std::chrono::milliseconds seconds(double s, const char* flag) {
+  if (!(s > 0) || s > 1e7) fail(ErrorKind::invalid_input, "worker", std::string(flag) + " " + std::to_string(s));
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0 + 0.5));
+}
+
 }  // namespace
 
 int cmd_worker(const WorkerArgs& args) {
@@ -65,7 +78,15 @@ int cmd_worker(const WorkerArgs& args) {
   options.host = args.host;
   options.port = static_cast<uint16_t>(args.port);
   options.max_clients = args.max_clients;
-  options.memory_budget = args.mem == 0 ? SIZE_MAX : args.mem;
+  options.memory_budget = args.mem != 0 ? args.mem : default_budget();
+  options.limits.session_memory = args.session_mem != 0 ? args.session_mem : options.memory_budget;
+  if (args.max_graph_cost > 0) {
+    options.limits.max_graph_cost =
+        args.max_graph_cost >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(args.max_graph_cost);
+  }
+  options.limits.handshake_timeout = seconds(args.handshake_timeout, "--handshake-timeout");
+  options.limits.idle_timeout = seconds(args.idle_timeout, "--idle-timeout");
+  options.limits.io_timeout = seconds(args.io_timeout, "--io-timeout");
   options.cache_dir = args.cache_dir;
   if (args.cache_max != 0) options.cache_max_bytes = args.cache_max;
   if (!args.auth_token_file.empty()) options.auth_secret = read_token(args.auth_token_file);
@@ -85,8 +106,8 @@ int cmd_worker(const WorkerArgs& args) {
 
   rpc::Worker worker(devices, options);
   worker.start();
-  std::fprintf(stderr, "weft worker: %d CPU device(s) of %d threads; memory budget %s; cache %s; auth %s\n",
-               args.cpu_devices, per_device, args.mem == 0 ? "none" : std::to_string(args.mem).c_str(),
+  std::fprintf(stderr, "weft worker: %d CPU device(s) of %d threads; memory budget %zu MiB; cache %s; auth %s\n",
+               args.cpu_devices, per_device, options.memory_budget >> 20,
                args.cache_dir.empty() ? "off" : args.cache_dir.c_str(), options.auth_secret ? "on" : "off");
   std::printf("weft worker listening on %s\n", endpoint(args.host, worker.port()).c_str());
   std::fflush(stdout);

@@ -37,7 +37,12 @@ struct WorkerArgs {
   std::string host = "127.0.0.1";  // other addresses need auth_token_file or insecure
   int port = 50052;                // 0: any free port (printed)
   int threads = 0;                 // CPU threads in all; 0 = hardware threads
-  size_t mem = 0;                  // bytes all clients may allocate together; 0: no limit
+  size_t mem = 0;                  // bytes all sessions may hold together; 0: 90% of the memory available at start
+  size_t session_mem = 0;          // bytes one session may hold; 0: all of mem
+  double max_graph_cost = 0;       // multiply-adds + bytes per graph; 0: the default (2^50)
+  double handshake_timeout = 5;    // seconds from connect to a finished handshake
+  double idle_timeout = 600;       // seconds a session may wait between frames
+  double io_timeout = 30;          // seconds for a frame's rest or a reply's write (plus 1 s per MiB)
   std::string cache_dir;           // tensor cache directory; empty: none
   size_t cache_max = 0;            // bytes the cache may hold; 0: 16 GiB
   int max_clients = 64;

@@ -53,10 +53,22 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--host", worker.host, "address to listen on")->capture_default_str();
   worker_cmd->add_option("--port", worker.port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   worker_cmd->add_option("-t,--threads", worker.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
-  worker_cmd->add_option("--mem", worker.mem, "bytes all clients may allocate together (0: no limit)");
+  worker_cmd->add_option("--mem", worker.mem,
+                         "bytes all sessions may hold together: buffers, graphs, scratch (0: 90% of available memory)");
+  worker_cmd->add_option("--session-mem", worker.session_mem, "bytes one session may hold (0: all of --mem)");
+  worker_cmd->add_option("--max-graph-cost", worker.max_graph_cost,
+                         "most multiply-adds + bytes touched one graph may ask for (0: 2^50)")
+      ->check(CLI::NonNegativeNumber);
+  worker_cmd->add_option("--handshake-timeout", worker.handshake_timeout, "seconds a new connection has to finish HELLO/AUTH")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  worker_cmd->add_option("--idle-timeout", worker.idle_timeout, "seconds a session may stay idle between commands")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  worker_cmd->add_option("--io-timeout", worker.io_timeout,
+                         "seconds to receive a command's rest or send a reply, plus 1 s per MiB")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   worker_cmd->add_option("--cache-dir", worker.cache_dir, "tensor cache directory");
   worker_cmd->add_option("--cache-max", worker.cache_max, "bytes the tensor cache may hold (0: 16 GiB)");
-  worker_cmd->add_option("--max-clients", worker.max_clients, "concurrent clients")->capture_default_str()->check(CLI::PositiveNumber);
+  worker_cmd->add_option("--max-clients", worker.max_clients, "sessions at once (and connections in their handshake)")->capture_default_str()->check(CLI::PositiveNumber);
   worker_cmd->add_option("--auth-token-file", worker.auth_token_file, "file holding the shared secret");
   worker_cmd->add_flag("--insecure", worker.insecure, "allow a non-loopback address without a token");
   worker_cmd->add_option("--devices", worker.cpu_devices, "CPU devices to serve (partitions of the threads)")

@@ -1,7 +1,11 @@
 // The CPU device and its backend (a synchronous stream on a thread pool).
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <exception>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,39 +51,84 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "CPU"; }
   Device& device() override { return device_; }
 
-  // Synchronous: every node is done when compute() returns.
+  // Synchronous: every node is done when compute() returns. A kernel that
+  // throws, or the cancel flag, stops every thread at the same node boundary
+  // (each calls the same barriers), then the first error is rethrown here.
   void compute(const Graph& g) override {
     std::vector<Tensor*> work;
-    size_t scratch_per_thread = 0;
+    size_t per_thread = plan(g, &work);
+    if (work.empty()) return;
+    const auto nth = static_cast<size_t>(pool_.size());
+    if (scratch_.size() < per_thread * nth) scratch_.resize(per_thread * nth);
+    per_thread = scratch_.size() / nth;
+
+    // The first node after which every thread stops: set by a thread while it
+    // is at node i (before barrier i), so all threads see it after barrier i
+    // and agree; a later setter (already past barrier i) writes a value > i.
+    std::atomic<size_t> stop_at{SIZE_MAX};
+    auto stop_after = [&stop_at](size_t i) {
+      size_t cur = stop_at.load(std::memory_order_relaxed);
+      while (i < cur && !stop_at.compare_exchange_weak(cur, i, std::memory_order_acq_rel)) {
+      }
+    };
+    std::mutex error_mutex;
+    std::exception_ptr error;
+    const std::atomic<bool>* cancel = cancel_;
+    pool_.run([&](int ith, int n) {
+      cpu::KernelContext kc{ith, n, scratch_.data() + per_thread * static_cast<size_t>(ith), per_thread, cancel};
+      for (size_t i = 0; i < work.size(); ++i) {
+        try {
+          cpu::compute_node(kc, *work[i]);
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+          stop_after(i);
+        }
+        if (ith == 0 && kc.cancelled()) stop_after(i);
+        if (i + 1 < work.size()) pool_.barrier();
+        if (stop_at.load(std::memory_order_acquire) <= i) return;
+      }
+    });
+    if (error) std::rethrow_exception(error);
+    if (cancel != nullptr && cancel->load()) {  // some results may be missing or partial
+      const size_t stopped = stop_at.load();
+      fail(ErrorKind::disconnected, "cpu compute",
+           "compute cancelled at node " + std::to_string(std::min(stopped, work.size() - 1) + 1) + " of " +
+               std::to_string(work.size()));
+    }
+  }
+
+  size_t working_bytes(const Graph& g) const override {
+    const size_t need = plan(g, nullptr) * static_cast<size_t>(pool_.size());
+    return std::max(need, scratch_.size());
+  }
+
+  void set_cancel_flag(const std::atomic<bool>* flag) override { cancel_ = flag; }
+
+  void synchronize() override {}
+
+ private:
+  // The nodes to run (into *work when given) and the scratch each thread
+  // needs for them, in whole 64-byte lines. Throws Error(unsupported) for a
+  // node the kernels do not handle.
+  size_t plan(const Graph& g, std::vector<Tensor*>* work) const {
+    size_t per_thread = 0;
     for (Tensor* node : g.nodes()) {
       if (op_is_view(node->op) || node->op == Op::none) continue;
       if (!cpu::supports(*node)) {
         fail(ErrorKind::unsupported, "cpu compute",
              std::string(op_name(node->op)) + " on " + shape_string(*node) + " '" + node->name + "'");
       }
-      work.push_back(node);
-      scratch_per_thread = std::max(scratch_per_thread, cpu::scratch_bytes(*node, pool_.size()));
+      if (work != nullptr) work->push_back(node);
+      per_thread = std::max(per_thread, cpu::scratch_bytes(*node, pool_.size()));
     }
-    if (work.empty()) return;
-    scratch_per_thread = (scratch_per_thread + 63) / 64 * 64;
-    if (scratch_.size() < scratch_per_thread * static_cast<size_t>(pool_.size())) {
-      scratch_.resize(scratch_per_thread * static_cast<size_t>(pool_.size()));
-    }
-    pool_.run([&](int ith, int nth) {
-      cpu::KernelContext kc{ith, nth, scratch_.data() + scratch_per_thread * static_cast<size_t>(ith)};
-      for (size_t i = 0; i < work.size(); ++i) {
-        cpu::compute_node(kc, *work[i]);
-        if (i + 1 < work.size()) pool_.barrier();
-      }
-    });
+    return (per_thread + 63) / 64 * 64;
   }
 
-  void synchronize() override {}
-
- private:
   Device& device_;
   cpu::ThreadPool pool_;
   std::vector<uint8_t> scratch_;
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 class CpuDevice final : public Device {

@@ -8,6 +8,7 @@
 // for any nth >= 1, including more threads than rows.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -18,7 +19,12 @@ namespace weft::cpu {
 struct KernelContext {
   int ith = 0;  // this thread, 0 <= ith < nth
   int nth = 1;
-  uint8_t* scratch = nullptr;  // this thread's scratch, scratch_bytes(node) long
+  uint8_t* scratch = nullptr;  // this thread's scratch
+  size_t scratch_size = 0;     // its bytes: at least scratch_bytes(node) for every node run
+  // Set when the compute is being cancelled: long kernels (the matrix
+  // products) may stop early; what they leave in dst is then unspecified.
+  const std::atomic<bool>* cancel = nullptr;
+  bool cancelled() const { return cancel != nullptr && cancel->load(std::memory_order_relaxed); }
 };
 
 // Half-open range [begin, end) of n items that thread ith of nth handles.
@@ -45,7 +51,11 @@ inline uint8_t* row_ptr(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
 // Whether the CPU kernels handle this node (op, dtypes). Views and Op::none
 // are always supported (nothing to compute).
 bool supports(const Tensor& node);
-// Per-thread scratch bytes the node's kernel needs.
+// Per-thread scratch bytes the node's kernel needs. Sized from the operands
+// the kernel actually reads (docs/security.md, "Kernel scratch"): a kernel
+// takes pieces of it through ScratchK1/ScratchK2, which refuse (Error
+// internal) to hand out more than scratch_size, so a sizing mistake is an
+// error, never a write past the end.
 size_t scratch_bytes(const Tensor& node, int nth);
 // Runs this thread's share of node. Views and Op::none do nothing.
 void compute_node(const KernelContext& kc, Tensor& node);

@@ -41,11 +41,11 @@ void binary_rows(const KernelContext& kc, Tensor& dst, F f) {
   const Tensor& b = *dst.src[1];
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end) return;
+  if (r.begin >= r.end || dst.nelements() == 0) return;  // an empty result reads nothing
 
   ScratchK1 scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
-  float* buf_b = scratch.take<float>(ne0);
+  float* buf_b = scratch.take<float>(b.ne[0]);  // b's row is what is read into it
   float* buf_d = scratch.take<float>(ne0);
 
   for (int64_t ir = r.begin; ir < r.end; ++ir) {

@@ -36,8 +36,8 @@ const float* f32_row(const uint8_t* p, size_t stride, int64_t n, float* buf) {
 template <class P>
 class Engine {
  public:
-  Engine(const P& p, TileDotFn dot, int64_t k, int64_t m, size_t w_row_bytes, float* xbuf)
-      : p_(p), dot_(dot), k_(k), m_(m), groups_((m + kTileRows - 1) / kTileRows), xbuf_(xbuf) {
+  Engine(const KernelContext& kc, const P& p, TileDotFn dot, int64_t k, int64_t m, size_t w_row_bytes, float* xbuf)
+      : kc_(kc), p_(p), dot_(dot), k_(k), m_(m), groups_((m + kTileRows - 1) / kTileRows), xbuf_(xbuf) {
     const int64_t rows = static_cast<int64_t>(kWeightBlockBytes / std::max<size_t>(w_row_bytes, 1));
     mc_ = std::max<int64_t>(1, rows / kTileRows);  // in row groups
   }
@@ -84,7 +84,10 @@ class Engine {
       const int64_t b = g / groups_;
       const int64_t g0 = g % groups_;
       const int64_t g1 = std::min(groups_, g0 + (r.end - g));
-      for (int64_t gb = g0; gb < g1; gb += mc_) tiles(b, gb, std::min(g1, gb + mc_), 0, p_.cols(b));
+      for (int64_t gb = g0; gb < g1; gb += mc_) {
+        if (kc_.cancelled()) return;  // a block of rows at a time (~128 KiB of weights)
+        tiles(b, gb, std::min(g1, gb + mc_), 0, p_.cols(b));
+      }
       g += g1 - g0;
     }
   }
@@ -102,11 +105,15 @@ class Engine {
     for (int64_t b = 0; b < p_.batches() && u < r.end; ++b) {
       const int64_t n = p_.cols(b);
       for (int64_t c = 0; c < n; c += nc, ++u) {
-        if (u >= r.begin && u < r.end) tiles(b, 0, groups_, c, std::min(n, c + nc));
+        if (u >= r.begin && u < r.end) {
+          if (kc_.cancelled()) return;
+          tiles(b, 0, groups_, c, std::min(n, c + nc));
+        }
       }
     }
   }
 
+  const KernelContext& kc_;
   const P& p_;
   TileDotFn dot_;
   int64_t k_, m_, groups_, mc_;
@@ -174,7 +181,7 @@ void mul_mat_op(const KernelContext& kc, Tensor& dst) {
   ScratchK2 scratch(kc, dst);
   float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kTileCols * b.ne[0]);
   const MatMul p{a, b, dst, b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
-  Engine<MatMul> engine(p, dot_kernels().tile(a.type), a.ne[0], a.ne[1], row_bytes(a.type, a.ne[0]), xbuf);
+  Engine<MatMul> engine(kc, p, dot_kernels().tile(a.type), a.ne[0], a.ne[1], row_bytes(a.type, a.ne[0]), xbuf);
   engine.run(kc.ith, kc.nth);
 }
 
@@ -230,7 +237,7 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   }
 
   const MatMulId p{as, b, dst, experts, offset, pairs, n_active};
-  Engine<MatMulId> engine(p, dot_kernels().tile(as.type), as.ne[0], as.ne[1], row_bytes(as.type, as.ne[0]), xbuf);
+  Engine<MatMulId> engine(kc, p, dot_kernels().tile(as.type), as.ne[0], as.ne[1], row_bytes(as.type, as.ne[0]), xbuf);
   engine.run(kc.ith, kc.nth);
 }
 

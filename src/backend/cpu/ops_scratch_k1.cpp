@@ -3,6 +3,7 @@
 
 #include "scratch_k1.h"
 #include "weft/dtype.h"
+#include "weft/error.h"
 
 namespace weft::cpu {
 
@@ -14,7 +15,11 @@ size_t k1_scratch_bytes(const Tensor& node) {
     case Op::add:
     case Op::sub:
     case Op::mul:
-    case Op::div:
+    case Op::div: {  // a row of a, a row of b (b.ne[0] elements, never more than a's), a result row
+      const Tensor* b = node.src[1];
+      return k1_pad(ne0, sizeof(float)) + k1_pad(b != nullptr ? b->ne[0] : 0, sizeof(float)) +
+             k1_pad(node.ne[0], sizeof(float));
+    }
     case Op::scale:
     case Op::sqr:
     case Op::sqrt:
@@ -29,6 +34,12 @@ size_t k1_scratch_bytes(const Tensor& node) {
     case Op::top_k: return k1_pad(ne0, sizeof(int32_t)) + k1_pad(ne0, sizeof(float));
     default: return 0;
   }
+}
+
+void scratch_overflow(size_t wanted, size_t left) {
+  fail(ErrorKind::internal, "cpu kernel scratch",
+       "a kernel asked for " + std::to_string(wanted) + " bytes with " + std::to_string(left) +
+           " left: scratch_bytes() undersized it");
 }
 
 namespace {

@@ -19,6 +19,10 @@ namespace weft::cpu {
 // needs none or is not one of the families above.
 size_t k1_scratch_bytes(const Tensor& node);
 
+// Throws Error(internal) naming the sizes: a kernel asked for more scratch
+// than scratch_bytes() gave it.
+[[noreturn]] void scratch_overflow(size_t wanted, size_t left);
+
 // n elements of size unit, rounded up to a 64-byte multiple.
 inline size_t k1_pad(int64_t n, size_t unit) {
   const size_t bytes = static_cast<size_t>(n) * unit;
@@ -28,11 +32,14 @@ inline size_t k1_pad(int64_t n, size_t unit) {
 // Hands out consecutive pieces of this thread's scratch. When the backend gave
 // none (kc.scratch == nullptr) it allocates k1_scratch_bytes(node) once, so the
 // kernels stay correct if a caller forgot to reserve.
+// Never hands out more than the scratch holds: a piece past the end is
+// Error(internal) (a sizing bug), not a write past the allocation.
 class ScratchK1 {
  public:
-  ScratchK1(const KernelContext& kc, const Tensor& node) : base_(kc.scratch) {
+  ScratchK1(const KernelContext& kc, const Tensor& node) : base_(kc.scratch), capacity_(kc.scratch_size) {
     if (base_ == nullptr) {
-      fallback_.resize(k1_scratch_bytes(node) / sizeof(double) + 1);
+      capacity_ = k1_scratch_bytes(node);
+      fallback_.resize(capacity_ / sizeof(double) + 1);
       base_ = reinterpret_cast<uint8_t*>(fallback_.data());
     }
   }
@@ -41,13 +48,16 @@ class ScratchK1 {
 
   template <class T>
   T* take(int64_t n) {
+    const size_t bytes = k1_pad(n, sizeof(T));
+    if (n < 0 || bytes > capacity_ - used_) scratch_overflow(bytes, capacity_ - used_);
     T* p = reinterpret_cast<T*>(base_ + used_);
-    used_ += k1_pad(n, sizeof(T));
+    used_ += bytes;
     return p;
   }
 
  private:
   uint8_t* base_;
+  size_t capacity_;
   size_t used_ = 0;
   std::vector<double> fallback_;  // double: 8-byte alignment for any take<T>
 };

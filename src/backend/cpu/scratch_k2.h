@@ -24,6 +24,8 @@ size_t matmul_scratch_bytes(const Tensor& node);  // mul_mat, mul_mat_id
 size_t rows_scratch_bytes(const Tensor& node);    // get_rows, set_rows
 size_t copy_scratch_bytes(const Tensor& node);    // cpy, cont
 
+[[noreturn]] void scratch_overflow(size_t wanted, size_t left);  // scratch_k1.h
+
 // n elements of size unit rounded up to whole 64-byte lines; sizes built from
 // these plus kScratchAlign cover any layout ScratchK2 hands out.
 inline size_t k2_pad(int64_t n, size_t unit) {
@@ -38,25 +40,34 @@ class ScratchK2 {
  public:
   ScratchK2(const KernelContext& kc, const Tensor& node) {
     uint8_t* base = kc.scratch;
+    size_t size = kc.scratch_size;
     if (base == nullptr) {
-      fallback_.resize(k2_scratch_bytes(node) + kScratchAlign);
+      size = k2_scratch_bytes(node) + kScratchAlign;
+      fallback_.resize(size);
       base = fallback_.data();
     }
     const auto addr = reinterpret_cast<uintptr_t>(base);
-    next_ = base + ((kScratchAlign - addr % kScratchAlign) % kScratchAlign);
+    const size_t skip = (kScratchAlign - addr % kScratchAlign) % kScratchAlign;
+    next_ = base + (skip < size ? skip : size);
+    left_ = skip < size ? size - skip : 0;
   }
   ScratchK2(const ScratchK2&) = delete;
   ScratchK2& operator=(const ScratchK2&) = delete;
 
+  // A piece past the end is Error(internal) (a sizing bug), never handed out.
   template <class T>
   T* take(int64_t n) {
+    const size_t bytes = k2_pad(n, sizeof(T));
+    if (n < 0 || bytes > left_) scratch_overflow(bytes, left_);
     T* p = reinterpret_cast<T*>(next_);
-    next_ += k2_pad(n, sizeof(T));
+    next_ += bytes;
+    left_ -= bytes;
     return p;
   }
 
  private:
   uint8_t* next_ = nullptr;
+  size_t left_ = 0;
   std::vector<uint8_t> fallback_;
 };
 

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "protocol/graph_codec.h"
+
+#include "weft/alloc.h"
 #include "weft/error.h"
 #include "weft/ops.h"
 
@@ -469,6 +471,7 @@ class Decoder {
       for (uint32_t ref : srcs_[idx]) {
         if (ref != 0) append_views_before(k, idx, ref - 1);
       }
+      check_writes(k, idx);
       if (!supports_(*tensors_[idx])) {
         graph_fail("node " + num(k) + ": tensor " + num(idx) + " (" + op_name(tensors_[idx]->op) + " " +
                    shape_string(*tensors_[idx]) + ") is not supported by the device");
@@ -476,6 +479,37 @@ class Decoder {
       g.append(tensors_[idx]);
       appended_[idx] = 1;
     }
+  }
+
+  // A node never writes bytes it also reads, except in the one form the
+  // planner makes on purpose: an in-place op (op_can_run_in_place) exactly
+  // over its src[0] (same start, same size, same dtype, both packed). Any
+  // other overlap would make kernels read what they are writing (undefined
+  // results, overlapping copies), so it is refused here, before anything runs.
+  // set_rows and cpy write into their destination operand, which is skipped.
+  void check_writes(uint32_t k, uint32_t idx) const {
+    const Tensor& t = *tensors_[idx];
+    if (op_is_view(t.op)) return;  // writes nothing
+    const auto [d0, d1] = extent(t);
+    if (d0 == d1) return;
+    const int own_target = t.op == Op::set_rows ? 0 : t.op == Op::cpy ? 1 : -1;
+    for (int s = 0; s < kMaxSrc; ++s) {
+      const Tensor* src = t.src[s];
+      if (src == nullptr || s == own_target) continue;
+      const auto [s0, s1] = extent(*src);
+      if (s0 == s1 || s1 <= d0 || d1 <= s0) continue;
+      const bool in_place = s == 0 && op_can_run_in_place(t.op) && s0 == d0 && s1 == d1 && src->type == t.type &&
+                            src->is_contiguous() && t.is_contiguous();
+      if (in_place) continue;
+      graph_fail("node " + num(k) + ": tensor " + num(idx) + " (" + op_name(t.op) + " " + shape_string(t) +
+                 ") writes bytes that its src[" + num(s) + "] (tensor " + num(srcs_[idx][s] - 1) +
+                 ") reads; only an in-place op exactly over its src[0] may overlap");
+    }
+  }
+
+  static std::pair<uintptr_t, uintptr_t> extent(const Tensor& t) {
+    const auto begin = reinterpret_cast<uintptr_t>(t.data);
+    return {begin, begin + t.nbytes()};
   }
 
   // Appends the chain of unlisted views from s back to computed data, oldest
@@ -511,6 +545,17 @@ class Decoder {
 };
 
 }  // namespace
+
+size_t decoded_graph_bytes(size_t n_tensors) {
+  // Per tensor: the Tensor in the Context's deque, its Graph entry (vector
+  // slot and visited-set node and bucket), and the decoder's tables
+  // (pointer, source refs, two flags); plus a fixed part for the containers.
+  constexpr size_t kPerTensor = sizeof(Tensor) + 96 + sizeof(Tensor*) + sizeof(std::array<uint32_t, kMaxSrc>) + 2;
+  constexpr size_t kFixed = 4096;
+  return kFixed + n_tensors * kPerTensor;
+}
+
+size_t max_graph_tensors_in(size_t payload_bytes) { return payload_bytes / kWireTensorBytes; }
 
 void encode_graph(Writer& w, const Graph& g, const std::function<RemoteLocation(const Tensor&)>& location) {
   Encoder(g, location).run(w);

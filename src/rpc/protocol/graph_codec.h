@@ -41,6 +41,14 @@ struct DecodedGraph {
 // already in memory and are not computed. Throws Error(invalid_input) whose
 // message starts "[rpc graph]" and names the tensor (or node) index and the
 // field. Reads only the graph: the caller checks the payload's end.
+// Host bytes a DecodedGraph of n tensors holds (its Context and Graph), with
+// the decoder's transient tables: what a worker charges to the session's
+// memory before decoding. tests/rpc/test_graph_codec.cpp checks it against
+// the heap a real decode takes.
+size_t decoded_graph_bytes(size_t n_tensors);
+// The most tensors an encoded graph of n payload bytes can hold.
+size_t max_graph_tensors_in(size_t payload_bytes);
+
 std::unique_ptr<DecodedGraph> decode_graph(Reader& r, const std::function<Buffer*(uint64_t)>& buffer_of,
                                            const std::function<bool(const Tensor&)>& supports);
 

@@ -69,7 +69,16 @@ void WorkerShared::log_line(const std::string& peer, const std::string& what) co
   if (log) std::fprintf(stderr, "weft worker: session %s: %s\n", peer.c_str(), what.c_str());
 }
 
-Session::Session(WorkerShared& shared, Stream& stream) : shared_(shared), stream_(stream) {
+int64_t steady_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Session::Session(WorkerShared& shared, Stream& stream, SessionStatus* status)
+    : shared_(shared),
+      stream_(stream),
+      status_(status != nullptr ? *status : own_status_),
+      handshake_deadline_(std::chrono::steady_clock::now() + shared.limits.handshake_timeout) {
   try {
     peer_ = stream_.peer();
   } catch (...) {
@@ -77,6 +86,7 @@ Session::Session(WorkerShared& shared, Stream& stream) : shared_(shared), stream
   }
   backends_.resize(shared_.devices.size());
   pending_work_.assign(shared_.devices.size(), false);
+  scratch_charged_.assign(shared_.devices.size(), 0);
 }
 
 Session::~Session() {
@@ -90,11 +100,67 @@ Session::~Session() {
   }
   graphs_.clear();
   backends_.clear();
-  for (auto& [handle, owned] : buffers_) {
-    owned.buffer.reset();
-    shared_.release(owned.reserved);
-  }
   buffers_.clear();
+  shared_.release(charged_);  // everything the session held, buffers included
+}
+
+void Session::charge(size_t n, const std::string& what) {
+  if (n == 0) return;
+  const size_t cap = shared_.limits.session_memory;
+  if (n > cap || charged_ > cap - n) {
+    fail(ErrorKind::out_of_memory, cmd_name(static_cast<uint16_t>(current_)),
+         what + ": " + std::to_string(n) + " bytes would pass the session's limit (" + std::to_string(charged_) +
+             " of " + std::to_string(cap) + " bytes in use)");
+  }
+  if (!shared_.try_reserve(n)) {
+    fail(ErrorKind::out_of_memory, cmd_name(static_cast<uint16_t>(current_)),
+         what + ": " + std::to_string(n) + " bytes do not fit the worker's memory budget (" +
+             std::to_string(shared_.memory_in_use.load()) + " of " + std::to_string(shared_.memory_budget) +
+             " bytes in use)");
+  }
+  charged_ += n;
+}
+
+void Session::refund(size_t n) {
+  charged_ -= n;
+  shared_.release(n);
+}
+
+void Session::shrink_payload() {
+  constexpr size_t kKeptPayload = size_t{1} << 20;  // small frames reuse one allocation
+  if (payload_.capacity() <= kKeptPayload) return;
+  std::vector<uint8_t>().swap(payload_);
+  refund(payload_charged_);
+  payload_charged_ = 0;
+}
+
+void Session::update_status() {
+  status_.holds_state.store(!buffers_.empty() || !graphs_.empty(), std::memory_order_relaxed);
+  status_.idle_since_ms.store(steady_now_ms(), std::memory_order_relaxed);
+}
+
+void Session::arm_header_deadline() {
+  const auto now = std::chrono::steady_clock::now();
+  stream_.set_read_deadline(state_ == State::ready ? now + shared_.limits.idle_timeout : handshake_deadline_);
+}
+
+namespace {
+// The slowest transfer a deadline allows for: a frame of n bytes gets
+// io_timeout plus n at this rate.
+constexpr uint64_t kMinBytesPerMs = 1024;  // 1 MiB/s
+}  // namespace
+
+void Session::arm_body_deadline(uint64_t length) {
+  auto deadline = std::chrono::steady_clock::now() + shared_.limits.io_timeout +
+                  std::chrono::milliseconds(length / kMinBytesPerMs);
+  if (state_ != State::ready) deadline = std::min(deadline, handshake_deadline_);
+  stream_.set_read_deadline(deadline);
+}
+
+void Session::write_frame(const uint8_t* header, const void* data, size_t size) {
+  stream_.set_write_deadline(std::chrono::steady_clock::now() + shared_.limits.io_timeout +
+                             std::chrono::milliseconds(size / kMinBytesPerMs));
+  stream_.write_all(header, kFrameHeaderBytes, data, size);
 }
 
 void Session::run() noexcept {
@@ -129,13 +195,23 @@ void Session::run() noexcept {
 void Session::loop() {
   for (;;) {
     uint8_t raw[kFrameHeaderBytes];
+    arm_header_deadline();
     try {
       stream_.read_exact(raw, sizeof raw);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::disconnected) throw;
       between_frames_ = true;  // the usual way a session ends: the client closed
+      if (std::string_view(e.what()).find("timed out") != std::string_view::npos) {
+        const auto& l = shared_.limits;
+        end_reason_ = state_ == State::ready
+                          ? "idle for " + std::to_string(l.idle_timeout.count()) + " ms (the idle timeout): closed"
+                          : "handshake not done within " + std::to_string(l.handshake_timeout.count()) +
+                                " ms (the handshake timeout): closed";
+        return;
+      }
       throw;
     }
+    status_.idle_since_ms.store(0, std::memory_order_relaxed);
     const FrameHeader h = decode_header(raw);
     std::string name = "frame";
     bool closing = false;
@@ -163,6 +239,7 @@ void Session::loop() {
       if (state_ == State::ready && (c == Cmd::hello || c == Cmd::auth)) {
         fail(ErrorKind::invalid_input, name, "the handshake is already done");
       }
+      arm_body_deadline(h.length);
       dispatch(c, h.length);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::disconnected) throw;
@@ -195,12 +272,20 @@ void Session::loop() {
         defer(Error(ErrorKind::out_of_memory, message));
       }
     }
-    if (closing) return;
+    if (closing || refused_) return;
+    shrink_payload();
+    update_status();
   }
 }
 
 void Session::read_payload(uint32_t length) {
-  payload_.resize(length);  // length is already under the command's limit
+  // length is already under the command's limit; the memory is charged first.
+  if (length > payload_charged_) {
+    charge(length - payload_charged_, "a frame's payload");
+    payload_charged_ = length;
+  }
+  payload_.reserve(payload_charged_);
+  payload_.resize(length);
   if (length > 0) stream_.read_exact(payload_.data(), length);
 }
 
@@ -260,8 +345,21 @@ void Session::on_hello() {
   w.u64(caps & ours);
   w.u8(auth ? 1 : 0);
   w.bytes(challenge_, sizeof challenge_);  // zeros without auth
+  if (!auth && !admit()) return;
   reply(w);
   state_ = auth ? State::auth : State::ready;
+}
+
+bool Session::admit() {
+  if (!shared_.admit || shared_.admit(status_)) {
+    status_.ready.store(true);
+    return true;
+  }
+  end_reason_ = "turned away: the worker is busy (every client slot holds a session)";
+  refused_ = true;
+  send_error(ErrorKind::out_of_memory, "[" + std::string(cmd_name(static_cast<uint16_t>(current_))) +
+                                           "] busy: every client slot of this worker holds a session; try later");
+  return false;
 }
 
 void Session::on_auth() {
@@ -281,6 +379,7 @@ void Session::on_auth() {
   if (CRYPTO_memcmp(expected, mac.data(), kAuthMacBytes) != 0) {
     fail(ErrorKind::invalid_input, "AUTH", "authentication failed");
   }
+  if (!admit()) return;
   state_ = State::ready;
   reply_empty();
 }
@@ -321,7 +420,7 @@ void Session::reply(const Writer& w) {
   fh.command = static_cast<uint16_t>(current_) | kReplyBit;
   uint8_t raw[kFrameHeaderBytes];
   encode_header(fh, raw);
-  stream_.write_all(raw, sizeof raw, data.data(), data.size());
+  write_frame(raw, data.data(), data.size());
 }
 
 void Session::reply_empty() {
@@ -337,7 +436,7 @@ void Session::send_error(ErrorKind kind, const std::string& message) {
   fh.command = static_cast<uint16_t>(Cmd::error);
   uint8_t raw[kFrameHeaderBytes];
   encode_header(fh, raw);
-  stream_.write_all(raw, sizeof raw, w.data().data(), w.data().size());
+  write_frame(raw, w.data().data(), w.data().size());
 }
 
 bool Session::answer_deferred() {

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -33,17 +35,40 @@ namespace weft::rpc {
 
 class TensorCache;
 
+// The limits every session is held to (docs/security.md lists each with its
+// default and flag).
+struct SessionLimits {
+  size_t session_memory = SIZE_MAX;  // bytes one session may hold, everything counted
+  uint64_t max_graph_cost = uint64_t{1} << 50;  // GraphCost::total() of one graph
+  std::chrono::milliseconds handshake_timeout{5000};  // connect to HELLO (and AUTH) done
+  std::chrono::milliseconds idle_timeout{600000};     // between frames
+  std::chrono::milliseconds io_timeout{30000};        // a frame's rest, a reply's write: this plus size at 1 MiB/s
+};
+
+// What the worker's slot bookkeeping and its disconnect monitor see of a
+// session; written by the session's thread, read by the worker's.
+struct SessionStatus {
+  std::atomic<bool> ready{false};        // the handshake is done and the session admitted
+  std::atomic<bool> holds_state{false};  // owns buffers or graphs: never evicted for being idle
+  std::atomic<int64_t> idle_since_ms{0}; // steady clock, when it last finished a frame (0: busy)
+  std::atomic<bool> computing{false};    // inside a compute: the monitor watches its peer
+  std::atomic<bool> cancel{false};       // set by the monitor when the peer closed mid-compute
+};
+
 struct WorkerShared {
   std::vector<Device*> devices;  // at most kMaxDevices
   size_t memory_budget = SIZE_MAX;
+  SessionLimits limits;
   TensorCache* cache = nullptr;  // nullptr: no tensor cache
   std::optional<std::string> auth_secret;
   bool log = true;
+  // Called once a session finished its handshake: true admits it, false
+  // turns it away as busy. Unset: every session is admitted.
+  std::function<bool(SessionStatus&)> admit;
 
   std::atomic<size_t> memory_in_use{0};
-  std::atomic<uint64_t> next_handle{1};
-  std::atomic<bool> stopping{false};  // Worker::stop() is closing every session  // unique across sessions: one session
-                                      // never names another's buffer
+  std::atomic<uint64_t> next_handle{1};  // unique across sessions: one session never names another's buffer
+  std::atomic<bool> stopping{false};     // Worker::stop() is closing every session
 
   // Reserves n bytes of the budget; false when they do not fit.
   bool try_reserve(size_t n);
@@ -51,9 +76,12 @@ struct WorkerShared {
   void log_line(const std::string& peer, const std::string& what) const;
 };
 
+int64_t steady_now_ms();
+
 class Session {
  public:
-  Session(WorkerShared& shared, Stream& stream);
+  // status: the worker's view of this session (nullptr: a private one).
+  Session(WorkerShared& shared, Stream& stream, SessionStatus* status = nullptr);
   ~Session();  // waits for its work, then frees everything it owns
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -71,6 +99,7 @@ class Session {
     uint32_t device = 0;
     std::vector<uint64_t> handles;  // the buffers its tensors live in
     uint64_t last_use = 0;
+    size_t charged = 0;  // bytes of the session's memory account
   };
   // A SET_TENSOR_HASH miss whose bytes are arriving in SET_TENSOR frames.
   struct PendingUpload {
@@ -84,6 +113,7 @@ class Session {
 
   void on_hello();
   void on_auth();
+  bool admit();  // false: turned away as busy (error sent, the session ends)
   void on_get_devices();
   void on_alloc_buffer();
   void on_free_buffer();
@@ -125,15 +155,38 @@ class Session {
   void read_bytes(Buffer& b, uint64_t offset, void* data, size_t size);
   void fill_bytes(Buffer& b, uint64_t offset, uint8_t value, size_t size);
 
+  // The session's memory account: every byte it makes the worker hold
+  // (buffers, frame payloads, stored graphs, events, kernel scratch) is
+  // charged here first, against the session's limit and the worker's budget.
+  // charge throws Error(out_of_memory) naming what did not fit.
+  void charge(size_t n, const std::string& what);
+  void refund(size_t n);
+  void shrink_payload();  // gives back a large frame's payload memory
+
+  // Deadlines (SessionLimits): the next frame header's, a frame body's and a reply's.
+  void arm_header_deadline();
+  void arm_body_deadline(uint64_t length);
+  void write_frame(const uint8_t* header, const void* data, size_t size);
+
+  void erase_graph(std::unordered_map<uint64_t, StoredGraph>::iterator it);
+  void compute_stored(StoredGraph& stored);
+  void update_status();
   void drop_graphs_using(uint64_t handle);
   void advance_upload(uint64_t handle, uint64_t offset, uint64_t size);
 
   WorkerShared& shared_;
   Stream& stream_;
+  SessionStatus own_status_;
+  SessionStatus& status_;
+  const std::chrono::steady_clock::time_point handshake_deadline_;
+  size_t charged_ = 0;          // bytes of the worker's budget this session holds
+  size_t payload_charged_ = 0;  // the part of charged_ that is payload_'s capacity
+  std::vector<size_t> scratch_charged_;  // by device: the backend's working memory charged
   std::string peer_;
   Cmd current_ = Cmd::hello;
   State state_ = State::hello;
   bool between_frames_ = false;
+  bool refused_ = false;     // turned away at the handshake: end after this frame
   bool frame_read_ = false;  // the current frame's payload is fully read (errors keep the stream in step)
   std::string end_reason_;   // why the session closed itself, for the one log line  // the connection ended cleanly, at
                              // a frame boundary

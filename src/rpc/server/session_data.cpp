@@ -12,6 +12,7 @@ namespace {
 constexpr uint32_t kSetTensorFields = 24;        // handle, offset, size
 constexpr size_t kCopyChunk = size_t{16} << 20;  // staging for copies between non-host buffers
 constexpr size_t kMaxPendingUploads = 64;
+constexpr size_t kBufferOverheadBytes = 256;  // the Buffer object and its entry in buffers_, charged with the bytes
 
 }  // namespace
 
@@ -57,27 +58,25 @@ void Session::on_alloc_buffer() {
   }
   if (answer_deferred()) return;
   BufferType& bt = shared_.devices[device]->default_buffer_type();
-  if (size > bt.max_size()) {
+  if (size > bt.max_size() || size > SIZE_MAX / 2) {
     fail(ErrorKind::out_of_memory, "ALLOC_BUFFER",
          std::to_string(size) + " bytes is over device " + std::to_string(device) + "'s maximum buffer size " +
              std::to_string(bt.max_size()));
   }
-  if (!shared_.try_reserve(size)) {
-    fail(ErrorKind::out_of_memory, "ALLOC_BUFFER",
-         std::to_string(size) + " bytes do not fit the worker's memory budget (" +
-             std::to_string(shared_.memory_in_use.load()) + " of " + std::to_string(shared_.memory_budget) +
-             " bytes in use)");
-  }
+  // The bytes, plus the buffer object and its table entry; a size over the
+  // cap cannot overflow the sum (max_size is far below SIZE_MAX).
+  const size_t reserved = size + kBufferOverheadBytes;
+  charge(reserved, "a buffer of " + std::to_string(size) + " bytes");
   std::unique_ptr<Buffer> buffer;
   try {
     buffer = bt.allocate(size);
     if (buffer == nullptr) fail(ErrorKind::out_of_memory, "ALLOC_BUFFER", "cannot allocate " + std::to_string(size));
   } catch (...) {
-    shared_.release(size);
+    refund(reserved);
     throw;
   }
   const uint64_t handle = shared_.next_handle.fetch_add(1, std::memory_order_relaxed);
-  buffers_.emplace(handle, Owned{std::move(buffer), size});
+  buffers_.emplace(handle, Owned{std::move(buffer), reserved});
   Writer w;
   w.u64(handle);
   reply(w);
@@ -94,7 +93,7 @@ void Session::on_free_buffer() {
   auto it = buffers_.find(handle);
   const size_t reserved = it->second.reserved;
   buffers_.erase(it);
-  shared_.release(reserved);
+  refund(reserved);
 }
 
 void Session::on_clear_buffer() {
@@ -217,11 +216,11 @@ void Session::on_get_tensor() {
   uint8_t raw[kFrameHeaderBytes];
   encode_header(fh, raw);
   if (b.type().is_host()) {
-    stream_.write_all(raw, sizeof raw, static_cast<uint8_t*>(b.base()) + offset, size);
+    write_frame(raw, static_cast<uint8_t*>(b.base()) + offset, size);
   } else {
     std::vector<uint8_t> staging(size);
     read_bytes(b, offset, staging.data(), size);
-    stream_.write_all(raw, sizeof raw, staging.data(), size);
+    write_frame(raw, staging.data(), size);
   }
 }
 

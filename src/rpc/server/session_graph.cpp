@@ -3,11 +3,13 @@
 #include <algorithm>
 
 #include "server/session.h"
+#include "weft/graph_cost.h"
 
 namespace weft::rpc {
 namespace {
 
 constexpr size_t kMaxDroppedGraphIds = 4096;  // remembered only for better messages
+constexpr size_t kEventBytes = 64;             // an entry of events_
 
 }  // namespace
 
@@ -32,13 +34,35 @@ void Session::on_graph_compute() {
       return it->second.buffer.get();
     };
     auto supports = [&](const Tensor& t) { return dev.supports_op(t); };
-    std::unique_ptr<DecodedGraph> decoded = decode_graph(r, buffer_of, supports);
-    r.expect_end();
+    // Charged before decoding, for the most tensors this payload can hold;
+    // trimmed to the graph's real size once decoded.
+    size_t charged = decoded_graph_bytes(max_graph_tensors_in(r.remaining()));
+    charge(charged, "a graph of up to " + std::to_string(max_graph_tensors_in(r.remaining())) + " tensors");
+    std::unique_ptr<DecodedGraph> decoded;
+    try {
+      decoded = decode_graph(r, buffer_of, supports);
+      r.expect_end();
+      const uint64_t cost = graph_cost(decoded->graph).total();
+      if (cost > shared_.limits.max_graph_cost) {
+        fail(ErrorKind::out_of_memory, "GRAPH_COMPUTE",
+             "the graph costs " + std::to_string(cost) + " (multiply-adds + bytes touched), over the worker's limit of " +
+                 std::to_string(shared_.limits.max_graph_cost) + " per graph");
+      }
+    } catch (...) {
+      refund(charged);
+      throw;
+    }
+    const size_t actual = decoded_graph_bytes(decoded->ctx.size());
+    if (actual < charged) {
+      refund(charged - actual);
+      charged = actual;
+    }
     std::sort(used.begin(), used.end());
     used.erase(std::unique(used.begin(), used.end()), used.end());
     for (uint64_t handle : used) {
       BufferType& bt = buffers_.at(handle).buffer->type();
       if (!dev.supports_buffer_type(bt)) {
+        refund(charged);
         fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
              "buffer " + std::to_string(handle) + " (" + bt.name() + ") cannot be read by device " +
                  std::to_string(device) + " (" + dev.name() + ")");
@@ -46,19 +70,18 @@ void Session::on_graph_compute() {
     }
     auto same = graphs_.find(graph_id);
     if (same != graphs_.end()) {
-      sync_device(same->second.device);  // it may still be running
-      graphs_.erase(same);
+      erase_graph(same);
     } else if (graphs_.size() >= kMaxGraphsPerSession) {
-      auto lru = std::min_element(graphs_.begin(), graphs_.end(),
-                                  [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
-      sync_device(lru->second.device);
-      graphs_.erase(lru);
+      erase_graph(std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_use < b.second.last_use;
+      }));
     }
     dropped_graphs_.erase(graph_id);
     stored = &graphs_[graph_id];
     stored->graph = std::move(decoded);
     stored->device = device;
     stored->handles = std::move(used);
+    stored->charged = charged;
   } else {
     auto it = graphs_.find(graph_id);
     if (it == graphs_.end()) {
@@ -79,23 +102,54 @@ void Session::on_graph_compute() {
     stored = &it->second;
   }
   stored->last_use = ++use_clock_;
+  compute_stored(*stored);
+}
+
+// Runs a stored graph. The backend's working memory (kernel scratch) for it
+// is charged first: a graph whose scratch does not fit is refused with
+// out_of_memory (deferred, like any compute error) and nothing runs. While it
+// runs, the worker's monitor watches the peer; if it closes, the compute
+// stops at the next node boundary.
+void Session::compute_stored(StoredGraph& stored) {
+  const uint32_t device = stored.device;
   Backend& be = backend(device);
-  pending_work_[device] = true;
   try {
-    be.compute(stored->graph->graph);
+    const size_t need = be.working_bytes(stored.graph->graph);
+    if (need > scratch_charged_[device]) {
+      charge(need - scratch_charged_[device], "kernel scratch for the graph");
+      scratch_charged_[device] = need;
+    }
+  } catch (...) {
+    defer_current_exception();
+    return;
+  }
+  pending_work_[device] = true;
+  be.set_cancel_flag(&status_.cancel);
+  status_.computing.store(true);
+  try {
+    be.compute(stored.graph->graph);
   } catch (...) {
     defer_current_exception();  // a kernel's failure is not the client's: reported by the next reply
   }
+  status_.computing.store(false);
+}
+
+void Session::erase_graph(std::unordered_map<uint64_t, StoredGraph>::iterator it) {
+  sync_device(it->second.device);  // it may still be running
+  const size_t charged = it->second.charged;
+  graphs_.erase(it);
+  refund(charged);
 }
 
 void Session::drop_graphs_using(uint64_t handle) {
   for (auto it = graphs_.begin(); it != graphs_.end();) {
     const auto& hs = it->second.handles;
     if (std::binary_search(hs.begin(), hs.end(), handle)) {
-      sync_device(it->second.device);
       if (dropped_graphs_.size() >= kMaxDroppedGraphIds) dropped_graphs_.clear();
       dropped_graphs_[it->first] = handle;
-      it = graphs_.erase(it);
+      auto next = std::next(it);
+      erase_graph(it);
+      it = next;
     } else {
       ++it;
     }
@@ -122,10 +176,13 @@ void Session::on_event_record() {
   const uint64_t id = r.u64("id");
   r.expect_end();
   check_device(device);
-  if (events_.find(id) == events_.end() && events_.size() >= kMaxEventsPerSession) {
-    fail(ErrorKind::invalid_input, "EVENT_RECORD",
-         "event " + std::to_string(id) + " would pass the cap of " + std::to_string(kMaxEventsPerSession) +
-             " events per session");
+  if (events_.find(id) == events_.end()) {
+    if (events_.size() >= kMaxEventsPerSession) {
+      fail(ErrorKind::invalid_input, "EVENT_RECORD",
+           "event " + std::to_string(id) + " would pass the cap of " + std::to_string(kMaxEventsPerSession) +
+               " events per session");
+    }
+    charge(kEventBytes, "an event");  // kept until the session ends, like the event
   }
   events_[id] = device;
 }

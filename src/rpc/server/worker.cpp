@@ -34,23 +34,6 @@ bool is_loopback(std::string host) {
   return false;
 }
 
-// Tells a client over max_clients why it is turned away (ERROR, kind
-// out_of_memory: a cap was exceeded), then drops the connection.
-void refuse(Stream& s, const std::string& why) {
-  Writer w;
-  w.u8(2);
-  w.str(why);
-  FrameHeader fh;
-  fh.length = static_cast<uint32_t>(w.data().size());
-  fh.command = static_cast<uint16_t>(Cmd::error);
-  uint8_t raw[kFrameHeaderBytes];
-  encode_header(fh, raw);
-  try {
-    s.write_all(raw, sizeof raw, w.data().data(), w.data().size());
-  } catch (...) {
-  }
-}
-
 }  // namespace
 
 struct Worker::Impl {
@@ -61,6 +44,9 @@ struct Worker::Impl {
     Stream* stream = nullptr;  // null once the session closed it; guarded by mutex
     std::thread thread;
     bool done = false;
+    bool evicted = false;  // shut down to make room; guarded by mutex
+    int64_t accepted_ms = 0;
+    SessionStatus status;
   };
 
   WorkerOptions options;
@@ -68,6 +54,7 @@ struct Worker::Impl {
   std::unique_ptr<TensorCache> cache;
   std::unique_ptr<Listener> listener;
   std::thread accept_thread;
+  std::thread monitor_thread;
   std::atomic<int> active{0};
 
   std::mutex mutex;  // guards everything below
@@ -80,6 +67,10 @@ struct Worker::Impl {
   void accept_loop();
   void session_thread(Slot* slot);
   void join_finished();
+  void make_room_for_handshake();
+  bool admit(SessionStatus& status);
+  void monitor_loop();
+  void evict(Slot& s, const char* why);  // caller holds mutex
 };
 
 Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std::make_unique<Impl>()) {
@@ -106,6 +97,8 @@ Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std:
   impl_->shared.cache = impl_->cache.get();
   impl_->shared.auth_secret = options.auth_secret;
   impl_->shared.log = options.log;
+  impl_->shared.limits = options.limits;
+  impl_->shared.admit = [impl = impl_.get()](SessionStatus& status) { return impl->admit(status); };
   impl_->options = std::move(options);
 }
 
@@ -119,6 +112,68 @@ void Worker::start() {
   impl_->listener = tcp_listen(impl_->options.host, impl_->options.port);
   impl_->started = true;
   impl_->accept_thread = std::thread([impl = impl_.get()] { impl->accept_loop(); });
+  impl_->monitor_thread = std::thread([impl = impl_.get()] { impl->monitor_loop(); });
+}
+
+void Worker::Impl::evict(Slot& s, const char* why) {
+  if (s.evicted || s.stream == nullptr) return;
+  s.evicted = true;
+  if (options.log) std::fprintf(stderr, "weft worker: session %s: %s\n", s.stream->peer().c_str(), why);
+  s.stream->shutdown();  // its session ends and frees everything
+}
+
+// Connections still in their handshake take at most max_clients slots: a
+// newcomer past that drops the oldest, so idle or slow connections cannot
+// lock out a client that completes its handshake promptly.
+void Worker::Impl::make_room_for_handshake() {
+  std::lock_guard lock(mutex);
+  Slot* oldest = nullptr;
+  int waiting = 0;
+  for (Slot& s : slots) {
+    if (s.done || s.evicted || s.owned == nullptr || s.status.ready.load()) continue;
+    ++waiting;
+    if (oldest == nullptr || s.accepted_ms < oldest->accepted_ms) oldest = &s;
+  }
+  if (waiting >= options.max_clients && oldest != nullptr) {
+    evict(*oldest, "dropped before its handshake finished: newer connections are waiting");
+  }
+}
+
+// A session that finished its handshake takes one of max_clients places;
+// when they are all taken, one that holds nothing and has been idle for a
+// second gives its place up.
+bool Worker::Impl::admit(SessionStatus& status) {
+  std::lock_guard lock(mutex);
+  if (stopping) return false;
+  int admitted = 0;
+  Slot* idlest = nullptr;
+  const int64_t now = steady_now_ms();
+  for (Slot& s : slots) {
+    if (&s.status == &status || s.done || s.evicted || !s.status.ready.load()) continue;
+    ++admitted;
+    const int64_t since = s.status.idle_since_ms.load();
+    const bool evictable = since != 0 && now - since >= 1000 && !s.status.holds_state.load() && s.owned != nullptr;
+    if (evictable && (idlest == nullptr || since < idlest->status.idle_since_ms.load())) idlest = &s;
+  }
+  if (admitted < options.max_clients) return true;
+  if (idlest == nullptr) return false;
+  evict(*idlest, "closed to make room: idle and holding nothing while the worker is full");
+  return true;
+}
+
+// Watches the peers of sessions that are computing: one whose peer closed
+// gets its cancel flag set, and its compute stops at the next node.
+void Worker::Impl::monitor_loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex);
+      if (changed.wait_for(lock, std::chrono::milliseconds(20), [&] { return stopping; })) return;
+      for (Slot& s : slots) {
+        if (s.stream == nullptr || !s.status.computing.load() || s.status.cancel.load()) continue;
+        if (s.stream->peer_closed()) s.status.cancel.store(true);
+      }
+    }
+  }
 }
 
 void Worker::Impl::accept_loop() {
@@ -137,20 +192,13 @@ void Worker::Impl::accept_loop() {
     }
     if (s == nullptr) return;  // closed
     join_finished();
-    if (active.load() >= options.max_clients) {
-      const std::string peer = s->peer();
-      if (options.log) {
-        std::fprintf(stderr, "weft worker: refusing %s: %d clients connected (the maximum)\n", peer.c_str(),
-                     options.max_clients);
-      }
-      refuse(*s, "[worker] busy: " + std::to_string(options.max_clients) + " clients connected (the maximum)");
-      continue;
-    }
+    make_room_for_handshake();
     std::lock_guard lock(mutex);
     if (stopping) return;
     Slot& slot = slots.emplace_back();
     slot.stream = s.get();
     slot.owned = std::move(s);
+    slot.accepted_ms = steady_now_ms();
     active.fetch_add(1);
     try {
       slot.thread = std::thread([this, p = &slot] { session_thread(p); });
@@ -163,7 +211,7 @@ void Worker::Impl::accept_loop() {
 
 void Worker::Impl::session_thread(Slot* slot) {
   {
-    Session session(shared, *slot->stream);
+    Session session(shared, *slot->stream, &slot->status);
     session.run();
   }  // everything the session owned is freed here
   active.fetch_sub(1);
@@ -200,8 +248,10 @@ void Worker::stop() {
     w.stopping = true;
   }
   w.shared.stopping.store(true);
+  w.changed.notify_all();  // the monitor
   if (w.listener) w.listener->close();
   if (w.accept_thread.joinable()) w.accept_thread.join();
+  if (w.monitor_thread.joinable()) w.monitor_thread.join();
   std::vector<std::thread> threads;
   {
     std::lock_guard lock(w.mutex);
@@ -242,11 +292,12 @@ void Worker::serve(Stream& stream) {
     }
     it = w.slots.emplace(w.slots.end());
     it->stream = &stream;
+    it->accepted_ms = steady_now_ms();
     ++w.serving;
   }
   w.active.fetch_add(1);
   try {
-    Session session(w.shared, stream);
+    Session session(w.shared, stream, &it->status);
     session.run();
   } catch (...) {
   }

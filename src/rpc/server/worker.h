@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "server/session.h"
 #include "transport/stream.h"
 #include "weft/backend.h"
 
@@ -25,8 +26,9 @@ namespace weft::rpc {
 struct WorkerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;                   // 0: pick a free port
-  int max_clients = 64;                // further connections are refused
-  size_t memory_budget = SIZE_MAX;     // bytes all sessions may allocate together
+  int max_clients = 64;                // sessions past the handshake; more are turned away as busy
+  size_t memory_budget = SIZE_MAX;     // bytes all sessions may hold together
+  SessionLimits limits;                // per session: memory, graph cost, timeouts
   std::filesystem::path cache_dir;     // empty: no tensor cache
   size_t cache_max_bytes = size_t{16} << 30;
   std::optional<std::string> auth_secret;  // required for any non-loopback host unless insecure
@@ -34,6 +36,13 @@ struct WorkerOptions {
   bool log = true;                     // one line per session event on stderr
 };
 
+// Connections: up to max_clients wait for their handshake at once (each for
+// at most limits.handshake_timeout; a new connection past that many drops the
+// oldest waiting one), and up to max_clients sessions are admitted after it.
+// When all are taken, a session idle for over a second that holds nothing
+// (no buffer, no graph) is closed to make room; otherwise the newcomer is
+// turned away as busy. docs/security.md has the reasons.
+//
 // Each session runs on its own thread, so the devices are used from several
 // threads at once (create_backend, allocate, memory, supports_op); each
 // Backend and Buffer a session makes is used by that session's thread only.

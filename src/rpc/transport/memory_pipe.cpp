@@ -24,10 +24,13 @@ class ByteQueue {
  public:
   explicit ByteQueue(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {}
 
-  void write(const char* data, size_t n, size_t total, const std::string& peer) {
+  void write(const char* data, size_t n, size_t total, const std::string& peer, Stream::Deadline deadline) {
     std::unique_lock lock(mutex_);
     while (n > 0) {
-      writable_.wait(lock, [&] { return size_ < capacity_ || writer_closed_ || reader_closed_; });
+      if (!wait(writable_, lock, deadline, [&] { return size_ < capacity_ || writer_closed_ || reader_closed_; })) {
+        fail(ErrorKind::disconnected, "rpc",
+             peer + ": write of " + std::to_string(total) + " bytes timed out (the peer is not reading)");
+      }
       if (writer_closed_ || reader_closed_) {
         fail(ErrorKind::disconnected, "rpc",
              peer + ": connection closed while writing " + std::to_string(total) + " bytes");
@@ -45,11 +48,15 @@ class ByteQueue {
     }
   }
 
-  void read(char* data, size_t n, const std::string& peer) {
+  void read(char* data, size_t n, const std::string& peer, Stream::Deadline deadline) {
     const size_t total = n;
     std::unique_lock lock(mutex_);
     while (n > 0) {
-      readable_.wait(lock, [&] { return size_ > 0 || writer_closed_ || reader_closed_; });
+      if (!wait(readable_, lock, deadline, [&] { return size_ > 0 || writer_closed_ || reader_closed_; })) {
+        fail(ErrorKind::disconnected, "rpc",
+             peer + ": timed out: " + std::to_string(total - n) + " of " + std::to_string(total) +
+                 " bytes arrived before the deadline");
+      }
       if (reader_closed_ || size_ == 0) {
         fail(ErrorKind::disconnected, "rpc",
              peer + ": connection closed while reading " + std::to_string(total) + " bytes");
@@ -71,10 +78,25 @@ class ByteQueue {
     }
   }
 
+  bool writer_closed() {
+    std::lock_guard lock(mutex_);
+    return writer_closed_;
+  }
   void close_writer() { close(&writer_closed_); }
   void close_reader() { close(&reader_closed_); }
 
  private:
+  // cv.wait until ready() or the deadline (none when Deadline::max()); false on timeout.
+  template <class Ready>
+  static bool wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Stream::Deadline deadline,
+                   Ready ready) {
+    if (deadline == Stream::Deadline::max()) {
+      cv.wait(lock, ready);
+      return true;
+    }
+    return cv.wait_until(lock, deadline, ready);
+  }
+
   void close(bool* flag) {
     {
       std::lock_guard lock(mutex_);
@@ -113,10 +135,15 @@ class MemoryStream final : public Stream {
 
   void write_all(const void* a, size_t na, const void* b, size_t nb) override {
     ByteQueue& out = state_->to_end[1 - side_];
-    if (na > 0) out.write(static_cast<const char*>(a), na, na + nb, peer_);
-    if (nb > 0) out.write(static_cast<const char*>(b), nb, na + nb, peer_);
+    if (na > 0) out.write(static_cast<const char*>(a), na, na + nb, peer_, write_deadline_);
+    if (nb > 0) out.write(static_cast<const char*>(b), nb, na + nb, peer_, write_deadline_);
   }
-  void read_exact(void* data, size_t n) override { state_->to_end[side_].read(static_cast<char*>(data), n, peer_); }
+  void read_exact(void* data, size_t n) override {
+    state_->to_end[side_].read(static_cast<char*>(data), n, peer_, read_deadline_);
+  }
+  void set_read_deadline(Deadline deadline) override { read_deadline_ = deadline; }
+  void set_write_deadline(Deadline deadline) override { write_deadline_ = deadline; }
+  bool peer_closed() override { return state_->to_end[side_].writer_closed(); }
   void shutdown() override {
     state_->to_end[1 - side_].close_writer();
     state_->to_end[side_].close_reader();
@@ -127,6 +154,8 @@ class MemoryStream final : public Stream {
   const std::shared_ptr<PipeState> state_;
   const int side_;
   const std::string peer_;
+  Deadline read_deadline_ = Deadline::max();
+  Deadline write_deadline_ = Deadline::max();
 };
 
 }  // namespace

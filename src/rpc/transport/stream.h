@@ -25,6 +25,18 @@ class Stream {
   // Wakes any blocked read or write with an error; idempotent.
   virtual void shutdown() = 0;
   virtual std::string peer() const = 0;
+
+  // Deadlines for the reads and writes that follow, until set again
+  // (Deadline::max(): none, the default). A read_exact or write_all not done
+  // by its deadline fails with Error(disconnected) saying it timed out; the
+  // stream is then unusable. Set by the thread that reads (or writes).
+  using Deadline = std::chrono::steady_clock::time_point;
+  virtual void set_read_deadline(Deadline deadline) = 0;
+  virtual void set_write_deadline(Deadline deadline) = 0;
+  // Whether the peer has closed its end (its later bytes can never come).
+  // Does not wait and reads nothing; safe from any thread while another
+  // reads or writes.
+  virtual bool peer_closed() = 0;
 };
 
 class Listener {

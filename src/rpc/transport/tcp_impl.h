@@ -50,14 +50,22 @@ class TcpStream final : public Stream {
   void read_exact(void* data, size_t n) override;
   void shutdown() override;
   std::string peer() const override { return peer_; }
+  void set_read_deadline(Deadline deadline) override { read_deadline_ = deadline; }
+  void set_write_deadline(Deadline deadline) override { write_deadline_ = deadline; }
+  bool peer_closed() override;
 
  private:
-  // Waits until fd_ is readable; false when read_timeout_ passed first.
-  bool wait_readable(size_t n);
+  // Waits until fd_ is readable; false when read_timeout_ or the read
+  // deadline passed first (*by_deadline tells which).
+  bool wait_readable(size_t n, bool* by_deadline);
+  // Waits until fd_ can take more bytes; false when the write deadline passed.
+  bool wait_writable(size_t n);
 
   const int fd_;
   const std::string peer_;
   const std::chrono::milliseconds read_timeout_;
+  Deadline read_deadline_ = Deadline::max();
+  Deadline write_deadline_ = Deadline::max();
   std::atomic<bool> shut_down_{false};
 };
 

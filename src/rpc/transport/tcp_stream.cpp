@@ -18,6 +18,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+using Deadline = Stream::Deadline;
+
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
@@ -66,10 +68,19 @@ void TcpStream::write_all(const void* a, size_t na, const void* b, size_t nb) {
     msghdr message{};
     message.msg_iov = next;
     message.msg_iovlen = static_cast<size_t>(count);
-    // MSG_NOSIGNAL: a closed peer gives EPIPE here instead of SIGPIPE.
-    const ssize_t sent = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
+    // MSG_NOSIGNAL: a closed peer gives EPIPE here instead of SIGPIPE. With a
+    // deadline the send never blocks; poll waits for room until then.
+    const bool timed = write_deadline_ != Deadline::max();
+    const ssize_t sent = ::sendmsg(fd_, &message, MSG_NOSIGNAL | (timed ? MSG_DONTWAIT : 0));
     if (sent < 0) {
       if (errno == EINTR) continue;
+      if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!wait_writable(na + nb)) {
+          fail(ErrorKind::disconnected, "rpc",
+               peer_ + ": write of " + std::to_string(na + nb) + " bytes timed out (the peer is not reading)");
+        }
+        continue;
+      }
       const int error = errno;
       fail(ErrorKind::disconnected, "rpc",
            peer_ + ": connection closed while writing " + std::to_string(na + nb) + " bytes (" + errno_text(error) +
@@ -89,11 +100,13 @@ void TcpStream::write_all(const void* a, size_t na, const void* b, size_t nb) {
   }
 }
 
-bool TcpStream::wait_readable(size_t n) {
-  const auto deadline = Clock::now() + read_timeout_;
+bool TcpStream::wait_readable(size_t n, bool* by_deadline) {
+  const auto idle = read_timeout_.count() > 0 ? Clock::now() + read_timeout_ : Deadline::max();
+  const auto deadline = std::min(idle, read_deadline_);
+  *by_deadline = read_deadline_ <= idle;
   for (;;) {
     pollfd p{fd_, POLLIN, 0};
-    const int ready = ::poll(&p, 1, remaining_ms(deadline));
+    const int ready = ::poll(&p, 1, deadline == Deadline::max() ? -1 : remaining_ms(deadline));
     if (ready > 0) return true;  // data, end of stream or an error: recv tells which
     if (ready == 0) return false;
     if (errno != EINTR) {
@@ -104,12 +117,38 @@ bool TcpStream::wait_readable(size_t n) {
   }
 }
 
+bool TcpStream::wait_writable(size_t n) {
+  for (;;) {
+    pollfd p{fd_, POLLOUT, 0};
+    const int ready = ::poll(&p, 1, remaining_ms(write_deadline_));
+    if (ready > 0) return true;  // room, or an error the next send reports
+    if (ready == 0) return false;
+    if (errno != EINTR) {
+      const int error = errno;
+      fail(ErrorKind::disconnected, "rpc",
+           peer_ + ": poll failed while writing " + std::to_string(n) + " bytes (" + errno_text(error) + ")");
+    }
+  }
+}
+
+bool TcpStream::peer_closed() {
+  pollfd p{fd_, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 void TcpStream::read_exact(void* data, size_t n) {
   auto* out = static_cast<char*>(data);
   size_t left = n;
-  const bool timed = read_timeout_.count() > 0;
+  const bool timed = read_timeout_.count() > 0 || read_deadline_ != Deadline::max();
   while (left > 0) {
-    if (timed && !wait_readable(n)) {
+    bool by_deadline = false;
+    if (timed && !wait_readable(n, &by_deadline)) {
+      if (by_deadline) {
+        fail(ErrorKind::disconnected, "rpc",
+             peer_ + ": timed out: " + std::to_string(n - left) + " of " + std::to_string(n) +
+                 " bytes arrived before the deadline");
+      }
       fail(ErrorKind::disconnected, "rpc",
            peer_ + ": no data for " + std::to_string(read_timeout_.count()) + " ms while reading " + std::to_string(n) +
                " bytes");

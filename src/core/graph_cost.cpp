@@ -1,0 +1,79 @@
+#include "weft/graph_cost.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace weft {
+namespace {
+
+uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint64_t sat_mul(uint64_t a, uint64_t b) {
+  uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint64_t count(int64_t n) { return n > 0 ? static_cast<uint64_t>(n) : 0; }
+
+uint64_t elements(const Tensor& t) {
+  uint64_t n = 1;
+  for (int64_t d : t.ne) n = sat_mul(n, count(d));
+  return n;
+}
+
+// Bytes a kernel addresses in t: whole rows, whatever the strides.
+uint64_t addressed_bytes(const Tensor& t) {
+  const DTypeTraits& tr = traits(t.type);
+  const uint64_t row = sat_mul(count(t.ne[0]) / tr.block_size, tr.unit_bytes);
+  return sat_mul(row, sat_mul(count(t.ne[1]), sat_mul(count(t.ne[2]), count(t.ne[3]))));
+}
+
+uint64_t log2_ceil(uint64_t n) { return n <= 1 ? 1 : static_cast<uint64_t>(std::bit_width(n - 1)); }
+
+}  // namespace
+
+uint64_t GraphCost::total() const { return sat_add(multiply_adds, bytes); }
+
+GraphCost node_cost(const Tensor& n) {
+  GraphCost c;
+  if (n.op == Op::none || op_is_view(n.op)) return c;
+  c.bytes = addressed_bytes(n);
+  for (const Tensor* s : n.src) {
+    if (s != nullptr) c.bytes = sat_add(c.bytes, addressed_bytes(*s));
+  }
+  const Tensor* a = n.src[0];
+  switch (n.op) {
+    case Op::mul_mat:  // K * M per output column
+      c.multiply_adds = sat_mul(count(a->ne[0]), elements(n));
+      break;
+    case Op::mul_mat_id:  // K per output element (M * n_used * n_tokens of them)
+      c.multiply_adds = sat_mul(count(a->ne[0]), elements(n));
+      break;
+    case Op::argsort:
+    case Op::top_k:  // a comparison sort of every row of a
+      c.multiply_adds = sat_mul(elements(*a), log2_ceil(count(a->ne[0])));
+      break;
+    case Op::set_rows:
+      c.multiply_adds = elements(*n.src[1]);
+      break;
+    default:  // one operation per element written (or read, for reductions)
+      c.multiply_adds = std::max(elements(n), elements(*a));
+      break;
+  }
+  return c;
+}
+
+GraphCost graph_cost(const Graph& g) {
+  GraphCost total;
+  for (const Tensor* t : g.nodes()) {
+    const GraphCost c = node_cost(*t);
+    total.multiply_adds = sat_add(total.multiply_adds, c.multiply_adds);
+    total.bytes = sat_add(total.bytes, c.bytes);
+  }
+  return total;
+}
+
+}  // namespace weft
