@@ -32,6 +32,39 @@ TEST(OpShapes, MulMatResultAndBroadcast) {
   expect_op_error("mul_mat", [&] { ops::mul_mat(ctx, w, ctx.new_tensor(DType::f16, {64, 3})); });
 }
 
+// The remote heap overflow of issue 9: 0 % N == 0 let add accept an empty
+// row of a against N elements of b, and the kernel sized its row scratch
+// from a. Broadcasting now needs each dim of a to be a positive multiple of
+// b's; the only zero case is a dim empty in both.
+TEST(OpShapes, BroadcastNeedsAPositiveMultiple) {
+  Context ctx;
+  Tensor* empty_rows = ctx.new_tensor(DType::f32, {0, 4});
+  for (auto op : {ops::add, ops::sub, ops::mul, ops::div}) {
+    expect_op_error(op == ops::add ? "add" : op == ops::sub ? "sub" : op == ops::mul ? "mul" : "div", [&] {
+      op(ctx, empty_rows, ctx.new_tensor(DType::f32, {64}));
+    });
+  }
+  expect_op_error("add", [&] { ops::add(ctx, empty_rows, ctx.new_tensor(DType::f16, {1})); });
+  expect_op_error("add", [&] { ops::add(ctx, ctx.new_tensor(DType::f32, {8, 0}), ctx.new_tensor(DType::f32, {8, 3})); });
+  expect_op_error("add", [&] { ops::add(ctx, ctx.new_tensor(DType::f32, {8, 2}), ctx.new_tensor(DType::f32, {8, 4})); });
+  expect_op_error("add", [&] { ops::add(ctx, ctx.new_tensor(DType::f32, {8}), ctx.new_tensor(DType::f32, {0})); });
+  // Allowed: equal shapes (empty ones included) and positive multiples.
+  EXPECT_EQ(shape_string(*ops::add(ctx, empty_rows, ctx.new_tensor(DType::f32, {0, 4}))), "f32[0,4,1,1]");
+  EXPECT_EQ(shape_string(*ops::add(ctx, empty_rows, ctx.new_tensor(DType::f32, {0, 1}))), "f32[0,4,1,1]");
+  EXPECT_EQ(shape_string(*ops::mul(ctx, ctx.new_tensor(DType::f32, {8, 6}), ctx.new_tensor(DType::f32, {4, 3}))),
+            "f32[8,6,1,1]");
+}
+
+TEST(OpShapes, SortRowsFitInt32Indices) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::f32, {16});
+  const int64_t ne[] = {int64_t{1} << 32};
+  const size_t nb[] = {0};
+  Tensor* wide = ops::view(ctx, a, ne, nb, 0);  // one element seen 2^32 times
+  expect_op_error("top_k", [&] { ops::top_k(ctx, wide, 1); });
+  expect_op_error("argsort", [&] { ops::argsort(ctx, wide, SortOrder::ascending); });
+}
+
 TEST(OpShapes, ErrorsNameTheShapes) {
   Context ctx;
   try {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/worker.h"
@@ -712,6 +713,58 @@ std::vector<Case> cases() {
                  EXPECT_EQ(f.error_kind(), ErrorKind::internal) << f.error_message();
                  c->ping();  // cleared, and the session stays
                  EXPECT_EQ(c->get(h, 0, 8).size(), 8u);
+               }});
+  // Issue 9, item 1: add over an empty row of a with 64 elements of b (a
+  // stride-8 f32 view) overflowed the kernel's row scratch on the worker.
+  static constexpr std::pair<Op, const char*> kBroadcastCases[] = {{Op::add, "broadcast_empty_row_add"},
+                                                                    {Op::sub, "broadcast_empty_row_sub"},
+                                                                    {Op::mul, "broadcast_empty_row_mul"},
+                                                                    {Op::div, "broadcast_empty_row_div"}};
+  for (const auto& [bop, name] : kBroadcastCases) {
+    const auto op = static_cast<uint8_t>(bop);
+    v.push_back({name, [op] {
+                   attack_graph([op](WG& g, uint64_t) {
+                     g.t[0].ne[0] = 0;  // a: f32 [0, 4]
+                     g.t[0].nb[1] = 0;
+                     g.t[0].nb[2] = g.t[0].nb[3] = 0;
+                     g.t[1].ne[0] = 64;  // b: f32 [64, 1]
+                     g.t[1].ne[1] = 1;
+                     g.t[1].nb[1] = g.t[1].nb[2] = g.t[1].nb[3] = 256;
+                     g.t[2].op = op;
+                     g.t[2].ne[0] = 0;
+                     g.t[2].nb[1] = g.t[2].nb[2] = g.t[2].nb[3] = 0;
+                   });
+                 }});
+  }
+  // Item 2: a result placed over the rows it reads (get_rows over a, set_rows
+  // reading the rows it writes) is refused before anything runs.
+  v.push_back({"get_rows_over_its_source", [] {
+                 attack_graph([](WG& g, uint64_t h) {
+                   WT idx = packed_f32(2, 1, h, 512);
+                   idx.dtype = static_cast<uint8_t>(DType::i32);
+                   g.t[1] = idx;
+                   WT rows = packed_f32(8, 2, h, 64);  // inside a's 128 bytes
+                   rows.op = static_cast<uint8_t>(Op::get_rows);
+                   rows.src[0] = 1;
+                   rows.src[1] = 2;
+                   g.t[2] = rows;
+                 });
+               }});
+  v.push_back({"add_result_half_over_its_operand", [] {
+                 attack_graph([](WG& g, uint64_t) { g.t[2].offset = 64; });  // not the exact in-place form
+               }});
+  v.push_back({"in_place_add_is_valid", [] {
+                 auto c = env->fresh();
+                 const uint64_t h = c->alloc(0, 1024);
+                 std::vector<float> a(32, 2.0f), b(32, 0.25f);
+                 c->set(h, 0, a.data(), 128);
+                 c->set(h, 128, b.data(), 128);
+                 WG g = base_graph(h);
+                 g.t[2].offset = 0;  // exactly over a: what the planner makes
+                 const Bytes encoded = encode_wg(g);
+                 c->compute(0, 1, &encoded);
+                 const std::vector<float> y = as_floats(c->get(h, 0, 128));
+                 for (float x : y) EXPECT_EQ(x, 2.25f);
                }});
   v.push_back({"base_graph_is_valid", [] {
                  auto c = env->fresh();

@@ -1,0 +1,134 @@
+// The CPU backend's limits: cancelling a compute, the working memory it
+// reports before running, and kernel scratch that refuses to overflow.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "scratch_k1.h"
+#include "scratch_k2.h"
+#include "weft/cpu.h"
+#include "weft/error.h"
+#include "weft/ops.h"
+
+namespace weft {
+namespace {
+
+struct Bound {
+  std::unique_ptr<Device> cpu;
+  std::unique_ptr<Buffer> buffer;
+};
+
+// Places every tensor of g that owns memory in one host buffer.
+Bound bind_all(const Graph& g, int threads) {
+  Bound b{make_cpu_device(threads), nullptr};
+  std::vector<Tensor*> owners;
+  size_t total = 0;
+  auto visit = [&](Tensor* t) {
+    if (t->view_src == nullptr && t->data == nullptr) {
+      owners.push_back(t);
+      t->data = reinterpret_cast<void*>(1);  // marked; set below
+      total += (t->nbytes() + 63) / 64 * 64;
+    }
+  };
+  for (Tensor* t : g.leafs()) visit(t);
+  for (Tensor* t : g.nodes()) visit(t);
+  b.buffer = b.cpu->default_buffer_type().allocate(total + 64);
+  b.buffer->clear(0);
+  size_t offset = 0;
+  for (Tensor* t : owners) {
+    t->buffer = b.buffer.get();
+    t->data = static_cast<uint8_t*>(b.buffer->base()) + offset;
+    offset += (t->nbytes() + 63) / 64 * 64;
+  }
+  for (Tensor* t : g.nodes()) {
+    if (t->view_src != nullptr) t->data = static_cast<uint8_t*>(t->view_src->data) + t->view_offs;
+  }
+  return b;
+}
+
+TEST(CpuBackendLimits, CancelStopsAtTheNextNodeOnEveryThread) {
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {1024, 8});
+  std::vector<Tensor*> chain{x};
+  for (int i = 0; i < 50; ++i) chain.push_back(ops::scale(ctx, chain.back(), 2.0f));
+  Graph g;
+  g.expand(chain.back());
+  Bound b = bind_all(g, 3);
+  std::fill_n(static_cast<float*>(x->data), 1024 * 8, 1.0f);
+  auto backend = b.cpu->create_backend();
+  std::atomic<bool> cancel{true};
+  backend->set_cancel_flag(&cancel);
+  try {
+    backend->compute(g);
+    ADD_FAILURE() << "a cancelled compute returned normally";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::disconnected) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cancelled"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(static_cast<float*>(chain[1]->data)[8191], 2.0f);  // the first node ran on every thread's rows
+  EXPECT_EQ(static_cast<float*>(chain[2]->data)[0], 0.0f);     // the second never started
+  cancel = false;
+  backend->compute(g);  // and the backend works again
+  EXPECT_EQ(static_cast<float*>(chain.back()->data)[5], 1125899906842624.0f);  // 2^50
+}
+
+// One mul_mat of about 2^39 multiply-adds (weight rows aliasing one row):
+// minutes uncancelled; the product stops within a block of rows.
+TEST(CpuBackendLimits, CancelStopsALongMatMulInsideTheNode) {
+  Context ctx;
+  Tensor* row = ctx.new_tensor(DType::f32, {4096});
+  const int64_t ne[] = {4096, 1 << 20};
+  const size_t nb[] = {4, 0};
+  Tensor* w = ops::view(ctx, row, ne, nb, 0);
+  Tensor* x = ctx.new_tensor(DType::f32, {4096, 128});
+  Graph g;
+  g.expand(ops::mul_mat(ctx, w, x));
+  Bound b = bind_all(g, 2);
+  auto backend = b.cpu->create_backend();
+  std::atomic<bool> cancel{false};
+  backend->set_cancel_flag(&cancel);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cancel = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(backend->compute(g), Error);
+  canceller.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 10.0) << "the product did not stop when cancelled";
+}
+
+TEST(CpuBackendLimits, WorkingBytesCoverTheScratchOfTheGraph) {
+  Context ctx;
+  Tensor* one = ctx.new_tensor(DType::f32, {1});
+  const int64_t ne[] = {1 << 20};
+  const size_t nb[] = {0};
+  Graph g;
+  g.expand(ops::top_k(ctx, ops::view(ctx, one, ne, nb, 0), 1));
+  Bound b = bind_all(g, 2);
+  auto backend = b.cpu->create_backend();
+  // top_k keeps an index and a value per element of the row, on each thread.
+  EXPECT_GE(backend->working_bytes(g), size_t{2} * (size_t{8} << 20));
+  EXPECT_LT(backend->working_bytes(g), size_t{2} * (size_t{9} << 20));
+}
+
+TEST(CpuBackendLimits, ScratchRefusesToHandOutMoreThanItHas) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::f32, {16});
+  Tensor* y = ops::silu(ctx, a);
+  alignas(64) uint8_t bytes[256];
+  const cpu::KernelContext kc{0, 1, bytes, sizeof bytes};
+  cpu::ScratchK1 s1(kc, *y);
+  EXPECT_NE(s1.take<float>(32), nullptr);  // 128 bytes
+  EXPECT_NE(s1.take<float>(16), nullptr);  // 64 more
+  EXPECT_THROW(s1.take<float>(17), Error); // 128 would pass the end
+  cpu::ScratchK2 s2(kc, *y);
+  EXPECT_NE(s2.take<double>(24), nullptr);
+  EXPECT_THROW(s2.take<double>(24), Error);
+}
+
+}  // namespace
+}  // namespace weft
