@@ -2,10 +2,9 @@
 // 2 to 4). The first byte picks what to decode: the low byte of a command
 // code (0x30 GRAPH_COMPUTE, 0xFF ERROR, 0x90 a GET_DEVICES reply, ...), any
 // other value an entry by remainder; the rest is the payload. Graphs are
-// decoded against two real 4 KiB CPU buffers (handles 1 and 2). With
-// WEFT_FUZZ_COMPUTE=1 in the environment, graphs that pass validation and are
-// small enough to be quick are also computed on the CPU: a graph the worker
-// accepts must be safe to run. weft::Error is the expected outcome of a bad
+// decoded against two real 4 KiB CPU buffers (handles 1 and 2), and graphs
+// that pass validation are also computed on the CPU (when their cost is
+// small): a graph the worker accepts must be safe to run. weft::Error is the expected outcome of a bad
 // input; anything else escaping, or any sanitizer report, is a bug.
 //
 //   cmake -S . -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWEFT_FUZZ=ON
@@ -22,6 +21,7 @@
 
 #include "protocol/graph_codec.h"
 #include "protocol/wire.h"
+#include "weft/graph_cost.h"
 #include "weft/cpu.h"
 #include "weft/error.h"
 
@@ -35,7 +35,7 @@ struct Fixture {
   std::unique_ptr<weft::Buffer> buffers[2] = {cpu->default_buffer_type().allocate(4096),
                                               cpu->default_buffer_type().allocate(4096)};
   std::unique_ptr<weft::Backend> backend = cpu->create_backend();
-  bool compute = std::getenv("WEFT_FUZZ_COMPUTE") != nullptr;
+  bool compute = std::getenv("WEFT_FUZZ_DECODE_ONLY") == nullptr;
 };
 
 Fixture& fixture() {
@@ -48,27 +48,11 @@ Fixture& fixture() {
   return f;
 }
 
-// Elements a tensor spans, zero dims counted as 1 (decode_graph caps it at 2^32).
-double span_of(const weft::Tensor& t) {
-  double n = 1;
-  for (int64_t d : t.ne) n *= d > 1 ? static_cast<double>(d) : 1.0;
-  return n;
-}
-
-// A rough bound on a graph's work, to skip computing the slow ones.
-double work_of(const weft::Graph& g) {
-  double work = 0;
-  for (const weft::Tensor* t : g.nodes()) {
-    double row = 1, inputs = 0;
-    for (const weft::Tensor* s : t->src) {
-      if (s == nullptr) continue;
-      row = std::max(row, s->ne[0] > 1 ? static_cast<double>(s->ne[0]) : 1.0);
-      inputs += span_of(*s);
-    }
-    work += span_of(*t) * row + inputs;
-  }
-  return work;
-}
+// Graphs the decoder accepts are computed when they are as cheap as a
+// worker with these limits would run quickly: a graph the worker accepts
+// must be safe to run. (WEFT_FUZZ_DECODE_ONLY=1 turns computing off.)
+constexpr uint64_t kMaxFuzzCost = uint64_t{1} << 24;     // multiply-adds + bytes
+constexpr size_t kMaxFuzzScratch = size_t{64} << 20;
 
 void decode_graph_compute(Reader& r) {
   Fixture& f = fixture();
@@ -82,7 +66,8 @@ void decode_graph_compute(Reader& r) {
   auto supports = [&](const weft::Tensor& t) { return f.cpu->supports_op(t); };
   auto decoded = weft::rpc::decode_graph(r, buffer_of, supports);
   r.expect_end();
-  if (f.compute && work_of(decoded->graph) < double(1 << 22)) {
+  if (f.compute && weft::graph_cost(decoded->graph).total() < kMaxFuzzCost &&
+      f.backend->working_bytes(decoded->graph) < kMaxFuzzScratch) {
     f.backend->compute(decoded->graph);
     f.backend->synchronize();
   }
