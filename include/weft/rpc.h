@@ -36,6 +36,10 @@ struct RpcOptions {
   // wait as long as it takes. Applies to connections this call opens (one
   // connection per endpoint is shared: the first opener's options win).
   std::chrono::milliseconds reply_timeout{0};
+  // When no frame went to the worker for this long, the connection sends a
+  // PING, so a worker's idle timeout (`weft worker --idle-timeout`, 600 s by
+  // default) does not end a session the host keeps between uses. 0: never.
+  std::chrono::milliseconds keepalive{60000};
 };
 
 // One Device per device the worker serves. endpoint: "host:port" or

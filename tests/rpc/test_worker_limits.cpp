@@ -15,6 +15,7 @@
 
 #include "protocol/graph_codec.h"
 #include "server/worker.h"
+#include "weft/rpc.h"
 #include "weft/cpu.h"
 #include "weft/ops.h"
 #include "worker_wire.h"
@@ -342,6 +343,48 @@ TEST(WorkerLimits, AnIdleSessionHoldingNothingGivesItsPlaceUp) {
   c.ping();
   EXPECT_TRUE(a.closed_by_peer());
   b.ping();
+}
+
+// A host that keeps its session between uses: the client's keepalive PING
+// holds it open across the worker's idle timeout; without it the session ends.
+TEST(WorkerLimits, TheClientKeepaliveHoldsAnIdleSessionOpen) {
+  auto cpu = make_cpu_device(1);
+  WorkerOptions o = limited();
+  o.limits.idle_timeout = 400ms;
+  Worker worker({cpu.get()}, o);
+  worker.start();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(worker.port());
+  for (const bool keepalive : {true, false}) {
+    SCOPED_TRACE(keepalive ? "with keepalive" : "without keepalive");
+    RpcOptions ro;
+    ro.keepalive = keepalive ? 100ms : 0ms;
+    auto devices = make_rpc_devices(endpoint, ro);
+    auto buffer = devices[0]->default_buffer_type().allocate(64);
+    Tensor t;
+    t.ne[0] = 16;
+    set_packed_strides(t);
+    t.buffer = buffer.get();
+    t.data = buffer->base();
+    std::this_thread::sleep_for(1200ms);
+    const float x = 7.0f;
+    float y = 0.0f;
+    if (keepalive) {
+      buffer->set_tensor(t, &x, 8, 4);
+      buffer->get_tensor(t, &y, 8, 4);
+      EXPECT_EQ(y, 7.0f);
+    } else {
+      try {
+        buffer->set_tensor(t, &x, 8, 4);
+        buffer->get_tensor(t, &y, 8, 4);
+        ADD_FAILURE() << "the idle session was not closed";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::disconnected) << e.what();
+      }
+    }
+    buffer.reset();
+    devices.clear();
+    EXPECT_TRUE(eventually([&] { return worker.active_sessions() == 0; }));
+  }
 }
 
 }  // namespace

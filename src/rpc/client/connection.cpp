@@ -114,15 +114,28 @@ Connection::Connection(std::string endpoint, const RpcOptions& options) : endpoi
     fail(ErrorKind::disconnected, "rpc", endpoint_ + " connect: " + inner_text(err));
   }
   handshake(options);
+  last_frame_ = std::chrono::steady_clock::now();
+  if (options.keepalive.count() > 0) {
+    keepalive_thread_ = std::thread([this, every = options.keepalive] { keepalive_loop(every); });
+  }
   counted_ = true;
   g_open_connections.fetch_add(1);
 }
 
 Connection::~Connection() {
   try {
+    // First: wakes a keepalive PING blocked on a worker that stopped answering.
     if (stream_) stream_->shutdown();
   } catch (...) {
     // Closing quietly: the worker frees the session when the stream ends.
+  }
+  if (keepalive_thread_.joinable()) {
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+    }
+    keepalive_cv_.notify_all();
+    keepalive_thread_.join();
   }
   if (counted_) g_open_connections.fetch_sub(1);
 }
@@ -229,6 +242,7 @@ void Connection::write_frame(Cmd cmd, const void* a, size_t na, const void* b, s
     fail_broken(cmd, inner_text(e));
   }
   bytes_sent_ += head.size() + nb;
+  last_frame_ = std::chrono::steady_clock::now();
 }
 
 void Connection::read_payload(Cmd cmd, void* data, size_t n) {
@@ -289,6 +303,34 @@ void Connection::read_error_frame(Cmd cmd, uint32_t length) {
   throw Error(kind, text);
 }
 
+void Connection::keepalive_loop(std::chrono::milliseconds every) {
+  std::unique_lock lock(mu_);
+  while (!closing_ && !broken_.load()) {
+    const auto due = last_frame_ + every;
+    if (std::chrono::steady_clock::now() < due) {
+      keepalive_cv_.wait_until(lock, due);
+      continue;
+    }
+    try {
+      write_frame(Cmd::ping, nullptr, 0, nullptr, 0);
+      const uint32_t length = read_reply_header(Cmd::ping, 0);
+      if (length != 0) fail_broken(Cmd::ping, "malformed reply: " + std::to_string(length) + " bytes, want 0");
+      ++round_trips_;
+    } catch (const Error& e) {
+      // A broken connection fails every later call by itself; an error the
+      // worker deferred (the session stays) is the next call's to report.
+      if (!broken_.load() && !pending_error_) pending_error_ = e;
+    }
+  }
+}
+
+void Connection::throw_pending_error() {
+  if (!pending_error_) return;
+  const Error e = *pending_error_;
+  pending_error_.reset();
+  throw e;
+}
+
 void Connection::send(Cmd cmd, const Writer& head, const void* bulk, size_t bulk_size) {
   std::lock_guard lock(mu_);
   check_usable(cmd);
@@ -298,6 +340,7 @@ void Connection::send(Cmd cmd, const Writer& head, const void* bulk, size_t bulk
 void Connection::call_impl(Cmd cmd, const Writer& head, const std::function<void(Reader&)>& parse) {
   std::lock_guard lock(mu_);
   check_usable(cmd);
+  throw_pending_error();
   write_frame(cmd, head.data().data(), head.data().size(), nullptr, 0);
   const uint32_t length = read_reply_header(cmd, kMaxPayload);
   std::vector<uint8_t> payload(length);
@@ -324,6 +367,7 @@ void Connection::get_tensor(uint64_t handle, uint64_t offset, void* out, size_t 
     w.u64(n);
     std::lock_guard lock(mu_);
     check_usable(Cmd::get_tensor);
+    throw_pending_error();
     write_frame(Cmd::get_tensor, w.data().data(), w.data().size(), nullptr, 0);
     const uint32_t length = read_reply_header(Cmd::get_tensor, kMaxPayload);
     if (length != n) {

@@ -21,19 +21,24 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "protocol/wire.h"
 #include "transport/stream.h"
+#include "weft/error.h"
 #include "weft/rpc.h"
 
 namespace weft::rpc {
@@ -130,6 +135,11 @@ class Connection {
   // Marks the connection broken and throws Error(disconnected) about cmd.
   [[noreturn]] void fail_broken(Cmd cmd, const std::string& what);
   void handshake(const RpcOptions& options);
+  // With mu_ held, by calls that get a reply: a deferred error the keepalive
+  // PING received is thrown here, as the worker would have answered this call.
+  void throw_pending_error();
+  // Sends PING whenever no frame went out for `every` (RpcOptions::keepalive).
+  void keepalive_loop(std::chrono::milliseconds every);
 
   const std::string endpoint_;
   std::unique_ptr<Stream> stream_;
@@ -138,6 +148,11 @@ class Connection {
   mutable std::mutex mu_;  // serializes frames and guards what follows
   std::atomic<bool> broken_{false};
   std::string broken_reason_;  // why, for the fast failures after
+  std::chrono::steady_clock::time_point last_frame_;  // when the last frame went out
+  std::optional<Error> pending_error_;               // a deferred error the keepalive received
+  std::condition_variable keepalive_cv_;             // with mu_: wakes the keepalive to close
+  bool closing_ = false;
+  std::thread keepalive_thread_;
 
   struct GraphEntry {
     std::array<uint8_t, 16> key{};  // content hash of the encoded bytes
