@@ -155,9 +155,11 @@ bool Worker::Impl::admit(SessionStatus& status) {
     const bool evictable = since != 0 && now - since >= 1000 && !s.status.holds_state.load() && s.owned != nullptr;
     if (evictable && (idlest == nullptr || since < idlest->status.idle_since_ms.load())) idlest = &s;
   }
-  if (admitted < options.max_clients) return true;
-  if (idlest == nullptr) return false;
-  evict(*idlest, "closed to make room: idle and holding nothing while the worker is full");
+  if (admitted >= options.max_clients) {
+    if (idlest == nullptr) return false;
+    evict(*idlest, "closed to make room: idle and holding nothing while the worker is full");
+  }
+  status.ready.store(true);  // under the mutex: the next admit() counts it
   return true;
 }
 
