@@ -52,33 +52,16 @@ uint16_t port_of(const std::string& endpoint) {
   return static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
 }
 
-// Encodes g with every tensor owning memory at its own offset of buffer h.
-Bytes encode_placed(const Graph& g, uint64_t h, uint64_t* bytes) {
-  std::unordered_map<const Tensor*, uint64_t> at;
-  *bytes = 64;
-  auto place = [&](const Tensor* t) {
-    if (t->view_src != nullptr || at.count(t)) return;
-    at[t] = *bytes;
-    *bytes += (t->nbytes() + 63) / 64 * 64;
-  };
-  for (const Tensor* t : g.leafs()) place(t);
-  for (const Tensor* t : g.nodes()) place(t);
-  Writer w;
-  encode_graph(w, g, [&](const Tensor& t) { return RemoteLocation{h, at.at(&t)}; });
-  return w.data();
-}
-
 // Sends g on a fresh session (allocating its buffer first) and returns the
 // session; nullptr when the worker's budget refused the buffer (sessions
 // that just ended may still be freeing theirs).
 std::unique_ptr<Conn> send_graph(uint16_t port, const Graph& g, uint64_t id) {
   auto c = std::make_unique<Conn>(port);
   c->handshake();
-  uint64_t bytes = 0;
-  encode_placed(g, 1, &bytes);
+  const Placement placed(g);
   Writer w;
   w.u32(0);
-  w.u64(bytes);
+  w.u64(placed.bytes);
   c->send(Cmd::alloc_buffer, w);
   const Frame f = c->recv();
   if (f.is_error()) {
@@ -86,7 +69,7 @@ std::unique_ptr<Conn> send_graph(uint16_t port, const Graph& g, uint64_t id) {
     return nullptr;
   }
   Reader r(f.payload, "ALLOC_BUFFER reply");
-  const Bytes encoded = encode_placed(g, r.u64(), &bytes);
+  const Bytes encoded = placed.encode(g, r.u64());
   c->compute(0, id, &encoded);
   return c;
 }

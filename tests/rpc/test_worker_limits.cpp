@@ -32,28 +32,6 @@ WorkerOptions limited(size_t budget = SIZE_MAX) {
   return o;
 }
 
-// A locally built graph with every tensor that owns memory at its own
-// 64-byte aligned offset of one remote buffer.
-struct Placed {
-  explicit Placed(Graph& graph) : g(graph) {
-    for (Tensor* t : g.leafs()) place(t);
-    for (Tensor* t : g.nodes()) place(t);
-  }
-  void place(Tensor* t) {
-    if (t->view_src != nullptr || offsets.count(t)) return;
-    offsets[t] = bytes;
-    bytes += (t->nbytes() + 63) / 64 * 64;
-  }
-  Bytes encode(uint64_t handle) const {
-    Writer w;
-    encode_graph(w, g, [&](const Tensor& t) { return RemoteLocation{handle, offsets.at(&t)}; });
-    return w.data();
-  }
-  Graph& g;
-  std::unordered_map<const Tensor*, uint64_t> offsets;
-  uint64_t bytes = 64;
-};
-
 // After a refused compute: the next reply is the deferred ERROR of this
 // kind mentioning `what`, and the session still answers.
 void expect_deferred(Conn& c, ErrorKind kind, const std::string& what) {
@@ -87,17 +65,17 @@ TEST(WorkerLimits, KernelScratchOutsideTheBudgetIsRefusedAndTheSessionStays) {
   Conn c(worker.port());
   c.handshake();
   TopKOfAlias big(22);  // 32 MiB of scratch: the attack took 2 GiB with 2^28
-  Placed pb(big.g);
+  const Placement pb(big.g);
   const uint64_t h = c.alloc(0, pb.bytes);
-  const Bytes encoded = pb.encode(h);
+  const Bytes encoded = pb.encode(big.g, h);
   c.compute(0, 1, &encoded);
   expect_deferred(c, ErrorKind::out_of_memory, "scratch");
   EXPECT_LE(worker.memory_in_use(), size_t{4} << 20);
 
   TopKOfAlias small(10);  // 8 KiB of scratch fits
-  Placed ps(small.g);
+  const Placement ps(small.g);
   const uint64_t h2 = c.alloc(0, ps.bytes);
-  const Bytes ok = ps.encode(h2);
+  const Bytes ok = ps.encode(small.g, h2);
   c.compute(0, 2, &ok);
   const Bytes idx = c.get(h2, ps.offsets.at(small.out), 4);
   ASSERT_EQ(idx.size(), 4u);
@@ -199,9 +177,9 @@ TEST(WorkerLimits, AGraphOverTheCostLimitIsRefused) {
   Conn c(worker.port());
   c.handshake();
   AliasedMatMul mm(64);  // 2.75e11 multiply-adds, the attack's size
-  Placed p(mm.g);
+  const Placement p(mm.g);
   const uint64_t h = c.alloc(0, p.bytes);
-  const Bytes encoded = p.encode(h);
+  const Bytes encoded = p.encode(mm.g, h);
   c.compute(0, 1, &encoded);
   expect_deferred(c, ErrorKind::out_of_memory, "costs");
   GoodClient good(worker.port(), 0, 5);  // real work still runs
@@ -216,9 +194,9 @@ TEST(WorkerLimits, AComputeStopsWhenItsClientDisconnects) {
     Conn c(worker.port());
     c.handshake();
     AliasedMatMul mm(256);  // ~1.1e12 multiply-adds: many minutes on one thread
-    Placed p(mm.g);
+    const Placement p(mm.g);
     const uint64_t h = c.alloc(0, p.bytes);
-    const Bytes encoded = p.encode(h);
+    const Bytes encoded = p.encode(mm.g, h);
     c.compute(0, 1, &encoded);
     std::this_thread::sleep_for(200ms);  // it is running
   }  // gone

@@ -244,6 +244,27 @@ inline std::vector<float> random_floats(std::mt19937& rng, size_t n) {
   return v;
 }
 
+// Every tensor of g that owns memory at its own 64-byte aligned offset of one
+// remote buffer (views follow their roots); encode() writes g so placed.
+struct Placement {
+  explicit Placement(const Graph& g) {
+    for (const Tensor* t : g.leafs()) place(t);
+    for (const Tensor* t : g.nodes()) place(t);
+  }
+  void place(const Tensor* t) {
+    if (t->view_src != nullptr || offsets.count(t)) return;
+    offsets[t] = bytes;
+    bytes += (t->nbytes() + 63) / 64 * 64;
+  }
+  Bytes encode(const Graph& g, uint64_t handle) const {
+    Writer w;
+    encode_graph(w, g, [&](const Tensor& t) { return RemoteLocation{handle, offsets.at(&t)}; });
+    return w.data();
+  }
+  std::unordered_map<const Tensor*, uint64_t> offsets;
+  uint64_t bytes = 0;
+};
+
 // y = scale(silu(mul_mat(a, b) + bias), 0.5): a f32 [K, M], b f32 [K, N],
 // bias f32 [M, 1], y [M, N]; every tensor in one remote buffer at 64-byte
 // aligned offsets of its own.
@@ -254,18 +275,13 @@ struct TestGraph {
     bias = ctx.new_tensor(DType::f32, {m, 1});
     y = ops::scale(ctx, ops::silu(ctx, ops::add(ctx, ops::mul_mat(ctx, a, b), bias)), 0.5f);
     g.expand(y);
-    for (Tensor* t : g.leafs()) place(t);
-    for (Tensor* t : g.nodes()) place(t);
-  }
-  void place(Tensor* t) {
-    if (t->view_src != nullptr || offsets.count(t)) return;
-    offsets[t] = bytes;
-    bytes += (t->nbytes() + 63) / 64 * 64;
+    const Placement p(g);
+    offsets = p.offsets;
+    bytes = p.bytes;
   }
   Bytes encode(uint64_t handle) const {
-    Writer w;
-    encode_graph(w, g, [&](const Tensor& t) { return RemoteLocation{handle, offsets.at(&t)}; });
-    return w.data();
+    Placement p(g);
+    return p.encode(g, handle);
   }
   std::vector<float> expected(const std::vector<float>& av, const std::vector<float>& bv,
                               const std::vector<float>& biasv) const {
