@@ -16,8 +16,16 @@
 // Caps on what the reader accepts (a file beyond them is refused as
 // invalid_input): kGgufMaxTensors tensors, kGgufMaxKVs key/values, strings of
 // kGgufMaxString bytes, arrays nested kGgufMaxDepth deep (an array of arrays,
-// no deeper), and array counts no larger than the bytes left in the file
-// allow. Errors name the file, the field and its byte position.
+// no deeper), array counts no larger than the bytes left in the file allow,
+// and kGgufMaxMetadataBytes bytes of key/value section (keys, types, strings
+// and array payloads as stored). Errors name the file, the field and its byte
+// position.
+//
+// Memory: metadata arrays are not expanded per element. A reader's array is a
+// view of its bytes in the mapping plus, for string and array elements, one
+// 8-byte offset per element (an element is at least 8 bytes in the file), so
+// the heap a GgufFile holds for metadata is at most about the size of the
+// key/value section plus a fixed cost per key (metadata_heap_bytes()).
 #pragma once
 
 #include <cstddef>
@@ -26,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/dtype.h"
@@ -36,6 +45,8 @@ inline constexpr uint64_t kGgufMaxTensors = 1'000'000;
 inline constexpr uint64_t kGgufMaxKVs = 1'000'000;
 inline constexpr uint64_t kGgufMaxString = 1u << 20;  // bytes, keys and names included
 inline constexpr int kGgufMaxDepth = 2;               // array nesting
+// Key/value section bytes; a 256k-token vocabulary with its merges is ~10-20 MB.
+inline constexpr uint64_t kGgufMaxMetadataBytes = 256ull << 20;
 inline constexpr uint32_t kGgufDefaultAlignment = 32;
 
 enum class GgufType : uint32_t {
@@ -44,16 +55,69 @@ enum class GgufType : uint32_t {
 };
 const char* gguf_type_name(GgufType t);
 
+struct GgufValue;
+
+// The elements of a metadata array, kept as GGUF encodes them (after the
+// element type and count): fixed-size elements packed little-endian, strings
+// as u64 length + bytes, arrays as u32 type + u64 count + their elements. An
+// array from GgufFile views the mapped file and is valid as long as the
+// GgufFile; an array built here owns its bytes. Copies are cheap for views
+// and deep for owned arrays.
+class GgufArray {
+ public:
+  GgufArray() = default;  // an empty array of u8
+  explicit GgufArray(GgufType elem_type) : elem_type_(elem_type) {}
+  // count elements of a fixed-size type (not string or array) copied from
+  // data, laid out as in memory (little-endian); bool bytes must be 0 or 1.
+  static GgufArray packed(GgufType elem_type, const void* data, size_t count);
+
+  GgufType elem_type() const { return elem_type_; }
+  size_t size() const { return static_cast<size_t>(count_); }
+  bool empty() const { return count_ == 0; }
+  // Element i decoded into a value (integers and bool in u or i, floats in
+  // f, a string in s). A nested array's element views this array's bytes and
+  // is valid while this array lives unchanged. Throws Error(invalid_input)
+  // for i >= size().
+  GgufValue element(size_t i) const;
+  // Element i of an array of strings, a view of this array's bytes; throws
+  // as element() does, or for another element type.
+  std::string_view string(size_t i) const;
+  // The encoded elements.
+  std::span<const uint8_t> bytes() const { return {data(), static_cast<size_t>(nbytes_)}; }
+
+  // Appends v, whose type must be elem_type() (a nested array's elements
+  // must not be arrays); a viewed array first copies its bytes. Throws
+  // Error(invalid_input) on a type mismatch.
+  void push(const GgufValue& v);
+  void push(std::string_view s);  // for an array of strings
+  // Heap bytes held: the owned bytes and the element offsets (capacities).
+  size_t heap_bytes() const { return owned_.capacity() + offsets_.capacity() * sizeof(uint64_t); }
+
+ private:
+  friend class GgufParser;
+  friend class GgufWriter;
+  const uint8_t* data() const { return view_ ? view_ : owned_.data(); }
+  uint64_t offset_of(size_t i) const;  // byte offset of element i in bytes()
+  void own();                          // copies a view's bytes into owned_
+  void append(const void* p, size_t n);
+
+  GgufType elem_type_ = GgufType::u8;
+  uint64_t count_ = 0;
+  uint64_t nbytes_ = 0;
+  const uint8_t* view_ = nullptr;  // the bytes in a mapping, or null when owned
+  std::vector<uint8_t> owned_;
+  std::vector<uint64_t> offsets_;  // each element's byte offset; string and array elements only
+};
+
 // One metadata value. Integers and bool live in u (unsigned) or i (signed),
-// floats in f, strings in s; an array has elem_type and its elements in arr.
+// floats in f, strings in s; an array's elements are in arr.
 struct GgufValue {
   GgufType type = GgufType::u8;
   uint64_t u = 0;
   int64_t i = 0;
   double f = 0;
   std::string s;
-  GgufType elem_type = GgufType::u8;  // arrays only
-  std::vector<GgufValue> arr;         // arrays only
+  GgufArray arr;  // arrays only
 };
 
 struct GgufTensorInfo {
@@ -74,7 +138,9 @@ struct GgufTensorInfo {
 // safe to call from several threads.
 class GgufFile {
  public:
-  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // max_metadata_bytes caps the key/value section (tests lower it).
+  static std::unique_ptr<GgufFile> open(const std::string& path,
+                                        uint64_t max_metadata_bytes = kGgufMaxMetadataBytes);
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
@@ -90,7 +156,7 @@ class GgufFile {
   // f64; array getters want an array of that kind).
   bool has(const std::string& key) const { return find(key) != nullptr; }
   std::vector<std::string> keys() const;
-  const GgufValue* find(const std::string& key) const;
+  const GgufValue* find(const std::string& key) const;  // valid as long as this file
   std::optional<uint32_t> get_u32(const std::string& key) const;
   std::optional<int64_t> get_i64(const std::string& key) const;
   std::optional<float> get_f32(const std::string& key) const;
@@ -99,6 +165,10 @@ class GgufFile {
   std::optional<std::vector<std::string>> get_array_strings(const std::string& key) const;
   std::optional<std::vector<float>> get_array_f32(const std::string& key) const;
   std::optional<std::vector<int32_t>> get_array_i32(const std::string& key) const;
+
+  // Heap bytes held for metadata (keys, values, element offsets), from the
+  // containers' capacities; the file's own bytes stay in the mapping.
+  size_t metadata_heap_bytes() const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(const std::string& name) const;
@@ -133,7 +203,9 @@ class GgufWriter {
   void set_array(const std::string& key, const std::vector<std::string>& v);
   void set_array(const std::string& key, const std::vector<float>& v);
   void set_array(const std::string& key, const std::vector<int32_t>& v);
-  void set_value(const std::string& key, GgufValue v);  // any type, e.g. nested arrays
+  // Any type, e.g. nested arrays; an array viewing a GgufFile is copied, so
+  // the file may close before write().
+  void set_value(const std::string& key, GgufValue v);
 
   // ne has 1..4 dims, ne[0] fastest; ne[0] a multiple of 32 for q8_0/q4_0.
   // data (row-major, contiguous) is not copied: it must stay valid until

@@ -1,4 +1,5 @@
-// What the GGUF reader and writer share: the dtype id table.
+// What the GGUF reader, writer and arrays share: the dtype id table and the
+// encoding of fixed-size values.
 #pragma once
 
 #include <cstddef>
@@ -6,6 +7,7 @@
 #include <optional>
 
 #include "weft/dtype.h"
+#include "weft/gguf.h"
 
 namespace weft::detail {
 
@@ -16,5 +18,12 @@ uint32_t ggml_from_dtype(DType t);
 // Storage layout of a GGUF dtype id: block elements and bytes per block.
 // False for an id whose layout is not known here.
 bool ggml_layout(uint32_t id, int64_t* block, size_t* block_bytes);
+
+// Encoded bytes of one value of type t: 1..8, or 0 for string and array.
+size_t fixed_size(GgufType t);
+// A fixed-size value's bytes (fixed_size(v.type) of them) into out[8].
+void encode_fixed(const GgufValue& v, uint8_t* out);
+// The fixed-size value of type t at p (trusted bytes).
+GgufValue decode_fixed(GgufType t, const uint8_t* p);
 
 }  // namespace weft::detail

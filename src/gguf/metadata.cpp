@@ -17,7 +17,7 @@ bool is_signed(GgufType t) {
 
 [[noreturn]] void mismatch(const std::string& path, const std::string& key, const GgufValue& v, const char* want) {
   std::string have = gguf_type_name(v.type);
-  if (v.type == GgufType::array) have += std::string(" of ") + gguf_type_name(v.elem_type);
+  if (v.type == GgufType::array) have += std::string(" of ") + gguf_type_name(v.arr.elem_type());
   fail(ErrorKind::invalid_input, "gguf", path + ": key '" + key + "' has type " + have + ", expected " + want);
 }
 
@@ -78,34 +78,35 @@ std::optional<std::string> GgufFile::get_string(const std::string& key) const {
 std::optional<std::vector<std::string>> GgufFile::get_array_strings(const std::string& key) const {
   const GgufValue* v = find(key);
   if (!v) return std::nullopt;
-  if (v->type != GgufType::array || v->elem_type != GgufType::string) mismatch(path_, key, *v, "array of string");
+  if (v->type != GgufType::array || v->arr.elem_type() != GgufType::string) mismatch(path_, key, *v, "array of string");
   std::vector<std::string> out;
   out.reserve(v->arr.size());
-  for (const GgufValue& e : v->arr) out.push_back(e.s);
+  for (size_t i = 0; i < v->arr.size(); ++i) out.emplace_back(v->arr.string(i));
   return out;
 }
 
 std::optional<std::vector<float>> GgufFile::get_array_f32(const std::string& key) const {
   const GgufValue* v = find(key);
   if (!v) return std::nullopt;
-  if (v->type != GgufType::array || (v->elem_type != GgufType::f32 && v->elem_type != GgufType::f64))
+  if (v->type != GgufType::array || (v->arr.elem_type() != GgufType::f32 && v->arr.elem_type() != GgufType::f64))
     mismatch(path_, key, *v, "array of f32");
   std::vector<float> out;
   out.reserve(v->arr.size());
-  for (const GgufValue& e : v->arr) out.push_back(static_cast<float>(e.f));
+  for (size_t i = 0; i < v->arr.size(); ++i) out.push_back(static_cast<float>(v->arr.element(i).f));
   return out;
 }
 
 std::optional<std::vector<int32_t>> GgufFile::get_array_i32(const std::string& key) const {
   const GgufValue* v = find(key);
   if (!v) return std::nullopt;
-  if (v->type != GgufType::array || !(is_signed(v->elem_type) || is_unsigned(v->elem_type)))
+  if (v->type != GgufType::array || !(is_signed(v->arr.elem_type()) || is_unsigned(v->arr.elem_type())))
     mismatch(path_, key, *v, "array of i32");
   std::vector<int32_t> out;
   out.reserve(v->arr.size());
   for (size_t i = 0; i < v->arr.size(); ++i) {
-    std::optional<int32_t> r = int_in_range<int32_t>(v->arr[i]);
-    if (!r) mismatch(path_, key + "[" + std::to_string(i) + "]", v->arr[i], "an integer in i32 range");
+    GgufValue e = v->arr.element(i);
+    std::optional<int32_t> r = int_in_range<int32_t>(e);
+    if (!r) mismatch(path_, key + "[" + std::to_string(i) + "]", e, "an integer in i32 range");
     out.push_back(*r);
   }
   return out;

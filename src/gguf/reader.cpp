@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <unordered_set>
 
@@ -25,14 +26,18 @@ std::string basename_of(const std::string& path) {
 
 // Smallest encoded size of one value of type t (for capping array counts).
 uint64_t min_encoded_size(GgufType t) {
-  switch (t) {
-    case GgufType::u8: case GgufType::i8: case GgufType::boolean: return 1;
-    case GgufType::u16: case GgufType::i16: return 2;
-    case GgufType::u32: case GgufType::i32: case GgufType::f32: return 4;
-    case GgufType::u64: case GgufType::i64: case GgufType::f64: case GgufType::string: return 8;
-    case GgufType::array: return 12;
-  }
-  return 1;
+  if (size_t n = detail::fixed_size(t)) return n;
+  return t == GgufType::string ? 8 : 12;
+}
+
+std::string indexed(const std::string& field, uint64_t i) { return field + "[" + std::to_string(i) + "]"; }
+
+// Heap bytes of s beyond the object itself (none when stored inline).
+size_t heap_of(const std::string& s) {
+  std::less<const void*> before;
+  const void* p = s.data();
+  bool inline_ = !before(p, &s) && before(p, &s + 1);
+  return inline_ ? 0 : s.capacity() + 1;
 }
 
 }  // namespace
@@ -40,7 +45,8 @@ uint64_t min_encoded_size(GgufType t) {
 // Walks the mapping; every error names the file, the field and the byte.
 class GgufParser {
  public:
-  GgufParser(GgufFile& f) : f_(f), name_(basename_of(f.path_)) {}
+  GgufParser(GgufFile& f, uint64_t max_metadata_bytes)
+      : f_(f), name_(basename_of(f.path_)), max_metadata_(max_metadata_bytes) {}
 
   [[noreturn]] void bad(const std::string& field, uint64_t at, const std::string& what) const {
     fail(ErrorKind::invalid_input, "gguf",
@@ -80,46 +86,83 @@ class GgufParser {
     return static_cast<GgufType>(t);
   }
 
-  GgufValue read_value(GgufType type, const std::string& field, int depth) {
+  GgufValue read_value(GgufType type, const std::string& field) {
     GgufValue v;
     v.type = type;
-    switch (type) {
-      case GgufType::u8: v.u = read<uint8_t>(field); break;
-      case GgufType::i8: v.i = read<int8_t>(field); break;
-      case GgufType::u16: v.u = read<uint16_t>(field); break;
-      case GgufType::i16: v.i = read<int16_t>(field); break;
-      case GgufType::u32: v.u = read<uint32_t>(field); break;
-      case GgufType::i32: v.i = read<int32_t>(field); break;
-      case GgufType::u64: v.u = read<uint64_t>(field); break;
-      case GgufType::i64: v.i = read<int64_t>(field); break;
-      case GgufType::f32: v.f = read<float>(field); break;
-      case GgufType::f64: v.f = read<double>(field); break;
-      case GgufType::boolean: {
-        uint64_t at = pos_;
-        uint8_t b = read<uint8_t>(field);
-        if (b > 1) bad(field, at, "bool value " + std::to_string(b) + " is neither 0 nor 1");
-        v.u = b;
-        break;
-      }
-      case GgufType::string: v.s = read_string(field); break;
-      case GgufType::array: {
-        uint64_t at = pos_;
-        if (depth >= kGgufMaxDepth)
-          bad(field, at, "arrays nested deeper than " + std::to_string(kGgufMaxDepth));
-        v.elem_type = read_type(field + " element type");
-        uint64_t count_at = pos_;
-        uint64_t count = read<uint64_t>(field + " count");
-        if (count > (f_.size_ - pos_) / min_encoded_size(v.elem_type))
-          bad(field + " count", count_at,
-              "array of " + std::to_string(count) + " " + gguf_type_name(v.elem_type) + " runs past the end of the file (size " +
-                  std::to_string(f_.size_) + ")");
-        v.arr.reserve(count);
-        for (uint64_t i = 0; i < count; ++i)
-          v.arr.push_back(read_value(v.elem_type, field + "[" + std::to_string(i) + "]", depth + 1));
-        break;
-      }
+    if (type == GgufType::string) {
+      v.s = read_string(field);
+    } else if (type == GgufType::array) {
+      v.arr = read_array(field, 0);
+    } else {
+      uint64_t at = pos_;
+      need(field, detail::fixed_size(type));
+      v = detail::decode_fixed(type, f_.map_ + pos_);
+      if (type == GgufType::boolean && v.u > 1) bad(field, at, "bool value " + std::to_string(v.u) + " is neither 0 nor 1");
+      pos_ += detail::fixed_size(type);
     }
     return v;
+  }
+
+  // Checks an array (its element type onwards) and returns a view of its
+  // bytes in the mapping, with the element offsets for string and array
+  // elements. Labels are built only for an error.
+  GgufArray read_array(const std::string& field, int depth) {
+    uint64_t at = pos_;
+    if (depth >= kGgufMaxDepth) bad(field, at, "arrays nested deeper than " + std::to_string(kGgufMaxDepth));
+    GgufArray a;
+    a.elem_type_ = read_type(field + " element type");
+    uint64_t count_at = pos_;
+    uint64_t count = read<uint64_t>(field + " count");
+    uint64_t min_size = min_encoded_size(a.elem_type_);
+    if (count > (f_.size_ - pos_) / min_size)
+      bad(field + " count", count_at,
+          "array of " + std::to_string(count) + " " + gguf_type_name(a.elem_type_) + " runs past the end of the file (size " +
+              std::to_string(f_.size_) + ")");
+    within_cap(field, count_at, pos_ + count * min_size);
+    a.count_ = count;
+    a.view_ = f_.map_ + pos_;
+    const uint64_t start = pos_;
+    if (a.elem_type_ == GgufType::boolean) {
+      for (uint64_t i = 0; i < count; ++i)
+        if (f_.map_[pos_ + i] > 1)
+          bad(indexed(field, i), pos_ + i, "bool value " + std::to_string(f_.map_[pos_ + i]) + " is neither 0 nor 1");
+    }
+    if (detail::fixed_size(a.elem_type_)) {
+      pos_ += count * min_size;
+    } else {
+      a.offsets_.reserve(count);
+      for (uint64_t i = 0; i < count; ++i) {
+        a.offsets_.push_back(pos_ - start);
+        if (a.elem_type_ == GgufType::string) {
+          skip_string(field, i);
+        } else {
+          read_array(indexed(field, i), depth + 1);
+        }
+        within_cap(field, at, pos_);
+      }
+    }
+    a.nbytes_ = pos_ - start;
+    return a;
+  }
+
+  // Checks the string element field[i] and steps over it.
+  void skip_string(const std::string& field, uint64_t i) {
+    uint64_t at = pos_;
+    if (f_.size_ - pos_ < 8) need(indexed(field, i) + " length", 8);
+    uint64_t n;
+    std::memcpy(&n, f_.map_ + pos_, sizeof n);
+    pos_ += 8;
+    if (n > kGgufMaxString)
+      bad(indexed(field, i), at, "string length " + std::to_string(n) + " exceeds the cap of " + std::to_string(kGgufMaxString));
+    if (n > f_.size_ - pos_) need(indexed(field, i), n);
+    pos_ += n;
+  }
+
+  // Refuses metadata that would reach byte `end` past the cap.
+  void within_cap(const std::string& field, uint64_t at, uint64_t end) const {
+    if (end - kMetadataStart > max_metadata_)
+      bad(field, at, "the key/value section reaches at least " + std::to_string(end - kMetadataStart) +
+                         " bytes, over the cap of " + std::to_string(max_metadata_) + " bytes");
   }
 
   void parse() {
@@ -142,8 +185,10 @@ class GgufParser {
       label += " '" + key + "'";
       if (!seen.insert(key).second) bad(label, at, "duplicate key");
       GgufType type = read_type(label + " value type");
-      f_.kvs_.emplace_back(key, read_value(type, label, 0));
+      f_.kvs_.emplace_back(std::move(key), read_value(type, label));
+      within_cap(label, at, pos_);
     }
+    f_.kvs_.shrink_to_fit();
     read_alignment();
 
     seen.clear();
@@ -226,12 +271,15 @@ class GgufParser {
     return info;
   }
 
+  static constexpr uint64_t kMetadataStart = 24;  // after magic, version and the two counts
+
   GgufFile& f_;
   std::string name_;
+  uint64_t max_metadata_;
   uint64_t pos_ = 0;
 };
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, uint64_t max_metadata_bytes) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -252,7 +300,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
     f->map_ = static_cast<const uint8_t*>(m);
   }
   ::close(fd);
-  GgufParser(*f).parse();  // on a throw, ~GgufFile unmaps
+  GgufParser(*f, max_metadata_bytes).parse();  // on a throw, ~GgufFile unmaps
   return f;
 }
 
@@ -271,6 +319,12 @@ const GgufValue* GgufFile::find(const std::string& key) const {
   for (const auto& kv : kvs_)
     if (kv.first == key) return &kv.second;
   return nullptr;
+}
+
+size_t GgufFile::metadata_heap_bytes() const {
+  size_t n = kvs_.capacity() * sizeof(kvs_[0]);
+  for (const auto& [key, v] : kvs_) n += heap_of(key) + heap_of(v.s) + v.arr.heap_bytes();
+  return n;
 }
 
 const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {

@@ -27,24 +27,17 @@ void put_string(std::string& out, const std::string& s) {
 }
 
 void put_value(std::string& out, const GgufValue& v) {
-  switch (v.type) {
-    case GgufType::u8: put<uint8_t>(out, static_cast<uint8_t>(v.u)); break;
-    case GgufType::i8: put<int8_t>(out, static_cast<int8_t>(v.i)); break;
-    case GgufType::u16: put<uint16_t>(out, static_cast<uint16_t>(v.u)); break;
-    case GgufType::i16: put<int16_t>(out, static_cast<int16_t>(v.i)); break;
-    case GgufType::u32: put<uint32_t>(out, static_cast<uint32_t>(v.u)); break;
-    case GgufType::i32: put<int32_t>(out, static_cast<int32_t>(v.i)); break;
-    case GgufType::u64: put<uint64_t>(out, v.u); break;
-    case GgufType::i64: put<int64_t>(out, v.i); break;
-    case GgufType::f32: put<float>(out, static_cast<float>(v.f)); break;
-    case GgufType::f64: put<double>(out, v.f); break;
-    case GgufType::boolean: put<uint8_t>(out, v.u ? 1 : 0); break;
-    case GgufType::string: put_string(out, v.s); break;
-    case GgufType::array:
-      put<uint32_t>(out, static_cast<uint32_t>(v.elem_type));
-      put<uint64_t>(out, v.arr.size());
-      for (const GgufValue& e : v.arr) put_value(out, e);
-      break;
+  if (v.type == GgufType::string) {
+    put_string(out, v.s);
+  } else if (v.type == GgufType::array) {
+    put<uint32_t>(out, static_cast<uint32_t>(v.arr.elem_type()));
+    put<uint64_t>(out, v.arr.size());
+    std::span<const uint8_t> b = v.arr.bytes();
+    out.append(reinterpret_cast<const char*>(b.data()), b.size());
+  } else {
+    char buf[8];
+    detail::encode_fixed(v, reinterpret_cast<uint8_t*>(buf));
+    out.append(buf, detail::fixed_size(v.type));
   }
 }
 
@@ -96,15 +89,16 @@ GgufValue make_value(GgufType type) {
   return v;
 }
 
-GgufValue make_array(GgufType elem_type) {
+GgufValue make_array(GgufArray a) {
   GgufValue v = make_value(GgufType::array);
-  v.elem_type = elem_type;
+  v.arr = std::move(a);
   return v;
 }
 
 }  // namespace
 
 void GgufWriter::set_value(const std::string& key, GgufValue v) {
+  v.arr.own();
   for (auto& kv : kvs_) {
     if (kv.first == key) {
       kv.second = std::move(v);
@@ -145,28 +139,15 @@ void GgufWriter::set_string(const std::string& key, const std::string& v) {
   set_value(key, std::move(x));
 }
 void GgufWriter::set_array(const std::string& key, const std::vector<std::string>& v) {
-  GgufValue a = make_array(GgufType::string);
-  for (const std::string& s : v) {
-    a.arr.push_back(make_value(GgufType::string));
-    a.arr.back().s = s;
-  }
-  set_value(key, std::move(a));
+  GgufArray a(GgufType::string);
+  for (const std::string& s : v) a.push(s);
+  set_value(key, make_array(std::move(a)));
 }
 void GgufWriter::set_array(const std::string& key, const std::vector<float>& v) {
-  GgufValue a = make_array(GgufType::f32);
-  for (float f : v) {
-    a.arr.push_back(make_value(GgufType::f32));
-    a.arr.back().f = f;
-  }
-  set_value(key, std::move(a));
+  set_value(key, make_array(GgufArray::packed(GgufType::f32, v.data(), v.size())));
 }
 void GgufWriter::set_array(const std::string& key, const std::vector<int32_t>& v) {
-  GgufValue a = make_array(GgufType::i32);
-  for (int32_t i : v) {
-    a.arr.push_back(make_value(GgufType::i32));
-    a.arr.back().i = i;
-  }
-  set_value(key, std::move(a));
+  set_value(key, make_array(GgufArray::packed(GgufType::i32, v.data(), v.size())));
 }
 
 void GgufWriter::add_tensor(const std::string& name, DType type, std::span<const int64_t> ne, const void* data) {

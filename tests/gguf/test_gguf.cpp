@@ -1,8 +1,13 @@
 // GGUF v3: writer -> reader round trips, every truncation and a list of
-// corruptions refused with errors naming the field, and a file written by an
-// independent Python script (make_gguf.py) read back value by value.
+// corruptions refused with errors naming the field, a file written by an
+// independent Python script (make_gguf.py) read back value by value, and
+// metadata memory bounded by the file size and the metadata cap.
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -118,16 +123,16 @@ TEST(Gguf, RoundTripEveryValueTypeAndDType) {
   v.type = GgufType::i64, v.i = -(1ll << 60), w.set_value("i64", v);
   v.type = GgufType::f64, v.f = 1e300, w.set_value("f64", v);
   GgufValue nested;  // array of arrays of u16
-  nested.type = GgufType::array, nested.elem_type = GgufType::array;
+  nested.type = GgufType::array, nested.arr = GgufArray(GgufType::array);
   for (int i = 0; i < 2; ++i) {
     GgufValue inner;
-    inner.type = GgufType::array, inner.elem_type = GgufType::u16;
+    inner.type = GgufType::array, inner.arr = GgufArray(GgufType::u16);
     for (int j = 0; j <= i; ++j) {
       GgufValue e;
       e.type = GgufType::u16, e.u = static_cast<uint64_t>(10 * i + j);
-      inner.arr.push_back(e);
+      inner.arr.push(e);
     }
-    nested.arr.push_back(inner);
+    nested.arr.push(inner);
   }
   w.set_value("nested", nested);
   w.set_u32("u32", 17);  // replaces, keeps its place
@@ -178,8 +183,9 @@ TEST(Gguf, RoundTripEveryValueTypeAndDType) {
   const GgufValue* n = f->find("nested");
   ASSERT_NE(n, nullptr);
   ASSERT_EQ(n->arr.size(), 2u);
-  EXPECT_EQ(n->arr[1].elem_type, GgufType::u16);
-  EXPECT_EQ(n->arr[1].arr[1].u, 11u);
+  EXPECT_EQ(n->arr.elem_type(), GgufType::array);
+  EXPECT_EQ(n->arr.element(1).arr.elem_type(), GgufType::u16);
+  EXPECT_EQ(n->arr.element(1).arr.element(1).u, 11u);
   EXPECT_FALSE(f->has("missing"));
   EXPECT_EQ(f->get_u32("missing"), std::nullopt);
 
@@ -442,4 +448,226 @@ TEST(Gguf, ReadsIndependentPythonWriter) {
   EXPECT_EQ(d->ne[0], 5);
   const int32_t* iv = static_cast<const int32_t*>(f->tensor_data(*d));
   for (int i = 0; i < 5; ++i) EXPECT_EQ(iv[i], i * 7 - 10);
+}
+
+namespace {
+
+// Every value of an array as text, nested arrays in brackets: equal texts mean
+// equal elements (floats printed exactly).
+std::string array_text(const GgufArray& a) {
+  std::string out = std::string(gguf_type_name(a.elem_type())) + "[";
+  for (size_t i = 0; i < a.size(); ++i) {
+    GgufValue e = a.element(i);
+    EXPECT_EQ(e.type, a.elem_type());
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%llu|%lld|%a|", static_cast<unsigned long long>(e.u), static_cast<long long>(e.i), e.f);
+    out += buf + (e.type == GgufType::array ? array_text(e.arr) : e.s) + ",";
+  }
+  return out + "]";
+}
+
+GgufValue array_value(GgufArray a) {
+  GgufValue v;
+  v.type = GgufType::array;
+  v.arr = std::move(a);
+  return v;
+}
+
+// Resident and peak resident bytes of this process (/proc/self/status).
+size_t status_kb(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
+  return 0;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+}  // namespace
+
+TEST(Gguf, EveryArrayTypeRoundTripsExactly) {
+  TempDir dir;
+  GgufWriter w;
+  std::mt19937_64 rng(7);
+  const GgufType fixed[] = {GgufType::u8,  GgufType::i8,  GgufType::u16, GgufType::i16,
+                            GgufType::u32, GgufType::i32, GgufType::u64, GgufType::i64,
+                            GgufType::f32, GgufType::f64, GgufType::boolean};
+  std::vector<std::pair<std::string, std::string>> want;  // key, array_text
+  for (GgufType t : fixed) {
+    // Random bytes, but with bool bytes 0/1 and floats that are not NaN.
+    GgufArray packed_bytes(t);
+    GgufArray pushed(t);
+    for (int k = 0; k < 40; ++k) {
+      uint64_t bits = k < 2 ? (k ? ~0ull : 0ull) : rng();
+      if (t == GgufType::boolean) bits &= 1;
+      if (t == GgufType::f32) bits &= 0xbf7fffffu;
+      if (t == GgufType::f64) bits &= 0xbfefffffffffffffull;
+      GgufArray one = GgufArray::packed(t, &bits, 1);
+      packed_bytes.push(one.element(0));
+      pushed.push(one.element(0));
+    }
+    GgufArray inner_empty(t);
+    GgufArray nested(GgufType::array);
+    nested.push(array_value(pushed));
+    nested.push(array_value(inner_empty));
+    nested.push(array_value(packed_bytes));
+    std::string name = gguf_type_name(t);
+    want.emplace_back("a." + name, array_text(pushed));
+    want.emplace_back("n." + name, array_text(nested));
+    w.set_value("a." + name, array_value(pushed));
+    w.set_value("n." + name, array_value(nested));
+    EXPECT_EQ(array_text(packed_bytes), array_text(pushed));
+  }
+  const std::vector<std::string> strings = {"", "a", std::string("nul\0in", 6), "w\xc3\xb6rld", std::string(3000, 'x')};
+  GgufArray s(GgufType::string), nested_s(GgufType::array);
+  for (const std::string& x : strings) s.push(x);
+  nested_s.push(array_value(s));
+  nested_s.push(array_value(GgufArray(GgufType::string)));
+  w.set_array("s", strings);
+  w.set_value("n.string", array_value(nested_s));
+  w.set_value("empty", array_value(GgufArray(GgufType::array)));
+  want.emplace_back("s", array_text(s));
+  want.emplace_back("n.string", array_text(nested_s));
+  want.emplace_back("empty", "array[]");
+  const std::string path = dir.file("arrays.gguf");
+  w.write(path);
+
+  auto f = GgufFile::open(path);
+  for (const auto& [key, text] : want) {
+    const GgufValue* v = f->find(key);
+    ASSERT_NE(v, nullptr) << key;
+    EXPECT_EQ(array_text(v->arr), text) << key;
+  }
+  EXPECT_EQ(f->get_array_strings("s"), strings);
+  EXPECT_EQ(f->find("n.string")->arr.element(0).arr.string(2), strings[2]);
+  EXPECT_EQ(f->find("a.u8")->arr.element(1).u, 255u);
+  EXPECT_EQ(f->find("a.i64")->arr.element(1).i, -1);
+  EXPECT_EQ(f->get_array_i32("a.i8")->at(1), -1);
+
+  // Values viewing the file, written again after it closes: the same bytes.
+  GgufWriter again;
+  for (const std::string& key : f->keys()) again.set_value(key, *f->find(key));
+  f.reset();
+  again.write(dir.file("again.gguf"));
+  EXPECT_EQ(read_all(dir.file("again.gguf")), read_all(path));
+
+  // Misuse is refused.
+  GgufArray u16(GgufType::u16), deep(GgufType::array);
+  EXPECT_THROW(u16.push("text"), Error);
+  EXPECT_THROW(u16.element(0), Error);
+  EXPECT_THROW(deep.push(array_value(GgufArray(GgufType::array))), Error);
+  const uint8_t two = 2;
+  EXPECT_THROW(GgufArray::packed(GgufType::boolean, &two, 1), Error);
+  EXPECT_THROW(GgufArray::packed(GgufType::string, &two, 1), Error);
+}
+
+TEST(Gguf, LargeArraysStayCompact) {
+  // The report: a 16 MiB array<u8> took ~97 bytes of RAM per byte. Here
+  // with a million short strings and 100k nested arrays beside it.
+  TempDir dir;
+  const std::string path = dir.file("big.gguf");
+  const size_t n_blob = 16u << 20, n_strings = 1'000'000, n_nested = 100'000;
+  {
+    GgufWriter w;
+    std::vector<uint8_t> blob = random_bytes(n_blob, 5);
+    w.set_value("blob", array_value(GgufArray::packed(GgufType::u8, blob.data(), blob.size())));
+    GgufArray strings(GgufType::string);
+    for (size_t i = 0; i < n_strings; ++i) strings.push(std::string_view("abc", i % 4));
+    w.set_value("strings", array_value(std::move(strings)));
+    GgufArray nested(GgufType::array);
+    for (size_t i = 0; i < n_nested; ++i) {
+      const int32_t pair[2] = {static_cast<int32_t>(i), -static_cast<int32_t>(i)};
+      nested.push(array_value(GgufArray::packed(GgufType::i32, pair, 2)));
+    }
+    w.set_value("nested", array_value(std::move(nested)));
+    w.write(path);
+  }
+  const size_t file_bytes = fs::file_size(path);
+#if defined(__GLIBC__)
+  malloc_trim(0);  // the writer's freed memory must not hide the reader's
+#endif
+  // The peak resident growth around open(): heap plus touched file pages.
+  const bool peak_reset = static_cast<bool>(std::ofstream("/proc/self/clear_refs") << "5");
+  const size_t rss_before = status_kb("VmRSS") << 10;
+  auto f = GgufFile::open(path);
+  const size_t rss_peak = status_kb(peak_reset ? "VmHWM" : "VmRSS") << 10;
+
+  const GgufArray& blob = f->find("blob")->arr;
+  const GgufArray& strings = f->find("strings")->arr;
+  const GgufArray& nested = f->find("nested")->arr;
+  ASSERT_EQ(blob.size(), n_blob);
+  ASSERT_EQ(strings.size(), n_strings);
+  ASSERT_EQ(nested.size(), n_nested);
+  EXPECT_EQ(strings.string(n_strings - 1), "abc");
+  EXPECT_EQ(nested.element(n_nested - 1).arr.element(1).i, -static_cast<int64_t>(n_nested - 1));
+  // Fixed-size elements cost nothing; others one offset each.
+  EXPECT_EQ(blob.heap_bytes(), 0u);
+  EXPECT_EQ(strings.heap_bytes(), n_strings * sizeof(uint64_t));
+  EXPECT_LE(strings.heap_bytes(), strings.bytes().size());
+  EXPECT_LE(nested.heap_bytes(), nested.bytes().size());
+  EXPECT_LT(f->metadata_heap_bytes(), file_bytes / 2) << file_bytes;
+  if (kSanitized) {
+    std::printf("resident growth not checked under a sanitizer\n");
+  } else {
+    std::printf("open(): %zu MiB file, metadata heap %zu MiB, resident +%zu MiB (%s)\n", file_bytes >> 20,
+                f->metadata_heap_bytes() >> 20, (rss_peak - std::min(rss_peak, rss_before)) >> 20,
+                peak_reset ? "peak" : "after");
+    EXPECT_LT(rss_peak - std::min(rss_peak, rss_before), 2 * file_bytes + (16u << 20))
+        << "file " << file_bytes << " bytes, resident " << rss_before << " -> " << rss_peak
+        << (peak_reset ? " (peak)" : " (now)");
+  }
+}
+
+TEST(Gguf, MetadataOverTheCapIsRefused) {
+  TempDir dir;
+  const std::string p = dir.file("meta.gguf");
+  auto expect_cap = [&](uint64_t cap, const std::string& key) {
+    try {
+      GgufFile::open(p, cap);
+      ADD_FAILURE() << "opened metadata over a cap of " << cap;
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::invalid_input) << m;
+      EXPECT_NE(m.find("meta.gguf: "), std::string::npos) << m;
+      EXPECT_NE(m.find("'" + key + "'"), std::string::npos) << m;
+      EXPECT_NE(m.find("over the cap of " + std::to_string(cap) + " bytes"), std::string::npos) << m;
+    }
+  };
+
+  // The real cap, on a sparse file: one array<u8> a byte over it.
+  Bytes big;
+  big.header(0, 1).str("huge").u32(9).u32(0).u64(kGgufMaxMetadataBytes + 1);
+  write_all(p, big.b);
+  fs::resize_file(p, big.b.size() + kGgufMaxMetadataBytes + 1);
+  expect_cap(kGgufMaxMetadataBytes, "huge");
+
+  // Keys that sum past a lower cap: refused at the first key over it.
+  GgufWriter w;
+  std::vector<float> floats(250, 1.f);
+  w.set_array("a", floats);
+  w.set_array("b", floats);
+  w.set_array("c", floats);
+  w.write(p);
+  const uint64_t section = fs::file_size(p) - 24;  // no tensors: the rest is metadata
+  EXPECT_NO_THROW(GgufFile::open(p, section));
+  expect_cap(section - 1, "c");
+  expect_cap(section / 2, "b");
+
+  // Strings longer than an array's count suggests: caught while walking.
+  GgufWriter ws;
+  ws.set_array("tokens", std::vector<std::string>(100, std::string(100, 't')));
+  ws.write(p);
+  expect_cap(2000, "tokens");
+  EXPECT_NO_THROW(GgufFile::open(p, fs::file_size(p) - 24));
 }

@@ -42,9 +42,10 @@ std::string scalar_text(const GgufValue& v) {
     case GgufType::string: return quoted(v.s);
     case GgufType::array: break;
   }
-  std::string out = std::string("array<") + gguf_type_name(v.elem_type) + ">[" + std::to_string(v.arr.size()) + "] [";
-  for (size_t i = 0; i < v.arr.size() && i < kShownElements; ++i) out += (i ? ", " : "") + scalar_text(v.arr[i]);
-  return out + (v.arr.size() > kShownElements ? ", ...]" : "]");
+  const GgufArray& a = v.arr;
+  std::string out = std::string("array<") + gguf_type_name(a.elem_type()) + ">[" + std::to_string(a.size()) + "] [";
+  for (size_t i = 0; i < a.size() && i < kShownElements; ++i) out += (i ? ", " : "") + scalar_text(a.element(i));
+  return out + (a.size() > kShownElements ? ", ...]" : "]");
 }
 
 }  // namespace
