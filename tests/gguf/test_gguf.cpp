@@ -482,10 +482,11 @@ size_t status_kb(const std::string& field) {
   return 0;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+// Sanitizers' shadow memory counts as resident: RSS checks are skipped there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitized = true;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
