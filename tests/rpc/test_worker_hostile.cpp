@@ -15,6 +15,7 @@
 
 #include "server/worker.h"
 #include "weft/cpu.h"
+#include "wire_graph.h"
 #include "worker_wire.h"
 
 namespace weft::rpc::wtest {
@@ -97,35 +98,7 @@ struct Env {
 
 Env* env = nullptr;
 
-// --- graphs written field by field (section 4), to be broken on purpose ---
-
-struct WT {
-  uint8_t dtype = 0, op = 0;
-  uint16_t flags = 0;
-  int64_t ne[4] = {1, 1, 1, 1};
-  uint64_t nb[4] = {};
-  int32_t params[16] = {};
-  uint32_t src[4] = {};
-  uint32_t view_src = 0;
-  uint64_t view_offs = 0, buffer = 0, offset = 0;
-};
-
-struct WG {
-  std::vector<WT> t;
-  std::vector<uint32_t> nodes;
-};
-
-WT packed_f32(int64_t n0, int64_t n1, uint64_t handle, uint64_t offset) {
-  WT w;
-  w.ne[0] = n0;
-  w.ne[1] = n1;
-  w.nb[0] = 4;
-  w.nb[1] = 4 * static_cast<uint64_t>(n0);
-  w.nb[2] = w.nb[3] = w.nb[1] * static_cast<uint64_t>(n1);
-  w.buffer = handle;
-  w.offset = offset;
-  return w;
-}
+// --- graphs written field by field (wire_graph.h), to be broken on purpose ---
 
 // t0, t1: f32 [8, 4] leafs at 0 and 128; t2 = add(t0, t1) at 256.
 WG base_graph(uint64_t handle) {
@@ -139,27 +112,6 @@ WG base_graph(uint64_t handle) {
   g.t.push_back(sum);
   g.nodes = {2};
   return g;
-}
-
-Bytes encode_wg(const WG& g) {
-  Writer w;
-  w.u32(static_cast<uint32_t>(g.t.size()));
-  for (const WT& t : g.t) {
-    w.u8(t.dtype);
-    w.u8(t.op);
-    w.u16(t.flags);
-    for (int64_t n : t.ne) w.i64(n);
-    for (uint64_t n : t.nb) w.u64(n);
-    for (int32_t p : t.params) w.i32(p);
-    for (uint32_t s : t.src) w.u32(s);
-    w.u32(t.view_src);
-    w.u64(t.view_offs);
-    w.u64(t.buffer);
-    w.u64(t.offset);
-  }
-  w.u32(static_cast<uint32_t>(g.nodes.size()));
-  for (uint32_t n : g.nodes) w.u32(n);
-  return w.data();
 }
 
 // A fresh session with a 1 KiB buffer sends base_graph changed by mutate.
