@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "protocol/graph_codec.h"
+#include "wire_graph.h"
 #include "weft/cpu.h"
 #include "weft/error.h"
 #include "weft/ops.h"
@@ -23,21 +24,9 @@ namespace {
 constexpr uint64_t kHandleA = 7;
 constexpr uint64_t kHandleB = 1ull << 40;
 
-// A hand-written tensor record, in the field order of section 4 (written
-// independently of the encoder, so both are checked against the spec).
-struct Rec {
-  uint8_t dtype = 0;
-  uint8_t op = 0;
-  uint16_t flags = 0;
-  int64_t ne[4] = {1, 1, 1, 1};
-  uint64_t nb[4] = {};
-  int32_t params[16] = {};
-  uint32_t src[4] = {};
-  uint32_t view_src = 0;
-  uint64_t view_offs = 0;
-  uint64_t buffer = 0;
-  uint64_t offset = 0;
-};
+// Hand-written tensor records in the field order of section 4 (wire_graph.h,
+// written independently of the encoder, so both are checked against the spec).
+using Rec = wtest::WT;
 
 Rec packed(DType type, std::initializer_list<int64_t> ne, Op op = Op::none) {
   Tensor t;
@@ -73,24 +62,7 @@ Rec node(Op op, DType type, std::initializer_list<int64_t> ne, std::initializer_
 }
 
 std::vector<uint8_t> encode(const std::vector<Rec>& recs, const std::vector<uint32_t>& nodes) {
-  Writer w;
-  w.u32(static_cast<uint32_t>(recs.size()));
-  for (const Rec& r : recs) {
-    w.u8(r.dtype);
-    w.u8(r.op);
-    w.u16(r.flags);
-    for (int64_t n : r.ne) w.i64(n);
-    for (uint64_t n : r.nb) w.u64(n);
-    for (int32_t p : r.params) w.i32(p);
-    for (uint32_t s : r.src) w.u32(s);
-    w.u32(r.view_src);
-    w.u64(r.view_offs);
-    w.u64(r.buffer);
-    w.u64(r.offset);
-  }
-  w.u32(static_cast<uint32_t>(nodes.size()));
-  for (uint32_t n : nodes) w.u32(n);
-  return w.data();
+  return wtest::encode_wg(wtest::WG{recs, nodes});
 }
 
 class RpcGraphCodec : public ::testing::Test {
