@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sanitized.h"
 #include "weft/error.h"
 #include "weft/gguf.h"
 
@@ -482,18 +483,7 @@ size_t status_kb(const std::string& field) {
   return 0;
 }
 
-// Sanitizers' shadow memory counts as resident: RSS checks are skipped there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;  // RSS checks are skipped there: shadow memory counts as resident
 
 }  // namespace
 

@@ -48,14 +48,8 @@
 
 #include "worker_wire.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define WEFT_FUZZ_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define WEFT_FUZZ_SANITIZED 1
-#endif
-#endif
-#ifdef WEFT_FUZZ_SANITIZED
+#include "sanitized.h"
+#ifdef WEFT_SANITIZED
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -79,7 +73,7 @@ void print_case_line() {
   const ssize_t ignored = ::write(2, g_case_line, std::strlen(g_case_line));
   (void)ignored;
 }
-#ifndef WEFT_FUZZ_SANITIZED
+#ifndef WEFT_SANITIZED
 void on_fatal_signal(int sig) {
   print_case_line();
   std::signal(sig, SIG_DFL);
@@ -268,7 +262,7 @@ int main(int argc, char** argv) {
                  "[--only valid|mutated|lifetime|racing] [--case-seed X] [--max-graph-cost C] [--verbose]\n");
     return 2;
   }
-#ifdef WEFT_FUZZ_SANITIZED
+#ifdef WEFT_SANITIZED
   __sanitizer_set_death_callback(weft::rpc::fuzz::print_case_line);
 #else
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, weft::rpc::fuzz::on_fatal_signal);

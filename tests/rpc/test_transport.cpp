@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "sanitized.h"
 #include "transport/loopback_bandwidth.h"
 #include "transport/stream.h"
 #include "weft/error.h"
@@ -23,17 +24,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;
 
 // Sanitized builds check every access and run several times slower.
 constexpr size_t kBigBytes = kSanitized ? size_t{32} << 20 : size_t{256} << 20;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "sanitized.h"
 #include "child_worker.h"
 #include "protocol/graph_codec.h"
 #include "weft/ops.h"
@@ -23,11 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;
 
 constexpr size_t kBudget = size_t{64} << 20;
 constexpr size_t kAllowance = size_t{96} << 20;  // threads, tables, allocator slack, the binary itself
