@@ -121,9 +121,10 @@ class Backend {
   virtual void compute(const Graph& g) = 0;
   virtual void synchronize() = 0;
 
-  // Optional: the host memory this backend holds for its own use (kernel
-  // scratch) once g has run, beyond g's tensors; a caller with a memory
-  // budget asks before compute(g) (docs/security.md). The default: none.
+  // Optional: the host memory this backend needs for its own use (kernel
+  // scratch) to run g, beyond g's tensors. It depends on g alone, so a caller
+  // with a memory budget asks once per graph (docs/security.md); the backend
+  // keeps the most any graph it ran needed. The default: none.
   virtual size_t working_bytes(const Graph& g) const {
     (void)g;
     return 0;

@@ -99,8 +99,7 @@ class CpuBackend final : public Backend {
   }
 
   size_t working_bytes(const Graph& g) const override {
-    const size_t need = plan(g, nullptr) * static_cast<size_t>(pool_.size());
-    return std::max(need, scratch_.size());
+    return plan(g, nullptr) * static_cast<size_t>(pool_.size());
   }
 
   void set_cancel_flag(const std::atomic<bool>* flag) override { cancel_ = flag; }

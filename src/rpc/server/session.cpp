@@ -139,9 +139,11 @@ void Session::update_status() {
   status_.idle_since_ms.store(steady_now_ms(), std::memory_order_relaxed);
 }
 
-void Session::arm_header_deadline() {
+std::chrono::steady_clock::time_point Session::arm_header_deadline() {
   const auto now = std::chrono::steady_clock::now();
-  stream_.set_read_deadline(state_ == State::ready ? now + shared_.limits.idle_timeout : handshake_deadline_);
+  const auto deadline = state_ == State::ready ? now + shared_.limits.idle_timeout : handshake_deadline_;
+  stream_.set_read_deadline(deadline);
+  return deadline;
 }
 
 namespace {
@@ -195,13 +197,13 @@ void Session::run() noexcept {
 void Session::loop() {
   for (;;) {
     uint8_t raw[kFrameHeaderBytes];
-    arm_header_deadline();
+    const auto deadline = arm_header_deadline();
     try {
       stream_.read_exact(raw, sizeof raw);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::disconnected) throw;
       between_frames_ = true;  // the usual way a session ends: the client closed
-      if (std::string_view(e.what()).find("timed out") != std::string_view::npos) {
+      if (std::chrono::steady_clock::now() >= deadline) {
         const auto& l = shared_.limits;
         end_reason_ = state_ == State::ready
                           ? "idle for " + std::to_string(l.idle_timeout.count()) + " ms (the idle timeout): closed"

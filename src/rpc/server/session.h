@@ -100,6 +100,7 @@ class Session {
     std::vector<uint64_t> handles;  // the buffers its tensors live in
     uint64_t last_use = 0;
     size_t charged = 0;  // bytes of the session's memory account
+    size_t working = 0;  // the backend's working memory (kernel scratch) it needs
   };
   // A SET_TENSOR_HASH miss whose bytes are arriving in SET_TENSOR frames.
   struct PendingUpload {
@@ -164,7 +165,7 @@ class Session {
   void shrink_payload();  // gives back a large frame's payload memory
 
   // Deadlines (SessionLimits): the next frame header's, a frame body's and a reply's.
-  void arm_header_deadline();
+  std::chrono::steady_clock::time_point arm_header_deadline();  // returns it
   void arm_body_deadline(uint64_t length);
   void write_frame(const uint8_t* header, const void* data, size_t size);
 

@@ -82,6 +82,11 @@ void Session::on_graph_compute() {
     stored->device = device;
     stored->handles = std::move(used);
     stored->charged = charged;
+    try {
+      stored->working = backend(device).working_bytes(stored->graph->graph);  // once per graph, not per run
+    } catch (...) {
+      stored->working = SIZE_MAX;  // unsupported: compute() reports it
+    }
   } else {
     auto it = graphs_.find(graph_id);
     if (it == graphs_.end()) {
@@ -114,7 +119,7 @@ void Session::compute_stored(StoredGraph& stored) {
   const uint32_t device = stored.device;
   Backend& be = backend(device);
   try {
-    const size_t need = be.working_bytes(stored.graph->graph);
+    const size_t need = stored.working == SIZE_MAX ? 0 : stored.working;
     if (need > scratch_charged_[device]) {
       charge(need - scratch_charged_[device], "kernel scratch for the graph");
       scratch_charged_[device] = need;

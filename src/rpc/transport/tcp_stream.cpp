@@ -141,9 +141,10 @@ void TcpStream::read_exact(void* data, size_t n) {
   auto* out = static_cast<char*>(data);
   size_t left = n;
   const bool timed = read_timeout_.count() > 0 || read_deadline_ != Deadline::max();
+  bool waited = false;  // timed reads try first and wait only when nothing has arrived
   while (left > 0) {
     bool by_deadline = false;
-    if (timed && !wait_readable(n, &by_deadline)) {
+    if (timed && waited && !wait_readable(n, &by_deadline)) {
       if (by_deadline) {
         fail(ErrorKind::disconnected, "rpc",
              peer_ + ": timed out: " + std::to_string(n - left) + " of " + std::to_string(n) +
@@ -155,13 +156,16 @@ void TcpStream::read_exact(void* data, size_t n) {
     }
     // Without a timeout MSG_WAITALL saves wake-ups on big reads; shutdown()
     // still ends it.
-    const ssize_t got = ::recv(fd_, out, left, timed ? 0 : MSG_WAITALL);
+    const ssize_t got = ::recv(fd_, out, left, timed ? MSG_DONTWAIT : MSG_WAITALL);
     if (got > 0) {
       out += got;
       left -= static_cast<size_t>(got);
+      waited = false;
       continue;
     }
     if (got < 0 && errno == EINTR) continue;
+    waited = got < 0 && timed && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (waited) continue;
     const int error = got < 0 ? errno : 0;
     if (got == 0 || error == ECONNRESET || error == EPIPE || shut_down_.load()) {
       fail(ErrorKind::disconnected, "rpc", peer_ + ": connection closed while reading " + std::to_string(n) + " bytes");
