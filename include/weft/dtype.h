@@ -1,6 +1,7 @@
 // Element types and their storage layout. Quantized types store blocks of
-// kBlockSize values (the GGUF layouts, see FACTS.md); all others store one
-// value per element.
+// 32 or 256 values (the GGUF layouts, see FACTS.md and docs/quantization.md);
+// all others store one value per element. The enum's values are part of the
+// RPC wire format: new types are appended, never inserted.
 #pragma once
 
 #include <cstddef>
@@ -10,21 +11,47 @@
 
 namespace weft {
 
-enum class DType : uint8_t { f32, f16, bf16, i32, q8_0, q4_0 };
-inline constexpr int kDTypeCount = 6;
+enum class DType : uint8_t {
+  f32, f16, bf16, i32, q8_0, q4_0,
+  q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs,
+};
+inline constexpr int kDTypeCount = 16;
 
-inline constexpr int kQuantBlock = 32;  // values per q8_0 / q4_0 block
+inline constexpr int kQuantBlock = 32;    // values per q8_0 / q4_0 / q4_1 / q5_x / iq4_nl block
+inline constexpr int kSuperBlock = 256;  // values per K-quant / iq4_xs block
 
 struct DTypeTraits {
   std::string_view name;
-  int64_t block_size;  // elements per storage unit (1 or 32)
+  int64_t block_size;  // elements per storage unit (1, 32 or 256)
   size_t unit_bytes;   // bytes per storage unit
   bool quantized;
+  uint32_t gguf_id;    // the GGUF / ggml type id
 };
 
-const DTypeTraits& traits(DType t);
+inline constexpr DTypeTraits kDTypeTraits[kDTypeCount] = {
+    {"f32", 1, 4, false, 0},
+    {"f16", 1, 2, false, 1},
+    {"bf16", 1, 2, false, 30},
+    {"i32", 1, 4, false, 26},
+    {"q8_0", kQuantBlock, 34, true, 8},
+    {"q4_0", kQuantBlock, 18, true, 2},
+    {"q4_1", kQuantBlock, 20, true, 3},
+    {"q5_0", kQuantBlock, 22, true, 6},
+    {"q5_1", kQuantBlock, 24, true, 7},
+    {"q2_K", kSuperBlock, 84, true, 10},
+    {"q3_K", kSuperBlock, 110, true, 11},
+    {"q4_K", kSuperBlock, 144, true, 12},
+    {"q5_K", kSuperBlock, 176, true, 13},
+    {"q6_K", kSuperBlock, 210, true, 14},
+    {"iq4_nl", kQuantBlock, 18, true, 20},
+    {"iq4_xs", kSuperBlock, 136, true, 23},
+};
+
+constexpr const DTypeTraits& traits(DType t) { return kDTypeTraits[static_cast<size_t>(t)]; }
 inline std::string_view dtype_name(DType t) { return traits(t).name; }
 std::optional<DType> dtype_from_name(std::string_view name);
+// The DType of a GGUF / ggml type id, if weft has one.
+std::optional<DType> dtype_from_gguf_id(uint32_t id);
 
 // Bytes used by a row of n elements; n must be a multiple of the block size
 // (checked by the op constructors, not here).
@@ -44,7 +71,9 @@ inline float bf16_to_f32(uint16_t h) {
   return f;
 }
 
-// Converts n contiguous elements. For quantized types n is a multiple of 32.
+// Converts n contiguous elements. For quantized types n is a multiple of the
+// block size; from_f32 into them is the standard reference quantizer (the
+// bytes llama.cpp's quantizer writes without an importance matrix).
 // i32 converts by value (rounding toward zero on the way in).
 void to_f32(DType t, const void* src, float* dst, int64_t n);
 void from_f32(DType t, const float* src, void* dst, int64_t n);

@@ -2,22 +2,17 @@
 // backend has its own SIMD paths for hot loops; these define the results.
 #include "weft/dtype.h"
 
+#include "weft/quant.h"
+
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 
 namespace weft {
 namespace {
 
-constexpr std::array<DTypeTraits, kDTypeCount> kTraits = {{
-    {"f32", 1, 4, false},
-    {"f16", 1, 2, false},
-    {"bf16", 1, 2, false},
-    {"i32", 1, 4, false},
-    {"q8_0", kQuantBlock, sizeof(BlockQ8_0), true},
-    {"q4_0", kQuantBlock, sizeof(BlockQ4_0), true},
-}};
+static_assert(traits(DType::q8_0).unit_bytes == sizeof(BlockQ8_0) && traits(DType::q4_0).unit_bytes == sizeof(BlockQ4_0));
+
 
 uint32_t float_bits(float f) {
   uint32_t u;
@@ -94,11 +89,17 @@ void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t n) {
 
 }  // namespace
 
-const DTypeTraits& traits(DType t) { return kTraits[static_cast<size_t>(t)]; }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (int i = 0; i < kDTypeCount; ++i) {
-    if (kTraits[i].name == name) return static_cast<DType>(i);
+    if (kDTypeTraits[i].name == name) return static_cast<DType>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_from_gguf_id(uint32_t id) {
+  for (int i = 0; i < kDTypeCount; ++i) {
+    if (kDTypeTraits[i].gguf_id == id) return static_cast<DType>(i);
   }
   return std::nullopt;
 }
@@ -160,6 +161,7 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
     }
     case DType::q8_0: dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, n); return;
     case DType::q4_0: dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, n); return;
+    default: dequantize_row(traits(t).gguf_id, src, dst, n); return;  // the other block types
   }
 }
 
@@ -188,6 +190,7 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
     }
     case DType::q8_0: quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n); return;
     case DType::q4_0: quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n); return;
+    default: quantize_row_reference(traits(t).gguf_id, src, dst, n); return;  // the other block types
   }
 }
 

@@ -11,6 +11,11 @@ void require_dtype(const Tensor& t, Op op, const char* which, std::initializer_l
   op_fail(op, std::string(which) + " is " + shape_string(t) + "; expected dtype " + names);
 }
 
+void require_storage_dtype(const Tensor& t, Op op, const char* which, bool allow_i32) {
+  if (t.type != DType::i32 || allow_i32) return;
+  op_fail(op, std::string(which) + " is " + shape_string(t) + "; expected f32, f16, bf16 or a quantized dtype");
+}
+
 Tensor* new_result(Context& ctx, Op op, DType type, const int64_t (&ne)[kMaxDims],
                    std::initializer_list<Tensor*> srcs) {
   Tensor* r = ctx.new_tensor(type, {ne[0], ne[1], ne[2], ne[3]});

@@ -24,6 +24,10 @@ inline void require_operand(const Tensor* t, Op op, const char* which) {
 // Checks t's dtype is one of allowed.
 void require_dtype(const Tensor& t, Op op, const char* which, std::initializer_list<DType> allowed);
 
+// Checks t holds stored values: any dtype but i32 (f32, f16, bf16 or any
+// quantized type), or any dtype at all when allow_i32.
+void require_storage_dtype(const Tensor& t, Op op, const char* which, bool allow_i32 = false);
+
 // A new packed result tensor with the given op and sources.
 Tensor* new_result(Context& ctx, Op op, DType type, const int64_t (&ne)[kMaxDims],
                    std::initializer_list<Tensor*> srcs);

@@ -10,10 +10,9 @@ using detail::new_result;
 using detail::require;
 using detail::require_dtype;
 using detail::require_operand;
+using detail::require_storage_dtype;
 using detail::shapes;
 
-constexpr std::initializer_list<DType> kStorageTypes = {DType::f32, DType::f16, DType::bf16, DType::q8_0,
-                                                        DType::q4_0};
 
 }  // namespace
 
@@ -21,7 +20,7 @@ Tensor* get_rows(Context& ctx, Tensor* a, Tensor* idx) {
   constexpr Op op = Op::get_rows;
   require_operand(a, op, "a");
   require_operand(idx, op, "idx");
-  require_dtype(*a, op, "a", {DType::f32, DType::f16, DType::bf16, DType::i32, DType::q8_0, DType::q4_0});
+  require_storage_dtype(*a, op, "a", /*allow_i32=*/true);
   require_dtype(*idx, op, "idx", {DType::i32});
   require(a->rows_contiguous() && a->ne[3] == 1, op, "a " + shape_string(*a) + " must be [K, R, B] with packed rows");
   require(idx->ne[2] == 1 && idx->ne[3] == 1 && idx->ne[1] == a->ne[2], op,
@@ -34,7 +33,7 @@ Tensor* set_rows(Context& ctx, Tensor* dst, Tensor* src, Tensor* idx) {
   require_operand(dst, op, "dst");
   require_operand(src, op, "src");
   require_operand(idx, op, "idx");
-  require_dtype(*dst, op, "dst", kStorageTypes);
+  require_storage_dtype(*dst, op, "dst");
   require_dtype(*src, op, "src", {DType::f32});
   require_dtype(*idx, op, "idx", {DType::i32});
   require(dst->rows_contiguous() && dst->ne[3] == 1, op,

@@ -9,11 +9,10 @@ using detail::new_result;
 using detail::require;
 using detail::require_dtype;
 using detail::require_operand;
+using detail::require_storage_dtype;
 using detail::shapes;
 
 constexpr std::initializer_list<DType> kFloatTypes = {DType::f32, DType::f16, DType::bf16};
-constexpr std::initializer_list<DType> kWeightTypes = {DType::f32, DType::f16, DType::bf16, DType::q8_0,
-                                                       DType::q4_0};
 
 Tensor* same_shape_result(Context& ctx, Op op, DType type, const Tensor& a, std::initializer_list<Tensor*> srcs) {
   return new_result(ctx, op, type, {a.ne[0], a.ne[1], a.ne[2], a.ne[3]}, srcs);
@@ -161,7 +160,7 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b) {
   constexpr Op op = Op::mul_mat;
   require_operand(a, op, "a");
   require_operand(b, op, "b");
-  require_dtype(*a, op, "a", kWeightTypes);
+  require_storage_dtype(*a, op, "a");
   require_dtype(*b, op, "b", {DType::f32});
   require(a->rows_contiguous(), op, "rows of a " + shape_string(*a) + " are not packed");
   require(a->ne[0] == b->ne[0], op, "inner dimensions differ: " + shapes(*a, *b));
@@ -175,7 +174,7 @@ Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids) {
   require_operand(as, op, "as");
   require_operand(b, op, "b");
   require_operand(ids, op, "ids");
-  require_dtype(*as, op, "as", kWeightTypes);
+  require_storage_dtype(*as, op, "as");
   require_dtype(*b, op, "b", {DType::f32});
   require_dtype(*ids, op, "ids", {DType::i32});
   require(as->rows_contiguous() && as->ne[3] == 1, op,

@@ -31,29 +31,9 @@ DType GgufTensorInfo::dtype() const {
 
 namespace detail {
 
-std::optional<DType> dtype_from_ggml(uint32_t id) {
-  switch (id) {
-    case 0: return DType::f32;
-    case 1: return DType::f16;
-    case 2: return DType::q4_0;
-    case 8: return DType::q8_0;
-    case 26: return DType::i32;
-    case 30: return DType::bf16;
-    default: return std::nullopt;
-  }
-}
+std::optional<DType> dtype_from_ggml(uint32_t id) { return dtype_from_gguf_id(id); }
 
-uint32_t ggml_from_dtype(DType t) {
-  switch (t) {
-    case DType::f32: return 0;
-    case DType::f16: return 1;
-    case DType::q4_0: return 2;
-    case DType::q8_0: return 8;
-    case DType::i32: return 26;
-    case DType::bf16: return 30;
-  }
-  fail(ErrorKind::internal, "gguf", "dtype without a GGUF id");
-}
+uint32_t ggml_from_dtype(DType t) { return traits(t).gguf_id; }
 
 bool ggml_layout(uint32_t id, int64_t* block, size_t* block_bytes) {
   // {id, block elements, bytes per block} for the ggml layouts whose sizes
@@ -61,8 +41,9 @@ bool ggml_layout(uint32_t id, int64_t* block, size_t* block_bytes) {
   static constexpr struct { uint32_t id; int64_t block; size_t bytes; } kTable[] = {
       {0, 1, 4},     {1, 1, 2},     {2, 32, 18},   {3, 32, 20},   {6, 32, 22},
       {7, 32, 24},   {8, 32, 34},   {9, 32, 36},   {10, 256, 84}, {11, 256, 110},
-      {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}, {24, 1, 1},
-      {25, 1, 2},    {26, 1, 4},    {27, 1, 8},    {28, 1, 8},    {30, 1, 2},
+      {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}, {16, 256, 66}, {24, 1, 1},
+      {20, 32, 18},  {23, 256, 136}, {25, 1, 2},   {26, 1, 4},    {27, 1, 8},
+      {28, 1, 8},    {30, 1, 2},
   };
   for (const auto& e : kTable) {
     if (e.id == id) {

@@ -121,7 +121,7 @@ void check_against_reference(const Spec& spec, const std::string& name, double t
           ref_nll += std::log(z) + mx - ref[i][static_cast<size_t>(seq[i + 1])];
         }
         const double ref_ppl = std::exp(ref_nll / static_cast<double>(seq.size() - 1));
-        EXPECT_NEAR(score.perplexity(), ref_ppl, 1e-4 * ref_ppl) << name;
+        EXPECT_NEAR(score.perplexity(), ref_ppl, std::max(1e-4, tol) * ref_ppl) << name;
       });
 }
 
@@ -131,10 +131,15 @@ void check_against_reference(const Spec& spec, const std::string& name, double t
 // relative, on one cache value: well under 1e-6 normalized).
 TEST(LlamaModel, MatchesReferenceF32) { check_against_reference({}, "llama_f32", 1e-6); }
 
+// Quantized weights multiply 8-bit activations (q8_0 blocks, as the standard
+// engine does; docs/quantization.md): each activation is rounded to 1/254 of
+// its block's largest magnitude, which puts ~3e-4 normalized error on the
+// logits of this model; 2e-3 leaves margin and still catches a wrong block,
+// scale or row (errors of order 1).
 TEST(LlamaModel, MatchesReferenceQ8_0) {
   Spec s;
   s.q8 = true;
-  check_against_reference(s, "llama_q8_0", 1e-4);
+  check_against_reference(s, "llama_q8_0", 2e-3);
 }
 
 TEST(LlamaModel, MatchesReferenceQwen2BiasesNeox) {

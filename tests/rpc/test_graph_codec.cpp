@@ -414,8 +414,9 @@ TEST_F(RpcGraphCodec, RejectsReferencesThatAreNotEarlier) {
 
 TEST_F(RpcGraphCodec, RejectsUnknownValues) {
   std::vector<Rec> g = {leaf(DType::f32, {4})};
-  g[0].dtype = 6;
-  expect_rejected(g, {}, {"tensor 0", "dtype 6 is unknown"});
+  static_assert(kDTypeCount == 16);
+  g[0].dtype = kDTypeCount;
+  expect_rejected(g, {}, {"tensor 0", "dtype 16 is unknown"});
   g = {leaf(DType::f32, {4}), node(Op::silu, DType::f32, {4}, {0}, 64)};
   g[1].op = 200;
   expect_rejected(g, {1}, {"tensor 1", "op 200 is unknown"});

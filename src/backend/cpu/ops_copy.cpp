@@ -15,8 +15,7 @@ float load_f32(DType t, const uint8_t* p) {
     case DType::f16: return f16_to_f32(*reinterpret_cast<const uint16_t*>(p));
     case DType::bf16: return bf16_to_f32(*reinterpret_cast<const uint16_t*>(p));
     case DType::i32: return static_cast<float>(*reinterpret_cast<const int32_t*>(p));
-    case DType::q8_0:
-    case DType::q4_0: break;  // quantized elements are not addressable
+    default: break;  // quantized elements are not addressable
   }
   return 0.0f;
 }
@@ -26,9 +25,7 @@ void store_f32(DType t, uint8_t* p, float v) {
     case DType::f32: *reinterpret_cast<float*>(p) = v; return;
     case DType::f16: *reinterpret_cast<uint16_t*>(p) = f32_to_f16(v); return;
     case DType::bf16: *reinterpret_cast<uint16_t*>(p) = f32_to_bf16(v); return;
-    case DType::i32:
-    case DType::q8_0:
-    case DType::q4_0: return;  // cpy into these is same-dtype or by whole rows
+    default: return;  // i32 and quantized: cpy into these is same-dtype or by whole rows
   }
 }
 

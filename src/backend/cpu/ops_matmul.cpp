@@ -8,9 +8,17 @@
 // all batches; when those are too few to share, they split the activation
 // rows instead. Tiles always start at multiples of kTileRows and kTileCols,
 // so results do not depend on the number of threads.
+//
+// Quantized weights take 8-bit activations (qdot.h): each thread quantizes
+// an activation row the first time one of its tiles needs it, into its own
+// scratch, and reuses it for every block of weight rows. A row is quantized
+// the same way whichever thread does it, so results stay independent of the
+// thread count.
 #include <algorithm>
+#include <cstring>
 
 #include "kernels.h"
+#include "qdot.h"
 #include "scratch_k2.h"
 #include "simd.h"
 
@@ -28,18 +36,31 @@ const float* f32_row(const uint8_t* p, size_t stride, int64_t n, float* buf) {
   return buf;
 }
 
+// Scratch of the 8-bit activations: row r of the activations at
+// rows + r * row_bytes once ready[r] is set.
+struct QuantizedActs {
+  const QuantDot* dot = nullptr;  // nullptr: float weights, float activations
+  size_t row_bytes = 0;
+  uint8_t* rows = nullptr;
+  uint8_t* ready = nullptr;
+};
+
 // Problem interface used by the engine:
 //   int64_t batches() const;  int64_t cols(int64_t b) const;
 //   const uint8_t* w_row(int64_t b, int64_t m) const;  size_t w_stride() const;
 //   const float* x_row(int64_t b, int64_t j, float* buf) const;  // buf: K floats
+//   int64_t x_index(int64_t b, int64_t j) const;  // activation row: [0, x_rows())
+//   int64_t x_rows() const;
 //   float* out_row(int64_t b, int64_t j) const;                  // M floats, packed
 template <class P>
 class Engine {
  public:
-  Engine(const KernelContext& kc, const P& p, TileDotFn dot, int64_t k, int64_t m, size_t w_row_bytes, float* xbuf)
-      : kc_(kc), p_(p), dot_(dot), k_(k), m_(m), groups_((m + kTileRows - 1) / kTileRows), xbuf_(xbuf) {
+  Engine(const KernelContext& kc, const P& p, TileDotFn dot, const QuantizedActs& q, int64_t k, int64_t m,
+         size_t w_row_bytes, float* xbuf)
+      : kc_(kc), p_(p), dot_(dot), q_(q), k_(k), m_(m), groups_((m + kTileRows - 1) / kTileRows), xbuf_(xbuf) {
     const int64_t rows = static_cast<int64_t>(kWeightBlockBytes / std::max<size_t>(w_row_bytes, 1));
     mc_ = std::max<int64_t>(1, rows / kTileRows);  // in row groups
+    if (q_.dot != nullptr) std::memset(q_.ready, 0, static_cast<size_t>(p_.x_rows()));
   }
 
   void run(int ith, int nth) {
@@ -62,19 +83,39 @@ class Engine {
     for (int64_t j = j0; j < j1; j += kTileCols) {
       const int nx = static_cast<int>(std::min<int64_t>(kTileCols, j1 - j));
       const float* xs[kTileCols];
+      const void* xqs[kTileCols];
       float* outs[kTileCols];
       for (int i = 0; i < nx; ++i) {
-        xs[i] = p_.x_row(b, j + i, xbuf_ != nullptr ? xbuf_ + i * k_ : nullptr);
+        if (q_.dot != nullptr) {
+          xqs[i] = quantized_x(b, j + i);
+        } else {
+          xs[i] = p_.x_row(b, j + i, xbuf_ != nullptr ? xbuf_ + i * k_ : nullptr);
+        }
         outs[i] = p_.out_row(b, j + i);
       }
       for (int64_t m = m0; m < m1; m += kTileRows) {
         const int nw = static_cast<int>(std::min<int64_t>(kTileRows, m1 - m));
         float r[kTileRows * kTileCols];
-        dot_(p_.w_row(b, m), p_.w_stride(), nw, xs, nx, k_, r);
+        if (q_.dot != nullptr) {
+          q_.dot->tile(p_.w_row(b, m), p_.w_stride(), nw, xqs, nx, k_, r);
+        } else {
+          dot_(p_.w_row(b, m), p_.w_stride(), nw, xs, nx, k_, r);
+        }
         for (int w = 0; w < nw; ++w)
           for (int i = 0; i < nx; ++i) outs[i][m + w] = r[w * kTileCols + i];
       }
     }
+  }
+
+  // Activation row j of batch b in 8-bit form, quantized on first use.
+  const void* quantized_x(int64_t b, int64_t j) {
+    const int64_t r = p_.x_index(b, j);
+    uint8_t* row = q_.rows + static_cast<size_t>(r) * q_.row_bytes;
+    if (q_.ready[r] == 0) {
+      quantize_act_row(q_.dot->act, p_.x_row(b, j, xbuf_), row, k_);
+      q_.ready[r] = 1;
+    }
+    return row;
   }
 
   // This thread's share of all batches' row groups, in blocks of mc_ groups.
@@ -116,6 +157,7 @@ class Engine {
   const KernelContext& kc_;
   const P& p_;
   TileDotFn dot_;
+  QuantizedActs q_;
   int64_t k_, m_, groups_, mc_;
   float* xbuf_;
 };
@@ -134,6 +176,8 @@ struct MatMul {
   const float* x_row(int64_t bi, int64_t j, float* buf) const {
     return f32_row(row_ptr(b, j, bi % b.ne[2], bi / b.ne[2]), b.nb[0], b.ne[0], buf);
   }
+  int64_t x_index(int64_t bi, int64_t j) const { return bi * b.ne[1] + j; }
+  int64_t x_rows() const { return b.ne[1] * b.ne[2] * b.ne[3]; }
   float* out_row(int64_t bi, int64_t j) const {
     return reinterpret_cast<float*>(row_ptr(dst, j, bi % b.ne[2], bi / b.ne[2]));
   }
@@ -159,6 +203,12 @@ struct MatMulId {
     const int64_t n_used = dst.ne[1];
     return f32_row(row_ptr(b, (p % n_used) % b.ne[1], p / n_used, 0), b.nb[0], b.ne[0], buf);
   }
+  int64_t x_index(int64_t bi, int64_t j) const {
+    const int64_t p = pairs[offset[bi] + j];
+    const int64_t n_used = dst.ne[1];
+    return (p / n_used) * b.ne[1] + (p % n_used) % b.ne[1];
+  }
+  int64_t x_rows() const { return b.ne[1] * b.ne[2]; }
   float* out_row(int64_t bi, int64_t j) const {
     const int64_t p = pairs[offset[bi] + j];
     return reinterpret_cast<float*>(row_ptr(dst, p % dst.ne[1], p / dst.ne[1], 0));
@@ -173,6 +223,31 @@ size_t xbuf_bytes(const Tensor& b) {
   return b.nb[0] == sizeof(float) ? 0 : k2_pad(kTileCols * b.ne[0], sizeof(float));
 }
 
+// Activation rows of a product with weights a and activations b.
+int64_t activation_rows(const Tensor& node) {
+  const Tensor& b = *node.src[1];
+  return node.op == Op::mul_mat ? b.ne[1] * b.ne[2] * b.ne[3] : b.ne[1] * b.ne[2];
+}
+
+// Scratch of the 8-bit activations (0 for float weights); taken in this order.
+size_t quantized_acts_bytes(const Tensor& node) {
+  const QuantDot* qd = quant_dot(node.src[0]->type);
+  if (qd == nullptr) return 0;
+  const int64_t rows = activation_rows(node);
+  return k2_pad(rows, act_row_bytes(qd->act, node.src[0]->ne[0])) + k2_pad(rows, 1);
+}
+
+QuantizedActs take_quantized_acts(ScratchK2& scratch, const Tensor& node) {
+  QuantizedActs q;
+  q.dot = quant_dot(node.src[0]->type);
+  if (q.dot == nullptr) return q;
+  const int64_t rows = activation_rows(node);
+  q.row_bytes = act_row_bytes(q.dot->act, node.src[0]->ne[0]);
+  q.rows = scratch.take<uint8_t>(rows * static_cast<int64_t>(q.row_bytes));
+  q.ready = scratch.take<uint8_t>(rows);
+  return q;
+}
+
 }  // namespace
 
 void mul_mat_op(const KernelContext& kc, Tensor& dst) {
@@ -180,8 +255,9 @@ void mul_mat_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& b = *dst.src[1];
   ScratchK2 scratch(kc, dst);
   float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kTileCols * b.ne[0]);
+  const QuantizedActs q = take_quantized_acts(scratch, dst);
   const MatMul p{a, b, dst, b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
-  Engine<MatMul> engine(kc, p, dot_kernels().tile(a.type), a.ne[0], a.ne[1], row_bytes(a.type, a.ne[0]), xbuf);
+  Engine<MatMul> engine(kc, p, dot_kernels().tile(a.type), q, a.ne[0], a.ne[1], row_bytes(a.type, a.ne[0]), xbuf);
   engine.run(kc.ith, kc.nth);
 }
 
@@ -202,6 +278,7 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   int64_t* experts = scratch.take<int64_t>(n_expert);
   int64_t* offset = scratch.take<int64_t>(n_expert + 1);
   int64_t* pairs = scratch.take<int64_t>(n_pairs);
+  const QuantizedActs q = take_quantized_acts(scratch, dst);
 
   // Every thread groups the pairs by expert for itself (cheap next to the
   // products), so no barrier is needed.
@@ -237,20 +314,21 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   }
 
   const MatMulId p{as, b, dst, experts, offset, pairs, n_active};
-  Engine<MatMulId> engine(kc, p, dot_kernels().tile(as.type), as.ne[0], as.ne[1], row_bytes(as.type, as.ne[0]), xbuf);
+  Engine<MatMulId> engine(kc, p, dot_kernels().tile(as.type), q, as.ne[0], as.ne[1], row_bytes(as.type, as.ne[0]),
+                          xbuf);
   engine.run(kc.ith, kc.nth);
 }
 
 size_t matmul_scratch_bytes(const Tensor& node) {
   if (node.op == Op::mul_mat) {
-    const size_t x = xbuf_bytes(*node.src[1]);
+    const size_t x = xbuf_bytes(*node.src[1]) + quantized_acts_bytes(node);
     return x == 0 ? 0 : x + kScratchAlign;
   }
   if (node.op == Op::mul_mat_id) {
     const int64_t n_expert = node.src[0]->ne[2];
     const int64_t n_pairs = node.src[2]->ne[0] * node.src[2]->ne[1];
     return kScratchAlign + xbuf_bytes(*node.src[1]) + 2 * k2_pad(n_expert + 1, sizeof(int64_t)) +
-           k2_pad(n_expert, sizeof(int64_t)) + k2_pad(n_pairs, sizeof(int64_t));
+           k2_pad(n_expert, sizeof(int64_t)) + k2_pad(n_pairs, sizeof(int64_t)) + quantized_acts_bytes(node);
   }
   return 0;
 }

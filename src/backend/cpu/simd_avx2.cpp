@@ -204,9 +204,8 @@ TileDotFn DotKernels::tile(DType t) const {
     case DType::bf16: return bf16_tile;
     case DType::q8_0: return q8_0_tile;
     case DType::q4_0: return q4_0_tile;
-    case DType::i32: return nullptr;
+    default: return nullptr;  // i32; the other quantized types only have qdot.h kernels
   }
-  return nullptr;
 }
 
 const DotKernels* dot_kernels_for(Level level) {
@@ -238,7 +237,7 @@ float dot_row(DType t, const void* w_row, const float* x, int64_t n) {
     case DType::bf16: return k.bf16(static_cast<const uint16_t*>(w_row), x, n);
     case DType::q8_0: return k.q8_0(static_cast<const BlockQ8_0*>(w_row), x, n);
     case DType::q4_0: return k.q4_0(static_cast<const BlockQ4_0*>(w_row), x, n);
-    case DType::i32: break;
+    default: break;
   }
   return 0.0f;
 }
