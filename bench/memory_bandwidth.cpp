@@ -1,5 +1,7 @@
 #include "memory_bandwidth.h"
 
+#include "cache_info.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 namespace weft::bench {
 namespace {
 
-constexpr size_t kBytes = size_t{256} << 20;  // well beyond any last-level cache
 constexpr int kRepeats = 5;
 
 float sum_stream(const float* p, size_t n) {
@@ -50,6 +51,8 @@ double best_seconds(int n_threads, Work&& work) {
 
 Bandwidth measure_memory_bandwidth(int n_threads) {
   n_threads = std::max(1, n_threads);
+  // Four times the last-level cache (at least 256 MiB): every pass from DRAM.
+  const size_t kBytes = beyond_cache_bytes(size_t{256} << 20, 4.0) / 64 * 64;
   const size_t n = kBytes / sizeof(float);
   const size_t slice = n / static_cast<size_t>(n_threads) / 32 * 32;
   auto* src = static_cast<float*>(::operator new(kBytes, std::align_val_t(64)));

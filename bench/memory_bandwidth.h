@@ -9,8 +9,9 @@ struct Bandwidth {
   double copy_bytes_per_s = 0;  // bytes read + written by memcpy of the same
 };
 
-// Measures with n_threads threads, each streaming its own slice; takes the
-// best of a few repetitions.
+// Measures with n_threads threads, each streaming its own slice of a buffer
+// four times the last-level cache (cache_info.h); takes the best of a few
+// repetitions.
 Bandwidth measure_memory_bandwidth(int n_threads);
 
 }  // namespace weft::bench

@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "matvec_bench.h"
 #include "memory_bandwidth.h"
 #include "weft/cpu.h"
 #include "weft/ops.h"
@@ -31,6 +33,8 @@ struct PreparedCase {
   double bytes = 0;  // bytes the op reads (inputs) plus writes (result)
 };
 
+constexpr int64_t kDistinctRows = 64;
+
 void fill_random(Tensor& t, std::mt19937& rng) {
   std::vector<float> values(static_cast<size_t>(t.nelements()));
   if (t.type == DType::i32) {
@@ -42,7 +46,15 @@ void fill_random(Tensor& t, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& v : values) v = dist(rng);
   std::vector<uint8_t> bytes(t.nbytes());
-  from_f32(t.type, values.data(), bytes.data(), t.nelements());
+  if (traits(t.type).quantized && t.nrows() > kDistinctRows) {
+    // The reference quantizers are slow: quantize kDistinctRows rows, repeat them.
+    const size_t row = row_bytes(t.type, t.ne[0]);
+    from_f32(t.type, values.data(), bytes.data(), t.ne[0] * kDistinctRows);
+    for (size_t at = row * kDistinctRows; at < bytes.size(); at += row)
+      std::memcpy(bytes.data() + at, bytes.data() + at % (row * kDistinctRows), row);
+  } else {
+    from_f32(t.type, values.data(), bytes.data(), t.nelements());
+  }
   tensor_set(t, bytes.data(), 0, bytes.size());
 }
 
@@ -77,6 +89,15 @@ std::vector<OpCase> op_cases() {
                          2.0 * static_cast<double>(size * size * n)});
       }
     }
+  }
+  // Prompt-sized products (64 activation rows) for every quantized type.
+  for (DType w : {DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K,
+                  DType::q6_K, DType::iq4_nl, DType::iq4_xs, DType::q8_0, DType::q4_0}) {
+    cases.push_back({"mul_mat " + std::string(dtype_name(w)) + " 4096x4096 n=64",
+                     [=](Context& ctx) {
+                       return ops::mul_mat(ctx, ctx.new_tensor(w, {4096, 4096}), ctx.new_tensor(DType::f32, {4096, 64}));
+                     },
+                     2.0 * 4096 * 4096 * 64});
   }
   for (int64_t rows : {64, 4096}) {
     const std::string shape = "[4096," + std::to_string(rows) + "]";
@@ -167,8 +188,9 @@ int run_ops_bench(const OpsBenchOptions& options) {
   char* argv[] = {arg0, nullptr};
   benchmark::Initialize(&argc, argv);
   RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  if (!prepared.empty()) benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
+  run_matvec_rows(n_threads, bw.read_bytes_per_s, options.min_seconds, options.filter);
   return 0;
 }
 

@@ -343,6 +343,18 @@ TEST(Gguf, CorruptFieldsAreNamed) {
   check(one_tensor("w", {4, uint64_t(-1)}, 0, 0, 32), "dims[1]");                      // negative
   check(one_tensor("w", {1ull << 40, 1ull << 40}, 0, 0, 32), "overflows");              // product
   check(one_tensor("w", {33}, 8, 0, 64), "not a multiple of the dtype's block");
+  // Every block type: a row that splits a block, and a tensor whose last
+  // block is cut short by the end of the file, both named.
+  for (int i = 0; i < kDTypeCount; ++i) {
+    const DTypeTraits& tr = traits(static_cast<DType>(i));
+    if (!tr.quantized) continue;
+    const auto block = static_cast<uint64_t>(tr.block_size);
+    SCOPED_TRACE(std::string(tr.name));
+    check(one_tensor("blk.0.ffn_down.weight", {block + 16, 2}, tr.gguf_id, 0, 4096),
+          "tensor 0 'blk.0.ffn_down.weight' dims[0]");
+    check(one_tensor("blk.0.ffn_down.weight", {block, 2}, tr.gguf_id, 0, 2 * tr.unit_bytes - 1),
+          "tensor 0 'blk.0.ffn_down.weight' data");
+  }
   check(one_tensor("w", {4}, 0, 16, 64), "offset at byte 49: 16 is not a multiple of the alignment 32");
   check(one_tensor("blk.0.attn_q.weight", {4, 2}, 0, 32, 32), "tensor 0 'blk.0.attn_q.weight' data");
   check(one_tensor("w", {4, 2}, 0, 1ull << 62, 32), "runs past the end");

@@ -142,7 +142,7 @@ void get_fields(Writer& w, uint64_t h, uint64_t offset, uint64_t size) {
 }
 
 struct Case {
-  const char* name;
+  std::string name;
   std::function<void()> run;
 };
 
@@ -480,6 +480,26 @@ std::vector<Case> cases() {
   v.push_back({"graph_unknown_op", [] { attack_graph([](WG& g, uint64_t) { g.t[2].op = kOpCount; }); }});
   v.push_back({"graph_op_255", [] { attack_graph([](WG& g, uint64_t) { g.t[2].op = 255; }); }});
   v.push_back({"graph_unknown_dtype", [] { attack_graph([](WG& g, uint64_t) { g.t[0].dtype = kDTypeCount; }); }});
+  // Every block type: a leaf whose row splits a block ([8, 4]: 8 is no
+  // multiple of 32 or 256), and one whose whole blocks run past its buffer.
+  for (int d = 0; d < kDTypeCount; ++d) {
+    const DTypeTraits& tr = traits(static_cast<DType>(d));
+    if (!tr.quantized) continue;
+    v.push_back({"graph_" + std::string(tr.name) + "_row_splits_a_block", [d] {
+                   attack_graph([d](WG& g, uint64_t) { g.t[0].dtype = static_cast<uint8_t>(d); });
+                 }});
+    v.push_back({"graph_" + std::string(tr.name) + "_blocks_past_the_buffer", [d, tr] {
+                   attack_graph([d, tr](WG& g, uint64_t) {
+                     WT& t = g.t[0];
+                     t.dtype = static_cast<uint8_t>(d);
+                     t.ne[0] = tr.block_size;
+                     t.ne[1] = static_cast<int64_t>(1024 / tr.unit_bytes + 1);  // one block per row
+                     t.nb[0] = tr.unit_bytes;
+                     t.nb[1] = tr.unit_bytes;
+                     t.nb[2] = t.nb[3] = tr.unit_bytes * static_cast<uint64_t>(t.ne[1]);
+                   });
+                 }});
+  }
   v.push_back({"graph_shape_contradicts_op", [] { attack_graph([](WG& g, uint64_t) { g.t[2].ne[0] = 4; }); }});
   v.push_back({"graph_dtype_contradicts_op",
                [] { attack_graph([](WG& g, uint64_t) { g.t[2].dtype = static_cast<uint8_t>(DType::i32); }); }});

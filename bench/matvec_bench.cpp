@@ -1,0 +1,94 @@
+#include "matvec_bench.h"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "cache_info.h"
+#include "weft/cpu.h"
+#include "weft/ops.h"
+
+namespace weft::bench {
+namespace {
+
+constexpr int64_t kCols = 4096;        // K: a 7B-class hidden size
+constexpr int64_t kDistinctRows = 64;  // quantized once, then repeated
+
+constexpr DType kTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
+                            DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
+                            DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs};
+
+// Fills a [kCols, rows] weight matrix: kDistinctRows rows quantized from
+// uniform values, repeated (quantizing hundreds of MiB with the reference
+// quantizer would take minutes and measure nothing more).
+void fill_weights(Tensor& a, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(kCols * kDistinctRows));
+  for (float& v : values) v = dist(rng);
+  const size_t row = row_bytes(a.type, kCols);
+  std::vector<uint8_t> chunk(row * kDistinctRows);
+  from_f32(a.type, values.data(), chunk.data(), kCols * kDistinctRows);
+  for (int64_t r = 0; r < a.ne[1]; r += kDistinctRows) {
+    const int64_t n = std::min(kDistinctRows, a.ne[1] - r);
+    tensor_set(a, chunk.data(), static_cast<size_t>(r) * row, static_cast<size_t>(n) * row);
+  }
+}
+
+void run_one(DType type, Device& device, Backend& backend, double read_bw, double min_seconds) {
+  const size_t target = beyond_cache_bytes(size_t{256} << 20, 2.0);
+  const size_t row = row_bytes(type, kCols);
+  const int64_t rows = static_cast<int64_t>((target + row - 1) / row + kDistinctRows - 1) / kDistinctRows * kDistinctRows;
+  Context ctx;
+  Tensor* a = ctx.new_tensor(type, {kCols, rows});
+  Tensor* x = ctx.new_tensor(DType::f32, {kCols, 1});
+  Tensor* y = ops::mul_mat(ctx, a, x);
+  Graph graph;
+  graph.expand(y);
+  Tensor* const all[] = {a, x, y};
+  auto buffer = allocate_tensors(device.default_buffer_type(), all);
+  std::mt19937 rng(7);
+  fill_weights(*a, rng);
+  std::vector<float> xv(static_cast<size_t>(kCols));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : xv) v = dist(rng);
+  tensor_set(*x, xv.data(), 0, xv.size() * sizeof(float));
+
+  backend.compute(graph);  // warm: page tables, thread pool
+  using Clock = std::chrono::steady_clock;
+  int runs = 0;
+  double seconds = 0;
+  while (runs < 3 || seconds < min_seconds) {
+    const auto t0 = Clock::now();
+    backend.compute(graph);
+    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++runs;
+  }
+  const double per_run = seconds / runs;
+  const double bytes = static_cast<double>(a->nbytes() + x->nbytes() + y->nbytes());
+  const double flops = 2.0 * static_cast<double>(kCols) * static_cast<double>(rows);
+  char name[96];
+  std::snprintf(name, sizeof name, "matvec %s [%lld,%lld] %.0f MiB", std::string(dtype_name(type)).c_str(),
+                static_cast<long long>(kCols), static_cast<long long>(rows), static_cast<double>(a->nbytes()) / (1 << 20));
+  std::printf("%-40s %10.1f us %10.2f %10.2f %10.3f\n", name, per_run * 1e6, flops / per_run / 1e9,
+              bytes / per_run / 1e9, bytes / per_run / read_bw);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void run_matvec_rows(int n_threads, double read_bytes_per_s, double min_seconds, const std::string& filter) {
+  auto device = make_cpu_device(n_threads);
+  auto backend = device->create_backend();
+  std::printf("\nmatrix-vector products over %.0f+ MiB of weights (last-level cache %.0f MiB): the decode path\n",
+              static_cast<double>(beyond_cache_bytes(size_t{256} << 20, 2.0)) / (1 << 20),
+              static_cast<double>(last_level_cache_bytes()) / (1 << 20));
+  for (DType t : kTypes) {
+    const std::string name = "matvec " + std::string(dtype_name(t));
+    if (!filter.empty() && name.find(filter) == std::string::npos) continue;
+    run_one(t, *device, *backend, read_bytes_per_s, min_seconds);
+  }
+}
+
+}  // namespace weft::bench
