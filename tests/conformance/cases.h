@@ -49,6 +49,16 @@ Init q4_0_grid();
 // truncates or mis-rounds by 0.7 on many. Use with kQ8Rounding / kQ4Rounding.
 Init q8_0_rounding();
 Init q4_0_rounding();
+// Values the standard quantizer of t (from_f32) stores exactly, for every
+// quantized t (q8_0_grid / q4_0_grid for those two; q8_0_grid, exact in
+// f16 and bf16 too, for the others): each block built from t's own
+// parameters, so a quantized write of them must be exact (cases_grids.cpp).
+Init quant_grid(DType t);
+// Activations that 8-bit blocks hold exactly: per 256 values one step
+// 2^-e, integers k 2^-e with |k| <= 127, +-127 once in every 32. q8_0 and
+// q8_K blocks (32 / 256) both store them without error, so a product with
+// quantized weights and these activations has no activation rounding.
+Init q8_act_grid();
 
 // Tolerances of the normalized error.
 namespace tol {
@@ -57,11 +67,36 @@ inline constexpr double kArith = 1e-12;      // one f32 rounding per value
 inline constexpr double kTranscend = 1e-10;  // exp, tanh, sqrt, sums along a row
 inline constexpr double kRope = 1e-8;        // angles rounded in f32
 inline constexpr double kMatF32 = 1e-9;      // long f32 accumulations
-// Weights of these dtypes may be multiplied with b rounded to f16 / bf16 /
-// q8_0 (as ggml does); the reference decodes the weights exactly.
+// Weights of these dtypes may be multiplied with b rounded to f16 / bf16
+// (as ggml does); the reference decodes the weights exactly.
 inline constexpr double kMatF16 = 2e-6;
 inline constexpr double kMatBF16 = 5e-5;
-inline constexpr double kMatQuant = 2e-4;
+// Quantized weights (docs/conformance-quant.md). The CPU, as ggml, first
+// rounds each activation row to 8-bit blocks, x -> round(x / d) d with
+// d = amax / 127 per 32 values (q8_0, d stored as f16) or per 256 (q8_K);
+// the reference multiplies the decoded weights with the exact activations.
+// The rounding error e of an element is uniform in [-d/2, d/2] (variance
+// d^2/12) and independent of the weights, so over n = M*N outputs of K terms
+//   err ~= sum_ij sum_k w_ik^2 d^2/12 / sum_ij y_ij^2
+//       ~= n K E[w^2] d^2/12 / (n K E[w^2] E[x^2]) = d^2 / (12 E[x^2]),
+// which for the uniform [-1, 1] activations of the cases (E[x^2] = 1/3,
+// amax <= 1, d <= 1/127) is at most 1 / (4 * 127^2) = 1.55e-5. q8_0's f16
+// scale is off by at most 2^-11 relative per block: at most 2.4e-7 more.
+// err is a ratio of two sums of n squares and scatters like an F(n, n)
+// variable around that mean: 1e5 simulated products per shape with n >= 16
+// gave 99.99th percentiles of 0.5-1.3e-4 and maxima under 2e-4. With n = 1
+// the denominator can cancel and err has no useful bound (10% of draws
+// exceed 5e-4). So: 5e-4 (32x the mean, 4x the 1-in-10^4 tail; ggml's
+// test-backend-ops uses the same bound for mul_mat) for cases with random
+// activations and at least kMinRandomOutputs outputs; smaller cases take
+// q8_act_grid() activations, which 8-bit blocks hold exactly, and
+// kMatQuantExact.
+inline constexpr double kMatQuant = 5e-4;
+inline constexpr int64_t kMinRandomOutputs = 16;
+// Quantized weights with q8_act_grid() activations: the integer block dot
+// products are exact, what is left is f32 rounding of the per-block partial
+// sums and their scales, as for f32 weights.
+inline constexpr double kMatQuantExact = kMatF32;
 // Quantized writes of the *_rounding() data: correct rounding gives about
 // 1.9e-5 (q8_0) and 4.8e-3 (q4_0); truncation about three times that.
 inline constexpr double kQ8Rounding = 3e-5;
@@ -69,11 +104,15 @@ inline constexpr double kQ4Rounding = 7e-3;
 }  // namespace tol
 
 // Rounding one exact result into dtype t: f16 2e-6, bf16 3e-5, q8_0 2e-4,
-// q4_0 2e-2 (the expected values are 8e-8, 1.3e-6, 1.5e-5 and 4e-3).
+// q4_0 2e-2 (the expected values are 8e-8, 1.3e-6, 1.5e-5 and 4e-3); for the
+// other quantized types about 5x what the standard quantizer gives on
+// uniform [-1, 1] rows (cases.cpp lists the measured values).
 double storage_tol(DType t);
 // max(op_tol, storage_tol(out)).
 double tol_for(DType out, double op_tol);
-// Tolerance of a mul_mat / mul_mat_id result for weights of dtype w.
+// Tolerance of a mul_mat / mul_mat_id result for weights of dtype w. For a
+// quantized w it is kMatQuant, which holds for random activations and at
+// least kMinRandomOutputs outputs (see there).
 double matmul_tol(DType w);
 
 class CaseBuilder {
@@ -126,7 +165,13 @@ struct Case {
 std::string shape_str(const Shape& ne);
 std::string dtype_str(DType t);
 inline constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
+// The weight types the structured fuzzer draws from (its shapes assume
+// 32-value blocks); the suite's own cases cover kFloatTypes and kQuantTypes.
 inline constexpr DType kWeightTypes[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
+// Every quantized dtype: blocks of 32 (q8_0 ... q5_1, iq4_nl) or 256 values.
+inline constexpr DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1,   DType::q5_0,
+                                        DType::q5_1, DType::q2_K, DType::q3_K,   DType::q4_K,
+                                        DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs};
 
 void add_elementwise_cases(std::vector<Case>& cases);
 void add_row_cases(std::vector<Case>& cases);  // norms, soft_max, rope, reductions, sorts

@@ -32,10 +32,28 @@ void add_mlp_chains(std::vector<Case>& cases) {
                        b.output(ops::add(ctx, x, down), 5 * matmul_tol(w));
                      }});
   }
+  // As a Q4_K_M file has it: gate and up in q4_K, down in q6_K, rows of 256.
+  cases.push_back(
+      {"chain ffn q4_K,q6_K [256,3,1,1] ff=512", [](CaseBuilder& b) {
+         Context& ctx = b.ctx();
+         Tensor* x = b.input(DType::f32, {256, 3, 1, 1});
+         Tensor* n = ops::mul(ctx, ops::rms_norm(ctx, x, 1e-6f), b.input(DType::f32, {256, 1, 1, 1}));
+         Tensor* gate = ops::mul_mat(ctx, b.input(DType::q4_K, {256, 512, 1, 1}), n);
+         Tensor* up = ops::mul_mat(ctx, b.input(DType::q4_K, {256, 512, 1, 1}), n);
+         Tensor* down = ops::mul_mat(ctx, b.input(DType::q6_K, {512, 256, 1, 1}), ops::swiglu(ctx, gate, up));
+         b.output(ops::add(ctx, x, down), 5 * tol::kMatQuant);
+       }});
   // Embedding lookup, norm, and logits against the same (tied) matrix.
   cases.push_back({"chain get_rows>rms_norm>mul_mat q4_0 [64,50,1,1]", [](CaseBuilder& b) {
                      Context& ctx = b.ctx();
                      Tensor* emb = b.input(DType::q4_0, {64, 50, 1, 1});
+                     Tensor* tok = b.input(DType::i32, {4, 1, 1, 1}, indices(50));
+                     Tensor* h = ops::rms_norm(ctx, ops::get_rows(ctx, emb, tok), 1e-5f);
+                     b.output(ops::mul_mat(ctx, emb, h), tol::kMatQuant);
+                   }});
+  cases.push_back({"chain get_rows>rms_norm>mul_mat q6_K [256,50,1,1]", [](CaseBuilder& b) {
+                     Context& ctx = b.ctx();
+                     Tensor* emb = b.input(DType::q6_K, {256, 50, 1, 1});
                      Tensor* tok = b.input(DType::i32, {4, 1, 1, 1}, indices(50));
                      Tensor* h = ops::rms_norm(ctx, ops::get_rows(ctx, emb, tok), 1e-5f);
                      b.output(ops::mul_mat(ctx, emb, h), tol::kMatQuant);

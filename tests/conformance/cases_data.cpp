@@ -1,16 +1,39 @@
 // Cases: data movement. get_rows, set_rows, cpy, cont, concat, and results
-// read through views.
+// read through views; every quantized dtype in get_rows, set_rows, cpy and
+// cont (rows of 256 k values for the 256-value blocks).
+#include <iterator>
+#include <utility>
+
 #include "conformance/cases.h"
 #include "weft/ops.h"
 
 namespace weft::conformance {
 namespace {
 
-constexpr DType kAllTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::q8_0, DType::q4_0};
 constexpr DType kPlainTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32};
 
 bool is_quant(DType t) {
-  return t == DType::q8_0 || t == DType::q4_0;
+  return traits(t).quantized;
+}
+
+// Whether shape ne's rows are a whole number of t's blocks.
+bool whole_blocks(DType t, const Shape& ne) {
+  return ne[0] % traits(t).block_size == 0;
+}
+
+// A stored value read back as f32. Exact where every decoded value fits in
+// 24 bits (an f16 scale times an integer product of at most 2^12: q8_0,
+// q4_0, q5_0, q3_K, q6_K, iq4_nl, iq4_xs); one f32 rounding where a min is
+// added (q4_1, q5_1, q2_K, q4_K, q5_K), which the reference does not round.
+double read_tol(DType t) {
+  switch (t) {
+    case DType::q4_1:
+    case DType::q5_1:
+    case DType::q2_K:
+    case DType::q4_K:
+    case DType::q5_K: return tol::kArith;
+    default: return tol::kExact;
+  }
 }
 
 // Integer-valued data for i32 tensors, random data otherwise.
@@ -23,24 +46,30 @@ void add_get_rows(std::vector<Case>& cases) {
     Shape a;
     int64_t n;
     Layout la;
-    bool quant_ok;
   };
   const RowsCase kCases[] = {
-      {{64, 10, 1, 1}, 4, Layout::packed, true}, {{32, 7, 3, 1}, 5, Layout::packed, true},
-      {{96, 3, 1, 1}, 1, Layout::packed, true},  {{64, 6, 2, 1}, 3, Layout::strided, true},
-      {{7, 5, 2, 1}, 6, Layout::packed, false},
+      {{64, 10, 1, 1}, 4, Layout::packed}, {{32, 7, 3, 1}, 5, Layout::packed},   {{96, 3, 1, 1}, 1, Layout::packed},
+      {{64, 6, 2, 1}, 3, Layout::strided}, {{7, 5, 2, 1}, 6, Layout::packed},    {{256, 10, 1, 1}, 4, Layout::packed},
+      {{512, 7, 3, 1}, 5, Layout::packed}, {{256, 6, 2, 1}, 3, Layout::strided},
   };
-  for (DType t : kAllTypes) {
+  auto add = [&cases](DType t, const RowsCase& c) {
+    const Shape idx_ne = {c.n, c.a[2], 1, 1};
+    std::string name =
+        "get_rows " + dtype_str(t) + " " + shape_str(c.a) + "[" + shape_str(idx_ne) + "]" + layout_suffix(c.la, "a");
+    cases.push_back({name, [t, c, idx_ne](CaseBuilder& b) {
+                       Tensor* a = operand(b, t, c.a, c.la, data_init(t));
+                       Tensor* idx = b.input(DType::i32, idx_ne, indices(c.a[1]));
+                       b.output(ops::get_rows(b.ctx(), a, idx), read_tol(t));
+                     }});
+  };
+  for (DType t : kPlainTypes) {
     for (const RowsCase& c : kCases) {
-      if (is_quant(t) && !c.quant_ok) continue;
-      const Shape idx_ne = {c.n, c.a[2], 1, 1};
-      std::string name =
-          "get_rows " + dtype_str(t) + " " + shape_str(c.a) + "[" + shape_str(idx_ne) + "]" + layout_suffix(c.la, "a");
-      cases.push_back({name, [t, c, idx_ne](CaseBuilder& b) {
-                         Tensor* a = operand(b, t, c.a, c.la, data_init(t));
-                         Tensor* idx = b.input(DType::i32, idx_ne, indices(c.a[1]));
-                         b.output(ops::get_rows(b.ctx(), a, idx), tol::kExact);
-                       }});
+      if (c.a[0] < 256) add(t, c);  // the rows of 256 k are for the quantized types
+    }
+  }
+  for (DType t : kQuantTypes) {
+    for (const RowsCase& c : kCases) {
+      if (whole_blocks(t, c.a)) add(t, c);
     }
   }
 }
@@ -51,25 +80,29 @@ void add_set_rows(std::vector<Case>& cases) {
     Shape src;
     Layout ls;
     bool grid;  // exactly representable rows: the write must be exact
-    bool quant_ok;
   };
   const SetCase kCases[] = {
-      {{64, 10, 1, 1}, {64, 3, 1, 1}, Layout::packed, false, true},
-      {{32, 6, 3, 1}, {32, 2, 3, 1}, Layout::packed, false, true},
-      {{128, 4, 1, 1}, {128, 4, 1, 1}, Layout::packed, false, true},
-      {{64, 8, 2, 1}, {64, 3, 2, 1}, Layout::packed, true, true},
-      {{64, 9, 1, 1}, {64, 3, 1, 1}, Layout::transposed, false, true},
-      {{64, 5, 3, 1}, {64, 2, 3, 1}, Layout::permuted, false, true},
-      {{7, 5, 1, 1}, {7, 2, 1, 1}, Layout::packed, false, false},
+      {{64, 10, 1, 1}, {64, 3, 1, 1}, Layout::packed, false},
+      {{32, 6, 3, 1}, {32, 2, 3, 1}, Layout::packed, false},
+      {{128, 4, 1, 1}, {128, 4, 1, 1}, Layout::packed, false},
+      {{64, 8, 2, 1}, {64, 3, 2, 1}, Layout::packed, true},
+      {{64, 9, 1, 1}, {64, 3, 1, 1}, Layout::transposed, false},
+      {{64, 5, 3, 1}, {64, 2, 3, 1}, Layout::permuted, false},
+      {{7, 5, 1, 1}, {7, 2, 1, 1}, Layout::packed, false},
+      {{256, 6, 2, 1}, {256, 3, 2, 1}, Layout::packed, false},
+      {{512, 5, 1, 1}, {512, 2, 1, 1}, Layout::packed, true},
   };
-  for (DType t : kWeightTypes) {
+  auto types = std::vector<DType>(std::begin(kFloatTypes), std::end(kFloatTypes));
+  types.insert(types.end(), std::begin(kQuantTypes), std::end(kQuantTypes));
+  for (DType t : types) {
     for (const SetCase& c : kCases) {
-      if (is_quant(t) && !c.quant_ok) continue;
+      if (is_quant(t) ? !whole_blocks(t, c.dst) : c.dst[0] >= 256) continue;
       std::string name = "set_rows " + dtype_str(t) + " " + shape_str(c.dst) + "<-" + shape_str(c.src) +
                          layout_suffix(c.ls, "src") + (c.grid ? " exact" : "");
       cases.push_back({name, [t, c](CaseBuilder& b) {
                          Tensor* dst = b.input(t, c.dst);
-                         Init init = !c.grid ? Init{} : t == DType::q4_0 ? q4_0_grid() : q8_0_grid();
+                         // q8_0_grid values have at most 7 significant bits: exact in f16 and bf16 too.
+                         Init init = !c.grid ? Init{} : is_quant(t) ? quant_grid(t) : q8_0_grid();
                          Tensor* src = operand(b, DType::f32, c.src, c.ls, init);
                          Tensor* idx = b.input(DType::i32, {c.src[1], c.src[2], 1, 1}, distinct_indices(c.dst[1]));
                          b.output(ops::set_rows(b.ctx(), dst, src, idx), dst, c.grid ? tol::kExact : storage_tol(t));
@@ -113,16 +146,21 @@ void add_cpy(std::vector<Case>& cases) {
       {{64, 7, 1, 1}, {64, 7, 1, 1}, Kind::transposed_src},
       {{64, 3, 1, 1}, {64, 8, 1, 1}, Kind::strided_dst},  // b: rows 2..4 of an [64, 8] cache
       {{64, 4, 1, 1}, {64, 4, 1, 1}, Kind::grid},
+      // Quantized destinations only: rows of 256 k.
+      {{256, 5, 2, 1}, {256, 5, 2, 1}, Kind::same},
+      {{512, 3, 1, 1}, {512, 3, 1, 1}, Kind::transposed_src},
+      {{256, 3, 1, 1}, {256, 8, 1, 1}, Kind::strided_dst},
+      {{512, 4, 1, 1}, {512, 4, 1, 1}, Kind::grid},
   };
-  const DType kPairs[][2] = {
-      {DType::f32, DType::f32},   {DType::f32, DType::f16},  {DType::f32, DType::bf16}, {DType::f32, DType::q8_0},
-      {DType::f32, DType::q4_0},  {DType::f16, DType::f32},  {DType::bf16, DType::f32}, {DType::f16, DType::f16},
+  std::vector<std::pair<DType, DType>> pairs = {
+      {DType::f32, DType::f32},   {DType::f32, DType::f16},  {DType::f32, DType::bf16},
+      {DType::f16, DType::f32},   {DType::bf16, DType::f32}, {DType::f16, DType::f16},
       {DType::bf16, DType::bf16}, {DType::f16, DType::bf16}, {DType::i32, DType::i32},
   };
-  for (const auto& p : kPairs) {
-    const DType ta = p[0], tb = p[1];
+  for (DType q : kQuantTypes) pairs.emplace_back(DType::f32, q);
+  for (const auto& [ta, tb] : pairs) {
     for (const CpyCase& c : kCases) {
-      if (is_quant(tb) && (c.kind == Kind::reshape || c.a[0] % 32 != 0)) continue;  // a's shape, whole blocks
+      if (is_quant(tb) ? c.kind == Kind::reshape || !whole_blocks(tb, c.a) : c.a[0] >= 256) continue;
       if (c.kind == Kind::grid && !(ta == DType::f32 && is_quant(tb))) continue;
       std::string name = "cpy " + dtype_str(ta) + "->" + dtype_str(tb) + " " + shape_str(c.a) + "->" + shape_str(c.b);
       if (c.kind == Kind::transposed_src) name += " a=transposed";
@@ -130,7 +168,7 @@ void add_cpy(std::vector<Case>& cases) {
       if (c.kind == Kind::grid) name += " exact";
       cases.push_back({name, [ta, tb, c](CaseBuilder& b) {
                          Init init = data_init(ta);
-                         if (c.kind == Kind::grid) init = tb == DType::q4_0 ? q4_0_grid() : q8_0_grid();
+                         if (c.kind == Kind::grid) init = quant_grid(tb);
                          Tensor* a = operand(
                              b, ta, c.a, c.kind == Kind::transposed_src ? Layout::transposed : Layout::packed, init);
                          // From f16 / bf16 to a wider type the copy is exact; rounding otherwise.
@@ -172,9 +210,9 @@ void add_cont(std::vector<Case>& cases) {
                        b.output(ops::cont(b.ctx(), ops::permute(b.ctx(), leaf, 1, 3, 0, 2)), tol::kExact);
                      }});
   }
-  for (DType t : {DType::q8_0, DType::q4_0}) {
+  for (DType t : kQuantTypes) {
     for (Layout l : {Layout::permuted, Layout::strided}) {
-      const Shape ne = {64, 3, 4, 1};
+      const Shape ne = {traits(t).block_size == 256 ? 256 : 64, 3, 4, 1};
       cases.push_back(
           {"cont " + dtype_str(t) + " " + shape_str(ne) + layout_suffix(l, "a"),
            [t, ne, l](CaseBuilder& b) { b.output(ops::cont(b.ctx(), operand(b, t, ne, l)), tol::kExact); }});
@@ -232,10 +270,12 @@ void add_views(std::vector<Case>& cases) {
                      Tensor* r = ops::reshape(b.ctx(), b.input(DType::f16, {10, 6, 1, 1}), {60});
                      b.output(ops::scale(b.ctx(), ops::view_1d(b.ctx(), r, 25, 2 * 17), 2.0f), tol::kExact);
                    }});
+  // 6 outputs: too few for kMatQuant, so activations the 8-bit blocks hold exactly.
   cases.push_back({"view q8_0 rows view_2d [64,8,1,1]", [](CaseBuilder& b) {
                      Tensor* w = b.input(DType::q8_0, {64, 8, 1, 1});
                      Tensor* rows = ops::view_2d(b.ctx(), w, 64, 3, w->nb[1], 4 * w->nb[1]);
-                     b.output(ops::mul_mat(b.ctx(), rows, b.input(DType::f32, {64, 2, 1, 1})), tol::kMatQuant);
+                     Tensor* x = b.input(DType::f32, {64, 2, 1, 1}, q8_act_grid());
+                     b.output(ops::mul_mat(b.ctx(), rows, x), tol::kMatQuantExact);
                    }});
 }
 

@@ -1,5 +1,9 @@
 // Cases: mul_mat and mul_mat_id for every weight dtype; token generation
 // (N = 1) and batches, broadcast over dims 2 and 3, non-contiguous operands.
+// Quantized weights: see tol::kMatQuant for the tolerance and when a case
+// takes exactly representable activations instead.
+#include <span>
+
 #include "conformance/cases.h"
 #include "weft/ops.h"
 
@@ -13,8 +17,8 @@ struct MatCase {
   Shape a, b;
   Layout lb = Layout::packed;
   WLayout la = WLayout::packed;
-  bool quant_ok = true;  // K is a multiple of 32
 };
+// Every weight dtype (quantized ones where K is a whole number of blocks).
 const MatCase kMatCases[] = {
     {{64, 17, 1, 1}, {64, 1, 1, 1}},
     {{64, 17, 2, 1}, {64, 5, 6, 1}},
@@ -34,9 +38,28 @@ const MatCase kMatCases[] = {
     {{64, 4, 1, 1}, {64, 67, 1, 1}},
     {{4096, 72, 1, 1}, {4096, 9, 1, 1}},
     {{512, 33, 1, 1}, {512, 10, 1, 1}, Layout::transposed},
-    {{1000, 9, 1, 1}, {1000, 5, 1, 1}, Layout::packed, WLayout::packed, false},
-    {{7, 3, 1, 1}, {7, 2, 1, 1}, Layout::packed, WLayout::packed, false},
-    {{33, 5, 2, 1}, {33, 4, 2, 1}, Layout::packed, WLayout::packed, false},
+    {{1000, 9, 1, 1}, {1000, 5, 1, 1}},
+    {{7, 3, 1, 1}, {7, 2, 1, 1}},
+    {{33, 5, 2, 1}, {33, 4, 2, 1}},
+};
+// Quantized weights only: rows of 256 k values (every block size) and of
+// 32 k, odd row counts, matrix-vector products and a prompt-sized batch.
+const MatCase kQuantMatCases[] = {
+    {{256, 17, 1, 1}, {256, 1, 1, 1}},
+    {{2304, 33, 1, 1}, {2304, 1, 1, 1}},
+    {{512, 67, 1, 1}, {512, 65, 1, 1}},
+    {{768, 19, 2, 1}, {768, 3, 4, 1}},
+    {{256, 16, 1, 1}, {256, 4, 1, 1}, Layout::strided},
+    {{256, 9, 1, 1}, {256, 5, 1, 1}, Layout::transposed},
+    {{512, 6, 1, 1}, {512, 3, 1, 1}, Layout::packed, WLayout::strided},
+    {{256, 5, 3, 1}, {256, 2, 3, 1}, Layout::packed, WLayout::permuted},
+    {{160, 33, 1, 1}, {160, 2, 1, 1}},
+};
+// Quantized weights with q8_act_grid() activations (b packed): no
+// activation rounding, so the integer dot products are held to f32 accuracy.
+const MatCase kQuantExactCases[] = {
+    {{256, 7, 1, 1}, {256, 1, 1, 1}},    {{1024, 3, 1, 1}, {1024, 2, 1, 1}}, {{512, 67, 1, 1}, {512, 9, 1, 1}},
+    {{2304, 19, 1, 1}, {2304, 1, 1, 1}}, {{96, 5, 1, 1}, {96, 3, 1, 1}},
 };
 
 Tensor* weights(CaseBuilder& b, DType type, const Shape& ne, WLayout layout) {
@@ -55,18 +78,34 @@ const char* wlayout_suffix(WLayout l) {
   return l == WLayout::strided ? " a=strided" : l == WLayout::permuted ? " a=permuted" : "";
 }
 
+// exact: b is q8_act_grid() (and must be packed), compared with kMatQuantExact.
+void add_mat_case(std::vector<Case>& cases, DType w, const MatCase& c, bool exact) {
+  std::string name = "mul_mat " + dtype_str(w) + " " + shape_str(c.a) + "x" + shape_str(c.b) + wlayout_suffix(c.la) +
+                     layout_suffix(c.lb, "b") + (exact ? " b=q8grid" : "");
+  cases.push_back({name, [w, c, exact](CaseBuilder& b) {
+                     Tensor* a = weights(b, w, c.a, c.la);
+                     Tensor* x = operand(b, DType::f32, c.b, c.lb, exact ? q8_act_grid() : Init{});
+                     b.output(ops::mul_mat(b.ctx(), a, x), exact ? tol::kMatQuantExact : matmul_tol(w));
+                   }});
+}
+
 void add_mul_mat(std::vector<Case>& cases) {
-  for (DType w : kWeightTypes) {
-    const bool quant = w == DType::q8_0 || w == DType::q4_0;
-    for (const MatCase& c : kMatCases) {
-      if (quant && !c.quant_ok) continue;
-      std::string name = "mul_mat " + dtype_str(w) + " " + shape_str(c.a) + "x" + shape_str(c.b) +
-                         wlayout_suffix(c.la) + layout_suffix(c.lb, "b");
-      cases.push_back({name, [w, c](CaseBuilder& b) {
-                         Tensor* a = weights(b, w, c.a, c.la);
-                         Tensor* x = operand(b, DType::f32, c.b, c.lb);
-                         b.output(ops::mul_mat(b.ctx(), a, x), matmul_tol(w));
-                       }});
+  for (DType w : kFloatTypes) {
+    for (const MatCase& c : kMatCases) add_mat_case(cases, w, c, false);
+  }
+  for (DType w : kQuantTypes) {
+    const int64_t block = traits(w).block_size;
+    for (const auto& list : {std::span<const MatCase>(kMatCases), std::span<const MatCase>(kQuantMatCases)}) {
+      for (const MatCase& c : list) {
+        if (c.a[0] % block != 0) continue;
+        // Too few outputs for kMatQuant: exact activations instead.
+        const bool few = c.a[1] * c.b[1] * c.b[2] * c.b[3] < tol::kMinRandomOutputs;
+        if (few && c.lb != Layout::packed) continue;
+        add_mat_case(cases, w, c, few);
+      }
+    }
+    for (const MatCase& c : kQuantExactCases) {
+      if (c.a[0] % block == 0) add_mat_case(cases, w, c, true);
     }
   }
 }
@@ -75,6 +114,7 @@ struct MoeCase {
   int64_t k, m, n_expert, n_used, n_tokens;
   bool shared_b;  // n_b == 1 (every expert reads the same row of b)
   Layout lb = Layout::packed;
+  bool exact = false;  // b is q8_act_grid() (quantized weights only)
 };
 const MoeCase kMoeCases[] = {
     {64, 16, 4, 2, 3, true},
@@ -83,20 +123,43 @@ const MoeCase kMoeCases[] = {
     {64, 5, 3, 1, 1, true},
     {64, 8, 4, 2, 4, false, Layout::strided},
 };
+// Quantized weights only: rows of 256 k.
+const MoeCase kQuantMoeCases[] = {
+    {256, 16, 4, 2, 3, false},
+    {512, 9, 8, 3, 5, false},
+    {256, 17, 3, 1, 1, true},
+    {256, 16, 4, 2, 4, false, Layout::strided},
+    {256, 33, 4, 2, 2, true},
+    {256, 5, 3, 1, 1, true, Layout::packed, true},
+    {512, 8, 4, 2, 3, false, Layout::packed, true},
+};
+
+void add_moe_case(std::vector<Case>& cases, DType w, const MoeCase& c, bool exact) {
+  const int64_t n_b = c.shared_b ? 1 : c.n_used;
+  const Shape as_ne = {c.k, c.m, c.n_expert, 1}, b_ne = {c.k, n_b, c.n_tokens, 1};
+  std::string name = "mul_mat_id " + dtype_str(w) + " " + shape_str(as_ne) + "x" + shape_str(b_ne) +
+                     " n_used=" + std::to_string(c.n_used) + layout_suffix(c.lb, "b") + (exact ? " b=q8grid" : "");
+  cases.push_back({name, [w, c, as_ne, b_ne, exact](CaseBuilder& b) {
+                     Tensor* as = b.input(w, as_ne);
+                     Tensor* x = operand(b, DType::f32, b_ne, c.lb, exact ? q8_act_grid() : Init{});
+                     Tensor* ids = b.input(DType::i32, {c.n_used, c.n_tokens, 1, 1}, indices(c.n_expert));
+                     b.output(ops::mul_mat_id(b.ctx(), as, x, ids), exact ? tol::kMatQuantExact : matmul_tol(w));
+                   }});
+}
 
 void add_mul_mat_id(std::vector<Case>& cases) {
-  for (DType w : kWeightTypes) {
-    for (const MoeCase& c : kMoeCases) {
-      const int64_t n_b = c.shared_b ? 1 : c.n_used;
-      const Shape as_ne = {c.k, c.m, c.n_expert, 1}, b_ne = {c.k, n_b, c.n_tokens, 1};
-      std::string name = "mul_mat_id " + dtype_str(w) + " " + shape_str(as_ne) + "x" + shape_str(b_ne) +
-                         " n_used=" + std::to_string(c.n_used) + layout_suffix(c.lb, "b");
-      cases.push_back({name, [w, c, as_ne, b_ne](CaseBuilder& b) {
-                         Tensor* as = b.input(w, as_ne);
-                         Tensor* x = operand(b, DType::f32, b_ne, c.lb);
-                         Tensor* ids = b.input(DType::i32, {c.n_used, c.n_tokens, 1, 1}, indices(c.n_expert));
-                         b.output(ops::mul_mat_id(b.ctx(), as, x, ids), matmul_tol(w));
-                       }});
+  for (DType w : kFloatTypes) {
+    for (const MoeCase& c : kMoeCases) add_moe_case(cases, w, c, false);
+  }
+  for (DType w : kQuantTypes) {
+    const int64_t block = traits(w).block_size;
+    for (const auto& list : {std::span<const MoeCase>(kMoeCases), std::span<const MoeCase>(kQuantMoeCases)}) {
+      for (const MoeCase& c : list) {
+        if (c.k % block != 0) continue;
+        const bool few = c.m * c.n_used * c.n_tokens < tol::kMinRandomOutputs;
+        if ((few || c.exact) && c.lb != Layout::packed) continue;
+        add_moe_case(cases, w, c, few || c.exact);
+      }
     }
   }
 }

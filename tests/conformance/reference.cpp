@@ -88,11 +88,12 @@ size_t span_bytes(const Tensor& t) {
   return bytes;
 }
 
-// Byte offset of the storage unit holding element (i0..i3), relative to t's data.
-size_t unit_offset(const Tensor& t, bool quantized, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+// Byte offset of the storage unit holding element (i0..i3), relative to t's
+// data; block and unit are ref_block_size(t.type) and ref_unit_bytes(t.type).
+size_t unit_offset(const Tensor& t, int64_t block, size_t unit, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
   size_t offs =
       static_cast<size_t>(i1) * t.nb[1] + static_cast<size_t>(i2) * t.nb[2] + static_cast<size_t>(i3) * t.nb[3];
-  if (quantized) return offs + static_cast<size_t>(i0 / kQuantBlock) * ref_unit_bytes(t.type);
+  if (block > 1) return offs + static_cast<size_t>(i0 / block) * unit;
   return offs + static_cast<size_t>(i0) * t.nb[0];
 }
 
@@ -126,50 +127,50 @@ void decode_q4_0(const uint8_t* block, double out[32]) {
 }
 
 int64_t ref_block_size(DType t) {
-  return t == DType::q8_0 || t == DType::q4_0 ? 32 : 1;
+  const RefQuantFormat* q = ref_quant_format(t);
+  return q != nullptr ? q->block_values : 1;
 }
 
 size_t ref_unit_bytes(DType t) {
+  if (const RefQuantFormat* q = ref_quant_format(t)) return q->block_bytes;
   switch (t) {
     case DType::f32: return 4;
     case DType::f16: return 2;
     case DType::bf16: return 2;
     case DType::i32: return 4;
-    case DType::q8_0: return 34;
-    case DType::q4_0: return 18;
+    default: break;
   }
   internal("unknown dtype " + std::to_string(static_cast<int>(t)));
 }
 
 std::vector<double> decode_tensor(const Tensor& t, const void* bytes, size_t size) {
   const auto* p = static_cast<const uint8_t*>(bytes);
-  const bool quant = ref_block_size(t.type) > 1;
+  const RefQuantFormat* quant = ref_quant_format(t.type);
+  const int64_t bv = ref_block_size(t.type);
   const size_t unit = ref_unit_bytes(t.type);
   std::vector<double> out;
   out.reserve(static_cast<size_t>(t.nelements()));
-  double block[32];
+  std::vector<double> block(static_cast<size_t>(bv));
   for (int64_t i3 = 0; i3 < t.ne[3]; ++i3) {
     for (int64_t i2 = 0; i2 < t.ne[2]; ++i2) {
       for (int64_t i1 = 0; i1 < t.ne[1]; ++i1) {
         for (int64_t i0 = 0; i0 < t.ne[0]; ++i0) {
-          const size_t offs = unit_offset(t, quant, i0, i1, i2, i3);
+          const size_t offs = unit_offset(t, bv, unit, i0, i1, i2, i3);
           if (offs > size || unit > size - offs) {
             internal("element at byte " + std::to_string(offs) + " is outside " + std::to_string(size) + " bytes");
           }
           const uint8_t* u = p + offs;
+          if (quant != nullptr) {
+            if (i0 % bv == 0) quant->decode(u, block.data());
+            out.push_back(block[static_cast<size_t>(i0 % bv)]);
+            continue;
+          }
           switch (t.type) {
             case DType::f32: out.push_back(decode_f32(load_u32(u))); break;
             case DType::f16: out.push_back(decode_f16(load_u16(u))); break;
             case DType::bf16: out.push_back(decode_bf16(load_u16(u))); break;
             case DType::i32: out.push_back(static_cast<int32_t>(load_u32(u))); break;
-            case DType::q8_0:
-              if (i0 % 32 == 0) decode_q8_0(u, block);
-              out.push_back(block[i0 % 32]);
-              break;
-            case DType::q4_0:
-              if (i0 % 32 == 0) decode_q4_0(u, block);
-              out.push_back(block[i0 % 32]);
-              break;
+            default: internal("cannot decode dtype " + std::to_string(static_cast<int>(t.type)));
           }
         }
       }
@@ -179,9 +180,9 @@ std::vector<double> decode_tensor(const Tensor& t, const void* bytes, size_t siz
 }
 
 double& Reference::Accessor::at(int64_t i0, int64_t i1, int64_t i2, int64_t i3) const {
-  const size_t o = offs + unit_offset(*t, quantized, i0, i1, i2, i3);
+  const size_t o = offs + unit_offset(*t, block, unit, i0, i1, i2, i3);
   if (o % unit != 0) internal("element offset " + std::to_string(o) + " is not a whole storage unit");
-  const size_t slot = quantized ? (o / unit) * 32 + static_cast<size_t>(i0 % 32) : o / unit;
+  const size_t slot = quantized ? (o / unit) * static_cast<size_t>(block) + static_cast<size_t>(i0 % block) : o / unit;
   if (slot >= mem->size()) {
     internal("element slot " + std::to_string(slot) + " is outside its base (" + std::to_string(mem->size()) +
              " slots) in " + shape_string(*t));
@@ -202,7 +203,8 @@ Reference::Accessor Reference::access(const Tensor& t) {
   if (base.type != t.type) internal("view " + shape_string(t) + " changes the dtype of " + shape_string(base));
   a.mem = &memory_of(base);
   a.t = &t;
-  a.quantized = ref_block_size(t.type) > 1;
+  a.block = ref_block_size(t.type);
+  a.quantized = a.block > 1;
   a.unit = ref_unit_bytes(t.type);
   return a;
 }
