@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "conformance/reference.h"
 #include "weft/cpu.h"
 #include "weft/dtype.h"
 #include "weft/error.h"
@@ -71,7 +72,9 @@ inline std::vector<double> q8_0_decode(const uint8_t* p, int64_t n) {
   return out;
 }
 
-// f stored as type (f32, or q8_0 quantized by weft) and decoded by this file.
+// f stored as type (f32, or any quantized type, quantized by weft) and
+// decoded by this file (q8_0) or the conformance suite's float64 decoders
+// (every other block type; tests/conformance/reference_quant.cpp).
 inline RefTensor make_tensor(std::vector<int64_t> ne, const std::vector<float>& f, DType type) {
   RefTensor r;
   r.ne = std::move(ne);
@@ -81,6 +84,13 @@ inline RefTensor make_tensor(std::vector<int64_t> ne, const std::vector<float>& 
     r.bytes.resize(weft::row_bytes(DType::q8_0, n));
     weft::from_f32(DType::q8_0, f.data(), r.bytes.data(), n);  // quantize with weft; decode with ours
     r.v = q8_0_decode(r.bytes.data(), n);
+  } else if (weft::traits(type).quantized) {
+    const weft::conformance::RefQuantFormat* fmt = weft::conformance::ref_quant_format(type);
+    r.bytes.resize(weft::row_bytes(type, n));
+    weft::from_f32(type, f.data(), r.bytes.data(), n);
+    r.v.resize(f.size());
+    for (int64_t b = 0; b < n / fmt->block_values; ++b)
+      fmt->decode(r.bytes.data() + b * fmt->block_bytes, r.v.data() + b * fmt->block_values);
   } else {
     r.bytes.resize(f.size() * 4);
     std::memcpy(r.bytes.data(), f.data(), r.bytes.size());

@@ -32,7 +32,8 @@ int64_t size(Rng& rng, int64_t max) {
 }
 
 int64_t row(Rng& rng, DType t, int64_t max) {
-  return is_quant(t) ? 32 * pick(rng, 1, std::max<int64_t>(1, max / 32)) : size(rng, max);
+  const int64_t block = traits(t).block_size;
+  return is_quant(t) ? block * pick(rng, 1, std::max<int64_t>(1, max / block)) : size(rng, max);
 }
 
 Shape shape(Rng& rng, int64_t max0, bool zero_ok, DType t) {

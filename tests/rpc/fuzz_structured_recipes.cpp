@@ -144,26 +144,41 @@ Out rope(CaseBuilder& b, Rng& rng, std::string& d) {
 
 Out mul_mat(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
   Context& ctx = b.ctx();
-  const DType w = one_of(rng, conformance::kWeightTypes);
+  const DType w = one_of(rng, kWeights);
   const int64_t k = row(rng, w, std::max<int64_t>(max0, 64));
+  // Quantized weights round the activations to 8 bits: products with few
+  // outputs take packed activations that 8-bit blocks hold exactly (cases.h,
+  // kMatQuant); a strided or transposed operand would not keep the grid's
+  // blocks.
+  struct Acts {
+    Init init;
+    double tol;
+    Layout layout;
+  };
+  auto activations = [&](int64_t outputs, Layout drawn) {
+    if (is_quant(w) && outputs < conformance::tol::kMinRandomOutputs)
+      return Acts{conformance::q8_act_grid(), conformance::tol::kMatQuantExact, Layout::packed};
+    return Acts{Init{}, conformance::matmul_tol(w), drawn};
+  };
   if (chance(rng, 0.25)) {  // mul_mat_id
     const int64_t n_exp = pick(rng, 1, 4), n_used = pick(rng, 1, n_exp), n_tok = pick(rng, 1, 4);
     const int64_t n_b = chance(rng, 0.5) ? 1 : n_used, m = size(rng, 24);
     const Shape bs = {k, n_b, n_tok, 1};
-    const Layout lb = chance(rng, 0.7) ? Layout::packed : Layout::strided;
+    const Acts x_acts = activations(m * n_used * n_tok, chance(rng, 0.7) ? Layout::packed : Layout::strided);
     d += "mul_mat_id " + dtype_str(w) + " " + shape_str({k, m, n_exp, 1}) + "x" + shape_str(bs) +
-         " n_used=" + std::to_string(n_used) + lay(lb, "b");
+         " n_used=" + std::to_string(n_used) + lay(x_acts.layout, "b");
     Tensor* as = b.input(w, {k, m, n_exp, 1});
-    Tensor* x = conformance::operand(b, DType::f32, bs, lb);
+    Tensor* x = conformance::operand(b, DType::f32, bs, x_acts.layout, x_acts.init);
     Tensor* ids = b.input(DType::i32, {n_used, n_tok, 1, 1}, conformance::indices(n_exp));
-    return {ops::mul_mat_id(ctx, as, x, ids), nullptr, conformance::matmul_tol(w)};
+    return {ops::mul_mat_id(ctx, as, x, ids), nullptr, x_acts.tol};
   }
   const int64_t a2 = chance(rng, 0.7) ? 1 : 2, a3 = chance(rng, 0.8) ? 1 : 2;
   const Shape as = {k, size(rng, 40), a2, a3};
   const Shape bs = {k, chance(rng, 0.1) ? pick(rng, 30, 70) : size(rng, 12), a2 * pick(rng, 1, 2),
                     a3 * pick(rng, 1, 2)};
   const int wl = static_cast<int>(pick(rng, 0, 3));  // 0-1 packed, 2 strided, 3 permuted (rows stay packed)
-  const Layout lb = layout(rng, DType::f32);
+  const Acts x_acts = activations(as[1] * bs[1] * bs[2] * bs[3], layout(rng, DType::f32));
+  const Layout lb = x_acts.layout;
   d += "mul_mat " + dtype_str(w) + " " + shape_str(as) + "x" + shape_str(bs) +
        (wl == 2   ? " a=strided"
         : wl == 3 ? " a=permuted"
@@ -177,8 +192,8 @@ Out mul_mat(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
   } else {
     a = b.input(w, as);
   }
-  Tensor* x = conformance::operand(b, DType::f32, bs, lb);
-  return {ops::mul_mat(ctx, a, x), nullptr, conformance::matmul_tol(w)};
+  Tensor* x = conformance::operand(b, DType::f32, bs, lb, x_acts.init);
+  return {ops::mul_mat(ctx, a, x), nullptr, x_acts.tol};
 }
 
 Out data(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
@@ -192,10 +207,11 @@ Out data(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
     d += "get_rows " + dtype_str(t) + " " + shape_str(as) + "[" + std::to_string(n) + "]" + lay(l, "a");
     Tensor* a = conformance::operand(b, t, as, l, data_init(t));
     Tensor* idx = b.input(DType::i32, {n, as[2], 1, 1}, conformance::indices(as[1]));
-    return {ops::get_rows(ctx, a, idx), nullptr, tol::kExact};
+    // A decoded min (q4_1, q5_1, q2_K, q4_K, q5_K) is rounded once in f32.
+    return {ops::get_rows(ctx, a, idx), nullptr, is_quant(t) ? tol::kArith : tol::kExact};
   }
   if (k == 1) {  // set_rows into any weight dtype
-    const DType t = one_of(rng, conformance::kWeightTypes);
+    const DType t = one_of(rng, kWeights);
     const Shape ds = {row(rng, t, max0), pick(rng, 1, 10), pick(rng, 1, 3), 1};
     const Shape ss = {ds[0], pick(rng, 1, ds[1]), ds[2], 1};
     const Layout l = chance(rng, 0.6) ? Layout::packed : chance(rng, 0.5) ? Layout::transposed : Layout::permuted;
@@ -207,10 +223,13 @@ Out data(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
   }
   if (k == 2) {  // cpy between dtypes: same shape, a reshape, a transposed source or a rows view
     constexpr DType kPairs[][2] = {{DType::f32, DType::f32},  {DType::f32, DType::f16},  {DType::f32, DType::bf16},
-                                   {DType::f32, DType::q8_0}, {DType::f32, DType::q4_0}, {DType::f16, DType::f32},
-                                   {DType::bf16, DType::f32}, {DType::f16, DType::bf16}, {DType::i32, DType::i32}};
+                                   {DType::f16, DType::f32},  {DType::bf16, DType::f32}, {DType::f16, DType::bf16},
+                                   {DType::i32, DType::i32}};
+    // f32 into a block type a third of the time.
+    const bool quantize = chance(rng, 0.34);
     const auto& p = kPairs[pick(rng, 0, std::size(kPairs) - 1)];
-    const DType ta = p[0], tb = p[1];
+    const DType ta = quantize ? DType::f32 : p[0];
+    const DType tb = quantize ? one_of(rng, conformance::kQuantTypes) : p[1];
     Shape as = shape(rng, max0, false, tb);
     const int kind = is_quant(tb) ? static_cast<int>(pick(rng, 0, 1)) * 3 : static_cast<int>(pick(rng, 0, 3));
     if (kind == 3) as[2] = as[3] = 1;  // 2-d rows
@@ -229,7 +248,7 @@ Out data(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
     return {ops::cpy(ctx, a, dst), dst, t};
   }
   if (k == 3) {  // cont of a view
-    const DType t = chance(rng, 0.2) ? (chance(rng, 0.5) ? DType::q8_0 : DType::q4_0) : one_of(rng, kPlain);
+    const DType t = chance(rng, 0.2) ? one_of(rng, conformance::kQuantTypes) : one_of(rng, kPlain);
     const Shape s = shape(rng, max0, false, t);
     Layout l = is_quant(t) ? (chance(rng, 0.5) ? Layout::permuted : Layout::strided)
                            : (chance(rng, 0.34)  ? Layout::transposed
