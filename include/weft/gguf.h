@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -212,6 +213,16 @@ class GgufWriter {
   // write() returns.
   void add_tensor(const std::string& name, DType type, std::span<const int64_t> ne, const void* data);
 
+  // A tensor whose bytes are produced while write() writes it, for outputs
+  // too large to hold in memory: write() calls produce(sink) when it reaches
+  // the tensor, and produce passes the tensor's bytes to sink in order, in
+  // any number of pieces. Fewer or more bytes than the tensor holds fail with
+  // Error(internal); an exception from produce ends write() (the temporary
+  // file is removed, path untouched).
+  using TensorSink = std::function<void(const void* data, size_t n)>;
+  using TensorProducer = std::function<void(const TensorSink& sink)>;
+  void add_tensor(const std::string& name, DType type, std::span<const int64_t> ne, TensorProducer produce);
+
   // Writes to a temporary file beside path, then renames it over path.
   void write(const std::string& path) const;
 
@@ -222,7 +233,9 @@ class GgufWriter {
     std::vector<int64_t> ne;
     const void* data;
     size_t nbytes;
+    TensorProducer produce;  // set instead of data by the producer overload
   };
+  void add(const std::string& name, DType type, std::span<const int64_t> ne, const void* data, TensorProducer produce);
   std::vector<std::pair<std::string, GgufValue>> kvs_;
   std::vector<Tensor> tensors_;
 };

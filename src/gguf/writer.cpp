@@ -151,6 +151,16 @@ void GgufWriter::set_array(const std::string& key, const std::vector<int32_t>& v
 }
 
 void GgufWriter::add_tensor(const std::string& name, DType type, std::span<const int64_t> ne, const void* data) {
+  add(name, type, ne, data, nullptr);
+}
+
+void GgufWriter::add_tensor(const std::string& name, DType type, std::span<const int64_t> ne, TensorProducer produce) {
+  if (!produce) fail(ErrorKind::invalid_input, "gguf", "add_tensor '" + name + "': no producer");
+  add(name, type, ne, nullptr, std::move(produce));
+}
+
+void GgufWriter::add(const std::string& name, DType type, std::span<const int64_t> ne, const void* data,
+                     TensorProducer produce) {
   if (ne.empty() || ne.size() > 4)
     fail(ErrorKind::invalid_input, "gguf", "add_tensor '" + name + "': " + std::to_string(ne.size()) + " dims, expected 1..4");
   for (const Tensor& t : tensors_)
@@ -166,8 +176,8 @@ void GgufWriter::add_tensor(const std::string& name, DType type, std::span<const
     fail(ErrorKind::invalid_input, "gguf",
          "add_tensor '" + name + "': ne[0]=" + std::to_string(ne[0]) + " is not a multiple of " + std::to_string(tr.block_size));
   size_t nbytes = static_cast<size_t>(elements / tr.block_size) * tr.unit_bytes;
-  if (nbytes > 0 && !data) fail(ErrorKind::invalid_input, "gguf", "add_tensor '" + name + "': no data");
-  tensors_.push_back(Tensor{name, type, std::vector<int64_t>(ne.begin(), ne.end()), data, nbytes});
+  if (nbytes > 0 && !data && !produce) fail(ErrorKind::invalid_input, "gguf", "add_tensor '" + name + "': no data");
+  tensors_.push_back(Tensor{name, type, std::vector<int64_t>(ne.begin(), ne.end()), data, nbytes, std::move(produce)});
 }
 
 void GgufWriter::write(const std::string& path) const {
@@ -207,7 +217,21 @@ void GgufWriter::write(const std::string& path) const {
   static const char kZeros[4096] = {};
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const Tensor& t = tensors_[i];
-    out.write(t.data, t.nbytes);
+    if (t.produce) {
+      size_t written = 0;
+      t.produce([&](const void* data, size_t n) {
+        if (n > t.nbytes - written)
+          fail(ErrorKind::internal, "gguf", path + ": tensor '" + t.name + "': producer gave more than its " +
+                                                std::to_string(t.nbytes) + " bytes");
+        out.write(data, n);
+        written += n;
+      });
+      if (written != t.nbytes)
+        fail(ErrorKind::internal, "gguf", path + ": tensor '" + t.name + "': producer gave " + std::to_string(written) +
+                                              " of its " + std::to_string(t.nbytes) + " bytes");
+    } else {
+      out.write(t.data, t.nbytes);
+    }
     if (i + 1 < tensors_.size()) {
       uint64_t pad = align_up(t.nbytes, alignment) - t.nbytes;
       while (pad > 0) {

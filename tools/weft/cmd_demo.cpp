@@ -31,6 +31,7 @@
 #include "weft/error.h"
 #include "weft/gguf.h"
 #include "weft/model.h"
+#include "weft/quantize.h"
 #include "weft/rpc.h"
 #include "weft/sched.h"
 #include "weft/tokenizer.h"
@@ -162,6 +163,30 @@ void print_speed(const char* label, const Run& r) {
               n > 1 && decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0);
 }
 
+// The demo model in the mix named `type`, beside it in the cache folder;
+// made once by the library behind `weft quantize` (the demo model is q8_0,
+// so this requantizes).
+fs::path quantized_copy(const fs::path& path, const std::string& type, int threads) {
+  const std::optional<model::QuantMix> mix = model::quant_mix_from_name(type);
+  if (!mix) fail(ErrorKind::invalid_input, kWhere, "--type " + type + ": not a quantization mix (see weft quantize --help)");
+  const model::QuantMixInfo& info = model::quant_mix_info(*mix);
+  const fs::path out = path.parent_path() / (path.stem().string() + "-" + std::string(info.name) + ".gguf");
+  if (fs::exists(out)) {
+    std::printf("model %s (%.0f MB)\n", out.c_str(), static_cast<double>(fs::file_size(out)) / 1e6);
+    return out;
+  }
+  model::QuantizeOptions o;
+  o.mix = *mix;
+  o.allow_requantize = true;
+  o.threads = threads;
+  const model::QuantizeStats s = model::quantize_file(path.string(), out.string(), o);
+  std::printf("quantized %s to %s: %.0f MB -> %.0f MB, %.2f bits per weight, in %.1f s\n", path.filename().c_str(),
+              std::string(info.name).c_str(), static_cast<double>(s.in_bytes) / 1e6,
+              static_cast<double>(s.out_bytes) / 1e6,
+              8.0 * static_cast<double>(s.out_bytes) / static_cast<double>(std::max<int64_t>(s.weights, 1)), s.seconds);
+  return out;
+}
+
 }  // namespace
 
 int cmd_demo(const DemoArgs& args) {
@@ -186,7 +211,8 @@ int cmd_demo(const DemoArgs& args) {
   } else {
     std::printf("model %s (%.0f MB)\n", path.c_str(), static_cast<double>(fs::file_size(path)) / 1e6);
   }
-  auto file = GgufFile::open(path.string());
+  const fs::path model_path = args.type.empty() ? path : quantized_copy(path, args.type, args.threads);
+  auto file = GgufFile::open(model_path.string());
   const auto params = model::LlamaParams::from_gguf(*file);
   const int vocab = static_cast<int>(params.n_vocab);
   const auto tok = model::Tokenizer::from_gguf(*file);

@@ -66,6 +66,7 @@ struct DemoArgs {
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/weft or ~/.cache/weft
   int threads = 0;        // host CPU threads; 0 = hardware threads
   std::string split;      // layer proportions host,worker1,worker2; empty: 1,1,1
+  std::string type;       // a quantization mix (Q4_K_M, q4_K, ...): run a copy made by `weft quantize`
 };
 int cmd_demo(const DemoArgs& args);
 
@@ -108,5 +109,18 @@ struct PerplexityArgs {
   bool stats = false;                // speed and RPC traffic to stderr
 };
 int cmd_perplexity(const PerplexityArgs& args);
+
+// `weft quantize IN OUT TYPE`: rewrites a GGUF model in one of the standard
+// quantization mixes (include/weft/quantize.h); prints a progress bar when
+// stderr is a terminal and one summary line. Exit 130 when interrupted.
+struct QuantizeArgs {
+  std::string input;
+  std::string output;
+  std::string type;               // a mix name: Q4_K_M, Q8_0, ...
+  bool pure = false;              // the mix's base type for every quantized tensor
+  bool allow_requantize = false;  // accept already-quantized input tensors
+  int threads = 0;                // 0: hardware threads
+};
+int cmd_quantize(const QuantizeArgs& args);
 
 }  // namespace weft::tools

@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--cache-dir", demo.cache_dir, "folder for the model file (default: $XDG_CACHE_HOME/weft or ~/.cache/weft)");
   demo_cmd->add_option("-t,--threads", demo.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   demo_cmd->add_option("--split", demo.split, "layer proportions host,worker1,worker2 (default 1,1,1)");
+  demo_cmd->add_option("--type", demo.type,
+                       "run a copy of the model quantized to this mix by `weft quantize` (Q4_K_M, q4_K, Q6_K, IQ4_XS, ...)");
 
   RunArgs run;
   CLI::App* run_cmd = app.add_subcommand("run", "generate text from a GGUF model, its layers split over this CPU and any workers");
@@ -109,6 +111,20 @@ int main(int argc, char** argv) {
   ppl_cmd->add_option("--chunks", ppl.max_chunks, "chunks to score (0: all)")->capture_default_str()->check(CLI::NonNegativeNumber);
   ppl_cmd->add_flag("--stats", ppl.stats, "print speed and RPC traffic to stderr");
 
+  QuantizeArgs quant;
+  CLI::App* quant_cmd = app.add_subcommand(
+      "quantize", "rewrite a GGUF model in a quantization mix (tensor types as llama.cpp's quantizer chooses them)");
+  quant_cmd->add_option("input", quant.input, "GGUF model in f32/f16/bf16")->required();
+  quant_cmd->add_option("output", quant.output, "GGUF file to write")->required();
+  quant_cmd->add_option("type", quant.type,
+                        "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M "
+                        "Q6_K IQ4_NL IQ4_XS")
+      ->required();
+  quant_cmd->add_flag("--pure", quant.pure, "the mix's base type for every quantized tensor (no per-tensor mix)");
+  quant_cmd->add_flag("--allow-requantize", quant.allow_requantize,
+                      "accept already-quantized input tensors (loses more than quantizing from 16 or 32 bits)");
+  quant_cmd->add_option("-t,--threads", quant.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (check_cmd->parsed()) return cmd_check(check);
@@ -119,6 +135,7 @@ int main(int argc, char** argv) {
     if (demo_cmd->parsed()) return cmd_demo(demo);
     if (run_cmd->parsed()) return cmd_run(run);
     if (ppl_cmd->parsed()) return cmd_perplexity(ppl);
+    if (quant_cmd->parsed()) return cmd_quantize(quant);
   } catch (const weft::Error& e) {
     std::fprintf(stderr, "weft: %s error: %s\n", weft::error_kind_name(e.kind()), e.what());
     return 1;

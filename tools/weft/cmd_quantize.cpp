@@ -1,0 +1,127 @@
+// `weft quantize IN OUT TYPE`: an argument adapter over
+// weft::model::quantize_file (include/weft/quantize.h), with a progress bar
+// on a terminal and SIGINT/SIGTERM turned into a clean cancel (the output's
+// temporary file removed; a second signal ends the process at once).
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+#include "weft/error.h"
+#include "weft/quantize.h"
+
+namespace weft::tools {
+namespace {
+
+constexpr const char* kWhere = "quantize";
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);  // set from a signal handler
+
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+// Installs the handlers for the command's lifetime; SA_RESETHAND makes a
+// second signal take its default action.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+// One line redrawn in place, at most ten times a second.
+class ProgressBar {
+ public:
+  void update(int64_t done, int64_t total, const std::string& tensor) {
+    const auto now = std::chrono::steady_clock::now();
+    if (done < total && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    constexpr int kWidth = 30;
+    const double f = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+    const int fill = static_cast<int>(f * kWidth);
+    std::string bar(static_cast<size_t>(fill), '#');
+    bar.resize(kWidth, '.');
+    std::string name = tensor.size() > 40 ? tensor.substr(0, 37) + "..." : tensor;
+    std::fprintf(stderr, "\r[%s] %5.1f%%  %-40s", bar.c_str(), 100.0 * f, name.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  void clear() {
+    if (drawn_) std::fprintf(stderr, "\r%*s\r", 80, "");
+    drawn_ = false;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+  bool drawn_ = false;
+};
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+double bpw(uint64_t bytes, int64_t weights) { return weights > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(weights) : 0.0; }
+
+}  // namespace
+
+int cmd_quantize(const QuantizeArgs& args) {
+  const std::optional<model::QuantMix> mix = model::quant_mix_from_name(args.type);
+  if (!mix) {
+    std::string names;
+    for (const model::QuantMixInfo& m : model::quant_mixes()) names += (names.empty() ? "" : ", ") + std::string(m.name);
+    fail(ErrorKind::invalid_input, kWhere, "unknown type '" + args.type + "'; one of " + names);
+  }
+  model::QuantizeOptions o;
+  o.mix = *mix;
+  o.pure = args.pure;
+  o.allow_requantize = args.allow_requantize;
+  o.threads = args.threads;
+  o.cancel = &g_stop;
+  ProgressBar bar;
+  if (isatty(STDERR_FILENO)) o.progress = [&bar](int64_t d, int64_t t, const std::string& n) { bar.update(d, t, n); };
+
+  g_stop.store(false);
+  StopSignals signals;
+  model::QuantizeStats s;
+  try {
+    s = model::quantize_file(args.input, args.output, o);
+  } catch (const Error&) {
+    bar.clear();
+    if (g_stop.load()) {
+      std::fprintf(stderr, "weft quantize: interrupted; %s not written\n", args.output.c_str());
+      return 130;
+    }
+    throw;
+  }
+  bar.clear();
+  // Bits per weight of the converted tensors, then of the whole file (its
+  // bytes, metadata included, over every tensor's weights).
+  char converted[96];
+  if (s.n_converted > 0)
+    std::snprintf(converted, sizeof converted, "%.2f bpw", bpw(s.converted_bytes, s.converted_weights));
+  else
+    std::snprintf(converted, sizeof converted, "all copied");
+  const std::string fallback = s.n_fallback > 0 ? " (" + std::to_string(s.n_fallback) + " to a fallback type)" : "";
+  std::printf("%s: %.2f MiB -> %s: %.2f MiB (%s), %lld of %lld tensors converted%s: %s, whole file %.2f bpw, %.2f s\n",
+              args.input.c_str(), mib(s.in_bytes), args.output.c_str(), mib(s.out_bytes),
+              std::string(model::quant_mix_info(*mix).name).c_str(), static_cast<long long>(s.n_converted),
+              static_cast<long long>(s.n_tensors), fallback.c_str(), converted, bpw(s.out_bytes, s.weights),
+              s.seconds);
+  return 0;
+}
+
+}  // namespace weft::tools
