@@ -89,66 +89,6 @@ struct Plain {
   }
 };
 
-// One 32-value block unpacked to four vectors of 8 floats, scaled by d.
-struct Q8 {
-  using Block = BlockQ8_0;
-  static void unpack(const BlockQ8_0& b, __m256* v) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q));
-    const __m128i q0 = _mm256_castsi256_si128(q);
-    const __m128i q1 = _mm256_extracti128_si256(q, 1);
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
-    v[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q0)));
-    v[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(q0, 8))));
-    v[2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q1)));
-    v[3] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(q1, 8))));
-  }
-};
-struct Q4 {
-  using Block = BlockQ4_0;
-  static void unpack(const BlockQ4_0& b, __m256* v) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i eight = _mm_set1_epi8(8);
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), eight);                     // values 0..15
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), eight);  // 16..31
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
-    v[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
-    v[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(lo, 8))));
-    v[2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
-    v[3] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_bsrli_si128(hi, 8))));
-  }
-};
-
-// Quantized weights, one row by NX columns (16 registers leave no room for
-// more rows): each block is unpacked once and used for every column.
-template <class Q>
-struct Quant {
-  static constexpr int kMaxRows = 1;
-
-  template <int NW, int NX>
-  static void run(const uint8_t* wp, size_t, const float* const* x, int64_t n, float* out) {
-    static_assert(NW == 1);
-    constexpr int U = NX == 1 ? 4 : 2;
-    const auto* w = reinterpret_cast<const typename Q::Block*>(wp);
-    const int64_t nb = n / kQuantBlock;
-    __m256 acc[NX][U];
-    for (int j = 0; j < NX; ++j)
-      for (int u = 0; u < U; ++u) acc[j][u] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      __m256 v[4];
-      Q::unpack(w[b], v);
-      for (int j = 0; j < NX; ++j) {
-        const float* xb = x[j] + b * kQuantBlock;
-        for (int k = 0; k < 4; ++k) acc[j][k % U] = _mm256_fmadd_ps(v[k], _mm256_loadu_ps(xb + 8 * k), acc[j][k % U]);
-      }
-    }
-    for (int j = 0; j < NX; ++j) {
-      for (int u = 1; u < U; ++u) acc[j][0] = _mm256_add_ps(acc[j][0], acc[j][u]);
-      out[j] = hsum(acc[j][0]);
-    }
-  }
-};
-
 // nx columns of rows [0, NW) of a tile.
 template <class K, int NW>
 void tile_rows(const uint8_t* w, size_t stride, const float* const* x, int nx, int64_t n, float* out) {
@@ -181,13 +121,9 @@ constinit const DotKernels kAvx2{
     single<Plain<F32>, float>,
     single<Plain<F16>, uint16_t>,
     single<Plain<BF16>, uint16_t>,
-    single<Quant<Q8>, BlockQ8_0>,
-    single<Quant<Q4>, BlockQ4_0>,
     tile<Plain<F32>>,
     tile<Plain<F16>>,
     tile<Plain<BF16>>,
-    tile<Quant<Q8>>,
-    tile<Quant<Q4>>,
     "avx2",
 };
 
@@ -202,9 +138,7 @@ TileDotFn DotKernels::tile(DType t) const {
     case DType::f32: return f32_tile;
     case DType::f16: return f16_tile;
     case DType::bf16: return bf16_tile;
-    case DType::q8_0: return q8_0_tile;
-    case DType::q4_0: return q4_0_tile;
-    default: return nullptr;  // i32; the other quantized types only have qdot.h kernels
+    default: return nullptr;  // i32; quantized types have qdot.h kernels
   }
 }
 
@@ -235,8 +169,6 @@ float dot_row(DType t, const void* w_row, const float* x, int64_t n) {
     case DType::f32: return k.f32(static_cast<const float*>(w_row), x, n);
     case DType::f16: return k.f16(static_cast<const uint16_t*>(w_row), x, n);
     case DType::bf16: return k.bf16(static_cast<const uint16_t*>(w_row), x, n);
-    case DType::q8_0: return k.q8_0(static_cast<const BlockQ8_0*>(w_row), x, n);
-    case DType::q4_0: return k.q4_0(static_cast<const BlockQ4_0*>(w_row), x, n);
     default: break;
   }
   return 0.0f;

@@ -87,63 +87,6 @@ struct Plain {
   }
 };
 
-// One 32-value block unpacked to two vectors of 16 floats, scaled by d.
-struct Q8 {
-  using Block = BlockQ8_0;
-  static void unpack(const BlockQ8_0& b, __m512* v) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q));
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
-    v[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))));
-    v[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))));
-  }
-};
-struct Q4 {
-  using Block = BlockQ4_0;
-  static void unpack(const BlockQ4_0& b, __m512* v) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i eight = _mm_set1_epi8(8);
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), eight);                     // values 0..15
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), eight);  // 16..31
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(b.d));
-    v[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)));
-    v[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)));
-  }
-};
-
-// Quantized weights, NW rows by NX columns: per block, each row's block is
-// unpacked once for all columns and each x vector loaded once for all rows.
-template <class Q>
-struct Quant {
-  template <int NW, int NX>
-  static void run(const uint8_t* wp, size_t stride, const float* const* x, int64_t n, float* out) {
-    constexpr int U = NW * NX <= 2 ? 2 : 1;
-    const typename Q::Block* w[NW];
-    for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const typename Q::Block*>(wp + r * stride);
-    const int64_t nb = n / kQuantBlock;
-    __m512 acc[NW][NX][U];
-    for (int r = 0; r < NW; ++r)
-      for (int j = 0; j < NX; ++j)
-        for (int u = 0; u < U; ++u) acc[r][j][u] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      __m512 v[NW][2];
-      for (int r = 0; r < NW; ++r) Q::unpack(w[r][b], v[r]);
-      for (int j = 0; j < NX; ++j) {
-        const float* xb = x[j] + b * kQuantBlock;
-        for (int k = 0; k < 2; ++k) {
-          const __m512 xv = _mm512_loadu_ps(xb + 16 * k);
-          for (int r = 0; r < NW; ++r) acc[r][j][k % U] = _mm512_fmadd_ps(v[r][k], xv, acc[r][j][k % U]);
-        }
-      }
-    }
-    for (int r = 0; r < NW; ++r)
-      for (int j = 0; j < NX; ++j) {
-        for (int u = 1; u < U; ++u) acc[r][j][0] = _mm512_add_ps(acc[r][j][0], acc[r][j][u]);
-        out[r * kTileCols + j] = _mm512_reduce_add_ps(acc[r][j][0]);
-      }
-  }
-};
-
 template <class K, int NW>
 void tile_rows(const uint8_t* w, size_t stride, const float* const* x, int nx, int64_t n, float* out) {
   switch (nx) {
@@ -176,13 +119,9 @@ constinit const DotKernels kAvx512{
     single<Plain<F32>, float>,
     single<Plain<F16>, uint16_t>,
     single<Plain<BF16>, uint16_t>,
-    single<Quant<Q8>, BlockQ8_0>,
-    single<Quant<Q4>, BlockQ4_0>,
     tile<Plain<F32>>,
     tile<Plain<F16>>,
     tile<Plain<BF16>>,
-    tile<Quant<Q8>>,
-    tile<Quant<Q4>>,
     "avx512",
 };
 
