@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cpu_features.h"
 #include "qdot.h"
 
 namespace weft::cpu {
@@ -126,22 +127,28 @@ constexpr QuantDotTable make_generic() {
 
 constinit const QuantDotTable kGeneric = make_generic();
 
+// The AVX-512 kernels also need VNNI; without it the AVX2 table serves.
 const QuantDotTable* table_for(Level level) {
   if (dot_kernels_for(level) == nullptr) return nullptr;
-  return level == Level::avx512 ? &avx512_quant_table() : &avx2_quant_table();
+  if (level == Level::avx2) return &avx2_quant_table();
+  return cpu_features().avx512vnni ? &avx512_quant_table() : nullptr;
 }
 
 const QuantDotTable& best_table() {
-  static const QuantDotTable* const best =
-      table_for(std::strcmp(dot_kernels().name, "avx512") == 0 ? Level::avx512 : Level::avx2);
+  static const QuantDotTable* const best = [] {
+    const QuantDotTable* t = std::strcmp(dot_kernels().name, "avx512") == 0 ? table_for(Level::avx512) : nullptr;
+    return t != nullptr ? t : table_for(Level::avx2);
+  }();
   return *best;
 }
 
-// An entry of t, or the generic kernel where the level has none.
+// An entry of t, else of the AVX2 table (the baseline every level includes),
+// else the generic kernel.
 const QuantDot* entry(const QuantDotTable& t, DType d) {
   const int i = static_cast<int>(d);
-  if (t.by_type[i].tile != nullptr) return &t.by_type[i];
-  return kGeneric.by_type[i].tile != nullptr ? &kGeneric.by_type[i] : nullptr;
+  for (const QuantDotTable* level : {&t, &avx2_quant_table(), &kGeneric})
+    if (level->by_type[i].tile != nullptr) return &level->by_type[i];
+  return nullptr;
 }
 
 }  // namespace
@@ -162,10 +169,9 @@ size_t act_row_bytes(ActType a, int64_t n) {
 
 void quantize_act_row(ActType a, const float* x, void* xq, int64_t n) {
   const QuantDotTable& t = best_table();
-  if (a == ActType::q8_0) {
-    (t.quantize_q8_0 != nullptr ? t.quantize_q8_0 : kGeneric.quantize_q8_0)(x, xq, n);
-  } else {
-    (t.quantize_q8_K != nullptr ? t.quantize_q8_K : kGeneric.quantize_q8_K)(x, xq, n);
+  for (const QuantDotTable* level : {&t, &avx2_quant_table(), &kGeneric}) {
+    auto* quantize = a == ActType::q8_0 ? level->quantize_q8_0 : level->quantize_q8_K;
+    if (quantize != nullptr) return quantize(x, xq, n);
   }
 }
 
