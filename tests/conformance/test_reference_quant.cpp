@@ -4,125 +4,22 @@
 // inputs (quant_grid, q8_act_grid) against the standard quantizer.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <map>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "conformance/cases.h"
 #include "conformance/reference.h"
+#include "quant_vectors.h"
 #include "weft/error.h"
 #include "weft/quant.h"
 
 namespace weft::conformance {
 namespace {
-
-// A minimal JSON reader (as in tests/core/test_quant_types.cpp): objects,
-// arrays, strings without escapes but \" and \\, numbers read by strtod.
-
-struct Json {
-  std::vector<Json> array;
-  std::map<std::string, Json> object;
-  std::string string;
-  double number = 0;
-
-  const Json& at(const std::string& key) const {
-    auto it = object.find(key);
-    if (it == object.end()) throw std::runtime_error("quant-vectors.json: missing key " + key);
-    return it->second;
-  }
-};
-
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& text) : s_(text) {}
-  Json value() {
-    space();
-    Json v;
-    if (eat('{')) {
-      if (!eat('}')) {
-        do {
-          space();
-          const std::string key = string_literal();
-          if (!eat(':')) error("expected ':'");
-          v.object[key] = value();
-        } while (eat(','));
-        if (!eat('}')) error("expected '}'");
-      }
-    } else if (eat('[')) {
-      if (!eat(']')) {
-        do v.array.push_back(value());
-        while (eat(','));
-        if (!eat(']')) error("expected ']'");
-      }
-    } else if (pos_ < s_.size() && s_[pos_] == '"') {
-      v.string = string_literal();
-    } else {
-      const char* begin = s_.c_str() + pos_;
-      char* end = nullptr;
-      v.number = std::strtod(begin, &end);  // correctly rounded: f32 values survive exactly
-      if (end == begin) error("bad value");
-      pos_ += static_cast<size_t>(end - begin);
-    }
-    return v;
-  }
-
- private:
-  [[noreturn]] void error(const std::string& what) const {
-    throw std::runtime_error("quant-vectors.json: " + what + " at offset " + std::to_string(pos_));
-  }
-  void space() {
-    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-  }
-  bool eat(char c) {
-    space();
-    if (pos_ >= s_.size() || s_[pos_] != c) return false;
-    ++pos_;
-    return true;
-  }
-  std::string string_literal() {
-    if (pos_ >= s_.size() || s_[pos_] != '"') error("expected a string");
-    std::string out;
-    for (++pos_; pos_ < s_.size() && s_[pos_] != '"'; ++pos_) {
-      if (s_[pos_] == '\\' && ++pos_ >= s_.size()) break;
-      out += s_[pos_];
-    }
-    if (pos_ >= s_.size()) error("unterminated string");
-    ++pos_;
-    return out;
-  }
-
-  const std::string& s_;
-  size_t pos_ = 0;
-};
-
-const Json& quant_vectors() {
-  static const Json doc = [] {
-    const std::string path = WEFT_SOURCE_DIR "/tests/data/quant-vectors.json";
-    std::ifstream file(path, std::ios::binary);
-    if (!file) throw std::runtime_error("cannot open " + path);
-    std::stringstream text;
-    text << file.rdbuf();
-    const std::string content = text.str();
-    return JsonReader(content).value();
-  }();
-  return doc;
-}
-
-std::vector<uint8_t> bytes_from_hex(const std::string& hex) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
 
 uint32_t float_bits(float f) {
   uint32_t u;
@@ -140,18 +37,18 @@ uint32_t float_bits(float f) {
 // true value (signed zeros included).
 TEST(ConformanceReference, DecodersMatchQuantVectors) {
   int types = 0;
-  for (const Json& t : quant_vectors().at("types").array) {
-    const std::string name = t.at("type").string;
-    const RefQuantFormat* f = ref_gguf_format(static_cast<uint32_t>(t.at("gguf_dtype_id").number));
+  for (const test::VectorType& t : test::quant_vectors()) {
+    const std::string& name = t.name;
+    const RefQuantFormat* f = ref_gguf_format(t.gguf_id);
     ASSERT_NE(f, nullptr) << name;
     EXPECT_EQ(f->name, name);
-    ASSERT_EQ(f->block_values, static_cast<int64_t>(t.at("block_values").number)) << name;
-    ASSERT_EQ(f->block_bytes, static_cast<size_t>(t.at("block_bytes").number)) << name;
+    ASSERT_EQ(f->block_values, t.block_values) << name;
+    ASSERT_EQ(f->block_bytes, t.block_bytes) << name;
     ++types;
     int rows = 0;
-    for (const Json& row : t.at("rows").array) {
-      const std::vector<uint8_t> bytes = bytes_from_hex(row.at("quantized_hex").string);
-      const std::vector<Json>& want = row.at("dequantized_f32").array;
+    for (const test::VectorRow& row : t.rows) {
+      const std::vector<uint8_t>& bytes = row.quantized;
+      const std::vector<float>& want = row.dequantized;
       const auto n_blocks = static_cast<size_t>(static_cast<int64_t>(want.size()) / f->block_values);
       ASSERT_EQ(bytes.size(), n_blocks * f->block_bytes) << name;
       std::vector<double> got(want.size());
@@ -160,7 +57,7 @@ TEST(ConformanceReference, DecodersMatchQuantVectors) {
       }
       int bad = 0;
       for (size_t i = 0; i < want.size(); ++i) {
-        const auto w = static_cast<float>(want[i].number);
+        const float w = want[i];
         const auto g = static_cast<float>(got[i]);
         if (float_bits(g) != float_bits(w) && bad++ < 3) {
           ADD_FAILURE() << name << " row " << rows << " value " << i << ": reference " << got[i] << ", standard " << w;
