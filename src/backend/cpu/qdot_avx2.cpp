@@ -71,8 +71,11 @@ constexpr size_t kPrefetchBytes = 8192;
 WEFT_INLINE size_t prefetch_distance(size_t rows_bytes) {
   return rows_bytes == 0 ? kPrefetchBytes : (kPrefetchBytes + rows_bytes - 1) / rows_bytes * rows_bytes;
 }
-WEFT_INLINE void prefetch(const char* p, size_t bytes) {
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+// The address is formed as an integer: it may lie past the tensor (a
+// prefetch never faults, but a pointer past its object is undefined).
+WEFT_INLINE void prefetch(const void* from, size_t ahead, size_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(from) + ahead;
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(a + o), _MM_HINT_T0);
 }
 
 // The 16 iq4 levels in each 128-bit lane, for pshufb.
@@ -279,7 +282,7 @@ void legacy_tile(const uint8_t* wp, size_t stride, const BlockQ8_0* const* x, in
   const size_t ahead = prefetch_distance(NW * stride);
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
-    for (int r = 0; r < NW; ++r) prefetch(reinterpret_cast<const char*>(w[r] + b) + ahead, 8 * sizeof(Block));
+    for (int r = 0; r < NW; ++r) prefetch(w[r] + b, ahead, 8 * sizeof(Block));
     __m256 dx[NX], s8[NW][NX], sm8[NW][NX];
     for (int j = 0; j < NX; ++j) dx[j] = halves8(&x[j][b].d, sizeof(BlockQ8_0));
     for (int r = 0; r < NW; ++r) {
@@ -626,7 +629,7 @@ struct Super {
     }
     const size_t ahead = prefetch_distance(stride);
     for (int64_t b = 0; b < n / kSuperBlock; ++b) {
-      prefetch(reinterpret_cast<const char*>(w + b) + ahead, sizeof(typename K::Block));
+      prefetch(w + b, ahead, sizeof(typename K::Block));
       K::template block<NX>(w[b], x, b, acc);
     }
     for (int j = 0; j < NX; ++j) out[j] = hsum(acc[j]);
