@@ -13,7 +13,6 @@ namespace {
 
 static_assert(traits(DType::q8_0).unit_bytes == sizeof(BlockQ8_0) && traits(DType::q4_0).unit_bytes == sizeof(BlockQ4_0));
 
-
 uint32_t float_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
@@ -88,7 +87,6 @@ void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t n) {
 }
 
 }  // namespace
-
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (int i = 0; i < kDTypeCount; ++i) {

@@ -17,6 +17,10 @@ namespace {
 
 int act_block(ActType a) { return a == ActType::q8_0 ? kQuantBlock : kSuperBlock; }
 
+// Not from_f32(DType::q8_0): that is llama.cpp's reference quantizer for
+// stored weights (roundf, ties away from zero); activations round ties to
+// even, as the SIMD quantizers (and the standard engines' x86 paths) do, so
+// every level quantizes a row to the same bytes.
 void quantize_q8_0_scalar(const float* x, void* out, int64_t n) {
   auto* y = static_cast<BlockQ8_0*>(out);
   for (int64_t b = 0; b < n / kQuantBlock; ++b) {
