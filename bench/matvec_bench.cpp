@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "cache_info.h"
-#include "weft/cpu.h"
-#include "weft/ops.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/ops.h"
 
 namespace weft::bench {
 namespace {

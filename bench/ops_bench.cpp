@@ -13,8 +13,8 @@
 
 #include "matvec_bench.h"
 #include "memory_bandwidth.h"
-#include "weft/cpu.h"
-#include "weft/ops.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/ops.h"
 
 namespace weft::bench {
 namespace {

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "client/connection.h"
-#include "server/worker.h"
-#include "transport/loopback_bandwidth.h"
+#include "loopback_bandwidth.h"
 #include "transport/stream.h"
-#include "weft/context.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
-#include "weft/ops.h"
-#include "weft/rpc.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/context.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
+#include "weft/rpc/client.h"
+#include "weft/rpc/worker.h"
 
 namespace weft::bench {
 namespace {

@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <string>
 
-#include "weft/alloc.h"
-#include "weft/error.h"
+#include "weft/backend/alloc.h"
+#include "weft/core/error.h"
 
 namespace weft {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "free_list.h"
-#include "weft/alloc.h"
-#include "weft/error.h"
+#include "weft/backend/alloc.h"
+#include "weft/core/error.h"
 
 namespace weft {
 

@@ -3,8 +3,8 @@
 #include <utility>
 #include <vector>
 
-#include "weft/backend.h"
-#include "weft/error.h"
+#include "weft/backend/backend.h"
+#include "weft/core/error.h"
 
 namespace weft {
 

@@ -1,8 +1,8 @@
-#include "weft/context.h"
+#include "weft/core/context.h"
 
 #include <string>
 
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft {
 

@@ -1,8 +1,8 @@
 // Scalar reference conversions between f32 and the storage dtypes. The CPU
 // backend has its own SIMD paths for hot loops; these define the results.
-#include "weft/dtype.h"
+#include "weft/core/dtype.h"
 
-#include "weft/quant.h"
+#include "weft/core/quant.h"
 
 #include <algorithm>
 #include <cmath>

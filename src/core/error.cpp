@@ -1,4 +1,4 @@
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft {
 

@@ -1,4 +1,4 @@
-#include "weft/graph.h"
+#include "weft/core/graph.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "weft/graph_cost.h"
+#include "weft/core/graph_cost.h"
 
 #include <algorithm>
 #include <bit>

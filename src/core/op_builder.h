@@ -4,8 +4,8 @@
 #include <initializer_list>
 #include <string>
 
-#include "weft/context.h"
-#include "weft/error.h"
+#include "weft/core/context.h"
+#include "weft/core/error.h"
 
 namespace weft::detail {
 

@@ -1,6 +1,6 @@
 // Constructors of the data-movement ops: row gather/scatter, copies, concat.
 #include "op_builder.h"
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::ops {
 namespace {

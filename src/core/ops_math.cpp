@@ -1,6 +1,6 @@
 // Constructors of the math ops: elementwise, row-wise, reductions, products.
 #include "op_builder.h"
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::ops {
 namespace {

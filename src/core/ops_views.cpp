@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "op_builder.h"
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::ops {
 namespace {

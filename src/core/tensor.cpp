@@ -1,4 +1,4 @@
-#include "weft/tensor.h"
+#include "weft/core/tensor.h"
 
 #include <array>
 

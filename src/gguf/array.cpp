@@ -3,8 +3,8 @@
 #include <functional>
 
 #include "gguf_impl.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft {
 

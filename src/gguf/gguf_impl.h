@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "weft/dtype.h"
-#include "weft/gguf.h"
+#include "weft/core/dtype.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft::detail {
 

@@ -1,8 +1,8 @@
 // GgufFile's typed metadata getters.
 #include <limits>
 
-#include "weft/error.h"
-#include "weft/gguf.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft {
 

@@ -12,8 +12,8 @@
 #include <unordered_set>
 
 #include "gguf_impl.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft {
 

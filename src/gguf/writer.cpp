@@ -9,8 +9,8 @@
 #include <limits>
 
 #include "gguf_impl.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft {
 

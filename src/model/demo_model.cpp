@@ -1,7 +1,7 @@
 // write_demo_model: deterministic random weights, scaled so activations stay
 // near unit size through the layers (uniform with variance 1 / n_in), and the
 // generated vocabulary described in demo_model.h.
-#include "model/demo_model.h"
+#include "weft/model/demo_model.h"
 
 #include <cmath>
 #include <cstdio>
@@ -10,10 +10,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "weft/dtype.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
-#include "weft/splitmix64.h"
+#include "weft/core/dtype.h"
+#include "weft/core/error.h"
+#include "weft/core/splitmix64.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft::model {
 namespace {

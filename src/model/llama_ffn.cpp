@@ -1,7 +1,7 @@
 // build_ffn: the dense SwiGLU feed-forward and its mixture-of-experts form.
 #include "model/llama_ffn.h"
 
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::model::detail {
 namespace {

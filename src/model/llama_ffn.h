@@ -2,8 +2,8 @@
 // (FACTS.md, "Llama-family files"), as LlamaModel::build_forward adds it.
 #pragma once
 
-#include "weft/context.h"
-#include "weft/model.h"
+#include "weft/core/context.h"
+#include "weft/model/model.h"
 
 namespace weft::model::detail {
 

@@ -5,9 +5,9 @@
 
 #include "model/llama_ffn.h"
 #include "model/llama_weights.h"
-#include "weft/error.h"
-#include "weft/model.h"
-#include "weft/ops.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
+#include "weft/model/model.h"
 
 namespace weft::model {
 namespace {

@@ -2,8 +2,8 @@
 #include <optional>
 #include <string>
 
-#include "weft/error.h"
-#include "weft/model.h"
+#include "weft/core/error.h"
+#include "weft/model/model.h"
 
 namespace weft::model {
 namespace {

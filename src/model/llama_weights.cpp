@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::model {
 namespace detail {

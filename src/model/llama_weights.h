@@ -7,9 +7,9 @@
 #include <span>
 #include <vector>
 
-#include "weft/context.h"
-#include "weft/gguf.h"
-#include "weft/model.h"
+#include "weft/core/context.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/model.h"
 
 namespace weft::model::detail {
 

@@ -1,11 +1,11 @@
 // PerplexityScore: running sums of negative log-likelihoods.
-#include "weft/perplexity.h"
+#include "weft/model/perplexity.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::model {
 

@@ -12,8 +12,8 @@
 #include <mutex>
 #include <thread>
 
-#include "weft/error.h"
-#include "weft/quantize.h"
+#include "weft/core/error.h"
+#include "weft/model/quantize.h"
 
 namespace weft::model {
 namespace {

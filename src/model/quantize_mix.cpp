@@ -9,8 +9,8 @@
 #include <numeric>
 #include <string>
 
-#include "weft/error.h"
-#include "weft/quantize.h"
+#include "weft/core/error.h"
+#include "weft/model/quantize.h"
 
 namespace weft::model {
 namespace {

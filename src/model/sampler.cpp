@@ -1,13 +1,13 @@
 // Sampler (include/weft/sampler.h): repetition penalty, greedy or
 // top-k -> softmax(temperature) -> top-p -> min-p -> one draw.
-#include "weft/sampler.h"
+#include "weft/model/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <unordered_set>
 
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::model {
 namespace {

@@ -1,14 +1,14 @@
 // Tokenizer: loading from GGUF metadata, special tokens, and decode; the
 // encoders live in tokenizer_spm.cpp and tokenizer_bpe.cpp.
-#include "weft/tokenizer.h"
+#include "weft/model/tokenizer.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
 
 #include "tokenizer_impl.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft::model {
 

@@ -13,7 +13,7 @@
 #include <span>
 
 #include "tokenizer_impl.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::model::detail {
 

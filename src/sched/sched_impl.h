@@ -4,9 +4,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "weft/backend.h"
-#include "weft/context.h"
-#include "weft/graph.h"
+#include "weft/backend/backend.h"
+#include "weft/core/context.h"
+#include "weft/core/graph.h"
 
 namespace weft::detail {
 

@@ -1,14 +1,14 @@
 // Scheduler: memory sets, allocation, and execution under the four rules of
 // docs/scheduler.md.
-#include "weft/sched.h"
+#include "weft/backend/sched.h"
 
 #include <algorithm>
 #include <exception>
 #include <string>
 
 #include "sched_impl.h"
-#include "weft/alloc.h"
-#include "weft/error.h"
+#include "weft/backend/alloc.h"
+#include "weft/core/error.h"
 
 namespace weft {
 

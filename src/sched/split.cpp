@@ -4,7 +4,7 @@
 #include <string>
 
 #include "sched_impl.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::detail {
 namespace {

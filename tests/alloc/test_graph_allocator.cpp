@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "weft/alloc.h"
-#include "weft/cpu.h"
-#include "weft/ops.h"
+#include "weft/backend/alloc.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/ops.h"
 
 namespace weft {
 namespace {

@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "weft/alloc.h"
-#include "weft/ops.h"
+#include "weft/backend/alloc.h"
+#include "weft/core/ops.h"
 
 namespace weft {
 namespace {

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "conformance/conformance.h"
-#include "weft/async.h"
-#include "weft/context.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
-#include "weft/ops.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/context.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
+#include "weft/testing/async.h"
 
 namespace weft {
 namespace {

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <span>
 
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::conformance {
 namespace {

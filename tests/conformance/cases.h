@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "weft/context.h"
+#include "weft/core/context.h"
 
 namespace weft::conformance {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "conformance/cases.h"
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::conformance {
 namespace {

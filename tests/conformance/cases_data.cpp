@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "conformance/cases.h"
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::conformance {
 namespace {

@@ -1,7 +1,7 @@
 // Cases: elementwise binary (add sub mul div, with broadcasting), unary
 // (scale sqr sqrt silu gelu) and swiglu, for f32 / f16 / bf16 operands.
 #include "conformance/cases.h"
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::conformance {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "conformance/cases.h"
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::conformance {
 namespace {

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "weft/backend.h"
-#include "weft/graph.h"
+#include "weft/backend/backend.h"
+#include "weft/core/graph.h"
 
 namespace weft::conformance {
 

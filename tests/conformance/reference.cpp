@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::conformance {
 

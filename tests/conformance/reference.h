@@ -24,8 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "weft/graph.h"
-#include "weft/tensor.h"
+#include "weft/core/graph.h"
+#include "weft/core/tensor.h"
 
 namespace weft::conformance {
 

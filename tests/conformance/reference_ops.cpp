@@ -7,7 +7,7 @@
 #include <string>
 
 #include "conformance/reference.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::conformance {
 namespace {

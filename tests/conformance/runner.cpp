@@ -9,7 +9,7 @@
 #include "conformance/cases.h"
 #include "conformance/conformance.h"
 #include "conformance/reference.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::conformance {
 namespace {

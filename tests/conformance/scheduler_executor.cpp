@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "conformance/conformance.h"
-#include "weft/sched.h"
+#include "weft/backend/sched.h"
 
 namespace weft::conformance {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "conformance/reference.h"
-#include "weft/error.h"
-#include "weft/ops.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
 
 namespace weft::conformance {
 namespace {

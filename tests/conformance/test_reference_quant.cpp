@@ -15,8 +15,8 @@
 #include "conformance/cases.h"
 #include "conformance/reference.h"
 #include "quant_vectors.h"
-#include "weft/error.h"
-#include "weft/quant.h"
+#include "weft/core/error.h"
+#include "weft/core/quant.h"
 
 namespace weft::conformance {
 namespace {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "weft/dtype.h"
+#include "weft/core/dtype.h"
 
 namespace weft {
 namespace {

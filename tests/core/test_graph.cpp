@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "weft/graph.h"
-#include "weft/ops.h"
+#include "weft/core/graph.h"
+#include "weft/core/ops.h"
 
 namespace weft {
 namespace {

@@ -1,8 +1,8 @@
 // graph_cost: multiply-adds and bytes from shapes, views counted as addressed.
 #include <gtest/gtest.h>
 
-#include "weft/graph_cost.h"
-#include "weft/ops.h"
+#include "weft/core/graph_cost.h"
+#include "weft/core/ops.h"
 
 namespace weft {
 namespace {

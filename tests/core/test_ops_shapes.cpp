@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "weft/error.h"
-#include "weft/ops.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
 
 namespace weft {
 namespace {

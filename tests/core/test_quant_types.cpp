@@ -20,10 +20,10 @@
 
 #include "core/quant/blocks.h"
 #include "quant_vectors.h"
-#include "weft/dtype.h"
-#include "weft/error.h"
-#include "weft/quant.h"
-#include "weft/splitmix64.h"
+#include "weft/core/dtype.h"
+#include "weft/core/error.h"
+#include "weft/core/quant.h"
+#include "weft/core/splitmix64.h"
 
 namespace weft {
 namespace {

@@ -9,9 +9,9 @@
 
 #include "scratch_k1.h"
 #include "scratch_k2.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
-#include "weft/ops.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
 
 namespace weft {
 namespace {

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "backend/cpu/qdot.h"
-#include "weft/backend.h"
-#include "weft/context.h"
-#include "weft/cpu.h"
-#include "weft/graph.h"
-#include "weft/ops.h"
+#include "weft/backend/backend.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/context.h"
+#include "weft/core/graph.h"
+#include "weft/core/ops.h"
 
 namespace weft::cpu {
 namespace {

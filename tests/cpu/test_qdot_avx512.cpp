@@ -16,7 +16,7 @@
 
 #include "backend/cpu/qdot.h"
 #include "backend/cpu/simd.h"
-#include "weft/dtype.h"
+#include "weft/core/dtype.h"
 
 namespace weft::cpu {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/simd.h"
-#include "weft/dtype.h"
+#include "weft/core/dtype.h"
 
 namespace weft::cpu {
 namespace {

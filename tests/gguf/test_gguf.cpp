@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "sanitized.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace fs = std::filesystem;
 using namespace weft;

@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "conformance/reference.h"
-#include "weft/cpu.h"
-#include "weft/dtype.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
-#include "weft/model.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/dtype.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/model.h"
 
 namespace llama_reference {
 

@@ -13,12 +13,12 @@
 #include <unordered_set>
 #include <vector>
 
-#include "model/demo_model.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
-#include "weft/model.h"
-#include "weft/tokenizer.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/demo_model.h"
+#include "weft/model/model.h"
+#include "weft/model/tokenizer.h"
 
 namespace {
 

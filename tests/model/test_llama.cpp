@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "model/llama_reference.h"
-#include "weft/cpu.h"
-#include "weft/dtype.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
-#include "weft/model.h"
-#include "weft/perplexity.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/dtype.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/model.h"
+#include "weft/model/perplexity.h"
 
 namespace {
 

@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "model/demo_model.h"
 #include "model/llama_reference.h"
-#include "server/worker.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
-#include "weft/model.h"
-#include "weft/rpc.h"
-#include "weft/sched.h"
+#include "weft/backend/cpu.h"
+#include "weft/backend/sched.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/demo_model.h"
+#include "weft/model/model.h"
+#include "weft/rpc/client.h"
+#include "weft/rpc/worker.h"
 
 namespace {
 

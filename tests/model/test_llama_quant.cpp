@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "model/llama_reference.h"
-#include "server/worker.h"
-#include "weft/cpu.h"
-#include "weft/dtype.h"
-#include "weft/gguf.h"
-#include "weft/model.h"
-#include "weft/rpc.h"
-#include "weft/sched.h"
+#include "weft/backend/cpu.h"
+#include "weft/backend/sched.h"
+#include "weft/core/dtype.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/model.h"
+#include "weft/rpc/client.h"
+#include "weft/rpc/worker.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "weft/error.h"
-#include "weft/perplexity.h"
+#include "weft/core/error.h"
+#include "weft/model/perplexity.h"
 
 namespace {
 

@@ -19,13 +19,13 @@
 #include <string>
 #include <vector>
 
-#include "model/demo_model.h"
 #include "sanitized.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
-#include "weft/quant.h"
-#include "weft/quantize.h"
-#include "weft/splitmix64.h"
+#include "weft/core/error.h"
+#include "weft/core/quant.h"
+#include "weft/core/splitmix64.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/demo_model.h"
+#include "weft/model/quantize.h"
 
 namespace {
 

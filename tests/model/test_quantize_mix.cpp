@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "weft/error.h"
-#include "weft/quantize.h"
+#include "weft/core/error.h"
+#include "weft/model/quantize.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "weft/error.h"
-#include "weft/sampler.h"
+#include "weft/core/error.h"
+#include "weft/model/sampler.h"
 
 namespace {
 

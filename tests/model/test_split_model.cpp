@@ -13,15 +13,15 @@
 
 #include <unistd.h>
 
-#include "server/worker.h"
-#include "weft/async.h"
-#include "weft/cpu.h"
-#include "weft/dtype.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
-#include "weft/model.h"
-#include "weft/rpc.h"
-#include "weft/sched.h"
+#include "weft/backend/cpu.h"
+#include "weft/backend/sched.h"
+#include "weft/core/dtype.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/model.h"
+#include "weft/rpc/client.h"
+#include "weft/rpc/worker.h"
+#include "weft/testing/async.h"
 
 namespace {
 

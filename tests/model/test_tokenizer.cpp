@@ -8,7 +8,7 @@
 
 #include "model/tokenizer_impl.h"
 #include "test_tokenizer_util.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "test_tokenizer_util.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "weft/gguf.h"
-#include "weft/tokenizer.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/tokenizer.h"
 
 namespace tokenizer_test {
 

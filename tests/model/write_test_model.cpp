@@ -13,7 +13,7 @@
 #include <exception>
 #include <string>
 
-#include "model/demo_model.h"
+#include "weft/model/demo_model.h"
 
 int main(int argc, char** argv) {
   weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();

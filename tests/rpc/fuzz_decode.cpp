@@ -21,9 +21,9 @@
 
 #include "protocol/graph_codec.h"
 #include "protocol/wire.h"
-#include "weft/graph_cost.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/core/graph_cost.h"
 
 namespace {
 

@@ -30,8 +30,8 @@
 
 #include "conformance/cases.h"
 #include "conformance/reference.h"
-#include "server/worker.h"
-#include "weft/cpu.h"
+#include "weft/backend/cpu.h"
+#include "weft/rpc/worker.h"
 #include "worker_wire.h"
 
 namespace weft::rpc::fuzz {

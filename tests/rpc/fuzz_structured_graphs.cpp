@@ -15,7 +15,7 @@
 
 #include "conformance/cases.h"
 #include "fuzz_structured.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc::fuzz {
 namespace gen {

@@ -13,7 +13,7 @@
 
 #include "fuzz_structured.h"
 #include "protocol/wire.h"
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 #include "worker_wire.h"
 
 namespace weft::rpc::fuzz {

@@ -10,7 +10,7 @@
 
 #include "conformance/cases.h"
 #include "fuzz_structured.h"
-#include "weft/ops.h"
+#include "weft/core/ops.h"
 
 namespace weft::rpc::fuzz::gen {
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "server/worker.h"
-#include "weft/context.h"
-#include "weft/cpu.h"
-#include "weft/ops.h"
-#include "weft/rpc.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/context.h"
+#include "weft/core/ops.h"
+#include "weft/rpc/client.h"
+#include "weft/rpc/worker.h"
 
 namespace weft::rpc_test {
 

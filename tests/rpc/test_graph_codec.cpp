@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "protocol/graph_codec.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
 #include "wire_graph.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
-#include "weft/ops.h"
 
 namespace weft::rpc {
 namespace {

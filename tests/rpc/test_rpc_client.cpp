@@ -16,7 +16,7 @@
 #include "client/connection.h"
 #include "conformance/conformance.h"
 #include "rpc_client_fixture.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft {
 namespace {

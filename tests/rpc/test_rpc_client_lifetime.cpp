@@ -19,7 +19,7 @@
 
 #include "child_worker.h"
 #include "rpc_client_fixture.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 extern char** environ;
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "rpc_client_fixture.h"
-#include "weft/async.h"
-#include "weft/error.h"
-#include "weft/rpc.h"
+#include "weft/core/error.h"
+#include "weft/rpc/client.h"
+#include "weft/testing/async.h"
 
 namespace weft::rpc_test {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "protocol/content_hash.h"
 #include "server/tensor_cache.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 namespace {

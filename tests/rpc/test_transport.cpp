@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_bandwidth.h"
 #include "sanitized.h"
-#include "transport/loopback_bandwidth.h"
 #include "transport/stream.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 namespace {

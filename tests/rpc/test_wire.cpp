@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "protocol/wire.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 namespace {

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "sanitized.h"
 #include "child_worker.h"
 #include "protocol/graph_codec.h"
-#include "weft/ops.h"
+#include "sanitized.h"
+#include "weft/core/ops.h"
 #include "worker_wire.h"
 
 namespace weft::rpc::wtest {

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "server/worker.h"
-#include "weft/cpu.h"
+#include "weft/backend/cpu.h"
+#include "weft/rpc/worker.h"
 #include "wire_graph.h"
 #include "worker_wire.h"
 

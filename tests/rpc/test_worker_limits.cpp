@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "protocol/graph_codec.h"
-#include "server/worker.h"
-#include "weft/rpc.h"
-#include "weft/cpu.h"
-#include "weft/ops.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/ops.h"
+#include "weft/rpc/client.h"
+#include "weft/rpc/worker.h"
 #include "worker_wire.h"
 
 namespace weft::rpc::wtest {

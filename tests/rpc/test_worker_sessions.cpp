@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "server/tensor_cache.h"
-#include "server/worker.h"
-#include "weft/async.h"
-#include "weft/cpu.h"
+#include "weft/backend/cpu.h"
+#include "weft/rpc/worker.h"
+#include "weft/testing/async.h"
 #include "worker_wire.h"
 
 namespace weft::rpc::wtest {

@@ -24,8 +24,8 @@
 #include "protocol/graph_codec.h"
 #include "protocol/wire.h"
 #include "transport/stream.h"
-#include "weft/error.h"
-#include "weft/ops.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
 
 namespace weft::rpc::wtest {
 

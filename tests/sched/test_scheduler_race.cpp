@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "weft/async.h"
-#include "weft/cpu.h"
-#include "weft/ops.h"
-#include "weft/sched.h"
+#include "weft/backend/cpu.h"
+#include "weft/backend/sched.h"
+#include "weft/core/ops.h"
+#include "weft/testing/async.h"
 
 namespace weft {
 namespace {

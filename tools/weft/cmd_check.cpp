@@ -6,10 +6,10 @@
 
 #include "commands.h"
 #include "conformance/conformance.h"
-#include "weft/async.h"
-#include "weft/cpu.h"
-#include "weft/rpc.h"
-#include "weft/error.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/rpc/client.h"
+#include "weft/testing/async.h"
 
 namespace weft::tools {
 namespace {

@@ -26,15 +26,15 @@
 
 #include "commands.h"
 #include "layer_split.h"
-#include "model/demo_model.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
-#include "weft/gguf.h"
-#include "weft/model.h"
-#include "weft/quantize.h"
-#include "weft/rpc.h"
-#include "weft/sched.h"
-#include "weft/tokenizer.h"
+#include "weft/backend/cpu.h"
+#include "weft/backend/sched.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/demo_model.h"
+#include "weft/model/model.h"
+#include "weft/model/quantize.h"
+#include "weft/model/tokenizer.h"
+#include "weft/rpc/client.h"
 
 namespace weft::tools {
 namespace {

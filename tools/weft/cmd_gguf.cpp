@@ -4,7 +4,7 @@
 #include <string>
 
 #include "commands.h"
-#include "weft/gguf.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft::tools {
 

@@ -11,8 +11,8 @@
 
 #include "commands.h"
 #include "model_host.h"
-#include "weft/error.h"
-#include "weft/perplexity.h"
+#include "weft/core/error.h"
+#include "weft/model/perplexity.h"
 
 namespace weft::tools {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "commands.h"
-#include "weft/error.h"
-#include "weft/quantize.h"
+#include "weft/core/error.h"
+#include "weft/model/quantize.h"
 
 namespace weft::tools {
 namespace {

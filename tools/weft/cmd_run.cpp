@@ -11,8 +11,8 @@
 
 #include "commands.h"
 #include "model_host.h"
-#include "weft/error.h"
-#include "weft/sampler.h"
+#include "weft/core/error.h"
+#include "weft/model/sampler.h"
 
 namespace weft::tools {
 namespace {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "commands.h"
-#include "server/worker.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/rpc/worker.h"
 
 namespace weft::tools {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::tools {
 

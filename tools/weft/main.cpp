@@ -4,7 +4,7 @@
 #include <exception>
 
 #include "commands.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace {
 

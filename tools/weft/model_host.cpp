@@ -14,9 +14,9 @@
 #include <cstring>
 
 #include "layer_split.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
-#include "weft/rpc.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/rpc/client.h"
 
 namespace weft::tools {
 namespace {

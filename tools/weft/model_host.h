@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "commands.h"
-#include "weft/backend.h"
-#include "weft/gguf.h"
-#include "weft/model.h"
-#include "weft/sched.h"
-#include "weft/tokenizer.h"
+#include "weft/backend/backend.h"
+#include "weft/backend/sched.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/model.h"
+#include "weft/model/tokenizer.h"
 
 namespace weft::tools {
 

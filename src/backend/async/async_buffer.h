@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "weft/backend.h"
+#include "weft/backend/backend.h"
 
 namespace weft::async {
 

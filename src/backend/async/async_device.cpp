@@ -9,10 +9,10 @@
 #include "async_buffer.h"
 #include "async_event.h"
 #include "async_stream.h"
-#include "weft/async.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
-#include "weft/splitmix64.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/core/splitmix64.h"
+#include "weft/testing/async.h"
 
 namespace weft::async {
 namespace {

@@ -10,7 +10,7 @@
 #include <optional>
 #include <set>
 
-#include "weft/backend.h"
+#include "weft/backend/backend.h"
 
 namespace weft::async {
 

@@ -4,7 +4,7 @@
 #include <new>
 #include <string>
 
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::cpu {
 namespace {

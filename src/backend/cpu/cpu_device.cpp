@@ -13,8 +13,8 @@
 #include "cpu_buffer.h"
 #include "kernels.h"
 #include "thread_pool.h"
-#include "weft/cpu.h"
-#include "weft/error.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
 
 namespace weft {
 namespace {

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "weft/tensor.h"
+#include "weft/core/tensor.h"
 
 namespace weft::cpu {
 

@@ -1,7 +1,7 @@
 // add sub mul div: dst = a (op) b, b broadcast over a by index modulo b.ne.
 #include "kernels.h"
 #include "scratch_k1.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::cpu {
 

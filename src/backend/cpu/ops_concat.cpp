@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "kernels.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::cpu {
 

@@ -6,7 +6,7 @@
 
 #include "kernels.h"
 #include "scratch_k1.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::cpu {
 

@@ -2,8 +2,8 @@
 #include <cstring>
 
 #include "scratch_k1.h"
-#include "weft/dtype.h"
-#include "weft/error.h"
+#include "weft/core/dtype.h"
+#include "weft/core/error.h"
 
 namespace weft::cpu {
 

@@ -24,7 +24,7 @@
 #include <cstdint>
 
 #include "simd.h"
-#include "weft/dtype.h"
+#include "weft/core/dtype.h"
 
 namespace weft::cpu {
 

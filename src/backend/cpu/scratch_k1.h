@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels.h"
-#include "weft/tensor.h"
+#include "weft/core/tensor.h"
 
 namespace weft::cpu {
 

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "weft/dtype.h"
+#include "weft/core/dtype.h"
 
 namespace weft::cpu {
 

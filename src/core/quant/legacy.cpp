@@ -7,7 +7,7 @@
 
 #include "blocks.h"
 #include "kernels.h"
-#include "weft/dtype.h"
+#include "weft/core/dtype.h"
 
 namespace weft::quant {
 namespace {

@@ -1,5 +1,5 @@
 // The type table and the checked entry points of include/weft/quant.h.
-#include "weft/quant.h"
+#include "weft/core/quant.h"
 
 #include <array>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "blocks.h"
 #include "kernels.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft {
 namespace {

@@ -12,7 +12,7 @@
 #include <map>
 
 #include "protocol/content_hash.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 namespace {

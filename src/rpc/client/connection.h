@@ -38,8 +38,8 @@
 
 #include "protocol/wire.h"
 #include "transport/stream.h"
-#include "weft/error.h"
-#include "weft/rpc.h"
+#include "weft/core/error.h"
+#include "weft/rpc/client.h"
 
 namespace weft::rpc {
 

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "client/connection.h"
-#include "weft/backend.h"
-#include "weft/rpc.h"
+#include "weft/backend/backend.h"
+#include "weft/rpc/client.h"
 
 namespace weft::rpc {
 

@@ -4,7 +4,7 @@
 
 #include "client/remote.h"
 #include "protocol/graph_codec.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 

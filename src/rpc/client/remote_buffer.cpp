@@ -6,7 +6,7 @@
 
 #include "client/remote.h"
 #include "protocol/content_hash.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 namespace {

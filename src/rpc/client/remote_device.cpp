@@ -2,8 +2,8 @@
 #include <string>
 
 #include "client/remote.h"
-#include "weft/error.h"
-#include "weft/rpc.h"
+#include "weft/core/error.h"
+#include "weft/rpc/client.h"
 
 namespace weft {
 namespace rpc {

@@ -21,9 +21,9 @@
 
 #include "protocol/graph_codec.h"
 
-#include "weft/alloc.h"
-#include "weft/error.h"
-#include "weft/ops.h"
+#include "weft/backend/alloc.h"
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
 
 namespace weft::rpc {
 namespace {

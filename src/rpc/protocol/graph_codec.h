@@ -8,9 +8,9 @@
 #include <memory>
 
 #include "protocol/wire.h"
-#include "weft/backend.h"
-#include "weft/context.h"
-#include "weft/graph.h"
+#include "weft/backend/backend.h"
+#include "weft/core/context.h"
+#include "weft/core/graph.h"
 
 namespace weft::rpc {
 

@@ -5,7 +5,7 @@
 #include <bit>
 #include <string>
 
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 

@@ -28,22 +28,13 @@
 #include "protocol/graph_codec.h"
 #include "protocol/wire.h"
 #include "transport/stream.h"
-#include "weft/backend.h"
-#include "weft/error.h"
+#include "weft/backend/backend.h"
+#include "weft/core/error.h"
+#include "weft/rpc/worker.h"
 
 namespace weft::rpc {
 
 class TensorCache;
-
-// The limits every session is held to (docs/security.md lists each with its
-// default and flag).
-struct SessionLimits {
-  size_t session_memory = SIZE_MAX;  // bytes one session may hold, everything counted
-  uint64_t max_graph_cost = uint64_t{1} << 50;  // GraphCost::total() of one graph
-  std::chrono::milliseconds handshake_timeout{5000};  // connect to HELLO (and AUTH) done
-  std::chrono::milliseconds idle_timeout{600000};     // between frames
-  std::chrono::milliseconds io_timeout{30000};        // a frame's rest, a reply's write: this plus size at 1 MiB/s
-};
 
 // What the worker's slot bookkeeping and its disconnect monitor see of a
 // session; written by the session's thread, read by the worker's.

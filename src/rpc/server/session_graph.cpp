@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "server/session.h"
-#include "weft/graph_cost.h"
+#include "weft/core/graph_cost.h"
 
 namespace weft::rpc {
 namespace {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 namespace fs = std::filesystem;

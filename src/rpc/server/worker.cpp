@@ -1,7 +1,7 @@
 // The worker: a listener thread accepts connections and gives each one a
 // session thread. Sessions share only WorkerShared (devices, the memory
 // budget, the tensor cache), which is thread-safe.
-#include "server/worker.h"
+#include "weft/rpc/worker.h"
 
 #include <arpa/inet.h>
 
@@ -16,7 +16,7 @@
 #include "protocol/wire.h"
 #include "server/session.h"
 #include "server/tensor_cache.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 namespace {

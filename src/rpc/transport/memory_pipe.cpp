@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "transport/stream.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 

@@ -8,7 +8,7 @@
 #include <cerrno>
 
 #include "transport/tcp_impl.h"
-#include "weft/error.h"
+#include "weft/core/error.h"
 
 namespace weft::rpc {
 

@@ -1,5 +1,5 @@
 // Raw loopback TCP throughput (see loopback_bandwidth.h).
-#include "transport/loopback_bandwidth.h"
+#include "loopback_bandwidth.h"
 
 #include <algorithm>
 #include <chrono>

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <span>
 
-#include "weft/context.h"
+#include "weft/core/context.h"
 
 namespace weft::ops {
 

@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "weft/dtype.h"
-#include "weft/gguf.h"
+#include "weft/core/dtype.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft::model {
 

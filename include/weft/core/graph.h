@@ -7,7 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "weft/tensor.h"
+#include "weft/core/tensor.h"
 
 namespace weft {
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "weft/graph.h"
+#include "weft/core/graph.h"
 
 namespace weft {
 

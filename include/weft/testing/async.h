@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "weft/backend.h"
+#include "weft/backend/backend.h"
 
 namespace weft {
 

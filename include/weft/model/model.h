@@ -22,12 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "weft/alloc.h"
-#include "weft/backend.h"
-#include "weft/context.h"
-#include "weft/gguf.h"
-#include "weft/graph.h"
-#include "weft/sched.h"
+#include "weft/backend/alloc.h"
+#include "weft/backend/backend.h"
+#include "weft/backend/sched.h"
+#include "weft/core/context.h"
+#include "weft/core/graph.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft::model {
 

@@ -10,6 +10,8 @@
 //   w.stop();                         // closes every session, joins
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -17,11 +19,21 @@
 #include <string>
 #include <vector>
 
-#include "server/session.h"
-#include "transport/stream.h"
-#include "weft/backend.h"
+#include "weft/backend/backend.h"
 
 namespace weft::rpc {
+
+class Stream;  // src/rpc/transport/stream.h: a connected byte stream (TCP or in memory)
+
+// The limits every session is held to (docs/security.md lists each with its
+// default and flag).
+struct SessionLimits {
+  size_t session_memory = SIZE_MAX;  // bytes one session may hold, everything counted
+  uint64_t max_graph_cost = uint64_t{1} << 50;  // GraphCost::total() of one graph
+  std::chrono::milliseconds handshake_timeout{5000};  // connect to HELLO (and AUTH) done
+  std::chrono::milliseconds idle_timeout{600000};     // between frames
+  std::chrono::milliseconds io_timeout{30000};        // a frame's rest, a reply's write: this plus size at 1 MiB/s
+};
 
 struct WorkerOptions {
   std::string host = "127.0.0.1";

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "weft/dtype.h"
+#include "weft/core/dtype.h"
 
 namespace weft {
 

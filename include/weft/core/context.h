@@ -14,7 +14,7 @@
 #include <initializer_list>
 #include <span>
 
-#include "weft/tensor.h"
+#include "weft/core/tensor.h"
 
 namespace weft {
 

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "weft/backend.h"
+#include "weft/backend/backend.h"
 
 namespace weft {
 

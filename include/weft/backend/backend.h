@@ -22,8 +22,8 @@
 #include <span>
 #include <string>
 
-#include "weft/graph.h"
-#include "weft/tensor.h"
+#include "weft/core/graph.h"
+#include "weft/core/tensor.h"
 
 namespace weft {
 

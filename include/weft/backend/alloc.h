@@ -23,8 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "weft/backend.h"
-#include "weft/graph.h"
+#include "weft/backend/backend.h"
+#include "weft/core/graph.h"
 
 namespace weft {
 

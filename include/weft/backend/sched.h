@@ -21,8 +21,8 @@
 #include <memory>
 #include <vector>
 
-#include "weft/backend.h"
-#include "weft/graph.h"
+#include "weft/backend/backend.h"
+#include "weft/core/graph.h"
 
 namespace weft {
 

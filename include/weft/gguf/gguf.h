@@ -38,7 +38,7 @@
 #include <string_view>
 #include <vector>
 
-#include "weft/dtype.h"
+#include "weft/core/dtype.h"
 
 namespace weft {
 
