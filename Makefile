@@ -1,7 +1,8 @@
 # The front door. `make demo` installs what is missing, builds, and runs the
 # main job; `make test` builds and runs every test in three builds (Release,
-# AddressSanitizer+UBSan, ThreadSanitizer) plus a short fuzzing run.
-.PHONY: all deps build demo test test-release test-asan test-tsan test-fuzz bench clean
+# AddressSanitizer+UBSan, ThreadSanitizer) plus a short fuzzing run;
+# `make package` builds the Debian package (docs/install.md).
+.PHONY: all deps build demo test test-release test-asan test-tsan test-fuzz bench package clean
 
 JOBS ?= $(shell nproc)
 LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache,)
@@ -20,6 +21,11 @@ build/asan/build.ninja: | deps
 
 build/tsan/build.ninja: | deps
 	@$(CONFIGURE) -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=thread >/dev/null
+
+# The Debian package's tree: installs to /usr, with the worker service.
+build/package/build.ninja: | deps
+	@$(CONFIGURE) -B build/package -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr -DWEFT_INSTALL_SERVICE=ON \
+	  >/dev/null
 
 build/fuzz/build.ninja: | deps
 	@$(CONFIGURE) -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
@@ -62,6 +68,12 @@ demo: build
 
 bench: build
 	@build/release/tools/weft/weft bench ops
+
+# The Debian package (docs/install.md): build/package/weft_VERSION_ARCH.deb with
+# the tool, the weft-worker service, headers, libraries, CMake and pkg-config files.
+package: deps build/package/build.ninja
+	@cmake --build build/package -j $(JOBS) --target weft_installables
+	@cd build/package && cpack -G DEB
 
 clean:
 	@rm -rf build

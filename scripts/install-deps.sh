@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
+  dpkg-dev file  # make package: CPack DEB runs dpkg-shlibdeps and file
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libcli11-dev libxxhash-dev libssl-dev
   clang libclang-rt-14-dev

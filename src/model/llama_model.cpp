@@ -26,6 +26,7 @@ LlamaModel::LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx, cons
     : params_(LlamaParams::from_gguf(file)), device_(device), n_ctx_(n_ctx) {
   const LayerPlacement one{&device, 0, params_.n_layer};
   init(file, {&one, 1}, progress);
+  backends_.push_back(device.create_backend());
   galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&device.default_buffer_type()});
 }
 
@@ -33,6 +34,9 @@ LlamaModel::LlamaModel(const GgufFile& file, std::span<const LayerPlacement> pla
                        const LoadProgress& progress)
     : params_(LlamaParams::from_gguf(file)), device_(first_device(placement)), n_ctx_(n_ctx) {
   init(file, placement, progress);
+  std::vector<Backend*> list;
+  for (const LayerPlacement& pl : placement) list.push_back(backends_.emplace_back(pl.device->create_backend()).get());
+  sched_ = std::make_unique<Scheduler>(list);
 }
 
 void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress) {
@@ -103,8 +107,8 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
 
 LlamaModel::~LlamaModel() = default;
 
-Tensor* LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions, Tensor* mask,
-                                  int64_t n_past) {
+LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions,
+                                              Tensor* mask, int64_t n_past) {
   const LlamaParams& p = params_;
   const int64_t n = tokens->ne[0];
   const int64_t n_kv = mask->ne[0];  // n_past + n, padded (padded_kv)
@@ -122,10 +126,11 @@ Tensor* LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor
   const int64_t kv_dim = hd * p.n_head_kv;
   const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
-  marks_.assign(1, ctx.size());
+  Forward f;
+  f.segment_begin.push_back(ctx.size());
   Tensor* x = ops::get_rows(ctx, tok_embd_, tokens);  // [n_embd, n]
   for (const LlamaLayer& l : layers_) {
-    marks_.push_back(ctx.size());
+    f.segment_begin.push_back(ctx.size());
     // Attention.
     Tensor* cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.attn_norm);
     Tensor* q = ops::mul_mat(ctx, l.wq, cur);
@@ -164,12 +169,13 @@ Tensor* LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor
     cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.ffn_norm);
     x = ops::add(ctx, x, detail::build_ffn(ctx, p, l, cur));
   }
-  marks_.push_back(ctx.size());
+  f.segment_begin.push_back(ctx.size());
   x = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), output_norm_);
   Tensor* logits = ops::mul_mat(ctx, output_, x);  // [n_vocab, n]
   logits->name = "logits";
   g.expand(logits);
-  return logits;
+  f.logits = logits;
+  return f;
 }
 
 void LlamaModel::check_tokens(std::span<const int32_t> tokens, int64_t n_past) const {
@@ -227,10 +233,13 @@ struct EvalGraph {
   Context ctx;
   Graph g;
   EvalInputs in;
+  LlamaModel::Forward forward;
   Tensor* logits;
 
   EvalGraph(LlamaModel& m, int64_t n, int64_t n_past)
-      : in(ctx, n, padded_kv(n_past + n, m.n_ctx())), logits(m.build_forward(ctx, g, in.tok, in.pos, in.mask, n_past)) {
+      : in(ctx, n, padded_kv(n_past + n, m.n_ctx())),
+        forward(m.build_forward(ctx, g, in.tok, in.pos, in.mask, n_past)),
+        logits(forward.logits) {
     logits->flags |= kFlagOutput;
   }
 
@@ -244,49 +253,35 @@ struct EvalGraph {
 
 }  // namespace
 
-std::vector<float> LlamaModel::eval(Backend& backend, std::span<const int32_t> tokens, int64_t n_past) {
-  if (!galloc_)
-    fail(ErrorKind::invalid_input, kWhere, "a split model runs through a Scheduler: use eval(sched, backends, ...)");
+std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past) {
   check_tokens(tokens, n_past);
   EvalGraph e(*this, static_cast<int64_t>(tokens.size()), n_past);
-  galloc_->allocate(e.g, GraphLayout{});
-  e.in.set(tokens, n_past);
-  backend.compute(e.g);
-  backend.synchronize();
-  return e.read_logits();
-}
-
-std::vector<float> LlamaModel::eval(Scheduler& sched, std::span<Backend* const> backends,
-                                    std::span<const int32_t> tokens, int64_t n_past) {
-  if (static_cast<int>(backends.size()) != n_parts_)
-    fail(ErrorKind::invalid_input, kWhere,
-         std::to_string(backends.size()) + " backends for a model in " + std::to_string(n_parts_) + " parts");
-  check_tokens(tokens, n_past);
-  EvalGraph e(*this, static_cast<int64_t>(tokens.size()), n_past);
-  Context& ctx = e.ctx;
-  const Graph& g = e.g;
-
-  // Segment 0 is the embedding lookup, segment L + 1 layer L, the last one
-  // the output; pin every computing node of each to its placement's backend.
-  const size_t n_seg = marks_.size();  // n_layer + 2
-  auto& tensors = ctx.tensors();
-  for (size_t s = 0; s < n_seg; ++s) {
-    const size_t begin = marks_[s];
-    const size_t end = s + 1 < n_seg ? marks_[s + 1] : ctx.size();
-    const int part = s == 0 ? 0 : s + 1 == n_seg ? n_parts_ - 1 : layer_part_[s - 1];
-    for (size_t i = begin; i < end; ++i) {
+  if (!sched_) {
+    galloc_->allocate(e.g, GraphLayout{});
+    e.in.set(tokens, n_past);
+    backends_[0]->compute(e.g);
+    backends_[0]->synchronize();
+    return e.read_logits();
+  }
+  // Pin every computing node of each segment to its placement's backend.
+  const std::vector<size_t>& begin = e.forward.segment_begin;  // n_layer + 2
+  auto& tensors = e.ctx.tensors();
+  for (size_t s = 0; s < begin.size(); ++s) {
+    const size_t end = s + 1 < begin.size() ? begin[s + 1] : e.ctx.size();
+    const int part = s == 0 ? 0 : s + 1 == begin.size() ? n_parts_ - 1 : layer_part_[s - 1];
+    for (size_t i = begin[s]; i < end; ++i) {
       Tensor& t = tensors[i];
-      if (t.op == Op::none || !g.contains(&t)) continue;
+      if (t.op == Op::none || !e.g.contains(&t)) continue;
       if (&t == e.logits && output_ == tok_embd_) continue;  // tied: runs where the embedding is
-      sched.set_backend(t, *backends[static_cast<size_t>(part)]);
+      sched_->set_backend(t, *backends_[static_cast<size_t>(part)]);
     }
   }
-  sched.allocate(e.g);
+  sched_->allocate(e.g);
   e.in.set(tokens, n_past);
   // Waits only for splits the host has not waited for already; compute()
   // would also send SYNCHRONIZE to every worker.
-  sched.compute_async(e.g);
-  sched.wait(e.g);
+  sched_->compute_async(e.g);
+  sched_->wait(e.g);
   return e.read_logits();
 }
 

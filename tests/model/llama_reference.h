@@ -284,8 +284,7 @@ inline void eval_file(const std::string& path, CachedRun& run) {
   weft::model::LlamaModel model(*file, *dev, 16);
   file.reset();  // the model keeps its own copy
   run.params = model.params();
-  auto backend = dev->create_backend();
-  eval_with_steps([&](std::span<const int32_t> tok, int64_t n_past) { return model.eval(*backend, tok, n_past); },
+  eval_with_steps([&](std::span<const int32_t> tok, int64_t n_past) { return model.eval(tok, n_past); },
                   run.seq, 2, run.params.n_vocab, run.logits);
 }
 

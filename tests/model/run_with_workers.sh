@@ -158,9 +158,25 @@ cat "$dir/stopped.err"
 grep -q "disconnected error: \[rpc\] $stopped .*no data for 1000 ms" "$dir/stopped.err" ||
   die "the error does not name the silent worker and the deadline"
 
+# A worker that requires a token: `weft run --auth-token-file` reaches it
+# (named as a --device spec) and gives the local text; without the token the
+# run is refused.
+printf '  s3cret-token\n' >"$dir/token"
+chmod 600 "$dir/token"
+start_worker token --auth-token-file "$dir/token"; tokened=$endpoint
+greedy_local=$("$weft" run -m "$dir/model.gguf" -p "$prompt" -n 8 -t 1 2>/dev/null)
+token_text=$("$weft" run -m "$dir/model.gguf" -p "$prompt" -n 8 -t 1 --device "rpc://$tokened" --split 1,1 \
+  --auth-token-file "$dir/token" 2>"$dir/token.err") || { cat "$dir/token.err"; die "run with --auth-token-file"; }
+[[ $token_text == "$greedy_local" ]] || die "the run through the token worker differs: '$token_text' vs '$greedy_local'"
+status=0
+"$weft" run -m "$dir/model.gguf" -p "$prompt" -n 8 -t 1 --device "rpc://$tokened" >/dev/null 2>"$dir/notoken.err" ||
+  status=$?
+[[ $status -eq 1 ]] || die "a run without the worker's token: exit status $status (want 1)"
+echo "token worker: identical text; refused without the token: $(head -1 "$dir/notoken.err")"
+
 # The surviving workers stop cleanly on SIGTERM, and no worker reported a
 # sanitizer error (a sanitizer build's report would not stop a worker).
-for i in 0 2 3; do  # workers 1, small and stopped (worker 2 was killed)
+for i in 0 2 3 4; do  # workers 1, small, stopped and token (worker 2 was killed)
   kill -TERM "${pids[$i]}"
   status=0
   wait "${pids[$i]}" || status=$?

@@ -202,13 +202,12 @@ TEST(DemoModel, CpuEvalGivesFiniteLogits) {
   Written w(spec, "eval.gguf");
   auto dev = weft::make_cpu_device(2);
   weft::model::LlamaModel model(*w.file, *dev, 64);
-  auto backend = dev->create_backend();
   const auto prompt = w.tok->encode(weft::model::kDemoPrompt, true);
-  std::vector<float> logits = model.eval(*backend, prompt, 0);
+  std::vector<float> logits = model.eval(prompt, 0);
   ASSERT_EQ(logits.size(), prompt.size() * static_cast<size_t>(spec.n_vocab));
   for (float x : logits) ASSERT_TRUE(std::isfinite(x));
   const int next = weft::model::greedy(&logits[(prompt.size() - 1) * spec.n_vocab], static_cast<int>(spec.n_vocab));
-  logits = model.eval(*backend, std::span<const int32_t>(&next, 1), static_cast<int64_t>(prompt.size()));
+  logits = model.eval(std::span<const int32_t>(&next, 1), static_cast<int64_t>(prompt.size()));
   ASSERT_EQ(logits.size(), static_cast<size_t>(spec.n_vocab));
   for (float x : logits) ASSERT_TRUE(std::isfinite(x));
 }

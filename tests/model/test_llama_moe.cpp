@@ -223,8 +223,7 @@ TEST(LlamaMoe, SplitOverWorkerMatchesCpu) {
   std::vector<float> ref_logits;
   {
     LlamaModel m(*file, *cpu, 16);
-    auto b = cpu->create_backend();
-    llama_reference::eval_with_steps([&](std::span<const int32_t> t, int64_t p) { return m.eval(*b, t, p); }, ref_seq,
+    llama_reference::eval_with_steps([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, ref_seq,
                                      4, kVocab, ref_logits);
   }
   const std::vector<std::vector<LayerPlacement>> placements{
@@ -234,13 +233,10 @@ TEST(LlamaMoe, SplitOverWorkerMatchesCpu) {
   for (const auto& pl : placements) {
     SCOPED_TRACE("first part [0, " + std::to_string(pl[0].last) + ")");
     LlamaModel m(*file, pl, 16);
-    auto b0 = pl[0].device->create_backend(), b1 = pl[1].device->create_backend();
-    std::vector<weft::Backend*> backends{b0.get(), b1.get()};
-    weft::Scheduler sched(backends);
     std::vector<int32_t> seq = prompt;
     std::vector<float> logits;
     llama_reference::eval_with_steps(
-        [&](std::span<const int32_t> t, int64_t p) { return m.eval(sched, backends, t, p); }, seq, 4, kVocab, logits);
+        [&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, seq, 4, kVocab, logits);
     EXPECT_EQ(seq, ref_seq);
     ASSERT_EQ(logits.size(), ref_logits.size());
     for (size_t i = 0; i < logits.size(); ++i) ASSERT_NEAR(logits[i], ref_logits[i], 1e-3) << i;
@@ -265,9 +261,8 @@ TEST(LlamaMoe, DemoSpecWithExperts) {
   LlamaModel model(*file, *dev, 32);
   EXPECT_EQ(model.params().n_expert, 4);
   EXPECT_EQ(model.params().n_expert_used, 2);
-  auto backend = dev->create_backend();
   const std::vector<int32_t> prompt = {1, 300, 301, 302};
-  for (float x : model.eval(*backend, prompt, 0)) ASSERT_TRUE(std::isfinite(x));
+  for (float x : model.eval(prompt, 0)) ASSERT_TRUE(std::isfinite(x));
 
   for (auto [n, k] : {std::pair<int64_t, int64_t>{4, 0}, {4, 5}, {0, 1}, {-1, 0}}) {
     spec.n_expert = n;

@@ -108,8 +108,7 @@ TEST(LlamaQuant, SplitOverWorkerMatchesCpu) {
   std::vector<float> local;
   {
     weft::model::LlamaModel m(*file, *cpu, 16);
-    auto backend = cpu->create_backend();
-    local = m.eval(*backend, tokens, 0);
+    local = m.eval(tokens, 0);
   }
 
   auto worker_cpu = weft::make_cpu_device(1);
@@ -120,11 +119,7 @@ TEST(LlamaQuant, SplitOverWorkerMatchesCpu) {
   auto remote = weft::make_rpc_devices("127.0.0.1:" + std::to_string(worker.port()));
   std::vector<weft::model::LayerPlacement> placement = {{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kLayers}};
   weft::model::LlamaModel m(*file, placement, 16);
-  auto b_cpu = cpu->create_backend();
-  auto b_rpc = remote.at(0)->create_backend();
-  std::vector<weft::Backend*> backends = {b_cpu.get(), b_rpc.get()};
-  weft::Scheduler sched(backends);
-  const std::vector<float> split = m.eval(sched, backends, tokens, 0);
+  const std::vector<float> split = m.eval(tokens, 0);
   ASSERT_EQ(split.size(), local.size());
   for (size_t i = 0; i < local.size(); ++i) ASSERT_EQ(split[i], local[i]) << "logit " << i;
 }

@@ -127,8 +127,7 @@ TEST_P(SplitModel, OneTwoAndThreeDevicesMatchOneCpu) {
   std::vector<int32_t> ref;
   {
     LlamaModel m(*file, *cpu, kCtx);
-    auto b = cpu->create_backend();
-    ref = run([&](std::span<const int32_t> t, int64_t p) { return m.eval(*b, t, p); }, ref_logits);
+    ref = run([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, ref_logits);
   }
 
   auto remote = weft::make_rpc_devices("127.0.0.1:" + std::to_string(worker_->port()));
@@ -151,16 +150,9 @@ TEST_P(SplitModel, OneTwoAndThreeDevicesMatchOneCpu) {
   for (const auto& pl : placements) {
     SCOPED_TRACE(std::to_string(pl.size()) + " parts, first device " + pl[0].device->name());
     LlamaModel m(*file, pl, kCtx);
-    std::vector<std::unique_ptr<weft::Backend>> owned;
-    std::vector<weft::Backend*> backends;
-    for (const LayerPlacement& p : pl) {
-      owned.push_back(p.device->create_backend());
-      backends.push_back(owned.back().get());
-    }
-    weft::Scheduler sched(backends);
     std::vector<std::vector<float>> logits;
     const std::vector<int32_t> got =
-        run([&](std::span<const int32_t> t, int64_t p) { return m.eval(sched, backends, t, p); }, logits);
+        run([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, logits);
     EXPECT_EQ(got, ref);
     ASSERT_EQ(logits.size(), ref_logits.size());
     for (size_t i = 0; i < logits.size(); ++i) {
@@ -180,18 +172,14 @@ TEST_P(SplitModel, TokensReuseTheWorkersGraphAndWaitOnce) {
   auto remote = weft::make_rpc_devices(endpoint);
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kLayers}};
   LlamaModel m(*file, pl, kCtx);
-  auto b0 = cpu->create_backend();
-  auto b1 = remote[0]->create_backend();
-  std::vector<weft::Backend*> backends{b0.get(), b1.get()};
-  weft::Scheduler sched(backends);
   const std::vector<int32_t> prompt{1, 5, 9};
-  m.eval(sched, backends, prompt, 0);
+  m.eval(prompt, 0);
   int64_t n_past = 3;
   const int32_t token = 7;
-  m.eval(sched, backends, {&token, 1}, n_past++);  // the first single-token graph is sent whole
+  m.eval({&token, 1}, n_past++);  // the first single-token graph is sent whole
   for (int step = 0; step < 3; ++step) {
     const weft::RpcStats before = weft::rpc_stats(endpoint);
-    m.eval(sched, backends, {&token, 1}, n_past++);
+    m.eval({&token, 1}, n_past++);
     const weft::RpcStats after = weft::rpc_stats(endpoint);
     // Inputs (the activation row, position, a mask row of kCtx floats) and
     // frame headers, but no graph encoding (hundreds of bytes per node).
@@ -215,12 +203,12 @@ TEST(SplitModelPlacement, RejectsGapsAndShortRanges) {
   EXPECT_THROW(LlamaModel(*file, gap, kCtx), weft::Error);
   EXPECT_THROW(LlamaModel(*file, short_range, kCtx), weft::Error);
   EXPECT_THROW(LlamaModel(*file, none, kCtx), weft::Error);
-  // A split model refuses the single-backend eval.
+  // Token ids outside the vocabulary and positions past the context are refused.
   const std::vector<LayerPlacement> two{{cpu.get(), 0, 1}, {cpu.get(), 1, 3}};
   LlamaModel m(*file, two, kCtx);
-  auto b = cpu->create_backend();
-  const int32_t tok = 1;
-  EXPECT_THROW(m.eval(*b, std::span<const int32_t>(&tok, 1), 0), weft::Error);
+  const int32_t bad = 1 << 30, tok = 1;
+  EXPECT_THROW(m.eval(std::span<const int32_t>(&bad, 1), 0), weft::Error);
+  EXPECT_THROW(m.eval(std::span<const int32_t>(&tok, 1), kCtx), weft::Error);
   fs::remove(path);
 }
 

@@ -6,57 +6,21 @@
 
 #include "commands.h"
 #include "conformance/conformance.h"
-#include "weft/backend/cpu.h"
 #include "weft/core/error.h"
-#include "weft/rpc/client.h"
-#include "weft/testing/async.h"
+#include "weft/runtime/devices.h"
 
 namespace weft::tools {
-namespace {
-
-std::vector<std::string> split_specs(const std::string& list) {
-  std::vector<std::string> specs;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = list.find(',', start);
-    std::string spec = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const size_t b = spec.find_first_not_of(" \t");
-    const size_t e = spec.find_last_not_of(" \t");
-    specs.push_back(b == std::string::npos ? "" : spec.substr(b, e - b + 1));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return specs;
-}
-
-// A device for one backend spec, or nullptr for an unknown one. Async
-// devices get a small random delay so that ordering bugs show.
-std::unique_ptr<Device> make_device(const std::string& spec, int threads, uint64_t seed) {
-  if (spec == "cpu") return make_cpu_device(threads);
-  if (spec == "async" || spec == "async-copy") {
-    AsyncOptions options;
-    options.n_threads = threads > 0 ? threads : 1;
-    options.random_delay_ms = 0.05;
-    options.seed = seed;
-    options.isolated_memory = spec == "async-copy";
-    return make_async_device(options);
-  }
-  if (spec.rfind("rpc://", 0) == 0) return make_rpc_device_from_spec(spec);
-  return nullptr;
-}
-
-}  // namespace
 
 int cmd_check(const CheckArgs& args) {
-  const std::vector<std::string> specs = split_specs(args.backends);
   try {
+    // Async devices get a small random delay so that ordering bugs show,
+    // each from a stream of its own.
+    DeviceOptions options;
+    options.cpu_threads = args.threads;
     std::vector<std::unique_ptr<Device>> devices;
-    for (const std::string& spec : specs) {
-      devices.push_back(make_device(spec, args.threads, devices.size() + 1));
-      if (!devices.back()) {
-        std::cerr << "weft check: unknown backend '" << spec << "' (known: cpu, async, async-copy, rpc://HOST:PORT[/N])\n";
-        return 2;
-      }
+    for (const DeviceSpec& spec : parse_device_specs(args.backends)) {
+      options.async_seed = devices.size() + 1;
+      devices.push_back(open_device(spec, options));
     }
     std::vector<std::unique_ptr<Backend>> backends;
     std::unique_ptr<conformance::Executor> ex;

@@ -25,16 +25,11 @@
 #include <vector>
 
 #include "commands.h"
-#include "layer_split.h"
-#include "weft/backend/cpu.h"
-#include "weft/backend/sched.h"
 #include "weft/core/error.h"
-#include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
-#include "weft/model/model.h"
 #include "weft/model/quantize.h"
 #include "weft/model/tokenizer.h"
-#include "weft/rpc/client.h"
+#include "weft/runtime/session.h"
 
 namespace weft::tools {
 namespace {
@@ -120,34 +115,9 @@ fs::path cache_folder(const std::string& given) {
   fail(ErrorKind::invalid_input, kWhere, "no cache folder: set --cache-dir, XDG_CACHE_HOME or HOME");
 }
 
-struct Run {
-  std::vector<int32_t> tokens;
-  double prompt_s = 0;  // the prompt's eval, up to the first token
-  double total_s = 0;   // every eval
-};
-
-// Greedy generation: eval(tokens, n_past) returns logits of every token.
-template <typename Eval>
-Run generate(Eval&& eval, const std::vector<int32_t>& prompt, int n_tokens, int vocab) {
-  Run r;
-  const auto t0 = Clock::now();
-  std::vector<float> logits = eval(std::span<const int32_t>(prompt), 0);
-  int next = model::greedy(&logits[(prompt.size() - 1) * static_cast<size_t>(vocab)], vocab);
-  r.prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  r.tokens.push_back(next);
-  int64_t n_past = static_cast<int64_t>(prompt.size());
-  while (static_cast<int>(r.tokens.size()) < n_tokens) {
-    const int32_t last = r.tokens.back();
-    logits = eval(std::span<const int32_t>(&last, 1), n_past++);
-    r.tokens.push_back(model::greedy(logits.data(), vocab));
-  }
-  r.total_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return r;
-}
-
 // The text the tokens add to the prompt (its first space kept; bytes that
 // are not printable UTF-8 shown as U+FFFD), then their ids.
-void print_run(const char* label, const Run& r, const model::Tokenizer& tok) {
+void print_run(const char* label, const GenerateResult& r, const model::Tokenizer& tok) {
   std::string text;
   for (int32_t t : r.tokens) text += tok.decode_token(t);
   std::printf("%-6s \"%s\"\n%-6s ids", label, model::printable_text(text).c_str(), "");
@@ -155,12 +125,20 @@ void print_run(const char* label, const Run& r, const model::Tokenizer& tok) {
   std::printf("\n");
 }
 
-void print_speed(const char* label, const Run& r) {
-  const double decode_s = r.total_s - r.prompt_s;
+void print_speed(const char* label, const GenerateResult& r) {
   const size_t n = r.tokens.size();
   std::printf("%-6s %.1f tokens/s (%zu tokens in %.3f s; prompt %.1f ms, then %.1f tokens/s)\n", label,
-              static_cast<double>(n) / r.total_s, n, r.total_s, r.prompt_s * 1e3,
-              n > 1 && decode_s > 0 ? static_cast<double>(n - 1) / decode_s : 0.0);
+              static_cast<double>(n) / r.total_seconds, n, r.total_seconds, r.prompt_seconds * 1e3,
+              r.decode_tokens_per_second());
+}
+
+// Greedy, exactly n tokens (the demo vocabulary's end token does not stop it).
+GenerateResult generate(Session& s, const std::vector<int32_t>& prompt, int n) {
+  s.load(static_cast<int64_t>(prompt.size()) + n);
+  GenerateOptions o;
+  o.max_tokens = n;
+  o.stop_at_end_of_generation = false;
+  return s.generate(prompt, o);
 }
 
 // The demo model in the mix named `type`, beside it in the cache folder;
@@ -212,15 +190,6 @@ int cmd_demo(const DemoArgs& args) {
     std::printf("model %s (%.0f MB)\n", path.c_str(), static_cast<double>(fs::file_size(path)) / 1e6);
   }
   const fs::path model_path = args.type.empty() ? path : quantized_copy(path, args.type, args.threads);
-  auto file = GgufFile::open(model_path.string());
-  const auto params = model::LlamaParams::from_gguf(*file);
-  const int vocab = static_cast<int>(params.n_vocab);
-  const auto tok = model::Tokenizer::from_gguf(*file);
-  const std::vector<int32_t> prompt = tok->encode(model::kDemoPrompt, /*add_bos=*/true);
-  const int64_t n_ctx = static_cast<int64_t>(prompt.size()) + args.n_tokens;
-
-  const std::vector<double> weights = args.split.empty() ? std::vector<double>(3, 1.0) : parse_split(args.split, 3, kWhere);
-  const std::vector<int64_t> bounds = layer_bounds(weights, params.n_layer);
 
   // Two workers, then one device each beside this CPU.
   WorkerProcess w1, w2;
@@ -228,45 +197,36 @@ int cmd_demo(const DemoArgs& args) {
               w2.pid());
   int exit_code = 0;
   {
-    auto cpu = make_cpu_device(args.threads);
-    auto r1 = make_rpc_devices(w1.endpoint());
-    auto r2 = make_rpc_devices(w2.endpoint());
-    std::vector<Device*> devices{cpu.get(), r1.at(0).get(), r2.at(0).get()};
-    std::vector<model::LayerPlacement> placement;
-    for (size_t i = 0; i < devices.size(); ++i) placement.push_back({devices[i], bounds[i], bounds[i + 1]});
-    const char* names[] = {"host", w1.endpoint().c_str(), w2.endpoint().c_str()};
+    SessionOptions split_options;
+    split_options.model = model_path.string();
+    split_options.name = kWhere;
+    split_options.devices = {"cpu", "rpc://" + w1.endpoint(), "rpc://" + w2.endpoint()};
+    split_options.split = args.split.empty() ? "1,1,1" : args.split;
+    split_options.device_options.cpu_threads = args.threads;
+    SessionOptions local_options = split_options;
+    local_options.devices = {"cpu"};
+    local_options.split.clear();
+
+    Session split(split_options);
+    const model::Tokenizer& tok = split.tokenizer();
+    const std::vector<int32_t> prompt = tok.encode(model::kDemoPrompt, /*add_bos=*/true);
+    const int64_t n_ctx = static_cast<int64_t>(prompt.size()) + args.n_tokens;
+    const LoadPlan plan = split.plan(n_ctx);
     std::printf("layers:");
-    for (size_t i = 0; i < placement.size(); ++i)
-      std::printf(" %s [%lld, %lld)", names[i], static_cast<long long>(placement[i].first),
-                  static_cast<long long>(placement[i].last));
+    for (const DevicePlan& d : plan.devices)
+      std::printf(" %s [%lld, %lld)", d.label.c_str(), static_cast<long long>(d.part.first_layer),
+                  static_cast<long long>(d.part.last_layer));
     std::printf("\nprompt \"%s\" (%zu tokens)\n", model::kDemoPrompt, prompt.size());
     std::fflush(stdout);
 
-    Run split_run, local_run;
-    {
-      const auto t0 = Clock::now();
-      model::LlamaModel m(*file, placement, n_ctx);
-      std::printf("split model loaded in %.2f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
-      std::vector<std::unique_ptr<Backend>> owned;
-      std::vector<Backend*> backends;
-      for (Device* d : devices) {
-        owned.push_back(d->create_backend());
-        backends.push_back(owned.back().get());
-      }
-      Scheduler sched(backends);
-      split_run = generate(
-          [&](std::span<const int32_t> t, int64_t n_past) { return m.eval(sched, backends, t, n_past); }, prompt,
-          args.n_tokens, vocab);
-    }
-    {
-      model::LlamaModel m(*file, *cpu, n_ctx);
-      auto backend = cpu->create_backend();
-      local_run = generate([&](std::span<const int32_t> t, int64_t n_past) { return m.eval(*backend, t, n_past); },
-                           prompt, args.n_tokens, vocab);
-    }
+    const auto t0 = Clock::now();
+    const GenerateResult split_run = generate(split, prompt, args.n_tokens);
+    std::printf("split model loaded and run in %.2f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
+    Session local(local_options);
+    const GenerateResult local_run = generate(local, prompt, args.n_tokens);
 
-    print_run("split", split_run, *tok);
-    print_run("local", local_run, *tok);
+    print_run("split", split_run, tok);
+    print_run("local", local_run, tok);
     print_speed("split", split_run);
     print_speed("local", local_run);
     const unsigned host_threads = args.threads > 0 ? static_cast<unsigned>(args.threads)
@@ -275,13 +235,14 @@ int cmd_demo(const DemoArgs& args) {
                 " bounded by the workers' single threads, not by the loopback link; see docs/models.md)\n",
                 host_threads, host_threads == 1 ? "" : "s");
     size_t first_diff = 0;
-    while (first_diff < split_run.tokens.size() && split_run.tokens[first_diff] == local_run.tokens[first_diff])
-      ++first_diff;
-    if (first_diff == split_run.tokens.size()) {
+    const size_t n = std::min(split_run.tokens.size(), local_run.tokens.size());
+    while (first_diff < n && split_run.tokens[first_diff] == local_run.tokens[first_diff]) ++first_diff;
+    if (first_diff == n && split_run.tokens.size() == local_run.tokens.size()) {
       std::printf("identical: %zu of %zu tokens\n", first_diff, split_run.tokens.size());
     } else {
-      std::printf("MISMATCH at token %zu: split %d, local %d\n", first_diff, split_run.tokens[first_diff],
-                  local_run.tokens[first_diff]);
+      std::printf("MISMATCH at token %zu: split %d, local %d\n", first_diff,
+                  first_diff < split_run.tokens.size() ? split_run.tokens[first_diff] : -1,
+                  first_diff < local_run.tokens.size() ? local_run.tokens[first_diff] : -1);
       exit_code = 1;
     }
   }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "model_host.h"
+#include "session_ui.h"
 #include "weft/core/error.h"
 #include "weft/model/perplexity.h"
 
@@ -24,13 +24,13 @@ constexpr const char* kWhere = "perplexity";
 int cmd_perplexity(const PerplexityArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
   const std::string text = read_text_file(args.text_file, kWhere);
-  ModelHost host(args.host, kWhere);
-  const model::Tokenizer& tok = host.tokenizer();
+  Session session(session_options(args.host, kWhere));
+  const model::Tokenizer& tok = session.tokenizer();
   const int64_t ctx = args.ctx;
-  if (host.params().n_ctx_train > 0 && ctx > host.params().n_ctx_train)
+  if (session.params().n_ctx_train > 0 && ctx > session.params().n_ctx_train)
     fail(ErrorKind::invalid_input, kWhere,
          "--ctx " + std::to_string(ctx) + " exceeds the model's context length " +
-             std::to_string(host.params().n_ctx_train));
+             std::to_string(session.params().n_ctx_train));
 
   const std::vector<int32_t> tokens = tok.encode(text, tok.add_bos());
   int64_t n_chunks = static_cast<int64_t>(tokens.size()) / ctx;
@@ -41,13 +41,11 @@ int cmd_perplexity(const PerplexityArgs& args) {
              std::to_string(ctx) + " (use a smaller --ctx or a longer text)");
   std::fprintf(stderr, "%s: %zu tokens, %lld chunks of %lld\n", args.text_file.c_str(), tokens.size(),
                static_cast<long long>(n_chunks), static_cast<long long>(ctx));
-  host.load(ctx);
+  load_with_progress(session, ctx);
 
   const auto t0 = std::chrono::steady_clock::now();
-  const model::PerplexityScore score = model::chunked_perplexity(
-      tokens, ctx, n_chunks, tok.add_bos() ? tok.bos() : -1, host.params().n_vocab,
-      [&host](std::span<const int32_t> chunk) { return host.eval(chunk, 0); },
-      [n_chunks](int64_t c, const model::PerplexityScore& s) {
+  const model::PerplexityScore score =
+      session.perplexity(tokens, n_chunks, [n_chunks](int64_t c, const model::PerplexityScore& s) {
         std::printf("chunk %lld/%lld: perplexity %.4f\n", static_cast<long long>(c + 1),
                     static_cast<long long>(n_chunks), s.perplexity());
         std::fflush(stdout);
@@ -61,7 +59,7 @@ int cmd_perplexity(const PerplexityArgs& args) {
     const double evaluated = static_cast<double>(n_chunks * ctx);
     std::fprintf(stderr, "evaluated %.0f tokens in %.3f s (%.1f tokens/s)\n", evaluated, seconds,
                  seconds > 0 ? evaluated / seconds : 0.0);
-    host.print_worker_stats();
+    print_device_stats(session);
   }
   return 0;
 }

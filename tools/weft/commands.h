@@ -71,13 +71,15 @@ struct DemoArgs {
 int cmd_demo(const DemoArgs& args);
 
 // The model and the devices of `weft run` and `weft perplexity`
-// (model_host.h): this CPU plus device 0 of each worker.
+// (session_ui.h): this CPU, device 0 of each worker, then any --device.
 struct ModelHostArgs {
   std::string model;                 // GGUF file
   int threads = 0;                   // host CPU threads; 0 = hardware threads
   std::vector<std::string> workers;  // HOST:PORT, one device each
+  std::vector<std::string> devices;  // more device specs (weft/runtime/devices.h)
   std::string split;                 // layer proportions host,worker1,...; empty: by free memory
   double worker_timeout_s = 0;       // a worker silent this long while awaited is dead; 0: no limit
+  std::string auth_token_file;       // the workers' shared secret (whitespace trimmed); empty: none
 };
 
 // `weft run`: generates text from a GGUF llama/qwen2 model, its layers split

@@ -2,9 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "commands.h"
+#include "weft/backend/cpu.h"
 #include "weft/core/error.h"
+#include "weft/version.h"
 
 namespace {
 
@@ -13,6 +16,8 @@ void add_model_host_options(CLI::App* cmd, weft::tools::ModelHostArgs& host) {
   cmd->add_option("-m,--model", host.model, "GGUF model file")->required();
   cmd->add_option("-t,--threads", host.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--worker", host.workers, "HOST:PORT of a weft worker (repeatable)");
+  cmd->add_option("--auth-token-file", host.auth_token_file, "file holding the workers' shared secret");
+  cmd->add_option("--device", host.devices, "another device after the workers: rpc://HOST:PORT/N, cpu:THREADS, ... (repeatable)");
   cmd->add_option("--split", host.split, "layer proportions host,worker1,... (default: by free memory)");
   cmd->add_option("--worker-timeout", host.worker_timeout_s,
                   "seconds a worker may stay silent while awaited before it counts as dead (0: no limit)")
@@ -26,6 +31,11 @@ int main(int argc, char** argv) {
   using namespace weft::tools;
   CLI::App app{"weft: run one model across many machines"};
   app.require_subcommand(1);
+  // Checked before the subcommand requirement: `weft --version` alone works.
+  app.set_version_flag("--version", [] {
+    return std::string("weft ") + weft::version() + " (commit " + weft::git_commit() +
+           "), CPU kernels: " + weft::cpu_simd_level();
+  });
 
   CheckArgs check;
   CLI::App* check_cmd = app.add_subcommand("check", "run the backend conformance suite against a float64 reference");

@@ -5,13 +5,15 @@
 //   auto file = weft::GgufFile::open("model.gguf");
 //   auto dev = weft::make_cpu_device();
 //   weft::model::LlamaModel m(*file, *dev, /*n_ctx=*/512);   // file may close now
-//   auto backend = dev->create_backend();
-//   std::vector<float> logits = m.eval(*backend, prompt, 0);  // [n][vocab]
+//   std::vector<float> logits = m.eval(prompt, 0);           // [n][vocab]
 //   int next = weft::model::greedy(&logits[(prompt.size() - 1) * vocab], vocab);
-//   logits = m.eval(*backend, {&next, 1}, prompt.size());     // uses the KV cache
+//   logits = m.eval({&next, 1}, prompt.size());              // uses the KV cache
 //
-// The model owns its weights buffer and its KV cache buffer; eval() and
-// build_forward() write the cache at the given positions. Not thread-safe.
+// The model owns its weights buffers, its KV cache buffers and what runs
+// them: one backend per device, and a Scheduler when split over several.
+// eval() and build_forward() write the cache at the given positions. Not
+// thread-safe. weft::Session (weft/runtime/session.h) adds device specs,
+// placement and generation on top.
 #pragma once
 
 #include <cstddef>
@@ -101,20 +103,19 @@ using LoadProgress = std::function<void(size_t done, size_t total)>;
 class LlamaModel {
  public:
   // Copies the model's tensors from file into one buffer of
-  // device.default_buffer_type() and allocates a zeroed KV cache of n_ctx
-  // positions in a second one. Throws Error(invalid_input) naming a missing
+  // device.default_buffer_type(), allocates a zeroed KV cache of n_ctx
+  // positions in a second one, and makes a backend of device to run it. Throws Error(invalid_input) naming a missing
   // tensor or one of the wrong shape. device must outlive the model.
   LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx, const LoadProgress& progress = {});
   // A model split across devices (pipeline by layers):
   //
   //   std::vector<LayerPlacement> pl{{cpu.get(), 0, 4}, {remote.get(), 4, 8}};
   //   LlamaModel m(*file, pl, 512);
-  //   auto b0 = cpu->create_backend(), b1 = remote->create_backend();
-  //   std::vector<Backend*> bs{b0.get(), b1.get()};       // one per placement
-  //   Scheduler sched(bs);
-  //   logits = m.eval(sched, bs, prompt, 0);
+  //   logits = m.eval(prompt, 0);
   //
-  // placement covers layers 0..n_layer in order without gaps (a range may be
+  // Every node of layer L runs on a backend of L's placement's device, the
+  // embedding lookup on the first, the output on the last; the model's
+  // Scheduler copies activations between devices. placement covers layers 0..n_layer in order without gaps (a range may be
   // empty). The token embedding lives on the first device, the output norm
   // and a separate output matrix on the last (a tied output stays with the
   // embedding). Throws Error(invalid_input) for a bad placement.
@@ -134,25 +135,27 @@ class LlamaModel {
   int64_t n_ctx() const { return n_ctx_; }
   const LlamaLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
 
+  // What build_forward added: the logits f32 [n_vocab, n], and where each
+  // segment of the graph begins in ctx (ctx.tensors() indices): segment 0
+  // the embedding lookup, segment L + 1 layer L, segment n_layer + 1 the
+  // output. segment_begin has n_layer + 2 entries; a segment ends where the
+  // next begins (the last at ctx.size()).
+  struct Forward {
+    Tensor* logits = nullptr;
+    std::vector<size_t> segment_begin;
+  };
+
   // Adds to g the forward pass for n = tokens->ne[0] tokens at positions
   // n_past .. n_past + n - 1: tokens and positions are i32 [n], mask is f32
-  // [n_past + n, n] (fill it with fill_causal_mask). Writes the new keys and
-  // values into the caches at rows `positions` and attends over cache rows
-  // [0, n_past + n). Returns logits f32 [n_vocab, n].
-  Tensor* build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions, Tensor* mask, int64_t n_past);
+  // [n_kv, n] with n_past + n <= n_kv <= n_ctx (fill it with
+  // fill_causal_mask). Writes the new keys and values into the caches at
+  // rows `positions` and attends over cache rows [0, n_kv).
+  Forward build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions, Tensor* mask, int64_t n_past);
 
-  // Runs tokens at positions n_past.. on backend (a backend of this model's
-  // device) and returns the logits of every token, token-major
-  // (n * n_vocab floats). Throws invalid_input when the tokens do not fit
-  // the context or an id is outside the vocabulary.
-  std::vector<float> eval(Backend& backend, std::span<const int32_t> tokens, int64_t n_past);
-
-  // The same through sched, whose backends include backends[i], a backend of
-  // placement i's device: every node of layer L is pinned to the backend of
-  // L's placement, the embedding lookup to the first, the output to the last;
-  // the scheduler copies activations between devices.
-  std::vector<float> eval(Scheduler& sched, std::span<Backend* const> backends, std::span<const int32_t> tokens,
-                          int64_t n_past);
+  // Runs tokens at positions n_past.. and returns the logits of every token,
+  // token-major (n * n_vocab floats). Throws invalid_input when the tokens
+  // do not fit the context or an id is outside the vocabulary.
+  std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past);
 
  private:
   void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress);
@@ -166,15 +169,17 @@ class LlamaModel {
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;  // token_embd when tied
   std::vector<LlamaLayer> layers_;
-  std::unique_ptr<GraphAllocator> galloc_;  // compute memory, reused across eval() calls
   // One weights and one cache buffer per placement (none for an empty one),
-  // the placement index of each layer, and ctx.size() at each layer boundary of
-  // the last build_forward() (marks_[L] before layer L, marks_[n_layer]
-  // after the last) so eval can pin each layer's nodes.
+  // and the placement index of each layer.
   std::vector<std::unique_ptr<Buffer>> bufs_;
   std::vector<int> layer_part_;
   int n_parts_ = 1;
-  std::vector<size_t> marks_;
+  // What runs the graphs: one backend per placement; on one device a graph
+  // allocator for compute memory (reused across evals), on several the
+  // Scheduler (declared after the backends it uses, so destroyed first).
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::unique_ptr<GraphAllocator> galloc_;
+  std::unique_ptr<Scheduler> sched_;
 };
 
 // Bytes of KV cache (keys and values, f16) that n_layers layers of a model

@@ -1,0 +1,137 @@
+// A model ready to run: from a GGUF path and device specs to placed, loaded
+// weights, evaluation, generation and perplexity. What `weft run`,
+// `weft perplexity` and `weft demo` are built on.
+//
+//   weft::Session s({.model = "m.gguf", .devices = {"cpu", "rpc://10.0.0.2:50052"}});
+//   const weft::LoadPlan plan = s.plan(512);      // who holds what; nothing loaded yet
+//   s.load(512, [](size_t done, size_t total) { ... });
+//   std::vector<int32_t> prompt = s.tokenizer().encode("Once upon a time", true);
+//   s.generate(prompt, {.max_tokens = 64}, [&](int32_t t) {
+//     std::cout << s.tokenizer().decode_token(t) << std::flush;
+//     return true;                                // false stops
+//   });
+//
+// Layers go to the devices in order (device 0 also holds the token
+// embedding, the last the output), by options.split when given, else by the
+// placement policy (default: in proportion to free memory). The Session
+// owns the devices and the model (which owns its backends and, when split,
+// its Scheduler). Not thread-safe: one caller at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "weft/model/model.h"
+#include "weft/model/perplexity.h"
+#include "weft/model/sampler.h"
+#include "weft/model/tokenizer.h"
+#include "weft/rpc/client.h"
+#include "weft/runtime/devices.h"
+#include "weft/runtime/generate.h"
+#include "weft/runtime/placement.h"
+
+namespace weft {
+
+struct SessionOptions {
+  std::string model;                          // GGUF file
+  std::vector<std::string> devices{"cpu"};    // device specs (weft/runtime/devices.h), in layer order
+  std::string split;                          // "a,b,..." one weight per device; empty: placement
+  std::shared_ptr<const PlacementPolicy> placement;  // when split is empty; null: split_by_free_memory()
+  DeviceOptions device_options;               // CPU threads, RPC options
+  std::string name = "session";               // names the caller in errors: "[run] ..."
+};
+
+// One device's share of a plan.
+struct DevicePlan {
+  std::string label;        // DeviceSpec::label(): "host", "10.0.0.2:50052"
+  std::string device_name;  // Device::name()
+  model::PartPlan part;     // its layers, weight and KV cache bytes
+  size_t free_bytes = 0;    // what the device reported (0: unknown)
+  // Weights plus KV cache, saturated at SIZE_MAX.
+  size_t need_bytes() const;
+  // Whether it fits: true when the device reports no free memory.
+  bool fits() const { return free_bytes == 0 || need_bytes() <= free_bytes; }
+};
+
+struct LoadPlan {
+  int64_t n_ctx = 0;
+  std::string policy;  // PlacementPolicy::describe()
+  std::vector<DevicePlan> devices;
+  // "" when every share fits, else the first that does not, as a sentence
+  // ("10.0.0.2:50052 has 8.0 KiB free but its share needs 1.2 MiB").
+  std::string problem() const;
+};
+
+// One device's traffic (zeros for a local device).
+struct DeviceStats {
+  std::string label;
+  bool remote = false;
+  RpcStats rpc;
+};
+
+// "512 B", "8.0 KiB", "106.9 MiB", "21.4 GiB": for plans and messages.
+std::string format_bytes(size_t bytes);
+
+class Session {
+ public:
+  // Opens the file, reads its tokenizer and parameters, opens (connects to)
+  // the devices. Throws Error(invalid_input) for a bad file or spec,
+  // Error(disconnected) for a worker it cannot reach.
+  explicit Session(SessionOptions options);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const model::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const model::LlamaParams& params() const { return params_; }
+  const SessionOptions& options() const { return options_; }
+
+  // Where each layer would go with a KV cache of n_ctx positions, and what
+  // each device would hold, after checking every tensor the model reads
+  // (the errors load() would raise). Loads nothing; asks each device its
+  // free memory once per call.
+  LoadPlan plan(int64_t n_ctx) const;
+  // Computes plan(n_ctx), refuses it with Error(out_of_memory) naming the
+  // device when a share does not fit, then copies the weights (progress
+  // after each tensor) and allocates the KV cache. Once; the file closes
+  // after. Returns the plan it loaded.
+  LoadPlan load(int64_t n_ctx, const model::LoadProgress& progress = {});
+  bool loaded() const { return model_ != nullptr; }
+  int64_t n_ctx() const;
+
+  // Logits of every token (token-major, n * n_vocab floats) for tokens at
+  // positions n_past..; writes their keys and values into the KV cache.
+  std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past);
+
+  // Generation from position 0 (run_generation() with this model's eval
+  // and end-of-generation tokens). The prompt and up to max_tokens - 1
+  // generated tokens must fit n_ctx.
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                          const TokenCallback& on_token = {});
+
+  // Perplexity over n_chunks chunks of n_ctx() tokens (chunked_perplexity;
+  // each chunk's first token replaced by bos when the model adds one).
+  model::PerplexityScore perplexity(std::span<const int32_t> tokens, int64_t n_chunks,
+                                    const std::function<void(int64_t, const model::PerplexityScore&)>& on_chunk = {});
+
+  // Per device, in device order.
+  std::vector<DeviceStats> stats() const;
+
+ private:
+  std::vector<int64_t> bounds(const std::vector<size_t>& free_bytes) const;
+
+  SessionOptions options_;
+  std::vector<DeviceSpec> specs_;
+  std::unique_ptr<GgufFile> file_;  // closed after load()
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  model::LlamaParams params_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<model::LlamaModel> model_;  // declared after the devices it uses: destroyed first
+};
+
+}  // namespace weft

@@ -1,0 +1,136 @@
+// Device specs: parsing and opening (include/weft/runtime/devices.h).
+#include "weft/runtime/devices.h"
+
+#include <charconv>
+
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/testing/async.h"
+
+namespace weft {
+namespace {
+
+constexpr const char* kWhere = "device";
+constexpr const char* kKnownForms = "cpu, cpu:THREADS, rpc://HOST:PORT[/N], async, async-copy";
+constexpr int kMaxThreads = 4096;
+constexpr int kMaxDeviceIndex = 63;
+
+std::string_view trim(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return {};
+  const size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+// A decimal in [lo, hi], or -1.
+int parse_int(std::string_view s, int lo, int hi) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) return -1;
+  return v;
+}
+
+[[noreturn]] void bad_spec(std::string_view spec, const std::string& why) {
+  fail(ErrorKind::invalid_input, kWhere, "device spec '" + std::string(spec) + "': " + why);
+}
+
+// "HOST:PORT" or "[v6addr]:PORT" with a port in 1..65535.
+void check_endpoint(std::string_view spec, std::string_view endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string_view::npos || colon == 0)
+    bad_spec(spec, "'" + std::string(endpoint) + "' is not HOST:PORT");
+  const std::string_view host = endpoint.substr(0, colon);
+  if (host.front() == '[' && host.back() != ']') bad_spec(spec, "an IPv6 address needs its closing ']'");
+  if (parse_int(endpoint.substr(colon + 1), 1, 65535) < 0)
+    bad_spec(spec, "'" + std::string(endpoint.substr(colon + 1)) + "' is not a port (1 to 65535)");
+}
+
+}  // namespace
+
+std::string DeviceSpec::label() const {
+  switch (kind) {
+    case DeviceSpecKind::cpu: return "host";
+    case DeviceSpecKind::rpc: return index == 0 ? endpoint : endpoint + "/" + std::to_string(index);
+    case DeviceSpecKind::async:
+    case DeviceSpecKind::async_copy: return text;
+  }
+  return text;
+}
+
+DeviceSpec parse_device_spec(std::string_view given) {
+  const std::string_view spec = trim(given);
+  DeviceSpec d;
+  d.text = std::string(spec);
+  if (spec.empty()) fail(ErrorKind::invalid_input, kWhere, std::string("empty device spec (known: ") + kKnownForms + ")");
+  if (spec == "cpu") return d;
+  if (spec.substr(0, 4) == "cpu:") {
+    d.threads = parse_int(spec.substr(4), 1, kMaxThreads);
+    if (d.threads < 0) bad_spec(spec, "'" + std::string(spec.substr(4)) + "' is not a thread count (1 to 4096)");
+    return d;
+  }
+  if (spec == "async" || spec == "async-copy") {
+    d.kind = spec == "async" ? DeviceSpecKind::async : DeviceSpecKind::async_copy;
+    return d;
+  }
+  constexpr std::string_view kRpc = "rpc://";
+  if (spec.substr(0, kRpc.size()) == kRpc) {
+    d.kind = DeviceSpecKind::rpc;
+    std::string_view rest = spec.substr(kRpc.size());
+    // The device index follows the last '/', which an endpoint never holds.
+    if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
+      d.index = parse_int(rest.substr(slash + 1), 0, kMaxDeviceIndex);
+      if (d.index < 0)
+        bad_spec(spec, "'" + std::string(rest.substr(slash + 1)) + "' is not a device index (0 to 63)");
+      rest = rest.substr(0, slash);
+    }
+    check_endpoint(spec, rest);
+    d.endpoint = std::string(rest);
+    return d;
+  }
+  fail(ErrorKind::invalid_input, kWhere,
+       "unknown device spec '" + std::string(spec) + "' (known: " + kKnownForms + ")");
+}
+
+std::vector<DeviceSpec> parse_device_specs(std::string_view list) {
+  std::vector<DeviceSpec> specs;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    specs.push_back(parse_device_spec(list.substr(start, comma == std::string_view::npos ? list.npos : comma - start)));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return specs;
+}
+
+DeviceSpec worker_device_spec(std::string_view endpoint) {
+  const std::string_view e = trim(endpoint);
+  if (e.find("://") != std::string_view::npos) return parse_device_spec(e);  // already a spec
+  return parse_device_spec("rpc://" + std::string(e));
+}
+
+std::unique_ptr<Device> open_device(const DeviceSpec& spec, const DeviceOptions& options) {
+  switch (spec.kind) {
+    case DeviceSpecKind::cpu: return make_cpu_device(spec.threads > 0 ? spec.threads : options.cpu_threads);
+    case DeviceSpecKind::async:
+    case DeviceSpecKind::async_copy: {
+      AsyncOptions a;
+      a.n_threads = options.cpu_threads > 0 ? options.cpu_threads : 1;
+      a.random_delay_ms = options.async_random_delay_ms;
+      a.seed = options.async_seed;
+      a.isolated_memory = spec.kind == DeviceSpecKind::async_copy;
+      return make_async_device(a);
+    }
+    case DeviceSpecKind::rpc: {
+      std::vector<std::unique_ptr<Device>> devices = make_rpc_devices(spec.endpoint, options.rpc);
+      if (static_cast<size_t>(spec.index) >= devices.size())
+        fail(ErrorKind::invalid_input, kWhere,
+             "device spec '" + spec.text + "': the worker serves " + std::to_string(devices.size()) + " device" +
+                 (devices.size() == 1 ? "" : "s"));
+      return std::move(devices[static_cast<size_t>(spec.index)]);
+    }
+  }
+  fail(ErrorKind::internal, kWhere, "unknown device spec kind");
+}
+
+}  // namespace weft

@@ -1,0 +1,97 @@
+// The generation loop (include/weft/runtime/generate.h).
+#include "weft/runtime/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "weft/core/error.h"
+
+namespace weft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kWhere = "generate";
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The last row of logits for n tokens; checks the eval's answer.
+std::span<const float> last_row(const std::vector<float>& logits, size_t n, int64_t n_vocab) {
+  const size_t vocab = static_cast<size_t>(n_vocab);
+  if (logits.size() != n * vocab)
+    fail(ErrorKind::invalid_input, kWhere,
+         "eval returned " + std::to_string(logits.size()) + " logits for " + std::to_string(n) + " tokens of a " +
+             std::to_string(vocab) + "-token vocabulary");
+  return {logits.data() + (n - 1) * vocab, vocab};
+}
+
+}  // namespace
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::max_tokens: return "max_tokens";
+    case StopReason::end_of_generation: return "end_of_generation";
+    case StopReason::stop_token: return "stop_token";
+    case StopReason::context_full: return "context_full";
+    case StopReason::callback: return "callback";
+  }
+  return "unknown";
+}
+
+double GenerateResult::decode_tokens_per_second() const {
+  const double decode = total_seconds - prompt_seconds;
+  return tokens.size() > 1 && decode > 0 ? static_cast<double>(tokens.size() - 1) / decode : 0.0;
+}
+
+GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, std::span<const int32_t> prompt,
+                              const GenerateOptions& options, const TokenCallback& on_token) {
+  if (options.max_tokens < 0)
+    fail(ErrorKind::invalid_input, kWhere, "max_tokens " + std::to_string(options.max_tokens) + " (>= 0)");
+  if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty");
+  if (model.n_vocab <= 0) fail(ErrorKind::invalid_input, kWhere, "a model without a vocabulary");
+  if (static_cast<int64_t>(prompt.size()) > model.n_ctx)
+    fail(ErrorKind::invalid_input, kWhere,
+         "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
+             std::to_string(model.n_ctx));
+  model::Sampler sampler(options.sampler);
+  GenerateResult r;
+  const auto t0 = Clock::now();
+  if (options.max_tokens == 0) return r;
+  std::vector<float> logits = eval(prompt, 0);
+  std::span<const float> row = last_row(logits, prompt.size(), model.n_vocab);
+  r.prompt_seconds = seconds_since(t0);
+  int64_t n_past = static_cast<int64_t>(prompt.size());
+  while (true) {
+    const int32_t next = sampler.sample(row);
+    if (options.stop_at_end_of_generation && model.is_end_of_generation && model.is_end_of_generation(next)) {
+      r.stop = StopReason::end_of_generation;
+      break;
+    }
+    if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), next) != options.stop_tokens.end()) {
+      r.stop = StopReason::stop_token;
+      break;
+    }
+    sampler.accept(next);
+    r.tokens.push_back(next);
+    if (on_token && !on_token(next)) {
+      r.stop = StopReason::callback;
+      break;
+    }
+    if (static_cast<int>(r.tokens.size()) >= options.max_tokens) {
+      r.stop = StopReason::max_tokens;
+      break;
+    }
+    if (n_past >= model.n_ctx) {  // no position left for the token just emitted
+      r.stop = StopReason::context_full;
+      break;
+    }
+    logits = eval(std::span<const int32_t>(&next, 1), n_past++);
+    row = last_row(logits, 1, model.n_vocab);
+  }
+  r.total_seconds = seconds_since(t0);
+  return r;
+}
+
+}  // namespace weft

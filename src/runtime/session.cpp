@@ -1,0 +1,101 @@
+// Session: devices, placement, the plan and loading (include/weft/runtime/session.h).
+#include "weft/runtime/session.h"
+
+#include <cstdint>
+#include <cstdio>
+
+#include "weft/core/error.h"
+
+namespace weft {
+
+std::string format_bytes(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+size_t DevicePlan::need_bytes() const {
+  return part.kv_cache_bytes > SIZE_MAX - part.weight_bytes ? SIZE_MAX  // saturate, never wrap
+                                                            : part.weight_bytes + part.kv_cache_bytes;
+}
+
+std::string LoadPlan::problem() const {
+  for (const DevicePlan& d : devices) {
+    if (!d.fits())
+      return d.label + " has " + format_bytes(d.free_bytes) + " free but its share needs " +
+             format_bytes(d.need_bytes()) + " (change the split, or add devices)";
+  }
+  return {};
+}
+
+Session::Session(SessionOptions options) : options_(std::move(options)) {
+  const std::string& where = options_.name;
+  if (options_.devices.empty()) fail(ErrorKind::invalid_input, where, "no devices");
+  for (const std::string& s : options_.devices) specs_.push_back(parse_device_spec(s));
+  if (!options_.split.empty()) (void)parse_split(options_.split, specs_.size());  // refuse a bad split before connecting
+  file_ = GgufFile::open(options_.model);
+  tokenizer_ = model::Tokenizer::from_gguf(*file_);
+  params_ = model::LlamaParams::from_gguf(*file_);
+  for (const DeviceSpec& spec : specs_) devices_.push_back(open_device(spec, options_.device_options));
+}
+
+Session::~Session() = default;
+
+int64_t Session::n_ctx() const {
+  return model_ ? model_->n_ctx() : 0;
+}
+
+std::vector<int64_t> Session::bounds(const std::vector<size_t>& free_bytes) const {
+  const PlacementInput in{.n_layer = params_.n_layer, .free_bytes = free_bytes};
+  if (!options_.split.empty()) return split_by_weights(parse_split(options_.split, devices_.size()))->layer_bounds(in);
+  if (options_.placement) return options_.placement->layer_bounds(in);
+  return split_by_free_memory()->layer_bounds(in);
+}
+
+LoadPlan Session::plan(int64_t n_ctx) const {
+  const std::string& where = options_.name;
+  if (!file_) fail(ErrorKind::invalid_input, where, "the model is loaded already: its file is closed");
+  const size_t n = devices_.size();
+  std::vector<size_t> free_bytes(n);  // asked once: a worker's answer is a round trip
+  for (size_t i = 0; i < n; ++i) free_bytes[i] = devices_[i]->memory().free;
+  const std::vector<int64_t> b = bounds(free_bytes);
+  if (b.size() != n + 1 || b.front() != 0 || b.back() != params_.n_layer)
+    fail(ErrorKind::internal, where, "the placement policy returned " + std::to_string(b.size()) + " bounds");
+  // Checks every tensor the model reads before anything is allocated.
+  const std::vector<model::PartPlan> parts = model::LlamaModel::plan(*file_, b, n_ctx);
+  LoadPlan p;
+  p.n_ctx = n_ctx;
+  p.policy = !options_.split.empty() ? "split " + options_.split
+             : options_.placement    ? options_.placement->describe()
+                                     : split_by_free_memory()->describe();
+  for (size_t i = 0; i < n; ++i)
+    p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
+  return p;
+}
+
+LoadPlan Session::load(int64_t n_ctx, const model::LoadProgress& progress) {
+  const std::string& where = options_.name;
+  if (model_) fail(ErrorKind::invalid_input, where, "the model is loaded already");
+  LoadPlan p = plan(n_ctx);
+  if (const std::string problem = p.problem(); !problem.empty()) fail(ErrorKind::out_of_memory, where, problem);
+  const size_t n = devices_.size();
+  if (n == 1) {
+    model_ = std::make_unique<model::LlamaModel>(*file_, *devices_[0], n_ctx, progress);
+  } else {
+    std::vector<model::LayerPlacement> placement;
+    for (size_t i = 0; i < n; ++i)
+      placement.push_back({devices_[i].get(), p.devices[i].part.first_layer, p.devices[i].part.last_layer});
+    model_ = std::make_unique<model::LlamaModel>(*file_, placement, n_ctx, progress);
+  }
+  file_.reset();  // the model and the tokenizer hold copies
+  return p;
+}
+
+}  // namespace weft

@@ -1,0 +1,44 @@
+// Session: evaluation, generation, perplexity and stats (include/weft/runtime/session.h).
+#include "weft/core/error.h"
+#include "weft/runtime/session.h"
+
+namespace weft {
+
+std::vector<float> Session::eval(std::span<const int32_t> tokens, int64_t n_past) {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "eval before load");
+  return model_->eval(tokens, n_past);
+}
+
+GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                 const TokenCallback& on_token) {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate before load");
+  const GenerationModel m{
+      .n_vocab = params_.n_vocab,
+      .n_ctx = model_->n_ctx(),
+      .is_end_of_generation = [this](int32_t t) { return tokenizer_->is_end_of_generation(t); },
+  };
+  return run_generation([this](std::span<const int32_t> t, int64_t n_past) { return model_->eval(t, n_past); }, m,
+                        prompt, options, on_token);
+}
+
+model::PerplexityScore Session::perplexity(
+    std::span<const int32_t> tokens, int64_t n_chunks,
+    const std::function<void(int64_t, const model::PerplexityScore&)>& on_chunk) {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "perplexity before load");
+  const model::Tokenizer& tok = *tokenizer_;
+  return model::chunked_perplexity(
+      tokens, model_->n_ctx(), n_chunks, tok.add_bos() ? tok.bos() : -1, params_.n_vocab,
+      [this](std::span<const int32_t> chunk) { return model_->eval(chunk, 0); }, on_chunk);
+}
+
+std::vector<DeviceStats> Session::stats() const {
+  std::vector<DeviceStats> out;
+  for (const DeviceSpec& spec : specs_) {
+    DeviceStats s{.label = spec.label(), .remote = spec.kind == DeviceSpecKind::rpc};
+    if (s.remote) s.rpc = rpc_stats(spec.endpoint);
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace weft

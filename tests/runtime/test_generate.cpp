@@ -1,0 +1,133 @@
+// The generation loop (include/weft/runtime/generate.h) over a fake model:
+// the next token is always (last token + 1) mod vocab, so every sequence and
+// every stop is known in advance.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "weft/core/error.h"
+#include "weft/runtime/generate.h"
+
+namespace {
+
+constexpr int64_t kVocab = 10;
+
+struct FakeModel {
+  struct Call {
+    std::vector<int32_t> tokens;
+    int64_t n_past;
+  };
+  std::vector<Call> calls;
+  size_t extra_logits = 0;  // a broken model returns this many more
+
+  std::vector<float> operator()(std::span<const int32_t> tokens, int64_t n_past) {
+    calls.push_back({{tokens.begin(), tokens.end()}, n_past});
+    std::vector<float> logits(tokens.size() * kVocab + extra_logits, 0.0f);
+    for (size_t i = 0; i < tokens.size(); ++i) logits[i * kVocab + (tokens[i] + 1) % kVocab] = 5.0f;
+    return logits;
+  }
+};
+
+weft::GenerationModel fake(int64_t n_ctx, int32_t eog = -1) {
+  return {.n_vocab = kVocab, .n_ctx = n_ctx, .is_end_of_generation = [eog](int32_t t) { return t == eog; }};
+}
+
+TEST(Generate, GreedyTokensAndPositions) {
+  FakeModel m;
+  const std::vector<int32_t> prompt{3, 1, 4};
+  std::vector<int32_t> seen;
+  const weft::GenerateResult r = weft::run_generation(std::ref(m), fake(64), prompt, {.max_tokens = 4},
+                                                      [&](int32_t t) {
+                                                        seen.push_back(t);
+                                                        return true;
+                                                      });
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{5, 6, 7, 8}));
+  EXPECT_EQ(seen, r.tokens);
+  EXPECT_EQ(r.stop, weft::StopReason::max_tokens);
+  // The prompt at 0, then each emitted token but the last at the next position.
+  ASSERT_EQ(m.calls.size(), 4u);
+  EXPECT_EQ(m.calls[0].tokens, prompt);
+  EXPECT_EQ(m.calls[0].n_past, 0);
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(m.calls[i].tokens, std::vector<int32_t>{r.tokens[i - 1]});
+    EXPECT_EQ(m.calls[i].n_past, static_cast<int64_t>(prompt.size() + i - 1));
+  }
+  EXPECT_GE(r.total_seconds, r.prompt_seconds);
+}
+
+TEST(Generate, StopConditions) {
+  const std::vector<int32_t> prompt{0};
+  {
+    FakeModel m;  // 1, 2, then 3 is the end of generation: not emitted
+    const auto r = weft::run_generation(std::ref(m), fake(64, 3), prompt, {.max_tokens = 9});
+    EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(r.stop, weft::StopReason::end_of_generation);
+  }
+  {
+    FakeModel m;  // ... unless told to ignore it
+    weft::GenerateOptions o{.max_tokens = 4, .stop_at_end_of_generation = false};
+    const auto r = weft::run_generation(std::ref(m), fake(64, 3), prompt, o);
+    EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2, 3, 4}));
+  }
+  {
+    FakeModel m;
+    weft::GenerateOptions o{.max_tokens = 9, .stop_tokens = {5, 7}};
+    const auto r = weft::run_generation(std::ref(m), fake(64), prompt, o);
+    EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2, 3, 4}));
+    EXPECT_EQ(r.stop, weft::StopReason::stop_token);
+  }
+  {
+    FakeModel m;  // the callback's false comes after the token is emitted
+    const auto r = weft::run_generation(std::ref(m), fake(64), prompt, {.max_tokens = 9},
+                                        [](int32_t t) { return t != 2; });
+    EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(r.stop, weft::StopReason::callback);
+  }
+  {
+    FakeModel m;  // 3 positions: the prompt, then tokens at 1 and 2; the third emitted has no room
+    const auto r = weft::run_generation(std::ref(m), fake(3), prompt, {.max_tokens = 9});
+    EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2, 3}));
+    EXPECT_EQ(r.stop, weft::StopReason::context_full);
+    for (const auto& c : m.calls) EXPECT_LT(c.n_past + static_cast<int64_t>(c.tokens.size()), 4);
+  }
+  {
+    FakeModel m;  // nothing to generate: no eval at all
+    const auto r = weft::run_generation(std::ref(m), fake(64), prompt, {.max_tokens = 0});
+    EXPECT_TRUE(r.tokens.empty());
+    EXPECT_TRUE(m.calls.empty());
+  }
+}
+
+TEST(Generate, SamplingIsSeeded) {
+  weft::GenerateOptions o{.max_tokens = 6};
+  o.sampler.temperature = 1.5f;
+  o.sampler.top_k = 0;
+  o.sampler.top_p = 1.0f;
+  o.sampler.min_p = 0.0f;
+  o.sampler.seed = 7;
+  FakeModel a, b;
+  const auto ra = weft::run_generation(std::ref(a), fake(64), std::vector<int32_t>{0}, o);
+  const auto rb = weft::run_generation(std::ref(b), fake(64), std::vector<int32_t>{0}, o);
+  EXPECT_EQ(ra.tokens, rb.tokens);
+  EXPECT_EQ(ra.tokens.size(), 6u);
+}
+
+TEST(Generate, BadInputIsRefused) {
+  FakeModel m;
+  const std::vector<int32_t> prompt{1, 2, 3};
+  EXPECT_THROW(weft::run_generation(std::ref(m), fake(64), std::vector<int32_t>{}, {}), weft::Error);
+  EXPECT_THROW(weft::run_generation(std::ref(m), fake(2), prompt, {}), weft::Error);  // prompt past n_ctx
+  EXPECT_THROW(weft::run_generation(std::ref(m), fake(64), prompt, {.max_tokens = -1}), weft::Error);
+  FakeModel broken;
+  broken.extra_logits = 1;
+  try {
+    weft::run_generation(std::ref(broken), fake(64), prompt, {});
+    FAIL() << "no error";
+  } catch (const weft::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("eval returned 31 logits for 3 tokens"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,168 @@
+// Session end to end on a tiny demo model: one CPU, the CPU plus an
+// asynchronous device with memory of its own, the CPU plus a worker over
+// loopback TCP; the plan, the fit check and the errors.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/model/demo_model.h"
+#include "weft/rpc/worker.h"
+#include "weft/runtime/session.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = new std::string((fs::temp_directory_path() / ("weft_session_" + std::to_string(::getpid()) + ".gguf")).string());
+    weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
+    spec.n_layer = 3;
+    weft::model::write_demo_model(*path_, spec);
+  }
+  static void TearDownTestSuite() {
+    fs::remove(*path_);
+    delete path_;
+  }
+
+  // A worker over loopback TCP holding at most budget bytes.
+  std::string start_worker(size_t budget = SIZE_MAX) {
+    worker_cpu_ = weft::make_cpu_device(1);
+    weft::rpc::WorkerOptions o;
+    o.log = false;
+    o.memory_budget = budget;
+    worker_ = std::make_unique<weft::rpc::Worker>(std::vector<weft::Device*>{worker_cpu_.get()}, o);
+    worker_->start();
+    return "127.0.0.1:" + std::to_string(worker_->port());
+  }
+
+  static weft::SessionOptions options(std::vector<std::string> devices, std::string split = "") {
+    return {.model = *path_, .devices = std::move(devices), .split = std::move(split)};
+  }
+
+  static std::vector<int32_t> greedy(weft::Session& s, int n) {
+    const std::vector<int32_t> prompt = s.tokenizer().encode(weft::model::kDemoPrompt, true);
+    s.load(static_cast<int64_t>(prompt.size()) + n);
+    weft::GenerateOptions o{.max_tokens = n, .stop_at_end_of_generation = false};
+    return s.generate(prompt, o).tokens;
+  }
+
+  static std::string* path_;
+  std::unique_ptr<weft::Device> worker_cpu_;
+  std::unique_ptr<weft::rpc::Worker> worker_;
+};
+std::string* SessionTest::path_ = nullptr;
+
+TEST_F(SessionTest, SplitMatchesOneCpu) {
+  weft::Session local(options({"cpu:1"}));
+  const std::vector<int32_t> want = greedy(local, 8);
+  ASSERT_EQ(want.size(), 8u);
+
+  weft::Session with_async(options({"cpu:1", "async-copy"}, "1,2"));
+  EXPECT_EQ(greedy(with_async, 8), want);
+
+  const std::string endpoint = start_worker();
+  weft::Session with_worker(options({"cpu:1", "rpc://" + endpoint}, "2,1"));
+  EXPECT_EQ(greedy(with_worker, 8), want);
+  const std::vector<weft::DeviceStats> stats = with_worker.stats();
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_FALSE(stats[0].remote);
+  EXPECT_TRUE(stats[1].remote);
+  EXPECT_EQ(stats[1].label, endpoint);
+  EXPECT_GT(stats[1].rpc.bytes_sent, 0u);  // the weights went over the wire
+}
+
+TEST_F(SessionTest, PlanFollowsTheSplitAndCountsEveryByte) {
+  weft::Session s(options({"cpu:1", "async", "async"}, "1,0,2"));
+  const weft::LoadPlan plan = s.plan(32);
+  ASSERT_EQ(plan.devices.size(), 3u);
+  EXPECT_EQ(plan.policy, "split 1,0,2");
+  EXPECT_EQ(plan.devices[0].part.first_layer, 0);
+  EXPECT_EQ(plan.devices[0].part.last_layer, 1);
+  EXPECT_EQ(plan.devices[1].part.last_layer, 1);  // no layers
+  EXPECT_EQ(plan.devices[2].part.last_layer, 3);
+  EXPECT_EQ(plan.devices[1].part.kv_cache_bytes, 0u);
+  EXPECT_EQ(plan.devices[0].label, "host");
+  // Every layer holds the same KV cache: 32 positions, keys and values, f16.
+  const auto& p = s.params();
+  const size_t per_layer = 2 * 32 * static_cast<size_t>(p.head_dim * p.n_head_kv) * 2;
+  EXPECT_EQ(plan.devices[0].part.kv_cache_bytes, per_layer);
+  EXPECT_EQ(plan.devices[2].part.kv_cache_bytes, 2 * per_layer);
+  size_t weights = 0;
+  for (const auto& d : plan.devices) weights += d.part.weight_bytes;
+  EXPECT_GT(weights, 0u);
+  EXPECT_TRUE(plan.problem().empty());
+  // load() places the same way and returns the plan it used.
+  const weft::LoadPlan loaded = s.load(32);
+  EXPECT_EQ(loaded.devices[2].part.first_layer, 1);
+  EXPECT_TRUE(s.loaded());
+  EXPECT_EQ(s.n_ctx(), 32);
+  EXPECT_THROW(s.load(32), weft::Error);  // once
+}
+
+TEST_F(SessionTest, ShareThatDoesNotFitIsRefusedBeforeLoading) {
+  const std::string endpoint = start_worker(8 << 10);  // 8 KiB: less than a layer
+  weft::Session s(options({"cpu:1", "rpc://" + endpoint}, "1,1"));
+  const weft::LoadPlan plan = s.plan(64);
+  EXPECT_FALSE(plan.devices[1].fits());
+  EXPECT_NE(plan.problem().find(endpoint + " has 8.0 KiB free but its share needs"), std::string::npos)
+      << plan.problem();
+  try {
+    s.load(64);
+    FAIL() << "no error";
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.kind(), weft::ErrorKind::out_of_memory);
+  }
+  EXPECT_FALSE(s.loaded());
+  EXPECT_EQ(worker_->memory_in_use(), 0u);  // nothing was uploaded
+}
+
+TEST_F(SessionTest, PerplexityAgreesLocalAndSplit) {
+  weft::Session local(options({"cpu:1"}));
+  const std::vector<int32_t> tokens = local.tokenizer().encode(
+      std::string(weft::model::kDemoPrompt) + " " + weft::model::kDemoPrompt + " " + weft::model::kDemoPrompt, true);
+  ASSERT_GE(tokens.size(), 16u);
+  local.load(8);
+  const weft::model::PerplexityScore a = local.perplexity(tokens, 2);
+  weft::Session split(options({"cpu:1", "async-copy"}, "1,1"));
+  split.load(8);
+  const weft::model::PerplexityScore b = split.perplexity(tokens, 2);
+  EXPECT_EQ(a.count(), 2 * 3);  // rows ctx/2 .. ctx-2 of each chunk
+  EXPECT_TRUE(std::isfinite(a.perplexity()));
+  EXPECT_GT(a.perplexity(), 1.0);
+  EXPECT_NEAR(a.perplexity(), b.perplexity(), 1e-3 * a.perplexity());
+}
+
+TEST_F(SessionTest, ErrorsNameWhatIsWrong) {
+  EXPECT_THROW(weft::Session(options({})), weft::Error);
+  EXPECT_THROW(weft::Session(options({"cpu", "tpu"})), weft::Error);
+  EXPECT_THROW(weft::Session(options({"cpu", "async"}, "1")), weft::Error);  // one weight for two devices
+  weft::SessionOptions missing = options({"cpu"});
+  missing.model = "/nonexistent/model.gguf";
+  EXPECT_THROW(weft::Session{missing}, weft::Error);
+  // A worker nobody listens on: disconnected, not a crash.
+  try {
+    weft::Session s(options({"cpu", "rpc://127.0.0.1:1"}));
+    FAIL() << "no error";
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.kind(), weft::ErrorKind::disconnected) << e.what();
+  }
+  weft::Session s(options({"cpu:1"}));
+  const int32_t tok = 1;
+  EXPECT_THROW(s.eval({&tok, 1}, 0), weft::Error);  // before load
+  s.load(8);
+  EXPECT_THROW(s.eval({&tok, 1}, 8), weft::Error);  // past the context
+  const std::vector<int32_t> nine(9, 1);
+  EXPECT_THROW(s.generate(nine, {}), weft::Error);  // the prompt does not fit
+}
+
+}  // namespace

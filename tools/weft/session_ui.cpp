@@ -1,0 +1,125 @@
+// The plan, progress and stats lines of `weft run` and `weft perplexity`.
+#include "session_ui.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "weft/core/error.h"
+
+namespace weft::tools {
+namespace {
+
+double mib(size_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
+// Draws "loading weights [####    ]  52%  55.1/106.0 MiB" on a terminal,
+// redrawn when the percentage changes; prints nothing elsewhere.
+class ProgressBar {
+ public:
+  ProgressBar() : tty_(isatty(STDERR_FILENO) != 0) {}
+  void update(size_t done, size_t total) {
+    if (!tty_ || total == 0) return;
+    const int percent = static_cast<int>(done * 100 / total);
+    if (percent == last_percent_) return;
+    last_percent_ = percent;
+    constexpr int kWidth = 30;
+    const int filled = percent * kWidth / 100;
+    std::fprintf(stderr, "\rloading weights [%.*s%*s] %3d%%  %.1f/%.1f MiB", filled, "##############################",
+                 kWidth - filled, "", percent, mib(done), mib(total));
+    if (done == total) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+  int last_percent_ = -1;
+};
+
+}  // namespace
+
+SessionOptions session_options(const ModelHostArgs& args, const char* what) {
+  SessionOptions o;
+  o.model = args.model;
+  o.name = what;
+  o.split = args.split;
+  o.devices = {"cpu"};
+  for (const std::string& w : args.workers) o.devices.push_back(worker_device_spec(w).text);
+  for (const std::string& d : args.devices) o.devices.push_back(d);
+  o.device_options.cpu_threads = args.threads;
+  o.device_options.rpc.reply_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(args.worker_timeout_s * 1000.0));
+  if (!args.auth_token_file.empty()) {
+    std::string secret = read_text_file(args.auth_token_file, what);
+    const size_t b = secret.find_first_not_of(" \t\r\n"), e = secret.find_last_not_of(" \t\r\n");
+    if (b == std::string::npos) fail(ErrorKind::invalid_input, what, args.auth_token_file + " holds no token");
+    o.device_options.rpc.auth_secret = secret.substr(b, e - b + 1);
+  }
+  return o;
+}
+
+void load_with_progress(Session& session, int64_t n_ctx) {
+  const LoadPlan plan = session.plan(n_ctx);
+  size_t total = 0;
+  for (const DevicePlan& d : plan.devices) {
+    total += d.part.weight_bytes;
+    std::fprintf(stderr, "%s (%s): layers [%lld, %lld), %s weights + %s KV cache (%lld positions), %s free\n",
+                 d.label.c_str(), d.device_name.c_str(), static_cast<long long>(d.part.first_layer),
+                 static_cast<long long>(d.part.last_layer), format_bytes(d.part.weight_bytes).c_str(),
+                 format_bytes(d.part.kv_cache_bytes).c_str(), static_cast<long long>(n_ctx),
+                 format_bytes(d.free_bytes).c_str());
+  }
+  ProgressBar bar;
+  const auto t0 = std::chrono::steady_clock::now();
+  session.load(n_ctx, [&bar](size_t done, size_t all) { bar.update(done, all); });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "loaded %s of weights in %.2f s (%.0f MiB/s)\n", format_bytes(total).c_str(), s,
+               s > 0 ? mib(total) / s : 0.0);
+}
+
+void print_device_stats(const Session& session) {
+  for (const DeviceStats& d : session.stats()) {
+    if (!d.remote) continue;
+    const RpcStats& s = d.rpc;
+    std::fprintf(stderr, "worker %s: %s sent, %s received, %llu round trips, %.3f s waiting\n", d.label.c_str(),
+                 format_bytes(s.bytes_sent).c_str(), format_bytes(s.bytes_received).c_str(),
+                 static_cast<unsigned long long>(s.round_trips), s.wait_seconds);
+  }
+}
+
+std::string read_text_file(const std::string& path, const char* what) {
+  constexpr size_t kMaxBytes = size_t{1} << 30;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(ErrorKind::invalid_input, what, "cannot open " + path + ": " + std::strerror(errno));
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(ErrorKind::invalid_input, what, "cannot stat " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(ErrorKind::invalid_input, what, path + " is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxBytes)
+    fail(ErrorKind::invalid_input, what,
+         path + " has " + format_bytes(static_cast<size_t>(st.st_size)) + ", over the limit of " +
+             format_bytes(kMaxBytes));
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(ErrorKind::invalid_input, what, "cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0)
+      fail(ErrorKind::invalid_input, what,
+           path + " ended after " + std::to_string(got) + " of " + std::to_string(text.size()) + " bytes");
+    got += static_cast<size_t>(n);
+  }
+  return text;
+}
+
+}  // namespace weft::tools

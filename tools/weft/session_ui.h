@@ -1,0 +1,31 @@
+// What `weft run` and `weft perplexity` share: their model and device
+// options turned into SessionOptions, and the Session's plan, loading
+// progress and traffic printed to stderr.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "commands.h"
+#include "weft/runtime/session.h"
+
+namespace weft::tools {
+
+// --model, --threads, --worker/--device, --split, --worker-timeout as the
+// Session's options: this CPU first, then each worker's device 0, then each
+// --device spec. what names the command in errors.
+SessionOptions session_options(const ModelHostArgs& args, const char* what);
+
+// Prints the plan (one line per device: layers, weights, KV cache, free
+// memory), loads the model with a progress bar when stderr is a terminal,
+// then prints how long the weights took.
+void load_with_progress(Session& session, int64_t n_ctx);
+
+// One line per remote device: bytes sent and received, round trips, waiting.
+void print_device_stats(const Session& session);
+
+// The whole file's bytes. Throws Error(invalid_input) naming the file when it
+// cannot be opened or read; what names the command.
+std::string read_text_file(const std::string& path, const char* what);
+
+}  // namespace weft::tools
