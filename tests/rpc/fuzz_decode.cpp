@@ -1,6 +1,7 @@
 // libFuzzer target for the protocol decoders (docs/rpc-protocol.md sections
 // 2 to 4). The first byte picks what to decode: the low byte of a command
-// code (0x30 GRAPH_COMPUTE, 0xFF ERROR, 0x90 a GET_DEVICES reply, ...), any
+// code (0x30 GRAPH_COMPUTE, 0x14 SUPPORTS_OP, 0xFF ERROR, 0x90 a GET_DEVICES
+// reply, ...; protocol/messages.h decodes each), any
 // other value an entry by remainder; the rest is the payload. Graphs are
 // decoded against two real 4 KiB CPU buffers (handles 1 and 2), and graphs
 // that pass validation are also computed on the CPU (when their cost is
@@ -20,6 +21,8 @@
 #include <span>
 
 #include "protocol/graph_codec.h"
+#include "protocol/messages.h"
+#include "protocol/op_query.h"
 #include "protocol/wire.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/error.h"
@@ -56,16 +59,14 @@ constexpr size_t kMaxFuzzScratch = size_t{64} << 20;
 
 void decode_graph_compute(Reader& r) {
   Fixture& f = fixture();
-  r.u32("device");
-  r.u64("graph_id");
-  if (r.u8("has_graph") == 0) {
-    r.expect_end();
-    return;
-  }
+  const auto req = weft::rpc::GraphComputeRequest::decode(r);
+  r.expect_end();
+  if (!req.has_graph) return;
+  Reader g(req.graph, "GRAPH_COMPUTE");
   auto buffer_of = [&](uint64_t h) -> weft::Buffer* { return h == 1 || h == 2 ? f.buffers[h - 1].get() : nullptr; };
   auto supports = [&](const weft::Tensor& t) { return f.cpu->supports_op(t); };
-  auto decoded = weft::rpc::decode_graph(r, buffer_of, supports);
-  r.expect_end();
+  auto decoded = weft::rpc::decode_graph(g, buffer_of, supports);
+  g.expect_end();
   if (f.compute && weft::graph_cost(decoded->graph).total() < kMaxFuzzCost &&
       f.backend->working_bytes(decoded->graph) < kMaxFuzzScratch) {
     f.backend->compute(decoded->graph);
@@ -73,63 +74,55 @@ void decode_graph_compute(Reader& r) {
   }
 }
 
-void decode_get_devices_reply(Reader& r) {
-  const uint32_t n = r.u32("n");
-  if (n > weft::rpc::kMaxDevices) weft::fail(weft::ErrorKind::invalid_input, "rpc fuzz", "too many devices");
-  for (uint32_t i = 0; i < n; ++i) {
-    r.str(weft::rpc::kMaxString, "name");
-    r.str(weft::rpc::kMaxString, "description");
-    r.u8("kind");
-    r.u64("free");
-    r.u64("total");
-    r.str(weft::rpc::kMaxString, "buffer_type_name");
-    r.u64("alignment");
-    r.u64("max_size");
-  }
+// SUPPORTS_OP as the worker answers it: the node rebuilt and validated,
+// then the CPU's rule asked about it.
+void decode_supports_op(Reader& r) {
+  const auto req = weft::rpc::SupportsOpRequest::decode(r);
+  r.expect_end();
+  const auto q = weft::rpc::rebuild_queried_node(req);
+  (void)fixture().cpu->supports_op(*q->node);
 }
 
-// The request fields of section 3 (and two replies a client decodes).
+template <class M>
+void decode_as(Reader& r) {
+  (void)M::decode(r);
+  r.expect_end();
+}
+
+// The messages of section 3 (protocol/messages.h), requests and replies.
 void decode(uint8_t selector, Reader& r) {
+  using namespace weft::rpc;
   switch (selector) {
-    case 0x01: r.bytes(4, "magic"); r.u16("major"); r.u16("minor"); r.u64("capabilities"); break;
-    case 0x81:  // HELLO reply
-      r.bytes(4, "magic"); r.u16("major"); r.u16("minor"); r.u64("capabilities"); r.u8("auth_required");
-      r.bytes(weft::rpc::kChallengeBytes, "challenge");
-      break;
-    case 0x02: r.bytes(weft::rpc::kAuthMacBytes, "mac"); break;
-    case 0x10: break;
-    case 0x90: decode_get_devices_reply(r); break;
-    case 0x11: r.u32("device"); r.u64("size"); break;
-    case 0x12: r.u64("handle"); break;
-    case 0x13: r.u64("handle"); r.u8("value"); break;
-    case 0x20: {
-      r.u64("handle");
-      r.u64("offset");
-      const uint64_t size = r.u64("size");
-      r.bytes(size, "data");
-      break;
-    }
-    case 0x21: r.u64("handle"); r.u64("offset"); r.u64("size"); r.bytes(weft::rpc::kHashBytes, "hash"); break;
-    case 0x22: r.u64("handle"); r.u64("offset"); r.u64("size"); break;
-    case 0x23:
-      r.u64("src_handle"); r.u64("src_offset"); r.u64("dst_handle"); r.u64("dst_offset"); r.u64("size");
-      break;
-    case 0x24: r.u64("handle"); r.u64("offset"); r.u64("size"); r.u8("value"); break;
-    case 0x30: decode_graph_compute(r); return;
-    case 0x31: r.u32("device"); break;
-    case 0x40:
-    case 0x41: r.u32("device"); r.u64("event_id"); break;
-    case 0x42: r.u64("event_id"); break;
-    case 0x50: break;
-    case 0xFF: r.u8("kind"); r.str(weft::rpc::kMaxString, "message"); break;
+    case 0x01: return decode_as<HelloRequest>(r);
+    case 0x81: return decode_as<HelloReply>(r);
+    case 0x02: return decode_as<AuthRequest>(r);
+    case 0x10: return decode_as<GetDevicesRequest>(r);
+    case 0x90: return decode_as<GetDevicesReply>(r);
+    case 0x11: return decode_as<AllocBufferRequest>(r);
+    case 0x91: return decode_as<AllocBufferReply>(r);
+    case 0x12: return decode_as<FreeBufferRequest>(r);
+    case 0x13: return decode_as<ClearBufferRequest>(r);
+    case 0x14: return decode_supports_op(r);
+    case 0x94: return decode_as<SupportsOpReply>(r);
+    case 0x20: return decode_as<SetTensorRequest>(r);
+    case 0x21: return decode_as<SetTensorHashRequest>(r);
+    case 0xA1: return decode_as<SetTensorHashReply>(r);
+    case 0x22: return decode_as<GetTensorRequest>(r);
+    case 0x23: return decode_as<CopyTensorRequest>(r);
+    case 0x24: return decode_as<MemsetTensorRequest>(r);
+    case 0x30: return decode_graph_compute(r);
+    case 0x31: return decode_as<SynchronizeRequest>(r);
+    case 0x40: return decode_as<EventRecordRequest>(r);
+    case 0x41: return decode_as<EventWaitRequest>(r);
+    case 0x42: return decode_as<EventSyncRequest>(r);
+    case 0x50: return decode_as<PingRequest>(r);
+    case 0xFF: return decode_as<ErrorReply>(r);
     default: {
-      static constexpr uint8_t kAll[] = {0x01, 0x81, 0x02, 0x10, 0x90, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22,
-                                         0x23, 0x24, 0x30, 0x31, 0x40, 0x41, 0x42, 0x50, 0xFF};
-      decode(kAll[selector % sizeof kAll], r);
-      return;
+      static constexpr uint8_t kAll[] = {0x01, 0x81, 0x02, 0x10, 0x90, 0x11, 0x91, 0x12, 0x13, 0x14, 0x94, 0x20,
+                                         0x21, 0xA1, 0x22, 0x23, 0x24, 0x30, 0x31, 0x40, 0x41, 0x42, 0x50, 0xFF};
+      return decode(kAll[selector % sizeof kAll], r);
     }
   }
-  r.expect_end();
 }
 
 }  // namespace

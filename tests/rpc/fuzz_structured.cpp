@@ -9,7 +9,8 @@
 //             PING) or answer ERROR invalid_input and close; never crash or hang;
 //   lifetime  freed, double-freed, foreign and evicted handles and graphs,
 //             events across devices, ranges at the buffer's edges, copies
-//             that overlap, indices out of range in a graph's data;
+//             that overlap, indices out of range in a graph's data, and
+//             SUPPORTS_OP questions, valid (the CPU's answer) or broken;
 //   racing    several sessions at once doing real work, beside sessions that
 //             drop mid-frame, mid-compute, mid-handshake or stall mid-frame.
 // After every case a client connected at the start (worker_wire.h

@@ -8,6 +8,7 @@
 //   fuzz_structured_valid.cpp     valid graphs, computed by the worker and held to the reference
 //   fuzz_structured_mutate.cpp    mutated graphs: the mutator and its scenario
 //   fuzz_structured_lifetime.cpp  freed, foreign and evicted handles and graphs; ranges at the edges
+//   fuzz_structured_support.cpp   SUPPORTS_OP questions, valid and broken (run by the lifetime part)
 //   fuzz_structured_racing.cpp    sessions at once, some dropping or stalling mid-frame
 //   fuzz_structured_graphs.cpp    the random graph generator: drawing shapes, dtypes and layouts
 //   fuzz_structured_recipes.cpp   the generator's recipes, one per op family
@@ -161,6 +162,7 @@ void run_valid(wtest::Conn& c, Rng& rng, bool small, std::string& desc);
 void run_mutated(Rng& rng, std::string& desc);   // fuzz_structured_mutate.cpp
 void run_lifetime(Rng& rng, std::string& desc);  // fuzz_structured_lifetime.cpp
 void run_racing(Rng& rng, std::string& desc);    // fuzz_structured_racing.cpp
+void run_support(Rng& rng, std::string& desc);   // fuzz_structured_support.cpp
 
 // --- the generator and the mutator ---
 

@@ -2,14 +2,14 @@
 // freed, double-freed, foreign and evicted handles and graphs, graphs run on
 // the other device or after their buffer went, events across devices,
 // ranges at a buffer's edges, the budget, copies that overlap, and indices
-// out of range in a graph's data. Each case runs on a fresh session and
+// out of range in a graph's data; and SUPPORTS_OP questions
+// (fuzz_structured_support.cpp). Each case runs on a fresh session and
 // expects the worker's documented answer: a result, out_of_memory with the
 // session kept, or ERROR invalid_input and the connection closed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +17,7 @@
 #include "conformance/cases.h"
 #include "conformance/reference.h"
 #include "fuzz_structured.h"
-#include "protocol/wire.h"
+#include "protocol/messages.h"
 #include "worker_wire.h"
 
 namespace weft::rpc::fuzz {
@@ -26,16 +26,12 @@ using namespace wtest;
 
 namespace {
 
-void send_u64(Conn& c, Cmd cmd, std::initializer_list<uint64_t> fields) {
-  Writer w;
-  for (uint64_t f : fields) w.u64(f);
-  c.send(cmd, w);
-}
 void send_event(Conn& c, Cmd cmd, uint32_t device, uint64_t id) {
-  Writer w;
-  w.u32(device);
-  w.u64(id);
-  c.send(cmd, w);
+  if (cmd == Cmd::event_record) {
+    c.send(EventRecordRequest{device, id});
+  } else {
+    c.send(EventWaitRequest{device, id});
+  }
 }
 
 // A small valid graph stored (and run) under id in a fresh buffer of c.
@@ -119,8 +115,9 @@ void bad_indices(Rng& rng, std::string& desc) {
 }  // namespace
 
 void run_lifetime(Rng& rng, std::string& desc) {
-  const int kind = static_cast<int>(pick(rng, 0, 12));
+  const int kind = static_cast<int>(pick(rng, 0, 14));
   if (kind == 12) return bad_indices(rng, desc);
+  if (kind >= 13) return run_support(rng, desc);
   auto c = env->fresh();
   switch (kind) {
     case 0: {  // a stored graph whose buffer was freed
@@ -139,7 +136,7 @@ void run_lifetime(Rng& rng, std::string& desc) {
       if (chance(rng, 0.5)) {
         c->free_buffer(h);
       } else {
-        send_u64(*c, Cmd::get_tensor, {h, 0, 0});
+        c->send(GetTensorRequest{h, 0, 0});
       }
       expect_fatal(*c);
       break;
@@ -158,27 +155,13 @@ void run_lifetime(Rng& rng, std::string& desc) {
       const int how = static_cast<int>(pick(rng, 0, 7));
       desc += std::string(freed ? "a freed" : "a live") + " foreign handle in request kind " + std::to_string(how);
       switch (how) {
-        case 0: send_u64(*c, Cmd::get_tensor, {target, 0, 4}); break;
+        case 0: c->send(GetTensorRequest{target, 0, 4}); break;
         case 1: c->set(target, 0, pattern.data(), 16); break;
         case 2: c->free_buffer(target); break;
-        case 3: send_u64(*c, Cmd::copy_tensor, {mine, 0, target, 0, 16}); break;
-        case 4: send_u64(*c, Cmd::copy_tensor, {target, 0, mine, 0, 16}); break;
-        case 5: {
-          Writer w;
-          w.u64(target);
-          w.u64(0);
-          w.u64(8);
-          w.u8(0x77);
-          c->send(Cmd::memset_tensor, w);
-          break;
-        }
-        case 6: {
-          Writer w;
-          w.u64(target);
-          w.u8(0x55);
-          c->send(Cmd::clear_buffer, w);
-          break;
-        }
+        case 3: c->send(CopyTensorRequest{mine, 0, target, 0, 16}); break;
+        case 4: c->send(CopyTensorRequest{target, 0, mine, 0, 16}); break;
+        case 5: c->send(MemsetTensorRequest{target, 0, 8, 0x77}); break;
+        case 6: c->send(ClearBufferRequest{target, 0x55}); break;
         default: {  // a graph whose tensors all live in that buffer
           auto p = make_graph(rng, true);
           const Bytes g = p->encode(target);
@@ -208,9 +191,9 @@ void run_lifetime(Rng& rng, std::string& desc) {
       send_event(*c, Cmd::event_wait, 1, id);
       send_event(*c, Cmd::event_record, 1, id);  // recorded again, elsewhere
       send_event(*c, Cmd::event_wait, 0, id);
-      send_u64(*c, Cmd::event_sync, {id});
+      c->send(EventSyncRequest{id});
       c->expect_reply(Cmd::event_sync);
-      send_u64(*c, Cmd::event_sync, {id + 1});  // never recorded: passed
+      c->send(EventSyncRequest{id + 1});  // never recorded: passed
       c->expect_reply(Cmd::event_sync);
       c->synchronize(1);
       send_event(*c, chance(rng, 0.5) ? Cmd::event_record : Cmd::event_wait, chance(rng, 0.5) ? kDevices : UINT32_MAX,
@@ -232,25 +215,17 @@ void run_lifetime(Rng& rng, std::string& desc) {
       const int how = static_cast<int>(pick(rng, 0, 6));
       desc += "buffer of " + std::to_string(size) + " bytes, out-of-range request kind " + std::to_string(how);
       switch (how) {
-        case 0: send_u64(*c, Cmd::get_tensor, {h, 0, size + 1}); break;
-        case 1: send_u64(*c, Cmd::get_tensor, {h, size + 1, 0}); break;
-        case 2: send_u64(*c, Cmd::get_tensor, {h, UINT64_MAX - 3, 8}); break;
+        case 0: c->send(GetTensorRequest{h, 0, size + 1}); break;
+        case 1: c->send(GetTensorRequest{h, size + 1, 0}); break;
+        case 2: c->send(GetTensorRequest{h, UINT64_MAX - 3, 8}); break;
         case 3: {
           const Bytes two(2, 1);
           c->set(h, size == 0 ? 0 : size - 1, two.data(), 2);
           break;
         }
-        case 4: {
-          Writer w;
-          w.u64(h);
-          w.u64(size);
-          w.u64(UINT64_MAX);
-          w.u8(1);
-          c->send(Cmd::memset_tensor, w);
-          break;
-        }
-        case 5: send_u64(*c, Cmd::copy_tensor, {h, 0, h, size, 1}); break;
-        default: send_u64(*c, Cmd::copy_tensor, {h, 1, h, 0, size}); break;
+        case 4: c->send(MemsetTensorRequest{h, size, UINT64_MAX, 1}); break;
+        case 5: c->send(CopyTensorRequest{h, 0, h, size, 1}); break;
+        default: c->send(CopyTensorRequest{h, 1, h, 0, size}); break;
       }
       expect_fatal(*c);
       break;
@@ -292,10 +267,7 @@ void run_lifetime(Rng& rng, std::string& desc) {
     }
     case 9: {  // over the budget: out_of_memory, the session stays
       desc += "ALLOC_BUFFER over the budget";
-      Writer w;
-      w.u32(0);
-      w.u64(chance(rng, 0.5) ? kBudget + 1 : UINT64_MAX - static_cast<uint64_t>(pick(rng, 0, 4096)));
-      c->send(Cmd::alloc_buffer, w);
+      c->send(AllocBufferRequest{0, chance(rng, 0.5) ? kBudget + 1 : UINT64_MAX - static_cast<uint64_t>(pick(rng, 0, 4096))});
       const Frame f = c->recv();
       EXPECT_TRUE(f.is_error() && f.error_kind() == ErrorKind::out_of_memory) << desc;
       const uint64_t h = c->alloc(1, 64);
@@ -311,16 +283,8 @@ void run_lifetime(Rng& rng, std::string& desc) {
       desc += "CLEAR_BUFFER then MEMSET_TENSOR [" + std::to_string(off) + ", +" + std::to_string(n) + ") of " +
               std::to_string(size);
       const uint64_t h = c->alloc(static_cast<uint32_t>(pick(rng, 0, 1)), size);
-      Writer clear;
-      clear.u64(h);
-      clear.u8(0xA5);
-      c->send(Cmd::clear_buffer, clear);
-      Writer ms;
-      ms.u64(h);
-      ms.u64(off);
-      ms.u64(n);
-      ms.u8(0x3C);
-      c->send(Cmd::memset_tensor, ms);
+      c->send(ClearBufferRequest{h, 0xA5});
+      c->send(MemsetTensorRequest{h, off, n, 0x3C});
       Bytes want(size, 0xA5);
       std::fill(want.begin() + static_cast<ptrdiff_t>(off), want.begin() + static_cast<ptrdiff_t>(off + n), 0x3C);
       EXPECT_EQ(c->get(h, 0, size), want) << desc;
@@ -337,7 +301,7 @@ void run_lifetime(Rng& rng, std::string& desc) {
       const uint64_t h = c->alloc(0, size);
       const Bytes before = random_bytes(rng, size);
       c->set(h, 0, before.data(), size);
-      send_u64(*c, Cmd::copy_tensor, {h, src, h, dst, n});
+      c->send(CopyTensorRequest{h, src, h, dst, n});
       const Bytes after = c->get(h, 0, size);
       ASSERT_EQ(after.size(), size);
       for (uint64_t i = 0; i < size; ++i) {

@@ -152,8 +152,8 @@ std::vector<uint8_t> mutate_graph(const std::vector<uint8_t>& encoded, Rng& rng,
       case 7:
       case 8: {
         const int p = chance(rng, 0.7) ? static_cast<int>(pick(rng, 0, 3)) : static_cast<int>(pick(rng, 0, 15));
-        t.params[p] = interesting_param(rng, t.params[p]);
-        desc += at + ".params[" + std::to_string(p) + "]=" + std::to_string(t.params[p]);
+        t.op_params[p] = interesting_param(rng, t.op_params[p]);
+        desc += at + ".op_params[" + std::to_string(p) + "]=" + std::to_string(t.op_params[p]);
         break;
       }
       case 9:

@@ -65,14 +65,10 @@ void race(int kind, uint64_t seed) {
         Conn c(env->worker->port());
         c.handshake();
         const uint64_t h = c.alloc(0, 4096);
-        Writer w;
-        w.u64(h);
-        w.u64(0);
-        w.u64(4096);
-        w.bytes(random_bytes(rng, 1000).data(), 1000);
-        Bytes half = w.data();
+        const Bytes first = random_bytes(rng, 1000);
+        Bytes half = encoded(SetTensorRequest{h, 0, 4096, first}).data();  // 1000 of the 4096 bytes it announces
         half.resize(static_cast<size_t>(pick(rng, 0, static_cast<int64_t>(half.size()))));
-        c.send(static_cast<uint16_t>(Cmd::set_tensor), half, 0, 24 + 4096);
+        c.send(static_cast<uint16_t>(Cmd::set_tensor), half, 0, SetTensorRequest::kHeadBytes + 4096);
         c.close();
         break;
       }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "protocol/graph_codec.h"
+#include "protocol/messages.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/error.h"
 #include "weft/core/ops.h"
@@ -440,11 +441,11 @@ TEST_F(RpcGraphCodec, RejectsShapesTheOpWouldRefuse) {
   expect_rejected(g, {2}, {"tensor 2", "[add]", "cannot broadcast"});
   // rope with an odd n_dims.
   g = {leaf(DType::f32, {8, 2, 3}), leaf(DType::i32, {3}, 256), node(Op::rope, DType::f32, {8, 2, 3}, {0, 1}, 512)};
-  g[2].params[0] = 3;
+  g[2].op_params[0] = 3;
   float base = 10000.0f;
-  std::memcpy(&g[2].params[2], &base, 4);
+  std::memcpy(&g[2].op_params[2], &base, 4);
   expect_rejected(g, {2}, {"tensor 2", "[rope]", "n_dims 3"});
-  g[2].params[0] = 4;
+  g[2].op_params[0] = 4;
   decode(encode(g, {2}));  // and the fixed one is fine
   // a missing operand
   g = {leaf(DType::f32, {4}), node(Op::add, DType::f32, {4}, {0}, 64)};
@@ -609,7 +610,7 @@ namespace {
 TEST(RpcFuzzSeeds, DISABLED_Write) {
   const char* dir = std::getenv("WEFT_FUZZ_SEED_DIR");
   ASSERT_NE(dir, nullptr) << "set WEFT_FUZZ_SEED_DIR";
-  auto save = [&](const char* name, uint8_t selector, const Writer& w) {
+  auto save = [&](const char* name, uint8_t selector, const Writer& w) {  // w: a message of messages.h
     std::vector<uint8_t> bytes{selector};
     bytes.insert(bytes.end(), w.data().begin(), w.data().end());
     FILE* f = std::fopen((std::string(dir) + "/" + name).c_str(), "wb");
@@ -618,46 +619,25 @@ TEST(RpcFuzzSeeds, DISABLED_Write) {
     std::fclose(f);
   };
   {
-    Writer w;
-    w.bytes(kMagic, 4);
-    w.u16(kMajor);
-    w.u16(kMinor);
-    w.u64(kCapTensorCache | kCapEvents);
-    save("hello", 0x01, w);
+    HelloRequest hello;
+    hello.capabilities = kCapTensorCache | kCapEvents;
+    save("hello", 0x01, encoded(hello));
   }
+  save("alloc_buffer", 0x11, encoded(AllocBufferRequest{0, 4096}));
   {
-    Writer w;
-    w.u32(0);
-    w.u64(4096);
-    save("alloc_buffer", 0x11, w);
-  }
-  {
-    Writer w;
-    w.u64(1);
-    w.u64(16);
-    w.u64(8);
     const uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    w.bytes(data, 8);
-    save("set_tensor", 0x20, w);
+    save("set_tensor", 0x20, encoded(SetTensorRequest{1, 16, 8, data}));
   }
   {
-    Writer w;
-    w.u32(1);
-    w.str("CPU");
-    w.str("host CPU, 16 threads");
-    w.u8(0);
-    w.u64(1ull << 34);
-    w.u64(1ull << 35);
-    w.str("CPU");
-    w.u64(64);
-    w.u64(UINT64_MAX);
-    save("get_devices_reply", 0x90, w);
+    GetDevicesReply devices;
+    devices.devices.push_back(DeviceInfo{"CPU", "host CPU, 16 threads", 0, 1ull << 34, 1ull << 35, "CPU", 64, UINT64_MAX});
+    save("get_devices_reply", 0x90, encoded(devices));
   }
+  save("error", 0xFF, encoded(ErrorReply{ErrorKind::invalid_input, "[GRAPH_COMPUTE] tensor 3: op 99 is unknown"}));
   {
-    Writer w;
-    w.u8(0);
-    w.str("[GRAPH_COMPUTE] tensor 3: op 99 is unknown");
-    save("error", 0xFF, w);
+    Context c;
+    Tensor* mm = ops::mul_mat(c, c.new_tensor(DType::f32, {16, 8}), c.new_tensor(DType::f32, {16, 4}));
+    save("supports_op", 0x14, encoded(SupportsOpRequest::of(0, *mm)));
   }
   // Graphs over the fuzzer's two 4 KiB buffers (handles 1 and 2).
   auto cpu = make_cpu_device(1);
@@ -680,13 +660,11 @@ TEST(RpcFuzzSeeds, DISABLED_Write) {
     for (Tensor* t : g.leafs()) place_one(t);
     for (Tensor* t : g.nodes()) place_one(t);
     Writer w;
-    w.u32(0);   // device
-    w.u64(42);  // graph_id
-    w.u8(1);    // has_graph
+    GraphComputeRequest{0, 42, true, {}}.encode_head(w);  // device 0, graph 42, then the graph
     encode_graph(w, g, [&](const Tensor& t) { return where.at(&t); });
     save(name, 0x30, w);
     // The seed must decode and run, or the fuzzer starts shallow.
-    Reader r(std::span<const uint8_t>(w.data()).subspan(13), "seed");
+    Reader r(std::span<const uint8_t>(w.data()).subspan(GraphComputeRequest::kHeadBytes), "seed");
     auto decoded = decode_graph(r, [&](uint64_t h) { return h == 1 || h == 2 ? bufs[h - 1].get() : nullptr; },
                                 [&](const Tensor& t) { return cpu->supports_op(t); });
     r.expect_end();

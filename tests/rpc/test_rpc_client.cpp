@@ -57,17 +57,12 @@ TEST(RpcClient, EndpointsAndSpecs) {
   for (const char* bad : {"", "host", "host:", ":5", "host:0", "host:65536", "host:12x", "::1:5", "[::1]5", "[::1]:"}) {
     EXPECT_EQ(kind_of([&] { rpc::parse_endpoint(bad); }), ErrorKind::invalid_input) << bad;
   }
-  EXPECT_EQ(kind_of([] { make_rpc_device_from_spec("tcp://127.0.0.1:5"); }), ErrorKind::invalid_input);
-  EXPECT_EQ(kind_of([] { make_rpc_device_from_spec("rpc://127.0.0.1:5/x"); }), ErrorKind::invalid_input);
-
   LocalWorker w;
-  auto dev = make_rpc_device_from_spec("rpc://" + w.endpoint);
-  EXPECT_EQ(dev->kind(), DeviceKind::remote);
-  EXPECT_NE(make_rpc_device_from_spec("rpc://" + w.endpoint + "/0"), nullptr);
-  std::string message;
-  EXPECT_EQ(kind_of([&] { make_rpc_device_from_spec("rpc://" + w.endpoint + "/1"); }, &message),
-            ErrorKind::invalid_input);
-  EXPECT_NE(message.find("1 devices"), std::string::npos) << message;
+  {
+    auto devices = make_rpc_devices(w.endpoint);
+    ASSERT_EQ(devices.size(), 1u);
+    EXPECT_EQ(devices[0]->kind(), DeviceKind::remote);
+  }
   EXPECT_EQ(rpc_open_connections(), 0);
 }
 

@@ -150,8 +150,9 @@ TEST(RpcWire, FrameHeaderLayout) {
 }
 
 TEST(RpcWire, CommandTable) {
-  const Cmd with_reply[] = {Cmd::hello,   Cmd::auth,        Cmd::get_devices, Cmd::alloc_buffer, Cmd::set_tensor_hash,
-                            Cmd::get_tensor, Cmd::synchronize, Cmd::event_sync, Cmd::ping};
+  const Cmd with_reply[] = {Cmd::hello,       Cmd::auth,       Cmd::get_devices, Cmd::alloc_buffer,
+                            Cmd::supports_op, Cmd::set_tensor_hash, Cmd::get_tensor, Cmd::synchronize,
+                            Cmd::event_sync,  Cmd::ping};
   const Cmd without[] = {Cmd::free_buffer,   Cmd::clear_buffer, Cmd::set_tensor,   Cmd::copy_tensor,
                          Cmd::memset_tensor, Cmd::graph_compute, Cmd::event_record, Cmd::event_wait};
   for (Cmd c : with_reply) {
@@ -166,7 +167,9 @@ TEST(RpcWire, CommandTable) {
   EXPECT_FALSE(has_reply(Cmd::error));
   int known = 0;
   for (uint32_t c = 0; c <= 0xFFFF; ++c) known += is_known(static_cast<uint16_t>(c));
-  EXPECT_EQ(known, 18);  // 17 requests and ERROR; reply codes are not requests
+  EXPECT_EQ(known, 19);  // 18 requests and ERROR; reply codes are not requests
+  EXPECT_STREQ(cmd_name(0x0014), "SUPPORTS_OP");
+  EXPECT_STREQ(cmd_name(0x8014), "SUPPORTS_OP reply");
   EXPECT_FALSE(is_known(0x8001));
   EXPECT_FALSE(is_known(0));
 

@@ -227,24 +227,21 @@ TEST(WorkerSessions, GetDevicesReportsDevicesAndBudget) {
   worker.start();
   Conn c(worker.port());
   const uint64_t caps = c.handshake();
-  EXPECT_EQ(caps, uint64_t{kCapEvents});  // no cache directory: no tensor_cache bit
+  EXPECT_EQ(caps, uint64_t{kCapEvents | kCapOpSupport});  // no cache directory: no tensor_cache bit
   c.alloc(1, 1 << 18);
-  const Bytes reply = c.call(Cmd::get_devices, Writer());
-  Reader r(reply, "GET_DEVICES reply");
-  ASSERT_EQ(r.u32(), 2u);
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(r.str(), "CPU");
-    EXPECT_FALSE(r.str().empty());
-    EXPECT_EQ(r.u8(), 0);                         // cpu
-    const uint64_t free = r.u64();                // what the budget has left: less the buffer
-    EXPECT_LE(free, (1u << 20) - (1u << 18));      // and the session's bookkeeping
-    EXPECT_GT(free, (1u << 20) - (1u << 18) - 4096);
-    EXPECT_EQ(r.u64(), 1u << 20);                 // total: the budget
-    EXPECT_EQ(r.str(), "CPU");
-    EXPECT_EQ(r.u64(), 64u);
-    EXPECT_GT(r.u64(), 0u);
+  const GetDevicesReply reply = c.call(GetDevicesRequest{});
+  ASSERT_EQ(reply.devices.size(), 2u);
+  for (const DeviceInfo& d : reply.devices) {
+    EXPECT_EQ(d.name, "CPU");
+    EXPECT_FALSE(d.description.empty());
+    EXPECT_EQ(d.kind, 0);                          // cpu
+    EXPECT_LE(d.free, (1u << 20) - (1u << 18));    // what the budget has left: less the buffer
+    EXPECT_GT(d.free, (1u << 20) - (1u << 18) - 4096);  // and the session's bookkeeping
+    EXPECT_EQ(d.total, 1u << 20);                  // total: the budget
+    EXPECT_EQ(d.buffer_type_name, "CPU");
+    EXPECT_EQ(d.alignment, 64u);
+    EXPECT_GT(d.max_size, 0u);
   }
-  r.expect_end();
 }
 
 TEST(WorkerSessions, AuthenticatedClientWorks) {

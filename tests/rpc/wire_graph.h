@@ -18,21 +18,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "protocol/graph_codec.h"
 #include "protocol/wire.h"
 
 namespace weft::rpc::wtest {
 
-// One tensor record: the wire fields in wire order.
-struct WT {
-  uint8_t dtype = 0, op = 0;
-  uint16_t flags = 0;
-  int64_t ne[4] = {1, 1, 1, 1};
-  uint64_t nb[4] = {};
-  int32_t params[16] = {};
-  uint32_t src[4] = {};
-  uint32_t view_src = 0;
-  uint64_t view_offs = 0, buffer = 0, offset = 0;
-};
+// One tensor record: the wire fields in wire order (protocol/graph_codec.h).
+using WT = WireTensor;
 
 struct WG {
   std::vector<WT> t;
@@ -55,19 +47,7 @@ inline WT packed_f32(int64_t n0, int64_t n1, uint64_t handle, uint64_t offset) {
 inline std::vector<uint8_t> encode_wg(const WG& g) {
   Writer w;
   w.u32(static_cast<uint32_t>(g.t.size()));
-  for (const WT& t : g.t) {
-    w.u8(t.dtype);
-    w.u8(t.op);
-    w.u16(t.flags);
-    for (int64_t n : t.ne) w.i64(n);
-    for (uint64_t n : t.nb) w.u64(n);
-    for (int32_t p : t.params) w.i32(p);
-    for (uint32_t s : t.src) w.u32(s);
-    w.u32(t.view_src);
-    w.u64(t.view_offs);
-    w.u64(t.buffer);
-    w.u64(t.offset);
-  }
+  for (const WT& t : g.t) t.encode(w);
   w.u32(static_cast<uint32_t>(g.nodes.size()));
   for (uint32_t n : g.nodes) w.u32(n);
   return w.data();
@@ -78,20 +58,10 @@ inline std::vector<uint8_t> encode_wg(const WG& g) {
 inline WG parse_wg(const std::vector<uint8_t>& bytes) {
   Reader r(bytes, "wire graph");
   WG g;
-  g.t.resize(r.u32());
-  for (WT& t : g.t) {
-    t.dtype = r.u8();
-    t.op = r.u8();
-    t.flags = r.u16();
-    for (int64_t& n : t.ne) n = r.i64();
-    for (uint64_t& n : t.nb) n = r.u64();
-    for (int32_t& p : t.params) p = r.i32();
-    for (uint32_t& s : t.src) s = r.u32();
-    t.view_src = r.u32();
-    t.view_offs = r.u64();
-    t.buffer = r.u64();
-    t.offset = r.u64();
-  }
+  const uint32_t n = r.u32("n_tensors");
+  if (n > r.remaining() / WT::kBytes) r.bytes(size_t{n} * WT::kBytes, "tensors");  // throws: too short
+  g.t.resize(n);
+  for (WT& t : g.t) t = WT::decode(r);
   g.nodes.resize(r.u32());
   for (uint32_t& n : g.nodes) n = r.u32();
   r.expect_end();

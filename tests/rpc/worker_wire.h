@@ -22,6 +22,7 @@
 
 #include "protocol/content_hash.h"
 #include "protocol/graph_codec.h"
+#include "protocol/messages.h"
 #include "protocol/wire.h"
 #include "transport/stream.h"
 #include "weft/core/error.h"
@@ -39,22 +40,18 @@ struct Frame {
   uint16_t command = 0;
   Bytes payload;
   bool is_error() const { return command == kErrorCmd; }
-  ErrorKind error_kind() const { return static_cast<ErrorKind>(payload.at(0)); }
-  std::string error_message() const {
-    Reader r(payload, "ERROR");
-    r.u8();
-    return r.str();
-  }
+  ErrorKind error_kind() const { return error_kind_from_code(payload.at(0)); }
+  std::string error_message() const { return parse<ErrorReply>(payload).message; }
 };
 
 inline Bytes hello_payload(const char* magic = "WEFT", uint16_t major = kMajor, uint16_t minor = kMinor,
-                           uint64_t caps = kCapTensorCache | kCapEvents) {
-  Writer w;
-  w.bytes(magic, 4);
-  w.u16(major);
-  w.u16(minor);
-  w.u64(caps);
-  return w.data();
+                           uint64_t caps = kCapTensorCache | kCapEvents | kCapOpSupport) {
+  HelloRequest m;
+  std::memcpy(m.magic.data(), magic, 4);
+  m.major = major;
+  m.minor = minor;
+  m.capabilities = caps;
+  return encoded(m).data();
 }
 
 inline std::array<uint8_t, 32> auth_mac(const std::string& secret, const uint8_t* challenge) {
@@ -91,6 +88,11 @@ class Conn {
   }
   void send(Cmd c, const Bytes& payload) { send(static_cast<uint16_t>(c), payload); }
   void send(Cmd c, const Writer& w) { send(static_cast<uint16_t>(c), w.data()); }
+  // A message of protocol/messages.h, as the client sends it.
+  template <class M>
+  void send(const M& m) {
+    send(M::kCode, encoded(m).data());
+  }
 
   Frame recv() {
     uint8_t raw[kFrameHeaderBytes];
@@ -116,6 +118,13 @@ class Conn {
     send(c, w);
     return expect_reply(c);
   }
+  // A message and its decoded reply (an ERROR fails the test and throws).
+  template <class M>
+  typename M::Reply call(const M& m) {
+    send(m);
+    const Bytes reply = expect_reply(static_cast<Cmd>(M::kCode));
+    return parse<typename M::Reply>(reply);
+  }
 
   // True when the worker closed the connection (rather than a read timeout).
   bool closed_by_peer() {
@@ -136,78 +145,46 @@ class Conn {
   // HELLO (and AUTH when the worker asks); returns the HELLO reply's capabilities.
   uint64_t handshake(const std::optional<std::string>& secret = {}) {
     send(Cmd::hello, hello_payload());
-    const Bytes reply = expect_reply(Cmd::hello);
-    Reader r(reply, "HELLO reply");
-    auto magic = r.bytes(4);
-    EXPECT_EQ(std::memcmp(magic.data(), "WEFT", 4), 0);
-    EXPECT_EQ(r.u16(), kMajor);
-    r.u16();
-    const uint64_t caps = r.u64();
-    const uint8_t auth = r.u8();
-    auto challenge = r.bytes(32);
-    r.expect_end();
-    if (auth) {
+    const HelloReply reply = parse<HelloReply>(expect_reply(Cmd::hello));
+    EXPECT_EQ(reply.magic, kMagicBytes);
+    EXPECT_EQ(reply.major, kMajor);
+    if (reply.auth_required) {
       EXPECT_TRUE(secret.has_value());
-      const auto mac = auth_mac(secret.value_or(""), challenge.data());
-      Writer w;
-      w.bytes(mac.data(), mac.size());
-      call(Cmd::auth, w);
+      call(AuthRequest{auth_mac(secret.value_or(""), reply.challenge.data())});
     }
-    return caps;
+    return reply.capabilities;
   }
 
   uint64_t alloc(uint32_t device, uint64_t size) {
-    Writer w;
-    w.u32(device);
-    w.u64(size);
-    const Bytes reply = call(Cmd::alloc_buffer, w);
+    send(AllocBufferRequest{device, size});
+    const Bytes reply = expect_reply(Cmd::alloc_buffer);
     if (reply.size() != 8) return 0;
-    Reader r(reply, "ALLOC_BUFFER reply");
-    return r.u64();
+    return parse<AllocBufferReply>(reply).handle;
   }
   void set(uint64_t handle, uint64_t offset, const void* data, size_t n) {
-    Writer w;
-    w.u64(handle);
-    w.u64(offset);
-    w.u64(n);
-    w.bytes(data, n);
-    send(Cmd::set_tensor, w);
+    send(SetTensorRequest{handle, offset, n, {static_cast<const uint8_t*>(data), n}});
   }
   Bytes get(uint64_t handle, uint64_t offset, uint64_t n) {
-    Writer w;
-    w.u64(handle);
-    w.u64(offset);
-    w.u64(n);
-    return call(Cmd::get_tensor, w);
+    send(GetTensorRequest{handle, offset, n});
+    return expect_reply(Cmd::get_tensor);
   }
   void free_buffer(uint64_t handle) {
-    Writer w;
-    w.u64(handle);
-    send(Cmd::free_buffer, w);
+    send(FreeBufferRequest{handle});
   }
-  void ping() { call(Cmd::ping, Writer()); }
+  void ping() { call(PingRequest{}); }
   // SET_TENSOR_HASH: whether the worker had the bytes.
   bool set_hash(uint64_t handle, uint64_t offset, uint64_t n, const ContentHash& h) {
-    Writer w;
-    w.u64(handle);
-    w.u64(offset);
-    w.u64(n);
-    w.bytes(h.data(), h.size());
-    const Bytes reply = call(Cmd::set_tensor_hash, w);
+    send(SetTensorHashRequest{handle, offset, n, h});
+    const Bytes reply = expect_reply(Cmd::set_tensor_hash);
     return reply.size() == 1 && reply[0] == 1;
   }
   void compute(uint32_t device, uint64_t graph_id, const Bytes* graph) {
-    Writer w;
-    w.u32(device);
-    w.u64(graph_id);
-    w.u8(graph ? 1 : 0);
-    if (graph) w.bytes(graph->data(), graph->size());
-    send(Cmd::graph_compute, w);
+    GraphComputeRequest m{device, graph_id, graph != nullptr, {}};
+    if (graph) m.graph = *graph;
+    send(m);
   }
   void synchronize(uint32_t device) {
-    Writer w;
-    w.u32(device);
-    call(Cmd::synchronize, w);
+    call(SynchronizeRequest{device});
   }
 
  private:

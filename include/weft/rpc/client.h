@@ -46,11 +46,7 @@ struct RpcOptions {
 // "[v6addr]:port". Throws Error(disconnected) if the worker cannot be reached.
 std::vector<std::unique_ptr<Device>> make_rpc_devices(const std::string& endpoint, const RpcOptions& options = {});
 
-// One device from a `weft check` style spec: "rpc://host:port" (device 0)
-// or "rpc://host:port/N" (device N; "[v6addr]:port" works too). Throws
-// Error(invalid_input) for a malformed spec or a device index out of range,
-// Error(disconnected) if the worker cannot be reached.
-std::unique_ptr<Device> make_rpc_device_from_spec(const std::string& spec, const RpcOptions& options = {});
+// Device specs ("rpc://host:port/N") are parsed by weft/runtime/devices.h.
 
 // Process-wide count of open worker connections (for tests of the lifetime rules).
 int rpc_open_connections();
@@ -61,6 +57,7 @@ struct RpcStats {
   uint64_t bytes_received = 0;
   uint64_t round_trips = 0;  // commands that waited for a reply (handshake included)
   double wait_seconds = 0;   // time callers spent blocked until a reply began to arrive
+  uint64_t support_queries = 0;  // SUPPORTS_OP asked (each also a round trip); answers are cached per shape class
 };
 // The counters of the live connection to endpoint; zeros when none is open.
 RpcStats rpc_stats(const std::string& endpoint);

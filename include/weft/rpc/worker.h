@@ -46,6 +46,11 @@ struct WorkerOptions {
   std::optional<std::string> auth_secret;  // required for any non-loopback host unless insecure
   bool insecure = false;
   bool log = true;                     // one line per session event on stderr
+  // Test only: ops every device of this worker is to report as unsupported
+  // (SUPPORTS_OP answers 0 and a graph with such a node is refused), as a
+  // device that lacks them would. Lets tests show that a client places
+  // what the worker refuses elsewhere.
+  std::vector<Op> refuse_ops;
 };
 
 // Connections: up to max_clients wait for their handshake at once (each for

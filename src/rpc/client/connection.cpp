@@ -19,7 +19,7 @@ namespace {
 
 std::atomic<int> g_open_connections{0};
 
-constexpr uint64_t kClientCapabilities = kCapTensorCache | kCapEvents;
+constexpr uint64_t kClientCapabilities = kCapTensorCache | kCapEvents | kCapOpSupport;
 constexpr char kAuthContext[] = "weft-auth-v1";
 
 std::string command_name(Cmd cmd) {
@@ -32,16 +32,6 @@ std::string inner_text(const Error& e) {
   std::string text = e.what();
   const std::string prefix = "[rpc] ";
   return text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text;
-}
-
-ErrorKind kind_from_wire(uint8_t kind) {
-  switch (kind) {
-    case 0: return ErrorKind::invalid_input;
-    case 1: return ErrorKind::unsupported;
-    case 2: return ErrorKind::out_of_memory;
-    case 3: return ErrorKind::disconnected;
-    default: return ErrorKind::internal;
-  }
 }
 
 // The endpoint map: one slot per endpoint ever used, each with its own lock
@@ -150,17 +140,16 @@ RpcStats Connection::stats() const {
   s.bytes_received = bytes_received_.load();
   s.round_trips = round_trips_.load();
   s.wait_seconds = static_cast<double>(wait_ns_.load()) * 1e-9;
+  s.support_queries = support_queries_.load();
   return s;
 }
 
 void Connection::handshake(const RpcOptions& options) {
   std::lock_guard lock(mu_);
-  Writer hello;
-  hello.bytes(kMagic, sizeof kMagic);
-  hello.u16(kMajor);
-  hello.u16(kMinor);
-  hello.u64(kClientCapabilities);
-  write_frame(Cmd::hello, hello.data().data(), hello.data().size(), nullptr, 0);
+  HelloRequest hello;
+  hello.capabilities = kClientCapabilities;
+  const Writer w = encoded(hello);
+  write_frame(Cmd::hello, w.data().data(), w.data().size(), nullptr, 0);
   const uint32_t length = read_reply_header(Cmd::hello, kMaxPayload);
   std::vector<uint8_t> payload(length);
   read_payload(Cmd::hello, payload.data(), payload.size());
@@ -168,21 +157,17 @@ void Connection::handshake(const RpcOptions& options) {
   bool auth_required = false;
   std::array<uint8_t, kChallengeBytes> challenge{};
   try {
-    Reader r(payload, "HELLO reply");
-    auto magic = r.bytes(4);
-    if (std::memcmp(magic.data(), kMagic, 4) != 0) fail_broken(Cmd::hello, "the peer is not a weft worker (bad magic)");
-    const uint16_t major = r.u16();
-    const uint16_t minor = r.u16();
-    (void)minor;  // a newer minor answers in our minor's terms
-    if (major != kMajor) {
+    const auto reply = parse<HelloReply>(payload);
+    if (reply.magic != kMagicBytes) fail_broken(Cmd::hello, "the peer is not a weft worker (bad magic)");
+    // The minor needs no check: what a smaller one lacks, its capability bits say.
+    if (reply.major != kMajor) {
       fail(ErrorKind::unsupported, "rpc",
-           endpoint_ + " HELLO: the worker speaks protocol " + std::to_string(major) + ".x, this client " +
+           endpoint_ + " HELLO: the worker speaks protocol " + std::to_string(reply.major) + ".x, this client " +
                std::to_string(kMajor) + "." + std::to_string(kMinor));
     }
-    capabilities_ = r.u64() & kClientCapabilities;
-    auth_required = r.u8() != 0;
-    auto c = r.bytes(kChallengeBytes);
-    std::copy(c.begin(), c.end(), challenge.begin());
+    capabilities_ = reply.capabilities & kClientCapabilities;
+    auth_required = reply.auth_required;
+    challenge = reply.challenge;
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::invalid_input) throw;
     fail_broken(Cmd::hello, std::string("malformed reply: ") + e.what());
@@ -203,7 +188,10 @@ void Connection::handshake(const RpcOptions& options) {
       mac_length != kAuthMacBytes) {
     fail(ErrorKind::internal, "rpc", endpoint_ + " AUTH: HMAC-SHA256 failed");
   }
-  write_frame(Cmd::auth, mac, kAuthMacBytes, nullptr, 0);
+  AuthRequest auth;
+  std::copy(mac, mac + kAuthMacBytes, auth.mac.begin());
+  const Writer aw = encoded(auth);
+  write_frame(Cmd::auth, aw.data().data(), aw.data().size(), nullptr, 0);
   const uint32_t auth_length = read_reply_header(Cmd::auth, kMaxPayload);
   if (auth_length != 0) fail_broken(Cmd::auth, "malformed reply: " + std::to_string(auth_length) + " bytes, want 0");
   ++round_trips_;
@@ -284,10 +272,9 @@ void Connection::read_error_frame(Cmd cmd, uint32_t length) {
   ErrorKind kind = ErrorKind::internal;
   std::string message;
   try {
-    Reader r(payload, "ERROR");
-    kind = kind_from_wire(r.u8());
-    message = r.str();
-    r.expect_end();
+    ErrorReply e = parse<ErrorReply>(payload);
+    kind = e.kind;
+    message = std::move(e.message);
   } catch (const Error& e) {
     fail_broken(cmd, std::string("protocol error: malformed ERROR frame: ") + e.what());
   }
@@ -361,10 +348,7 @@ void Connection::get_tensor(uint64_t handle, uint64_t offset, void* out, size_t 
   // chunk costs little, and nothing is left in flight when one fails.
   while (size > 0) {
     const size_t n = std::min<size_t>(size, kMaxPayload);
-    Writer w;
-    w.u64(handle);
-    w.u64(offset);
-    w.u64(n);
+    const Writer w = encoded(GetTensorRequest{handle, offset, n});
     std::lock_guard lock(mu_);
     check_usable(Cmd::get_tensor);
     throw_pending_error();
@@ -382,7 +366,7 @@ void Connection::get_tensor(uint64_t handle, uint64_t offset, void* out, size_t 
 }
 
 void Connection::graph_compute(uint32_t device, std::span<const uint8_t> graph) {
-  constexpr size_t kHead = 4 + 8 + 1;
+  constexpr size_t kHead = GraphComputeRequest::kHeadBytes;
   if (graph.size() > kMaxPayload - kHead) {
     fail(ErrorKind::unsupported, "rpc",
          endpoint_ + " GRAPH_COMPUTE: the graph encodes to " + std::to_string(graph.size()) +
@@ -414,9 +398,7 @@ void Connection::graph_compute(uint32_t device, std::span<const uint8_t> graph) 
     hit->last_use = graph_clock_;
   }
   Writer w;
-  w.u32(device);
-  w.u64(id);
-  w.u8(has_graph ? 1 : 0);
+  GraphComputeRequest{device, id, has_graph, {}}.encode_head(w);  // the graph goes beside it, uncopied
   write_frame(Cmd::graph_compute, w.data().data(), w.data().size(), has_graph ? graph.data() : nullptr,
               has_graph ? graph.size() : 0);
 }
@@ -437,26 +419,8 @@ void Connection::release_event_id(uint64_t id) {
   free_event_ids_.push_back(id);
 }
 
-std::vector<RemoteDeviceInfo> Connection::get_devices() {
-  return call(Cmd::get_devices, Writer{}, [](Reader& r) {
-    const uint32_t n = r.u32();
-    if (n > kMaxDevices) fail(ErrorKind::invalid_input, "rpc", std::to_string(n) + " devices, over the cap");
-    std::vector<RemoteDeviceInfo> devices(n);
-    for (RemoteDeviceInfo& d : devices) {
-      d.name = r.str();
-      d.description = r.str();
-      d.kind = r.u8();
-      d.free = r.u64();
-      d.total = r.u64();
-      d.buffer_type_name = r.str();
-      d.alignment = r.u64();
-      d.max_size = r.u64();
-      if (d.alignment == 0 || (d.alignment & (d.alignment - 1)) != 0 || d.alignment > (uint64_t{1} << 30)) {
-        fail(ErrorKind::invalid_input, "rpc", "device '" + d.name + "' alignment " + std::to_string(d.alignment));
-      }
-    }
-    return devices;
-  });
+std::vector<DeviceInfo> Connection::get_devices() {
+  return call(GetDevicesRequest{}).devices;  // decode checks the count and each alignment
 }
 
 std::shared_ptr<Connection> get_connection(const std::string& endpoint, const RpcOptions& options) {

@@ -6,9 +6,9 @@
 // only the endpoint. The connection closes when its last holder goes.
 //
 //   auto conn = rpc::get_connection("127.0.0.1:50052", options);
-//   rpc::Writer w; w.u32(device); w.u64(size);
-//   uint64_t handle = conn->call(rpc::Cmd::alloc_buffer, w, [](rpc::Reader& r) { return r.u64(); });
-//   conn->send(rpc::Cmd::set_tensor, head, bytes, n);   // pipelined: no reply
+//   uint64_t handle = conn->call(rpc::AllocBufferRequest{device, size}).handle;   // protocol/messages.h
+//   conn->send(rpc::FreeBufferRequest{handle});                                 // pipelined: no reply
+//   conn->send(rpc::Cmd::set_tensor, head, bytes, n);   // fields, then bulk bytes uncopied
 //
 // Threading: every method is safe from any thread. One mutex serializes
 // frames: a command without a reply is written and returns at once (the
@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/messages.h"
 #include "protocol/wire.h"
 #include "transport/stream.h"
 #include "weft/core/error.h"
@@ -44,15 +46,21 @@
 namespace weft::rpc {
 
 // One device as GET_DEVICES describes it.
-struct RemoteDeviceInfo {
-  std::string name;
-  std::string description;
-  uint8_t kind = 0;  // 0 cpu, 1 gpu
-  uint64_t free = 0;
-  uint64_t total = 0;
-  std::string buffer_type_name;
-  uint64_t alignment = 1;
-  uint64_t max_size = 0;
+using RemoteDeviceInfo = DeviceInfo;
+
+// A node's shape class: what a device's op support may depend on, less the
+// exact dimensions (docs/rpc-protocol.md section 3a says why that is
+// enough). Answers to SUPPORTS_OP are cached under it, per connection.
+struct SupportKey {
+  uint32_t device = 0;
+  uint8_t op = 0;
+  uint8_t dtype = 0;
+  uint8_t layout = 0;                           // bit 0 rows_contiguous(), bit 1 is_contiguous()
+  std::array<uint8_t, kMaxSrc> src_dtype{};    // 0xFF: no source in that slot
+  std::array<uint8_t, kMaxSrc> src_layout{};   // as layout
+  std::array<int32_t, kMaxOpParams> op_params{};
+  auto operator<=>(const SupportKey&) const = default;
+  static SupportKey of(uint32_t device, const Tensor& node);
 };
 
 // "host:port" or "[v6addr]:port" split into a host for tcp_connect (without
@@ -86,6 +94,26 @@ class Connection {
   // the caller's memory is free at once.
   void send(Cmd cmd, const Writer& head, const void* bulk = nullptr, size_t bulk_size = 0);
 
+  // A message of protocol/messages.h without a reply (pipelined).
+  template <class M>
+  void send(const M& m) {
+    send(static_cast<Cmd>(M::kCode), encoded(m));
+  }
+  // A message with a reply: sends it and decodes M::Reply (all of it).
+  template <class M>
+  typename M::Reply call(const M& m) {
+    return call(static_cast<Cmd>(M::kCode), encoded(m), [](Reader& r) { return M::Reply::decode(r); });
+  }
+
+  // Whether device `device` of the worker computes node t, as that device
+  // itself says (SUPPORTS_OP), asked once per shape class (SupportKey) for
+  // the life of this connection: a reconnect asks again. A worker without
+  // kCapOpSupport (protocol 1.0) cannot say: false. Thread-safe; two
+  // threads may both ask about a new class (the answers agree). Throws
+  // Error(disconnected) on a broken connection.
+  bool supports_op(uint32_t device, const Tensor& t);
+  static constexpr size_t kSupportCacheSize = 4096;  // classes kept; cleared when full
+
   // A command with a reply: parse(reader) reads the reply's fields (which
   // must be read completely). An ERROR reply throws Error of its kind.
   template <class F>
@@ -118,7 +146,7 @@ class Connection {
   uint64_t acquire_event_id();
   void release_event_id(uint64_t id);
 
-  std::vector<RemoteDeviceInfo> get_devices();
+  std::vector<DeviceInfo> get_devices();
 
   // Process-wide count of live connections.
   static int open_count();
@@ -168,6 +196,10 @@ class Connection {
   std::vector<uint64_t> free_event_ids_;
   uint64_t next_event_id_ = 1;
 
+  std::mutex support_mu_;  // guards support_ (never held while a frame is in flight)
+  std::map<SupportKey, bool> support_;
+
+  std::atomic<uint64_t> support_queries_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> round_trips_{0};

@@ -23,11 +23,9 @@ namespace weft::rpc {
 
 class RemoteDevice;
 
-// Whether the worker's device computes t: the CPU's rules, less what the
-// protocol cannot send (remote_support.cpp).
-bool remote_supports_op(const Tensor& t);
-// Why the worker would refuse t whatever its op (element count, alignment);
-// empty when it would not.
+// Why the worker would refuse t whatever its op (element count, alignment):
+// a limit of the wire, not of the device, so the client checks it itself;
+// empty when it would not (remote_support.cpp).
 std::string remote_unsendable(const Tensor& t);
 
 class RemoteBufferType final : public BufferType {
@@ -158,7 +156,10 @@ class RemoteDevice final : public Device {
   // Asks the worker (GET_DEVICES); the cached numbers if it cannot.
   MemoryInfo memory() const override;
   BufferType& default_buffer_type() override { return buffer_type_; }
-  bool supports_op(const Tensor& t) const override { return remote_supports_op(t); }
+  // What the protocol can send (remote_unsendable) and, for an op that
+  // computes, what the worker's device says (Connection::supports_op, cached
+  // per shape class). Views and leafs compute nothing on the worker: true.
+  bool supports_op(const Tensor& t) const override;
   // Only this endpoint's buffers of this device.
   bool supports_buffer_type(const BufferType& bt) const override;
   // n_threads is the worker's choice and ignored here.

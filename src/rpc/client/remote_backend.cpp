@@ -85,9 +85,7 @@ void RemoteBackend::compute(const Graph& g) {
 }
 
 void RemoteBackend::synchronize() {
-  Writer w;
-  w.u32(index_);
-  connection_->call(Cmd::synchronize, w);
+  connection_->call(SynchronizeRequest{index_});
 }
 
 void RemoteBackend::record_event(Event& e) {
@@ -96,10 +94,7 @@ void RemoteBackend::record_event(Event& e) {
     Backend::record_event(e);  // not ours: synchronize, which is always correct
     return;
   }
-  Writer w;
-  w.u32(index_);
-  w.u64(re->id());
-  connection_->send(Cmd::event_record, w);
+  connection_->send(EventRecordRequest{index_, re->id()});
   re->mark_recorded();
 }
 
@@ -110,10 +105,7 @@ void RemoteBackend::wait_event(Event& e) {
     return;
   }
   if (!re->recorded()) return;  // never recorded: counts as done
-  Writer w;
-  w.u32(index_);
-  w.u64(re->id());
-  connection_->send(Cmd::event_wait, w);
+  connection_->send(EventWaitRequest{index_, re->id()});
 }
 
 RemoteEvent::~RemoteEvent() {
@@ -130,9 +122,7 @@ Device& RemoteEvent::device() {
 
 void RemoteEvent::synchronize() {
   if (!recorded()) return;
-  Writer w;
-  w.u64(id_);
-  connection_->call(Cmd::event_sync, w);
+  connection_->call(EventSyncRequest{id_});
 }
 
 }  // namespace weft::rpc

@@ -31,8 +31,7 @@ uintptr_t reserve_addresses(size_t size, size_t alignment) {
 }
 
 // SET_TENSOR payload: handle, offset, size, then the bytes.
-constexpr size_t kSetTensorHead = 3 * 8;
-constexpr size_t kUploadChunk = kMaxSetTensorPayload - kSetTensorHead;
+constexpr size_t kUploadChunk = kMaxSetTensorPayload - SetTensorRequest::kHeadBytes;
 
 }  // namespace
 
@@ -47,10 +46,7 @@ std::unique_ptr<Buffer> RemoteBufferType::allocate(size_t size) {
   }
   const uintptr_t base = reserve_addresses(size, alignment_);
   std::shared_ptr<Connection> connection = device_.connect();
-  Writer w;
-  w.u32(device_.index());
-  w.u64(size);
-  const uint64_t handle = connection->call(Cmd::alloc_buffer, w, [](Reader& r) { return r.u64(); });
+  const uint64_t handle = connection->call(AllocBufferRequest{device_.index(), size}).handle;
   if (handle == 0) {
     // 0 is never a handle: the peer is not following the protocol.
     fail(ErrorKind::internal, "rpc buffer", connection->endpoint() + " ALLOC_BUFFER: the worker answered handle 0");
@@ -70,9 +66,7 @@ RemoteBuffer::RemoteBuffer(RemoteBufferType& type, std::shared_ptr<Connection> c
 
 RemoteBuffer::~RemoteBuffer() {
   try {
-    Writer w;
-    w.u64(handle_);
-    connection_->send(Cmd::free_buffer, w);
+    connection_->send(FreeBufferRequest{handle_});
   } catch (...) {
     // A dead worker already freed everything of this session.
   }
@@ -105,20 +99,13 @@ void RemoteBuffer::upload(uint64_t offset, const void* data, size_t size, bool t
     // cores); on a miss the bytes follow in SET_TENSOR frames, which the
     // worker hashes again and stores.
     const ContentHash hash = content_hash(bytes, size, hash_threads_);
-    Writer ask;
-    ask.u64(handle_);
-    ask.u64(offset);
-    ask.u64(size);
-    ask.bytes(hash.data(), hash.size());
-    if (connection_->call(Cmd::set_tensor_hash, ask, [](Reader& r) { return r.u8() != 0; })) return;
+    if (connection_->call(SetTensorHashRequest{handle_, offset, size, hash}).found) return;
   }
   // Pipelined frames, each under the SET_TENSOR limit.
   while (size > 0) {
     const size_t n = std::min(size, kUploadChunk);
     Writer head;
-    head.u64(handle_);
-    head.u64(offset);
-    head.u64(n);
+    SetTensorRequest{handle_, offset, n, {}}.encode_head(head);  // the bytes go beside it, uncopied
     connection_->send(Cmd::set_tensor, head, bytes, n);
     bytes += n;
     offset += n;
@@ -135,12 +122,7 @@ void RemoteBuffer::get_tensor(const Tensor& t, void* data, size_t offset, size_t
 }
 
 void RemoteBuffer::memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) {
-  Writer w;
-  w.u64(handle_);
-  w.u64(range_of(t, offset, size, "rpc memset_tensor"));
-  w.u64(size);
-  w.u8(value);
-  connection_->send(Cmd::memset_tensor, w);
+  connection_->send(MemsetTensorRequest{handle_, range_of(t, offset, size, "rpc memset_tensor"), size, value});
 }
 
 bool RemoteBuffer::copy_tensor(const Tensor& src, Tensor& dst) {
@@ -153,13 +135,8 @@ bool RemoteBuffer::copy_tensor(const Tensor& src, Tensor& dst) {
   const uint64_t dst_offset = range_of(dst, 0, n, "rpc copy_tensor");
   auto* from = dynamic_cast<RemoteBuffer*>(src.buffer);
   if (from != nullptr && from->connection_ == connection_) {
-    Writer w;
-    w.u64(from->handle_);
-    w.u64(from->range_of(src, 0, n, "rpc copy_tensor"));
-    w.u64(handle_);
-    w.u64(dst_offset);
-    w.u64(n);
-    connection_->send(Cmd::copy_tensor, w);
+    connection_->send(CopyTensorRequest{from->handle_, from->range_of(src, 0, n, "rpc copy_tensor"), handle_,
+                                        dst_offset, n});
     return true;
   }
   if (from == nullptr && src.buffer->type().is_host() && src.data != nullptr) {
@@ -170,10 +147,7 @@ bool RemoteBuffer::copy_tensor(const Tensor& src, Tensor& dst) {
 }
 
 void RemoteBuffer::clear(uint8_t value) {
-  Writer w;
-  w.u64(handle_);
-  w.u8(value);
-  connection_->send(Cmd::clear_buffer, w);
+  connection_->send(ClearBufferRequest{handle_, value});
 }
 
 }  // namespace weft::rpc

@@ -67,30 +67,6 @@ std::vector<std::unique_ptr<Device>> make_rpc_devices(const std::string& endpoin
   return devices;
 }
 
-std::unique_ptr<Device> make_rpc_device_from_spec(const std::string& spec, const RpcOptions& options) {
-  const std::string scheme = "rpc://";
-  if (spec.rfind(scheme, 0) != 0) {
-    fail(ErrorKind::invalid_input, "rpc", "device spec '" + spec + "' does not start with rpc://");
-  }
-  std::string endpoint = spec.substr(scheme.size());
-  size_t index = 0;
-  const size_t slash = endpoint.find('/');
-  if (slash != std::string::npos) {
-    const std::string n = endpoint.substr(slash + 1);
-    if (n.empty() || n.size() > 2 || n.find_first_not_of("0123456789") != std::string::npos) {
-      fail(ErrorKind::invalid_input, "rpc", "device spec '" + spec + "': '" + n + "' is not a device index");
-    }
-    index = std::stoul(n);
-    endpoint.resize(slash);
-  }
-  std::vector<std::unique_ptr<Device>> devices = make_rpc_devices(endpoint, options);
-  if (index >= devices.size()) {
-    fail(ErrorKind::invalid_input, "rpc",
-         "device spec '" + spec + "': the worker has " + std::to_string(devices.size()) + " devices");
-  }
-  return std::move(devices[index]);
-}
-
 int rpc_open_connections() {
   return rpc::Connection::open_count();
 }

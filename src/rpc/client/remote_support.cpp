@@ -1,16 +1,18 @@
-// What a remote device computes. GET_DEVICES says only a device's kind, so
-// this mirrors the CPU backend's rules (src/backend/cpu/kernels.cpp,
-// `cpu::supports`), which is what every worker serves today; keep the two in
-// step. The protocol carries every op, dtype and parameter weft has
-// (section 4 sends ne, nb, all 16 op_params and every source); what it does
-// not carry, and supports_op() therefore refuses, is a tensor the worker's
-// validation rejects although a local device would run it (section 4):
-// more than 2^32 elements (zero dims counted as 1), or data or strides not
-// aligned to the element (4 bytes for f32/i32, 2 for f16, bf16 and the
-// quantized blocks). compute() checks the same before sending, so such a
-// graph is Error(unsupported) in the caller instead of a session the worker
-// ends. Per-graph limits (262144 tensors, 16 MiB encoded) are
-// Error(unsupported) from compute() as well. Tensor names are not sent.
+// What a remote device computes. Two questions, kept apart:
+//
+// - What the protocol can carry is the client's to know: the worker's
+//   validation (section 4) rejects a tensor of more than 2^32 elements (zero
+//   dims counted as 1) or with data or strides not aligned to the element (4
+//   bytes for f32/i32, 2 for f16, bf16 and the quantized blocks), although a
+//   local device would run it. remote_unsendable() says so, supports_op()
+//   refuses such a node and compute() refuses such a graph with
+//   Error(unsupported) instead of a session the worker ends. Per-graph
+//   limits (262144 tensors, 16 MiB encoded) are Error(unsupported) from
+//   compute() as well. Tensor names are not sent.
+// - What the device computes is the worker's device's to say: SUPPORTS_OP
+//   (section 3a) asks it about one node, and the answer is cached per shape
+//   class (SupportKey) on the connection, so a model's many layers cost one
+//   round trip per distinct class and a graph evaluated again costs none.
 #include <string>
 
 #include "client/remote.h"
@@ -19,23 +21,15 @@ namespace weft::rpc {
 namespace {
 
 constexpr int64_t kMaxNominalElements = int64_t{1} << 32;
+constexpr uint8_t kNoSource = 0xFF;
 
 size_t element_alignment(DType type) {
   const DTypeTraits& tr = traits(type);
   return tr.quantized ? alignof(uint16_t) : tr.unit_bytes;
 }
 
-bool is_float(DType t) {
-  return t == DType::f32 || t == DType::f16 || t == DType::bf16;
-}
-bool is_weight(DType t) {
-  return t != DType::i32;
-}
-bool is_f32(const Tensor* t) {
-  return t != nullptr && t->type == DType::f32;
-}
-bool is_i32(const Tensor* t) {
-  return t != nullptr && t->type == DType::i32;
+uint8_t layout_bits(const Tensor& t) {
+  return static_cast<uint8_t>((t.rows_contiguous() ? 1 : 0) | (t.is_contiguous() ? 2 : 0));
 }
 
 }  // namespace
@@ -60,46 +54,47 @@ std::string remote_unsendable(const Tensor& t) {
   return {};
 }
 
-bool remote_supports_op(const Tensor& n) {
-  if (!remote_unsendable(n).empty()) return false;
-  for (const Tensor* s : n.src) {
+SupportKey SupportKey::of(uint32_t device, const Tensor& node) {
+  SupportKey k;
+  k.device = device;
+  k.op = static_cast<uint8_t>(node.op);
+  k.dtype = static_cast<uint8_t>(node.type);
+  k.layout = layout_bits(node);
+  for (int i = 0; i < kMaxSrc; ++i) {
+    const Tensor* s = node.src[i];
+    k.src_dtype[static_cast<size_t>(i)] = s != nullptr ? static_cast<uint8_t>(s->type) : kNoSource;
+    k.src_layout[static_cast<size_t>(i)] = s != nullptr ? layout_bits(*s) : 0;
+  }
+  std::copy(std::begin(node.op_params), std::end(node.op_params), k.op_params.begin());
+  return k;
+}
+
+bool Connection::supports_op(uint32_t device, const Tensor& t) {
+  if (!has(kCapOpSupport)) return false;  // a 1.0 worker cannot say: it is given nothing to compute
+  const SupportKey key = SupportKey::of(device, t);
+  {
+    std::lock_guard lock(support_mu_);
+    auto it = support_.find(key);
+    if (it != support_.end()) return it->second;
+  }
+  // Asked outside support_mu_: the call waits for the worker under mu_.
+  const bool yes = call(SupportsOpRequest::of(device, t)).supported;
+  ++support_queries_;
+  std::lock_guard lock(support_mu_);
+  if (support_.size() >= kSupportCacheSize) support_.clear();  // only a caller minting classes gets here
+  support_.emplace(key, yes);
+  return yes;
+}
+
+bool RemoteDevice::supports_op(const Tensor& t) const {
+  if (!remote_unsendable(t).empty()) return false;
+  for (const Tensor* s : t.src) {
     if (s != nullptr && !remote_unsendable(*s).empty()) return false;
   }
-  const Tensor* a = n.src[0];
-  const Tensor* b = n.src[1];
-  switch (n.op) {
-    case Op::none:
-    case Op::view:
-    case Op::reshape:
-    case Op::permute:
-    case Op::transpose: return true;
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::swiglu: return a && b && is_float(a->type) && is_float(b->type) && n.type == a->type;
-    case Op::scale:
-    case Op::sqr:
-    case Op::sqrt:
-    case Op::silu:
-    case Op::gelu: return a && is_float(a->type) && n.type == a->type;
-    case Op::rms_norm:
-    case Op::norm:
-    case Op::sum_rows:
-    case Op::argmax:
-    case Op::argsort:
-    case Op::top_k: return is_f32(a);
-    case Op::soft_max: return is_f32(a) && (b == nullptr || b->type == DType::f32 || b->type == DType::f16);
-    case Op::rope: return is_f32(a) && is_i32(b);
-    case Op::mul_mat: return a && is_weight(a->type) && a->rows_contiguous() && is_f32(b);
-    case Op::mul_mat_id: return a && is_weight(a->type) && a->rows_contiguous() && is_f32(b) && is_i32(n.src[2]);
-    case Op::get_rows: return a && a->rows_contiguous() && is_i32(b);
-    case Op::set_rows: return is_weight(n.type) && n.rows_contiguous() && is_f32(b) && is_i32(n.src[2]);
-    case Op::cpy: return a && (is_float(a->type) || (a->type == DType::i32 && n.type == DType::i32));
-    case Op::cont: return a && (!traits(a->type).quantized || a->rows_contiguous());
-    case Op::concat: return a && b && a->type == b->type && !traits(a->type).quantized;
-  }
-  return false;
+  // A leaf or a view is sent as such and never computed by the worker
+  // (section 4): the protocol carries every one, the device is not asked.
+  if (t.op == Op::none || op_is_view(t.op)) return true;
+  return connect()->supports_op(index_, t);
 }
 
 }  // namespace weft::rpc

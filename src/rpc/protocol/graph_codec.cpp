@@ -29,29 +29,13 @@ namespace weft::rpc {
 namespace {
 
 constexpr uint32_t kKnownFlags = kFlagInput | kFlagOutput | kFlagWeight;
-// dtype u8, op u8, flags u16, ne 4 x i64, nb 4 x u64, op_params 16 x i32,
-// src 4 x u32, view_src u32, view_offs u64, buffer u64, offset u64.
-constexpr size_t kWireTensorBytes = 1 + 1 + 2 + 32 + 32 + 64 + 16 + 4 + 8 + 8 + 8;
+constexpr size_t kWireTensorBytes = WireTensor::kBytes;
 
 // The most elements a tensor may span, zero dims counted as 1. It bounds
 // the work one node can ask of a worker (a zero-stride view needs almost no
 // memory however large its shape) while leaving room for any real model
 // tensor (a 150k x 8192 embedding is 1.2e9 elements).
 constexpr int64_t kMaxNominalElements = int64_t{1} << 32;
-
-struct WireTensor {
-  uint8_t dtype = 0;
-  uint8_t op = 0;
-  uint16_t flags = 0;
-  int64_t ne[kMaxDims] = {};
-  uint64_t nb[kMaxDims] = {};
-  int32_t op_params[kMaxOpParams] = {};
-  uint32_t src[kMaxSrc] = {};  // 0 none, else 1 + index
-  uint32_t view_src = 0;
-  uint64_t view_offs = 0;
-  uint64_t buffer = 0;
-  uint64_t offset = 0;
-};
 
 std::string num(uint64_t v) { return std::to_string(v); }
 
@@ -138,27 +122,30 @@ class Encoder {
 
   void write_tensor(Writer& w, const Tensor& t) const {
     const Form form = form_of(t);
-    w.u8(static_cast<uint8_t>(t.type));
-    w.u8(static_cast<uint8_t>(form == Form::full ? t.op : form == Form::leaf ? Op::none : Op::view));
-    w.u16(static_cast<uint16_t>(t.flags & kKnownFlags));
-    for (int64_t n : t.ne) w.i64(n);
-    for (size_t n : t.nb) w.u64(n);
-    for (int i = 0; i < kMaxOpParams; ++i) w.i32(form == Form::full ? t.op_params[i] : 0);
+    WireTensor r;
+    r.dtype = static_cast<uint8_t>(t.type);
+    r.op = static_cast<uint8_t>(form == Form::full ? t.op : form == Form::leaf ? Op::none : Op::view);
+    r.flags = static_cast<uint16_t>(t.flags & kKnownFlags);
+    for (int d = 0; d < kMaxDims; ++d) {
+      r.ne[d] = t.ne[d];
+      r.nb[d] = t.nb[d];
+    }
+    for (int i = 0; i < kMaxOpParams; ++i) r.op_params[i] = form == Form::full ? t.op_params[i] : 0;
     for (int i = 0; i < kMaxSrc; ++i) {
       const Tensor* s = form == Form::full ? t.src[i] : form == Form::root_view && i == 0 ? t.view_src : nullptr;
-      w.u32(ref(s));
+      r.src[i] = ref(s);
     }
-    w.u32(form == Form::leaf ? 0 : ref(t.view_src));
-    w.u64(form == Form::leaf || t.view_src == nullptr ? 0 : t.view_offs);
-    RemoteLocation loc;
+    r.view_src = form == Form::leaf ? 0 : ref(t.view_src);
+    r.view_offs = form == Form::leaf || t.view_src == nullptr ? 0 : t.view_offs;
     if (t.view_src == nullptr) {
-      loc = location_(t);
+      const RemoteLocation loc = location_(t);
       if (loc.handle == 0) {
         graph_fail(shape_string(t) + " '" + t.name + "' (" + op_name(t.op) + ") has no memory on the worker");
       }
+      r.buffer = loc.handle;
+      r.offset = loc.offset;
     }
-    w.u64(loc.handle);
-    w.u64(loc.offset);
+    r.encode(w);
   }
 
   const Graph& g_;
@@ -171,77 +158,15 @@ class Encoder {
 
 // ---------------------------------------------------------------- decoding
 
-WireTensor read_tensor(Reader& r) {
-  WireTensor w;
-  w.dtype = r.u8("dtype");
-  w.op = r.u8("op");
-  w.flags = r.u16("flags");
-  for (int64_t& n : w.ne) n = r.i64("ne");
-  for (uint64_t& n : w.nb) n = r.u64("nb");
-  for (int32_t& p : w.op_params) p = r.i32("op_params");
-  for (uint32_t& s : w.src) s = r.u32("src");
-  w.view_src = r.u32("view_src");
-  w.view_offs = r.u64("view_offs");
-  w.buffer = r.u64("buffer");
-  w.offset = r.u64("offset");
-  return w;
-}
-
-float param_f32(const WireTensor& w, int i) {
+float param_f32(const int32_t (&params)[kMaxOpParams], int i) {
   Tensor t;
-  t.op_params[i] = w.op_params[i];
+  t.op_params[i] = params[i];
   return t.param_f32(i);
 }
 
 // The op's constructor applied to the decoded sources and parameters.
 Tensor* rebuild(Context& ctx, const WireTensor& w, Tensor* const (&src)[kMaxSrc]) {
-  Tensor* a = src[0];
-  Tensor* b = src[1];
-  Tensor* c = src[2];
-  const int32_t* p = w.op_params;
-  switch (static_cast<Op>(w.op)) {
-    case Op::none: break;  // leafs are made by make_leaf
-    case Op::add: return ops::add(ctx, a, b);
-    case Op::sub: return ops::sub(ctx, a, b);
-    case Op::mul: return ops::mul(ctx, a, b);
-    case Op::div: return ops::div(ctx, a, b);
-    case Op::scale: return ops::scale(ctx, a, param_f32(w, 0));
-    case Op::sqr: return ops::sqr(ctx, a);
-    case Op::sqrt: return ops::sqrt(ctx, a);
-    case Op::silu: return ops::silu(ctx, a);
-    case Op::gelu: return ops::gelu(ctx, a);
-    case Op::swiglu: return ops::swiglu(ctx, a, b);
-    case Op::rms_norm: return ops::rms_norm(ctx, a, param_f32(w, 0));
-    case Op::norm: return ops::norm(ctx, a, param_f32(w, 0));
-    case Op::soft_max: return ops::soft_max(ctx, a, b, param_f32(w, 0));
-    case Op::rope: return ops::rope(ctx, a, b, p[0], static_cast<RopeMode>(p[1]), param_f32(w, 2));
-    case Op::sum_rows: return ops::sum_rows(ctx, a);
-    case Op::argmax: return ops::argmax(ctx, a);
-    case Op::argsort: return ops::argsort(ctx, a, static_cast<SortOrder>(p[0]));
-    case Op::top_k: return ops::top_k(ctx, a, p[0]);
-    case Op::mul_mat: return ops::mul_mat(ctx, a, b);
-    case Op::mul_mat_id: return ops::mul_mat_id(ctx, a, b, c);
-    case Op::get_rows: return ops::get_rows(ctx, a, b);
-    case Op::set_rows: return ops::set_rows(ctx, a, b, c);
-    case Op::cpy: return ops::cpy(ctx, a, b);
-    case Op::cont: return ops::cont(ctx, a);
-    case Op::concat: return ops::concat(ctx, a, b, p[0]);
-    case Op::view: {
-      if (a == nullptr) fail(ErrorKind::invalid_input, "view", "missing operand a");
-      // view_offs is relative to the root; the constructor's offset to a.
-      const uint64_t base = a->view_src != nullptr ? a->view_offs : 0;
-      if (w.view_offs < base) {
-        fail(ErrorKind::invalid_input, "view",
-             "view_offs " + num(w.view_offs) + " is before its source's start " + num(base) + " in the root");
-      }
-      const size_t nb[kMaxDims] = {w.nb[0], w.nb[1], w.nb[2], w.nb[3]};
-      return ops::view(ctx, a, w.ne, nb, w.view_offs - base);
-    }
-    case Op::reshape: return ops::reshape(ctx, a, w.ne);
-    case Op::permute: return ops::permute(ctx, a, p[0], p[1], p[2], p[3]);
-    case Op::transpose: return ops::transpose(ctx, a);
-  }
-  fail(ErrorKind::internal, "rpc graph", "no constructor for op " + num(w.op));
+  return rebuild_op(ctx, static_cast<Op>(w.op), w.op_params, w.ne, w.nb, w.view_offs, src);
 }
 
 class Decoder {
@@ -285,7 +210,7 @@ class Decoder {
   void add_tensor(size_t i) {
     WireTensor w;
     try {
-      w = read_tensor(r_);
+      w = WireTensor::decode(r_);
     } catch (const Error& e) {
       tensor_fail(i, e.what());
     }
@@ -545,6 +470,87 @@ class Decoder {
 };
 
 }  // namespace
+
+Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], const int64_t (&ne)[kMaxDims],
+                   const uint64_t (&nb)[kMaxDims], uint64_t view_offs, Tensor* const (&src)[kMaxSrc]) {
+  Tensor* a = src[0];
+  Tensor* b = src[1];
+  Tensor* c = src[2];
+  const int32_t* p = params;
+  switch (op) {
+    case Op::none: break;  // leafs are made by make_leaf
+    case Op::add: return ops::add(ctx, a, b);
+    case Op::sub: return ops::sub(ctx, a, b);
+    case Op::mul: return ops::mul(ctx, a, b);
+    case Op::div: return ops::div(ctx, a, b);
+    case Op::scale: return ops::scale(ctx, a, param_f32(params, 0));
+    case Op::sqr: return ops::sqr(ctx, a);
+    case Op::sqrt: return ops::sqrt(ctx, a);
+    case Op::silu: return ops::silu(ctx, a);
+    case Op::gelu: return ops::gelu(ctx, a);
+    case Op::swiglu: return ops::swiglu(ctx, a, b);
+    case Op::rms_norm: return ops::rms_norm(ctx, a, param_f32(params, 0));
+    case Op::norm: return ops::norm(ctx, a, param_f32(params, 0));
+    case Op::soft_max: return ops::soft_max(ctx, a, b, param_f32(params, 0));
+    case Op::rope: return ops::rope(ctx, a, b, p[0], static_cast<RopeMode>(p[1]), param_f32(params, 2));
+    case Op::sum_rows: return ops::sum_rows(ctx, a);
+    case Op::argmax: return ops::argmax(ctx, a);
+    case Op::argsort: return ops::argsort(ctx, a, static_cast<SortOrder>(p[0]));
+    case Op::top_k: return ops::top_k(ctx, a, p[0]);
+    case Op::mul_mat: return ops::mul_mat(ctx, a, b);
+    case Op::mul_mat_id: return ops::mul_mat_id(ctx, a, b, c);
+    case Op::get_rows: return ops::get_rows(ctx, a, b);
+    case Op::set_rows: return ops::set_rows(ctx, a, b, c);
+    case Op::cpy: return ops::cpy(ctx, a, b);
+    case Op::cont: return ops::cont(ctx, a);
+    case Op::concat: return ops::concat(ctx, a, b, p[0]);
+    case Op::view: {
+      if (a == nullptr) fail(ErrorKind::invalid_input, "view", "missing operand a");
+      // view_offs is relative to the root; the constructor's offset to a.
+      const uint64_t base = a->view_src != nullptr ? a->view_offs : 0;
+      if (view_offs < base) {
+        fail(ErrorKind::invalid_input, "view",
+             "view_offs " + num(view_offs) + " is before its source's start " + num(base) + " in the root");
+      }
+      const size_t sizes[kMaxDims] = {nb[0], nb[1], nb[2], nb[3]};
+      return ops::view(ctx, a, ne, sizes, view_offs - base);
+    }
+    case Op::reshape: return ops::reshape(ctx, a, ne);
+    case Op::permute: return ops::permute(ctx, a, p[0], p[1], p[2], p[3]);
+    case Op::transpose: return ops::transpose(ctx, a);
+  }
+  fail(ErrorKind::internal, "rpc graph", "no constructor for op " + num(static_cast<unsigned>(op)));
+}
+
+void WireTensor::encode(Writer& w) const {
+  w.u8(dtype);
+  w.u8(op);
+  w.u16(flags);
+  for (int64_t n : ne) w.i64(n);
+  for (uint64_t n : nb) w.u64(n);
+  for (int32_t p : op_params) w.i32(p);
+  for (uint32_t s : src) w.u32(s);
+  w.u32(view_src);
+  w.u64(view_offs);
+  w.u64(buffer);
+  w.u64(offset);
+}
+
+WireTensor WireTensor::decode(Reader& r) {
+  WireTensor w;
+  w.dtype = r.u8("dtype");
+  w.op = r.u8("op");
+  w.flags = r.u16("flags");
+  for (int64_t& n : w.ne) n = r.i64("ne");
+  for (uint64_t& n : w.nb) n = r.u64("nb");
+  for (int32_t& p : w.op_params) p = r.i32("op_params");
+  for (uint32_t& s : w.src) s = r.u32("src");
+  w.view_src = r.u32("view_src");
+  w.view_offs = r.u64("view_offs");
+  w.buffer = r.u64("buffer");
+  w.offset = r.u64("offset");
+  return w;
+}
 
 size_t decoded_graph_bytes(size_t n_tensors) {
   // Per tensor: the Tensor in the Context's deque, its Graph entry (vector

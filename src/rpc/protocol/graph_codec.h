@@ -20,6 +20,29 @@ struct RemoteLocation {
   uint64_t offset = 0;
 };
 
+// One tensor record of section 4, its fields in wire order. encode and
+// decode move the fields only (decode throws Error(invalid_input) on a short
+// payload); what they mean is decode_graph's to check. Tests build records
+// by hand with it (tests/rpc/wire_graph.h).
+struct WireTensor {
+  // dtype u8, op u8, flags u16, ne 4 x i64, nb 4 x u64, op_params 16 x i32,
+  // src 4 x u32, view_src u32, view_offs u64, buffer u64, offset u64.
+  static constexpr size_t kBytes = 1 + 1 + 2 + 32 + 32 + 64 + 16 + 4 + 8 + 8 + 8;
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  uint16_t flags = 0;
+  int64_t ne[kMaxDims] = {1, 1, 1, 1};
+  uint64_t nb[kMaxDims] = {};
+  int32_t op_params[kMaxOpParams] = {};
+  uint32_t src[kMaxSrc] = {};  // 0 none, else 1 + the index of an earlier tensor
+  uint32_t view_src = 0;       // likewise
+  uint64_t view_offs = 0;
+  uint64_t buffer = 0;  // handle; 0: no memory of its own
+  uint64_t offset = 0;
+  void encode(Writer& w) const;
+  static WireTensor decode(Reader& r);
+};
+
 // Encodes what a worker needs to run g: its computing nodes (not views, which
 // compute nothing), in g's order, and every tensor they read, each after its
 // sources. Views are sent only where a node reads them; tensors g does not
@@ -48,6 +71,14 @@ struct DecodedGraph {
 size_t decoded_graph_bytes(size_t n_tensors);
 // The most tensors an encoded graph of n payload bytes can hold.
 size_t max_graph_tensors_in(size_t payload_bytes);
+
+// The op's constructor (weft/core/ops.h) applied to sources and sent
+// parameters: what the decoder, and op_query.h for SUPPORTS_OP, rebuild every
+// non-leaf tensor with. ne, nb and view_offs are read only by the view ops.
+// Throws the constructor's Error (its message names the op); op none throws
+// Error(internal) (leafs are not built by an op).
+Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], const int64_t (&ne)[kMaxDims],
+                   const uint64_t (&nb)[kMaxDims], uint64_t view_offs, Tensor* const (&src)[kMaxSrc]);
 
 std::unique_ptr<DecodedGraph> decode_graph(Reader& r, const std::function<Buffer*(uint64_t)>& buffer_of,
                                            const std::function<bool(const Tensor&)>& supports);

@@ -17,6 +17,7 @@ bool is_known(uint16_t command) {
     case Cmd::alloc_buffer:
     case Cmd::free_buffer:
     case Cmd::clear_buffer:
+    case Cmd::supports_op:
     case Cmd::set_tensor:
     case Cmd::set_tensor_hash:
     case Cmd::get_tensor:
@@ -42,6 +43,7 @@ bool has_reply(Cmd c) {
     case Cmd::auth:
     case Cmd::get_devices:
     case Cmd::alloc_buffer:
+    case Cmd::supports_op:
     case Cmd::set_tensor_hash:
     case Cmd::get_tensor:
     case Cmd::synchronize:
@@ -63,6 +65,7 @@ const char* request_name(uint16_t command) {
     case Cmd::alloc_buffer: return "ALLOC_BUFFER";
     case Cmd::free_buffer: return "FREE_BUFFER";
     case Cmd::clear_buffer: return "CLEAR_BUFFER";
+    case Cmd::supports_op: return "SUPPORTS_OP";
     case Cmd::set_tensor: return "SET_TENSOR";
     case Cmd::set_tensor_hash: return "SET_TENSOR_HASH";
     case Cmd::get_tensor: return "GET_TENSOR";
@@ -85,6 +88,7 @@ const char* reply_name(uint16_t command) {
     case Cmd::auth: return "AUTH reply";
     case Cmd::get_devices: return "GET_DEVICES reply";
     case Cmd::alloc_buffer: return "ALLOC_BUFFER reply";
+    case Cmd::supports_op: return "SUPPORTS_OP reply";
     case Cmd::set_tensor_hash: return "SET_TENSOR_HASH reply";
     case Cmd::get_tensor: return "GET_TENSOR reply";
     case Cmd::synchronize: return "SYNCHRONIZE reply";

@@ -13,11 +13,12 @@ namespace weft::rpc {
 
 inline constexpr char kMagic[4] = {'W', 'E', 'F', 'T'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 0;
+inline constexpr uint16_t kMinor = 1;  // 1.1: SUPPORTS_OP
 
 enum Capability : uint64_t {
   kCapTensorCache = 1u << 0,
   kCapEvents = 1u << 1,
+  kCapOpSupport = 1u << 2,  // 1.1: the worker answers SUPPORTS_OP
 };
 
 enum class Cmd : uint16_t {
@@ -27,6 +28,7 @@ enum class Cmd : uint16_t {
   alloc_buffer = 0x0011,
   free_buffer = 0x0012,
   clear_buffer = 0x0013,
+  supports_op = 0x0014,
   set_tensor = 0x0020,
   set_tensor_hash = 0x0021,
   get_tensor = 0x0022,

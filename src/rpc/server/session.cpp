@@ -23,17 +23,6 @@ namespace {
 
 constexpr char kAuthContext[] = "weft-auth-v1";
 
-uint8_t kind_code(ErrorKind k) {
-  switch (k) {
-    case ErrorKind::invalid_input: return 0;
-    case ErrorKind::unsupported: return 1;
-    case ErrorKind::out_of_memory: return 2;
-    case ErrorKind::disconnected: return 3;
-    case ErrorKind::internal: return 4;
-  }
-  return 4;
-}
-
 std::string hex16(uint16_t v) {
   char s[8];
   std::snprintf(s, sizeof s, "0x%04x", v);
@@ -63,6 +52,12 @@ bool WorkerShared::try_reserve(size_t n) {
     if (n > memory_budget || cur > memory_budget - n) return false;
   } while (!memory_in_use.compare_exchange_weak(cur, cur + n, std::memory_order_acq_rel));
   return true;
+}
+
+bool WorkerShared::computes(const Device& device, const Tensor& node) const {
+  const auto op = static_cast<unsigned>(node.op);
+  if (op < 64 && ((refused_ops >> op) & 1) != 0) return false;
+  return device.supports_op(node);
 }
 
 void WorkerShared::log_line(const std::string& peer, const std::string& what) const {
@@ -302,6 +297,7 @@ void Session::dispatch(Cmd c, uint32_t length) {
     case Cmd::alloc_buffer: return on_alloc_buffer();
     case Cmd::free_buffer: return on_free_buffer();
     case Cmd::clear_buffer: return on_clear_buffer();
+    case Cmd::supports_op: return on_supports_op();
     case Cmd::set_tensor_hash: return on_set_tensor_hash();
     case Cmd::get_tensor: return on_get_tensor();
     case Cmd::copy_tensor: return on_copy_tensor();
@@ -319,36 +315,30 @@ void Session::dispatch(Cmd c, uint32_t length) {
 // --- handshake ---
 
 void Session::on_hello() {
-  Reader r(payload_, "HELLO");
-  const auto magic = r.bytes(4, "magic");
-  const uint16_t major = r.u16("major");
-  (void)r.u16("minor");  // minor: 1.0 defines nothing a larger minor changes
-  const uint64_t caps = r.u64("caps");
-  r.expect_end();
-  if (std::memcmp(magic.data(), kMagic, 4) != 0) {
+  const auto hello = parse<HelloRequest>(payload_);
+  const Magic& magic = hello.magic;
+  if (magic != kMagicBytes) {
     char got[16];
     std::snprintf(got, sizeof got, "%02x%02x%02x%02x", magic[0], magic[1], magic[2], magic[3]);
     fail(ErrorKind::invalid_input, "HELLO", std::string("bad magic 0x") + got + " (expected \"WEFT\")");
   }
-  if (major != kMajor) {
+  if (hello.major != kMajor) {
     fail(ErrorKind::unsupported, "HELLO",
-         "protocol major version " + std::to_string(major) + " (this worker speaks " + std::to_string(kMajor) + "." +
-             std::to_string(kMinor) + ")");
+         "protocol major version " + std::to_string(hello.major) + " (this worker speaks " + std::to_string(kMajor) +
+             "." + std::to_string(kMinor) + ")");
   }
+  // The minor needs no check: a smaller one simply never sends what it lacks.
   const bool auth = shared_.auth_secret.has_value();
   if (auth && RAND_bytes(challenge_, sizeof challenge_) != 1) {
     fail(ErrorKind::internal, "HELLO", "cannot draw a random challenge");
   }
-  const uint64_t ours = kCapEvents | (shared_.cache != nullptr ? uint64_t{kCapTensorCache} : 0);
-  Writer w;
-  w.bytes(kMagic, 4);
-  w.u16(kMajor);
-  w.u16(kMinor);
-  w.u64(caps & ours);
-  w.u8(auth ? 1 : 0);
-  w.bytes(challenge_, sizeof challenge_);  // zeros without auth
+  const uint64_t ours = kCapEvents | kCapOpSupport | (shared_.cache != nullptr ? uint64_t{kCapTensorCache} : 0);
+  HelloReply r;
+  r.capabilities = hello.capabilities & ours;
+  r.auth_required = auth;
+  std::copy(std::begin(challenge_), std::end(challenge_), r.challenge.begin());  // zeros without auth
   if (!auth && !admit()) return;
-  reply(w);
+  reply(r);
   state_ = auth ? State::auth : State::ready;
 }
 
@@ -365,9 +355,7 @@ bool Session::admit() {
 }
 
 void Session::on_auth() {
-  Reader r(payload_, "AUTH");
-  const auto mac = r.bytes(kAuthMacBytes, "mac");
-  r.expect_end();
+  const auto mac = parse<AuthRequest>(payload_).mac;
   uint8_t message[sizeof kAuthContext - 1 + kChallengeBytes];
   std::memcpy(message, kAuthContext, sizeof kAuthContext - 1);
   std::memcpy(message + sizeof kAuthContext - 1, challenge_, kChallengeBytes);
@@ -430,9 +418,7 @@ void Session::reply_empty() {
 }
 
 void Session::send_error(ErrorKind kind, const std::string& message) {
-  Writer w;
-  w.u8(kind_code(kind));
-  w.str(message.size() > kMaxString ? std::string_view(message).substr(0, kMaxString) : std::string_view(message));
+  const Writer w = encoded(ErrorReply{kind, message});  // cut to kMaxString
   FrameHeader fh;
   fh.length = static_cast<uint32_t>(w.data().size());
   fh.command = static_cast<uint16_t>(Cmd::error);

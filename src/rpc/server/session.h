@@ -26,6 +26,7 @@
 
 #include "protocol/content_hash.h"
 #include "protocol/graph_codec.h"
+#include "protocol/messages.h"
 #include "protocol/wire.h"
 #include "transport/stream.h"
 #include "weft/backend/backend.h"
@@ -56,6 +57,8 @@ struct WorkerShared {
   // Called once a session finished its handshake: true admits it, false
   // turns it away as busy. Unset: every session is admitted.
   std::function<bool(SessionStatus&)> admit;
+  // Bit k: Op k is answered "not supported" (WorkerOptions::refuse_ops).
+  uint64_t refused_ops = 0;
 
   std::atomic<size_t> memory_in_use{0};
   std::atomic<uint64_t> next_handle{1};  // unique across sessions: one session never names another's buffer
@@ -65,6 +68,9 @@ struct WorkerShared {
   bool try_reserve(size_t n);
   void release(size_t n) { memory_in_use.fetch_sub(n, std::memory_order_acq_rel); }
   void log_line(const std::string& peer, const std::string& what) const;
+  // Whether device computes node: its own supports_op, less refused_ops.
+  // The one rule for SUPPORTS_OP and for a received graph's nodes.
+  bool computes(const Device& device, const Tensor& node) const;
 };
 
 int64_t steady_now_ms();
@@ -110,6 +116,7 @@ class Session {
   void on_alloc_buffer();
   void on_free_buffer();
   void on_clear_buffer();
+  void on_supports_op();
   void on_set_tensor(uint32_t length);
   void on_set_tensor_hash();
   void on_get_tensor();
@@ -129,6 +136,10 @@ class Session {
 
   // Replies.
   void reply(const Writer& w);
+  template <class M>
+  void reply(const M& m) {
+    reply(encoded(m));
+  }
   void reply_empty();
   void send_error(ErrorKind kind, const std::string& message);
   // For a command with a reply: sends the deferred error instead and returns true.

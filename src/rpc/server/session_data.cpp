@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "protocol/op_query.h"
 #include "server/session.h"
 #include "server/tensor_cache.h"
 
 namespace weft::rpc {
 namespace {
 
-constexpr uint32_t kSetTensorFields = 24;        // handle, offset, size
+constexpr uint32_t kSetTensorFields = SetTensorRequest::kHeadBytes;  // handle, offset, size
 constexpr size_t kCopyChunk = size_t{16} << 20;  // staging for copies between non-host buffers
 constexpr size_t kMaxPendingUploads = 64;
 constexpr size_t kBufferOverheadBytes = 256;  // the Buffer object and its entry in buffers_, charged with the bytes
@@ -17,15 +18,9 @@ constexpr size_t kBufferOverheadBytes = 256;  // the Buffer object and its entry
 }  // namespace
 
 void Session::on_get_devices() {
-  Reader r(payload_, "GET_DEVICES");
-  r.expect_end();
+  parse<GetDevicesRequest>(payload_);
   if (answer_deferred()) return;
-  auto capped = [](std::string s) {
-    if (s.size() > kMaxString) s.resize(kMaxString);
-    return s;
-  };
-  Writer w;
-  w.u32(static_cast<uint32_t>(shared_.devices.size()));
+  GetDevicesReply out;  // strings over kMaxString are cut by encode
   for (Device* d : shared_.devices) {
     MemoryInfo m = d->memory();
     if (shared_.memory_budget != SIZE_MAX) {  // what this worker will actually hand out
@@ -34,23 +29,34 @@ void Session::on_get_devices() {
       m.total = std::min(m.total, shared_.memory_budget);
     }
     BufferType& bt = d->default_buffer_type();
-    w.str(capped(d->name()));
-    w.str(capped(d->description()));
-    w.u8(d->kind() == DeviceKind::cpu ? 0 : 1);  // the protocol knows cpu and gpu; anything else is not host
-    w.u64(m.free);
-    w.u64(m.total);
-    w.str(capped(bt.name()));
-    w.u64(bt.alignment());
-    w.u64(bt.max_size());
+    DeviceInfo info;
+    info.name = d->name();
+    info.description = d->description();
+    info.kind = d->kind() == DeviceKind::cpu ? 0 : 1;  // the protocol knows cpu and gpu; anything else is not host
+    info.free = m.free;
+    info.total = m.total;
+    info.buffer_type_name = bt.name();
+    info.alignment = bt.alignment();
+    info.max_size = bt.max_size();
+    out.devices.push_back(std::move(info));
   }
-  reply(w);
+  reply(out);
+}
+
+// SUPPORTS_OP: the node is rebuilt and validated as a graph's node would be
+// (a bad one is invalid_input and ends the session), then the device's own
+// rule answers, less WorkerOptions::refuse_ops. The few tensors it builds are
+// part of a session's fixed allowance, not charged.
+void Session::on_supports_op() {
+  const auto req = parse<SupportsOpRequest>(payload_);
+  check_device(req.device);
+  const std::unique_ptr<QueriedNode> q = rebuild_queried_node(req);
+  if (answer_deferred()) return;
+  reply(SupportsOpReply{shared_.computes(*shared_.devices[req.device], *q->node)});
 }
 
 void Session::on_alloc_buffer() {
-  Reader r(payload_, "ALLOC_BUFFER");
-  const uint32_t device = r.u32("device");
-  const uint64_t size = r.u64("size");
-  r.expect_end();
+  const auto [device, size] = parse<AllocBufferRequest>(payload_);
   check_device(device);
   if (buffers_.size() >= kMaxBuffersPerSession) {
     fail(ErrorKind::invalid_input, "ALLOC_BUFFER",
@@ -77,15 +83,11 @@ void Session::on_alloc_buffer() {
   }
   const uint64_t handle = shared_.next_handle.fetch_add(1, std::memory_order_relaxed);
   buffers_.emplace(handle, Owned{std::move(buffer), reserved});
-  Writer w;
-  w.u64(handle);
-  reply(w);
+  reply(AllocBufferReply{handle});
 }
 
 void Session::on_free_buffer() {
-  Reader r(payload_, "FREE_BUFFER");
-  const uint64_t handle = r.u64("handle");
-  r.expect_end();
+  const uint64_t handle = parse<FreeBufferRequest>(payload_).handle;
   live_buffer(handle);
   sync_all();  // nothing may still run on it
   drop_graphs_using(handle);
@@ -97,10 +99,7 @@ void Session::on_free_buffer() {
 }
 
 void Session::on_clear_buffer() {
-  Reader r(payload_, "CLEAR_BUFFER");
-  const uint64_t handle = r.u64("handle");
-  const uint8_t value = r.u8("value");
-  r.expect_end();
+  const auto [handle, value] = parse<ClearBufferRequest>(payload_);
   Buffer& b = live_buffer(handle);
   sync_all();
   b.clear(value);
@@ -112,9 +111,8 @@ void Session::on_set_tensor(uint32_t length) {
   // Only the fields go through payload_; the bytes go straight into the buffer.
   read_payload(std::min(length, kSetTensorFields));
   Reader r(payload_, "SET_TENSOR");
-  const uint64_t handle = r.u64("handle");
-  const uint64_t offset = r.u64("offset");
-  const uint64_t size = r.u64("size");
+  const SetTensorRequest head = SetTensorRequest::decode_head(r);
+  const uint64_t handle = head.handle, offset = head.offset, size = head.size;
   if (size != length - kSetTensorFields) {
     fail(ErrorKind::invalid_input, "SET_TENSOR",
          "size field says " + std::to_string(size) + " bytes but the frame carries " +
@@ -135,14 +133,9 @@ void Session::on_set_tensor(uint32_t length) {
 }
 
 void Session::on_set_tensor_hash() {
-  Reader r(payload_, "SET_TENSOR_HASH");
-  const uint64_t handle = r.u64("handle");
-  const uint64_t offset = r.u64("offset");
-  const uint64_t size = r.u64("size");
-  ContentHash hash;
-  const auto h = r.bytes(kHashBytes, "hash");
-  std::copy(h.begin(), h.end(), hash.begin());
-  r.expect_end();
+  const auto req = parse<SetTensorHashRequest>(payload_);
+  const uint64_t handle = req.handle, offset = req.offset, size = req.size;
+  const ContentHash hash = req.hash;
   Buffer& b = live_buffer(handle);
   check_range(b, handle, offset, size);
   sync_all();
@@ -163,9 +156,7 @@ void Session::on_set_tensor_hash() {
       if (uploads_.size() > kMaxPendingUploads) uploads_.pop_front();
     }
   }
-  Writer w;
-  w.u8(found ? 1 : 0);
-  reply(w);
+  reply(SetTensorHashReply{found});
 }
 
 // The bytes announced by a SET_TENSOR_HASH miss may come in several
@@ -197,11 +188,7 @@ void Session::advance_upload(uint64_t handle, uint64_t offset, uint64_t size) {
 }
 
 void Session::on_get_tensor() {
-  Reader r(payload_, "GET_TENSOR");
-  const uint64_t handle = r.u64("handle");
-  const uint64_t offset = r.u64("offset");
-  const uint64_t size = r.u64("size");
-  r.expect_end();
+  const auto [handle, offset, size] = parse<GetTensorRequest>(payload_);
   Buffer& b = live_buffer(handle);
   check_range(b, handle, offset, size);
   if (size > UINT32_MAX) {
@@ -225,13 +212,7 @@ void Session::on_get_tensor() {
 }
 
 void Session::on_copy_tensor() {
-  Reader r(payload_, "COPY_TENSOR");
-  const uint64_t src_handle = r.u64("src_handle");
-  const uint64_t src_offset = r.u64("src_offset");
-  const uint64_t dst_handle = r.u64("dst_handle");
-  const uint64_t dst_offset = r.u64("dst_offset");
-  const uint64_t size = r.u64("size");
-  r.expect_end();
+  const auto [src_handle, src_offset, dst_handle, dst_offset, size] = parse<CopyTensorRequest>(payload_);
   Buffer& src = live_buffer(src_handle);
   Buffer& dst = live_buffer(dst_handle);
   check_range(src, src_handle, src_offset, size);
@@ -255,12 +236,7 @@ void Session::on_copy_tensor() {
 }
 
 void Session::on_memset_tensor() {
-  Reader r(payload_, "MEMSET_TENSOR");
-  const uint64_t handle = r.u64("handle");
-  const uint64_t offset = r.u64("offset");
-  const uint64_t size = r.u64("size");
-  const uint8_t value = r.u8("value");
-  r.expect_end();
+  const auto [handle, offset, size, value] = parse<MemsetTensorRequest>(payload_);
   Buffer& b = live_buffer(handle);
   check_range(b, handle, offset, size);
   sync_all();

@@ -14,18 +14,14 @@ constexpr size_t kEventBytes = 64;             // an entry of events_
 }  // namespace
 
 void Session::on_graph_compute() {
-  Reader r(payload_, "GRAPH_COMPUTE");
-  const uint32_t device = r.u32("device");
-  const uint64_t graph_id = r.u64("graph_id");
-  const uint8_t has_graph = r.u8("has_graph");
-  if (has_graph > 1) {
-    fail(ErrorKind::invalid_input, "GRAPH_COMPUTE", "has_graph is " + std::to_string(has_graph) + " (must be 0 or 1)");
-  }
-  if (has_graph == 0) r.expect_end();
+  const GraphComputeRequest req = parse<GraphComputeRequest>(payload_);  // the graph: the rest of the payload
+  const uint32_t device = req.device;
+  const uint64_t graph_id = req.graph_id;
   check_device(device);
   Device& dev = *shared_.devices[device];
   StoredGraph* stored = nullptr;
-  if (has_graph == 1) {
+  if (req.has_graph) {
+    Reader r(req.graph, "GRAPH_COMPUTE");
     std::vector<uint64_t> used;
     auto buffer_of = [&](uint64_t handle) -> Buffer* {
       auto it = buffers_.find(handle);
@@ -33,7 +29,7 @@ void Session::on_graph_compute() {
       used.push_back(handle);
       return it->second.buffer.get();
     };
-    auto supports = [&](const Tensor& t) { return dev.supports_op(t); };
+    auto supports = [&](const Tensor& t) { return shared_.computes(dev, t); };
     // Charged before decoding, for the most tensors this payload can hold;
     // trimmed to the graph's real size once decoded.
     size_t charged = decoded_graph_bytes(max_graph_tensors_in(r.remaining()));
@@ -162,9 +158,7 @@ void Session::drop_graphs_using(uint64_t handle) {
 }
 
 void Session::on_synchronize() {
-  Reader r(payload_, "SYNCHRONIZE");
-  const uint32_t device = r.u32("device");
-  r.expect_end();
+  const uint32_t device = parse<SynchronizeRequest>(payload_).device;
   check_device(device);
   sync_device(device);
   if (answer_deferred()) return;
@@ -176,10 +170,7 @@ void Session::on_synchronize() {
 // sync waits for that device's stream (conservatively: all of it so far).
 
 void Session::on_event_record() {
-  Reader r(payload_, "EVENT_RECORD");
-  const uint32_t device = r.u32("device");
-  const uint64_t id = r.u64("id");
-  r.expect_end();
+  const auto [device, id] = parse<EventRecordRequest>(payload_);
   check_device(device);
   if (events_.find(id) == events_.end()) {
     if (events_.size() >= kMaxEventsPerSession) {
@@ -193,19 +184,14 @@ void Session::on_event_record() {
 }
 
 void Session::on_event_wait() {
-  Reader r(payload_, "EVENT_WAIT");
-  const uint32_t device = r.u32("device");
-  const uint64_t id = r.u64("id");
-  r.expect_end();
+  const auto [device, id] = parse<EventWaitRequest>(payload_);
   check_device(device);
   auto it = events_.find(id);
   if (it != events_.end() && it->second != device) sync_device(it->second);  // one stream is in order already
 }
 
 void Session::on_event_sync() {
-  Reader r(payload_, "EVENT_SYNC");
-  const uint64_t id = r.u64("id");
-  r.expect_end();
+  const uint64_t id = parse<EventSyncRequest>(payload_).event_id;
   auto it = events_.find(id);
   if (it != events_.end()) sync_device(it->second);  // never recorded: already passed
   if (answer_deferred()) return;
@@ -213,8 +199,7 @@ void Session::on_event_sync() {
 }
 
 void Session::on_ping() {
-  Reader r(payload_, "PING");
-  r.expect_end();
+  parse<PingRequest>(payload_);
   if (answer_deferred()) return;
   reply_empty();
 }

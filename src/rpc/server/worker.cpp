@@ -98,6 +98,8 @@ Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std:
   impl_->shared.auth_secret = options.auth_secret;
   impl_->shared.log = options.log;
   impl_->shared.limits = options.limits;
+  static_assert(kOpCount <= 64, "WorkerShared::refused_ops is a 64-bit mask");
+  for (Op op : options.refuse_ops) impl_->shared.refused_ops |= uint64_t{1} << static_cast<unsigned>(op);
   impl_->shared.admit = [impl = impl_.get()](SessionStatus& status) { return impl->admit(status); };
   impl_->options = std::move(options);
 }

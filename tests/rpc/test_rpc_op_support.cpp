@@ -1,0 +1,333 @@
+// Op support of remote devices (docs/rpc-protocol.md section 3a): the
+// worker's device answers, the client caches per shape class and
+// connection, the scheduler places what a worker refuses elsewhere, and a
+// worker that cannot answer (1.0) or answers nonsense is handled.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <cmath>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "rpc_client_fixture.h"
+#include "transport/stream.h"
+#include "weft/backend/alloc.h"
+#include "weft/backend/sched.h"
+
+namespace weft {
+namespace {
+
+using rpc_test::LocalWorker;
+using rpc_test::pattern;
+
+uint64_t support_queries(const std::string& endpoint) { return rpc_stats(endpoint).support_queries; }
+
+// y = silu(W · rms_norm(x)), W a weight in a remote buffer, x an input.
+struct NormMatmul {
+  static constexpr int64_t kK = 64, kM = 32, kN = 4;
+  explicit NormMatmul(Device& remote) {
+    w = wctx.new_tensor(DType::f32, {kK, kM});
+    w->flags |= kFlagWeight;
+    Tensor* ws[] = {w};
+    weights = allocate_tensors(remote.default_buffer_type(), ws);
+    tensor_set(*w, w_data.data(), 0, w->nbytes());
+  }
+  // A new graph over the same weight (a new micro-batch).
+  void build() {
+    ctx = std::make_unique<Context>();
+    g = Graph();
+    x = ctx->new_tensor(DType::f32, {kK, kN});
+    x->flags |= kFlagInput;
+    norm = ops::rms_norm(*ctx, x, 1e-5f);
+    mm = ops::mul_mat(*ctx, w, norm);
+    y = ops::silu(*ctx, mm);
+    y->flags |= kFlagOutput;
+    g.expand(y);
+  }
+  void run(Scheduler& sched) {
+    sched.allocate(g);
+    tensor_set(*x, x_data.data(), 0, x->nbytes());
+    sched.compute(g);
+  }
+  std::vector<float> result() const {
+    std::vector<float> out(static_cast<size_t>(y->nelements()));
+    tensor_get(*y, out.data(), 0, y->nbytes());
+    return out;
+  }
+  void expect_correct() const {
+    const std::vector<float> got = result();
+    for (int64_t j = 0; j < kN; ++j) {
+      double ss = 0;
+      for (int64_t l = 0; l < kK; ++l) ss += std::pow(x_data[static_cast<size_t>(j * kK + l)], 2);
+      const double inv = 1.0 / std::sqrt(ss / kK + 1e-5);
+      for (int64_t i = 0; i < kM; ++i) {
+        double s = 0;
+        for (int64_t l = 0; l < kK; ++l) {
+          s += w_data[static_cast<size_t>(i * kK + l)] * (x_data[static_cast<size_t>(j * kK + l)] * inv);
+        }
+        const double want = s / (1.0 + std::exp(-s));
+        ASSERT_NEAR(got[static_cast<size_t>(j * kM + i)], want, 1e-3 * (1.0 + std::fabs(want))) << i << "," << j;
+      }
+    }
+  }
+
+  std::vector<float> w_data = pattern(kK * kM, 0.37f, 0.5f);
+  std::vector<float> x_data = pattern(kK * kN, 0.11f, 1.5f);
+  Context wctx;
+  Tensor* w = nullptr;
+  std::unique_ptr<Buffer> weights;
+  std::unique_ptr<Context> ctx;
+  Graph g;
+  Tensor *x = nullptr, *norm = nullptr, *mm = nullptr, *y = nullptr;
+};
+
+TEST(RpcOpSupport, TheWorkersDeviceAnswers) {
+  LocalWorker w;
+  auto devices = make_rpc_devices(w.endpoint);
+  Device& remote = *devices[0];
+  auto cpu = make_cpu_device(1);
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::f32, {16, 8});
+  Tensor* b = ctx.new_tensor(DType::f32, {16, 4});
+  Tensor* h = ctx.new_tensor(DType::f16, {16, 4});
+  Tensor* q = ctx.new_tensor(DType::q8_0, {32, 8});
+  Tensor* idx = ctx.new_tensor(DType::i32, {3});
+  // Candidates; those a constructor refuses are skipped (today the CPU's
+  // rule refuses little that its constructors accept).
+  std::vector<Tensor*> nodes;
+  auto add = [&](const std::function<Tensor*()>& make) {
+    try {
+      nodes.push_back(make());
+    } catch (const Error&) {
+    }
+  };
+  add([&] { return ops::mul_mat(ctx, a, b); });
+  add([&] { return ops::mul_mat(ctx, q, ctx.new_tensor(DType::f32, {32, 2})); });
+  add([&] { return ops::rms_norm(ctx, b, 1e-5f); });
+  add([&] { return ops::rms_norm(ctx, h, 1e-5f); });
+  add([&] { return ops::add(ctx, h, h); });
+  add([&] { return ops::scale(ctx, ops::permute(ctx, a, 1, 0, 2, 3), 0.5f); });
+  add([&] { return ops::get_rows(ctx, a, idx); });
+  add([&] { return ops::get_rows(ctx, q, idx); });
+  add([&] { return ops::cont(ctx, ops::transpose(ctx, a)); });
+  add([&] { return ops::cpy(ctx, h, ctx.new_tensor(DType::f32, {16, 4})); });
+  add([&] { return ops::soft_max(ctx, b, nullptr, 0.5f); });
+  add([&] { return ops::concat(ctx, a, a, 1); });
+  ASSERT_GE(nodes.size(), 8u);
+  for (Tensor* n : nodes) {
+    EXPECT_EQ(remote.supports_op(*n), cpu->supports_op(*n)) << op_name(n->op) << " " << shape_string(*n);
+  }
+}
+
+// One question per shape class, none per layer and none when a graph runs
+// again: measured with the connection's counters (rpc_stats).
+TEST(RpcOpSupport, AskedOncePerShapeClassNotPerEval) {
+  LocalWorker w;
+  auto devices = make_rpc_devices(w.endpoint);
+  auto local = make_cpu_device(1);
+  auto remote_backend = devices[0]->create_backend();  // holds the connection, and so its cache
+  auto cpu_backend = local->create_backend();
+  NormMatmul m(*devices[0]);
+  Scheduler sched({remote_backend.get(), cpu_backend.get()});
+
+  m.build();
+  m.run(sched);
+  m.expect_correct();
+  const RpcStats first = rpc_stats(w.endpoint);
+  EXPECT_GE(first.support_queries, 3u);  // rms_norm, mul_mat, silu: at least asked once each
+  EXPECT_LE(first.support_queries, first.round_trips);
+
+  m.build();  // a new graph of the same shapes, as the next token's
+  m.run(sched);
+  m.expect_correct();
+  const RpcStats second = rpc_stats(w.endpoint);
+  EXPECT_EQ(second.support_queries, first.support_queries) << "the second eval asked SUPPORTS_OP again";
+
+  m.build();
+  m.run(sched);
+  m.expect_correct();
+  const RpcStats third = rpc_stats(w.endpoint);
+  EXPECT_EQ(third.support_queries, first.support_queries);
+  EXPECT_EQ(third.round_trips - second.round_trips, second.round_trips - first.round_trips)
+      << "the steady state costs the same round trips every eval";
+
+  // Many layers of other dimensions: the same classes, no new question.
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {48, 3});
+  for (int layer = 0; layer < 8; ++layer) {
+    Tensor* wl = ctx.new_tensor(DType::f32, {48, 48});
+    x = ops::silu(ctx, ops::mul_mat(ctx, wl, ops::rms_norm(ctx, x, 1e-5f)));
+    for (const Tensor* n : {x, x->src[0], x->src[0]->src[1]}) {
+      EXPECT_TRUE(devices[0]->supports_op(*n)) << op_name(n->op);
+    }
+  }
+  EXPECT_EQ(support_queries(w.endpoint), first.support_queries);
+  // Another class (f16 operands) is a new question.
+  Tensor* h = ctx.new_tensor(DType::f16, {8});
+  EXPECT_TRUE(devices[0]->supports_op(*ops::add(ctx, h, h)));
+  EXPECT_EQ(support_queries(w.endpoint), first.support_queries + 1);
+}
+
+// The scheduler places what the worker refuses on the CPU, and the graph
+// still computes: if the client ignored the refusal, the worker would refuse
+// the graph holding that node (it checks its own answer again).
+TEST(RpcOpSupport, RefusedOpsArePlacedOnTheCpu) {
+  for (bool refuse : {false, true}) {
+    SCOPED_TRACE(refuse ? "worker refuses rms_norm" : "worker refuses nothing");
+    rpc::WorkerOptions o;
+    if (refuse) o.refuse_ops = {Op::rms_norm};
+    LocalWorker w(o);
+    auto devices = make_rpc_devices(w.endpoint);
+    auto local = make_cpu_device(1);
+    auto remote_backend = devices[0]->create_backend();
+    auto cpu_backend = local->create_backend();
+    NormMatmul m(*devices[0]);
+    Scheduler sched({remote_backend.get(), cpu_backend.get()});
+    m.build();
+    EXPECT_EQ(devices[0]->supports_op(*m.norm), !refuse);
+    EXPECT_TRUE(devices[0]->supports_op(*m.mm));
+    m.run(sched);
+    m.expect_correct();
+    EXPECT_EQ(sched.backend_of(*m.norm), refuse ? 1 : 0);
+    EXPECT_EQ(sched.backend_of(*m.mm), 0);  // its weight is on the worker
+  }
+}
+
+// Answers belong to the connection: after a reconnect to another worker on
+// the same endpoint, the new worker is asked again.
+TEST(RpcOpSupport, AReconnectAsksAgain) {
+  rpc::WorkerOptions refusing;
+  refusing.refuse_ops = {Op::rms_norm};
+  auto a = std::make_unique<LocalWorker>(refusing);
+  const std::string endpoint = a->endpoint;
+  auto devices = make_rpc_devices(endpoint);
+  auto backend = devices[0]->create_backend();  // keeps the first connection open
+  Context ctx;
+  Tensor* n = ops::rms_norm(ctx, ctx.new_tensor(DType::f32, {16, 2}), 1e-5f);
+  EXPECT_FALSE(devices[0]->supports_op(*n));
+  const uint16_t port = a->worker->port();
+  a.reset();
+  EXPECT_THROW(backend->synchronize(), Error);  // the connection is now known broken
+
+  rpc::WorkerOptions same_port;
+  same_port.port = port;
+  LocalWorker b(same_port);
+  ASSERT_EQ(b.endpoint, endpoint);
+  EXPECT_TRUE(devices[0]->supports_op(*n)) << "a stale answer of the first worker was reused";
+}
+
+// A stand-in worker speaking only the handshake, GET_DEVICES and (with
+// op_support) SUPPORTS_OP with a fixed reply, recording the commands it got.
+class FakeWorker {
+ public:
+  FakeWorker(uint64_t caps, std::vector<uint8_t> supports_reply)
+      : caps_(caps), reply_(std::move(supports_reply)), listener_(rpc::tcp_listen("127.0.0.1", 0)) {
+    endpoint = "127.0.0.1:" + std::to_string(listener_->port());
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeWorker() {
+    listener_->close();
+    {
+      std::lock_guard lock(mu_);
+      if (current_) current_->shutdown();
+    }
+    thread_.join();
+  }
+  bool got(rpc::Cmd c) {
+    std::lock_guard lock(mu_);
+    return std::find(seen_.begin(), seen_.end(), static_cast<uint16_t>(c)) != seen_.end();
+  }
+  std::string endpoint;
+
+ private:
+  void serve() {
+    while (auto s = listener_->accept()) {
+      {
+        std::lock_guard lock(mu_);
+        current_ = s.get();
+      }
+      try {
+        for (;;) frame(*s);
+      } catch (const Error&) {
+        // the client closed: next connection
+      }
+      std::lock_guard lock(mu_);
+      current_ = nullptr;
+    }
+  }
+  void frame(rpc::Stream& s) {
+    uint8_t raw[rpc::kFrameHeaderBytes];
+    s.read_exact(raw, sizeof raw);
+    const rpc::FrameHeader h = rpc::decode_header(raw);
+    std::vector<uint8_t> payload(h.length);
+    if (h.length > 0) s.read_exact(payload.data(), h.length);
+    {
+      std::lock_guard lock(mu_);
+      seen_.push_back(h.command);
+    }
+    rpc::Writer w;
+    switch (static_cast<rpc::Cmd>(h.command)) {
+      case rpc::Cmd::hello: {
+        rpc::HelloReply r;
+        r.minor = caps_ & rpc::kCapOpSupport ? 1 : 0;
+        r.capabilities = caps_;
+        r.encode(w);
+        break;
+      }
+      case rpc::Cmd::get_devices: {
+        rpc::GetDevicesReply r;
+        r.devices.push_back(rpc::DeviceInfo{"FAKE", "fake", 0, 1 << 30, 1 << 30, "FAKE", 64, 1 << 30});
+        r.encode(w);
+        break;
+      }
+      case rpc::Cmd::supports_op: w.bytes(reply_.data(), reply_.size()); break;
+      default: break;  // a test never waits for anything else
+    }
+    uint8_t head[rpc::kFrameHeaderBytes];
+    rpc::encode_header(rpc::FrameHeader{static_cast<uint32_t>(w.data().size()),
+                                        static_cast<uint16_t>(h.command | rpc::kReplyBit), 0},
+                       head);
+    s.write_all(head, sizeof head, w.data().data(), w.data().size());
+  }
+
+  const uint64_t caps_;
+  const std::vector<uint8_t> reply_;
+  std::unique_ptr<rpc::Listener> listener_;
+  std::mutex mu_;
+  rpc::Stream* current_ = nullptr;
+  std::vector<uint16_t> seen_;
+  std::thread thread_;
+};
+
+TEST(RpcOpSupport, A10WorkerIsGivenNothingToCompute) {
+  FakeWorker fake(rpc::kCapEvents, {});
+  auto devices = make_rpc_devices(fake.endpoint);
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::f32, {8, 4});
+  EXPECT_FALSE(devices[0]->supports_op(*ops::silu(ctx, a)));
+  EXPECT_TRUE(devices[0]->supports_op(*ops::transpose(ctx, a)));  // views are the wire's to carry
+  EXPECT_FALSE(fake.got(rpc::Cmd::supports_op)) << "SUPPORTS_OP sent to a worker without the capability";
+}
+
+TEST(RpcOpSupport, AMalformedAnswerIsAnErrorNotAGuess) {
+  for (const std::vector<uint8_t>& reply : {std::vector<uint8_t>{2}, std::vector<uint8_t>{}, std::vector<uint8_t>{1, 0}}) {
+    FakeWorker fake(rpc::kCapEvents | rpc::kCapOpSupport, reply);
+    auto devices = make_rpc_devices(fake.endpoint);
+    Context ctx;
+    Tensor* y = ops::silu(ctx, ctx.new_tensor(DType::f32, {8, 4}));
+    try {
+      devices[0]->supports_op(*y);
+      ADD_FAILURE() << "a reply of " << reply.size() << " bytes was taken as an answer";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::disconnected) << e.what();
+      EXPECT_NE(std::string(e.what()).find("SUPPORTS_OP"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fake.got(rpc::Cmd::supports_op));
+  }
+}
+
+}  // namespace
+}  // namespace weft
