@@ -7,8 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "scratch_k1.h"
-#include "scratch_k2.h"
+#include "scratch.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/error.h"
 #include "weft/core/ops.h"
@@ -121,11 +120,11 @@ TEST(CpuBackendLimits, ScratchRefusesToHandOutMoreThanItHas) {
   Tensor* y = ops::silu(ctx, a);
   alignas(64) uint8_t bytes[256];
   const cpu::KernelContext kc{0, 1, bytes, sizeof bytes};
-  cpu::ScratchK1 s1(kc, *y);
+  cpu::RowScratch s1(kc, *y);
   EXPECT_NE(s1.take<float>(32), nullptr);  // 128 bytes
   EXPECT_NE(s1.take<float>(16), nullptr);  // 64 more
   EXPECT_THROW(s1.take<float>(17), Error); // 128 would pass the end
-  cpu::ScratchK2 s2(kc, *y);
+  cpu::AlignedScratch s2(kc, *y);
   EXPECT_NE(s2.take<double>(24), nullptr);
   EXPECT_THROW(s2.take<double>(24), Error);
 }

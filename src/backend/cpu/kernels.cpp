@@ -1,117 +1,98 @@
-// Dispatch from a node to its kernel family, and what the CPU supports.
+// The backend's entry points: one table from Op to the family that runs it.
 #include "kernels.h"
 
-#include "scratch_k1.h"
-#include "scratch_k2.h"
+#include <array>
+#include <string>
+
+#include "scratch.h"
+#include "weft/core/error.h"
 
 namespace weft::cpu {
 namespace {
 
-bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
-bool is_weight(DType t) { return t != DType::i32; }
-bool is_f32(const Tensor* t) { return t != nullptr && t->type == DType::f32; }
-bool is_i32(const Tensor* t) { return t != nullptr && t->type == DType::i32; }
+bool supports_always(const Tensor&) { return true; }
+size_t no_scratch(const Tensor&, int) { return 0; }
+void compute_nothing(const KernelContext&, Tensor&) {}
+
+// The family of each op. No default: a new Op must be placed here. A missing
+// one reaches the throw while kFamilies is built, which is not a constant
+// expression, so it does not compile.
+constexpr const OpFamily* family_for(Op op) {
+  switch (op) {
+    case Op::none:
+    case Op::view:
+    case Op::reshape:
+    case Op::permute:
+    case Op::transpose: return &kNoComputeFamily;
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div: return &kBinaryFamily;
+    case Op::scale:
+    case Op::sqr:
+    case Op::sqrt:
+    case Op::silu:
+    case Op::gelu: return &kUnaryFamily;
+    case Op::swiglu: return &kSwigluFamily;
+    case Op::rms_norm:
+    case Op::norm: return &kNormFamily;
+    case Op::soft_max: return &kSoftMaxFamily;
+    case Op::rope: return &kRopeFamily;
+    case Op::sum_rows:
+    case Op::argmax: return &kReduceFamily;
+    case Op::argsort:
+    case Op::top_k: return &kSortFamily;
+    case Op::mul_mat: return &kMulMatFamily;
+    case Op::mul_mat_id: return &kMulMatIdFamily;
+    case Op::get_rows: return &kGetRowsFamily;
+    case Op::set_rows: return &kSetRowsFamily;
+    case Op::cpy: return &kCpyFamily;
+    case Op::cont: return &kContFamily;
+    case Op::concat: return &kConcatFamily;
+  }
+  throw "an Op has no CPU op family";
+}
+
+// Indexed by Op; built at compile time.
+constexpr std::array<const OpFamily*, kOpCount> kFamilies = [] {
+  std::array<const OpFamily*, kOpCount> table{};
+  for (int i = 0; i < kOpCount; ++i) table[static_cast<size_t>(i)] = family_for(static_cast<Op>(i));
+  return table;
+}();
+
+// nullptr for a value outside Op.
+const OpFamily* find_family(Op op) {
+  const auto i = static_cast<size_t>(op);
+  return i < kFamilies.size() ? kFamilies[i] : nullptr;
+}
 
 }  // namespace
 
-bool supports(const Tensor& n) {
-  const Tensor* a = n.src[0];
-  const Tensor* b = n.src[1];
-  switch (n.op) {
-    case Op::none:
-    case Op::view:
-    case Op::reshape:
-    case Op::permute:
-    case Op::transpose:
-      return true;
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-    case Op::swiglu:
-      return a && b && is_float(a->type) && is_float(b->type) && n.type == a->type;
-    case Op::scale:
-    case Op::sqr:
-    case Op::sqrt:
-    case Op::silu:
-    case Op::gelu:
-      return a && is_float(a->type) && n.type == a->type;
-    case Op::rms_norm:
-    case Op::norm:
-    case Op::sum_rows:
-    case Op::argmax:
-    case Op::argsort:
-    case Op::top_k:
-      return is_f32(a);
-    case Op::soft_max:
-      return is_f32(a) && (b == nullptr || b->type == DType::f32 || b->type == DType::f16);
-    case Op::rope:
-      return is_f32(a) && is_i32(b);
-    case Op::mul_mat:
-      return a && is_weight(a->type) && a->rows_contiguous() && is_f32(b);
-    case Op::mul_mat_id:
-      return a && is_weight(a->type) && a->rows_contiguous() && is_f32(b) && is_i32(n.src[2]);
-    case Op::get_rows:
-      return a && a->rows_contiguous() && is_i32(b);
-    case Op::set_rows:
-      return is_weight(n.type) && n.rows_contiguous() && is_f32(b) && is_i32(n.src[2]);
-    case Op::cpy:
-      return a && (is_float(a->type) || (a->type == DType::i32 && n.type == DType::i32));
-    case Op::cont:
-      return a && (!traits(a->type).quantized || a->rows_contiguous());
-    case Op::concat:
-      return a && b && a->type == b->type && !traits(a->type).quantized;
-  }
-  return false;
+const OpFamily kNoComputeFamily{"none", supports_always, no_scratch, compute_nothing};
+
+const OpFamily& op_family(Op op) {
+  const OpFamily* f = find_family(op);
+  if (f == nullptr) fail(ErrorKind::internal, "cpu kernels", "op value " + std::to_string(static_cast<int>(op)));
+  return *f;
+}
+
+bool supports(const Tensor& node) {
+  const OpFamily* f = find_family(node.op);
+  return f != nullptr && f->supports(node);
 }
 
 size_t scratch_bytes(const Tensor& node, int nth) {
-  (void)nth;
-  const size_t k1 = k1_scratch_bytes(node);
-  const size_t k2 = k2_scratch_bytes(node);
-  return k1 > k2 ? k1 : k2;
+  return op_family(node.op).scratch_bytes(node, nth);
 }
 
 void compute_node(const KernelContext& kc, Tensor& node) {
-  switch (node.op) {
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div:
-      return binary_op(kc, node);
-    case Op::scale:
-    case Op::sqr:
-    case Op::sqrt:
-    case Op::silu:
-    case Op::gelu:
-    case Op::swiglu:
-      return unary_op(kc, node);
-    case Op::rms_norm:
-    case Op::norm:
-      return norm_op(kc, node);
-    case Op::soft_max: return soft_max_op(kc, node);
-    case Op::rope: return rope_op(kc, node);
-    case Op::sum_rows:
-    case Op::argmax:
-      return reduce_op(kc, node);
-    case Op::argsort:
-    case Op::top_k:
-      return sort_op(kc, node);
-    case Op::concat: return concat_op(kc, node);
-    case Op::mul_mat: return mul_mat_op(kc, node);
-    case Op::mul_mat_id: return mul_mat_id_op(kc, node);
-    case Op::get_rows: return get_rows_op(kc, node);
-    case Op::set_rows: return set_rows_op(kc, node);
-    case Op::cpy:
-    case Op::cont:
-      return copy_op(kc, node);
-    case Op::none:
-    case Op::view:
-    case Op::reshape:
-    case Op::permute:
-    case Op::transpose:
-      return;
-  }
+  op_family(node.op).compute(kc, node);
+}
+
+void scratch_overflow(size_t wanted, size_t left) {
+  fail(ErrorKind::internal, "cpu kernel scratch",
+       "a kernel asked for " + std::to_string(wanted) + " bytes with " + std::to_string(left) +
+           " left: scratch_bytes() undersized it");
 }
 
 }  // namespace weft::cpu

@@ -1,4 +1,5 @@
-// CPU kernels, one entry point per op family. Internal to the CPU backend.
+// CPU kernels: the op families and the backend's entry points into them.
+// Internal to the CPU backend.
 //
 // Threading contract: compute_node() is called by every thread of the pool
 // with the same node; thread ith of nth does its share (usually a range of
@@ -48,31 +49,65 @@ inline uint8_t* row_ptr(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
   return static_cast<uint8_t*>(t.data) + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
 }
 
+// An op family: the ops one kernel runs, declared once next to that kernel
+// (ops_*.cpp) with the rule for which nodes it handles and the scratch it
+// needs, so the three cannot drift apart. kernels.cpp maps every Op to
+// exactly one family (a missing Op does not compile); the entry points below
+// look the family up once per node.
+struct OpFamily {
+  const char* name;  // for errors and tests: "binary", "mul_mat", ...
+  // Whether the kernel handles this node's dtypes and layout. Shapes were
+  // already checked by the op constructor; a node refused here is reported
+  // as Error(unsupported) before anything runs.
+  bool (*supports)(const Tensor& node);
+  // Per-thread scratch bytes, sized from the operands the kernel reads.
+  // Asked only for nodes supports() accepted.
+  size_t (*scratch_bytes)(const Tensor& node, int nth);
+  // This thread's share of the node (the threading contract above).
+  void (*compute)(const KernelContext& kc, Tensor& node);
+};
+
+// The family that runs op. Every Op has one; views and Op::none belong to
+// the family that computes nothing. Throws Error(internal) for a value
+// outside the enum.
+const OpFamily& op_family(Op op);
+
+// The backend's entry points, each through op_family(node.op).
+//
 // Whether the CPU kernels handle this node (op, dtypes). Views and Op::none
-// are always supported (nothing to compute).
+// are always supported (nothing to compute); a value outside Op is not.
 bool supports(const Tensor& node);
-// Per-thread scratch bytes the node's kernel needs. Sized from the operands
-// the kernel actually reads (docs/security.md, "Kernel scratch"): a kernel
-// takes pieces of it through ScratchK1/ScratchK2, which refuse (Error
-// internal) to hand out more than scratch_size, so a sizing mistake is an
-// error, never a write past the end.
+// Per-thread scratch bytes the node's kernel needs (docs/security.md,
+// "Kernel scratch"). A kernel takes pieces of it through RowScratch or
+// AlignedScratch (scratch.h), which refuse (Error internal) to hand out more
+// than scratch_size, so a sizing mistake is an error, never a write past the
+// end. Only for nodes supports() accepted.
 size_t scratch_bytes(const Tensor& node, int nth);
 // Runs this thread's share of node. Views and Op::none do nothing.
 void compute_node(const KernelContext& kc, Tensor& node);
 
-// Op families (ops_*.cpp).
-void binary_op(const KernelContext& kc, Tensor& dst);   // add sub mul div
-void unary_op(const KernelContext& kc, Tensor& dst);    // scale sqr sqrt silu gelu swiglu
-void norm_op(const KernelContext& kc, Tensor& dst);     // rms_norm norm
-void soft_max_op(const KernelContext& kc, Tensor& dst);
-void rope_op(const KernelContext& kc, Tensor& dst);
-void reduce_op(const KernelContext& kc, Tensor& dst);   // sum_rows argmax
-void sort_op(const KernelContext& kc, Tensor& dst);     // argsort top_k
-void concat_op(const KernelContext& kc, Tensor& dst);
-void mul_mat_op(const KernelContext& kc, Tensor& dst);
-void mul_mat_id_op(const KernelContext& kc, Tensor& dst);
-void get_rows_op(const KernelContext& kc, Tensor& dst);
-void set_rows_op(const KernelContext& kc, Tensor& dst);
-void copy_op(const KernelContext& kc, Tensor& dst);     // cpy cont
+// The families (ops_*.cpp).
+extern const OpFamily kNoComputeFamily;  // none, view reshape permute transpose (kernels.cpp)
+extern const OpFamily kBinaryFamily;     // add sub mul div
+extern const OpFamily kUnaryFamily;      // scale sqr sqrt silu gelu
+extern const OpFamily kSwigluFamily;     // swiglu (ops_unary.cpp)
+extern const OpFamily kNormFamily;       // rms_norm norm
+extern const OpFamily kSoftMaxFamily;    // soft_max
+extern const OpFamily kRopeFamily;       // rope
+extern const OpFamily kReduceFamily;     // sum_rows argmax
+extern const OpFamily kSortFamily;       // argsort top_k
+extern const OpFamily kConcatFamily;     // concat
+extern const OpFamily kMulMatFamily;     // mul_mat
+extern const OpFamily kMulMatIdFamily;   // mul_mat_id (ops_matmul.cpp)
+extern const OpFamily kGetRowsFamily;    // get_rows
+extern const OpFamily kSetRowsFamily;    // set_rows (ops_rows.cpp)
+extern const OpFamily kCpyFamily;        // cpy
+extern const OpFamily kContFamily;       // cont (ops_copy.cpp)
+
+// Dtype tests shared by the support rules.
+inline bool is_float_type(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+inline bool is_weight_type(DType t) { return t != DType::i32; }  // f32, f16, bf16 or quantized
+inline bool is_f32(const Tensor* t) { return t != nullptr && t->type == DType::f32; }
+inline bool is_i32(const Tensor* t) { return t != nullptr && t->type == DType::i32; }
 
 }  // namespace weft::cpu

@@ -1,6 +1,7 @@
 // add sub mul div: dst = a (op) b, b broadcast over a by index modulo b.ne.
 #include "kernels.h"
-#include "scratch_k1.h"
+#include "row_f32.h"
+#include "scratch.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -43,7 +44,7 @@ void binary_rows(const KernelContext& kc, Tensor& dst, F f) {
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end || dst.nelements() == 0) return;  // an empty result reads nothing
 
-  ScratchK1 scratch(kc, dst);
+  RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
   float* buf_b = scratch.take<float>(b.ne[0]);  // b's row is what is read into it
   float* buf_d = scratch.take<float>(ne0);
@@ -61,8 +62,6 @@ void binary_rows(const KernelContext& kc, Tensor& dst, F f) {
   }
 }
 
-}  // namespace
-
 void binary_op(const KernelContext& kc, Tensor& dst) {
   switch (dst.op) {
     case Op::add: return binary_rows(kc, dst, Add{});
@@ -72,5 +71,22 @@ void binary_op(const KernelContext& kc, Tensor& dst) {
     default: fail(ErrorKind::internal, "binary_op", std::string("not a binary op: ") + op_name(dst.op));
   }
 }
+
+// Any mix of f32, f16 and bf16; the result has a's dtype.
+bool binary_supports(const Tensor& n) {
+  const Tensor* a = n.src[0];
+  const Tensor* b = n.src[1];
+  return a && b && is_float_type(a->type) && is_float_type(b->type) && n.type == a->type;
+}
+
+// A row of a, a row of b (b.ne[0] elements, never more than a's), a result row.
+size_t binary_scratch_bytes(const Tensor& n, int) {
+  return scratch_piece_bytes(n.src[0]->ne[0], sizeof(float)) + scratch_piece_bytes(n.src[1]->ne[0], sizeof(float)) +
+         scratch_piece_bytes(n.ne[0], sizeof(float));
+}
+
+}  // namespace
+
+const OpFamily kBinaryFamily{"binary", binary_supports, binary_scratch_bytes, binary_op};
 
 }  // namespace weft::cpu

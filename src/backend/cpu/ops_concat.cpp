@@ -18,8 +18,6 @@ void copy_elems(uint8_t* dst, size_t dst_nb, const uint8_t* src, size_t src_nb, 
   for (int64_t i = 0; i < n; ++i) std::memmove(dst + i * dst_nb, src + i * src_nb, unit);
 }
 
-}  // namespace
-
 void concat_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
@@ -51,5 +49,19 @@ void concat_op(const KernelContext& kc, Tensor& dst) {
     copy_elems(out, dst.nb[0], row_ptr(s, j[1], j[2], j[3]), s.nb[0], dst.ne[0], unit);
   }
 }
+
+// Both the same dtype, not quantized (elements are copied as bytes).
+bool concat_supports(const Tensor& n) {
+  const Tensor* a = n.src[0];
+  const Tensor* b = n.src[1];
+  return a && b && a->type == b->type && !traits(a->type).quantized;
+}
+
+// Copies straight from the sources.
+size_t concat_scratch_bytes(const Tensor&, int) { return 0; }
+
+}  // namespace
+
+const OpFamily kConcatFamily{"concat", concat_supports, concat_scratch_bytes, concat_op};
 
 }  // namespace weft::cpu

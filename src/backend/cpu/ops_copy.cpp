@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kernels.h"
-#include "scratch_k2.h"
+#include "scratch.h"
 
 namespace weft::cpu {
 namespace {
@@ -60,7 +60,7 @@ uint8_t* nth_row(const Tensor& t, int64_t row) {
 // Quantizes whole rows of a (same shape as dst) into dst.
 void copy_quantize(const KernelContext& kc, const Tensor& a, Tensor& dst) {
   const int64_t k = a.ne[0];
-  ScratchK2 scratch(kc, dst);
+  AlignedScratch scratch(kc, dst);
   const bool direct = a.type == DType::f32 && a.nb[0] == sizeof(float);
   float* buf = direct ? nullptr : scratch.take<float>(k);
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
@@ -103,8 +103,6 @@ void copy_quantized_rows(const KernelContext& kc, const Tensor& a, Tensor& dst) 
   for (int64_t row = r.begin; row < r.end; ++row) std::memmove(nth_row(dst, row), nth_row(a, row), bytes);
 }
 
-}  // namespace
-
 void copy_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   if (traits(a.type).quantized) return copy_quantized_rows(kc, a, dst);  // cont
@@ -112,11 +110,30 @@ void copy_op(const KernelContext& kc, Tensor& dst) {
   copy_elements(kc, a, dst);
 }
 
-size_t copy_scratch_bytes(const Tensor& node) {
-  if (node.op != Op::cpy || !traits(node.type).quantized) return 0;
-  const Tensor& a = *node.src[0];
+// What copy_quantize takes: a packed f32 copy of a source row, unless the
+// source already is one. The other paths copy straight through.
+size_t copy_scratch_bytes(const Tensor& n, int) {
+  const Tensor& a = *n.src[0];
+  if (!traits(n.type).quantized || traits(a.type).quantized) return 0;
   if (a.type == DType::f32 && a.nb[0] == sizeof(float)) return 0;
-  return kScratchAlign + k2_pad(a.ne[0], sizeof(float));
+  return kScratchAlign + scratch_piece_bytes(a.ne[0], sizeof(float));
 }
+
+// From f32, f16 or bf16 into any dtype, or i32 into i32.
+bool cpy_supports(const Tensor& n) {
+  const Tensor* a = n.src[0];
+  return a && (is_float_type(a->type) || (a->type == DType::i32 && n.type == DType::i32));
+}
+
+// Any dtype; a quantized source only with packed rows (copied as whole rows).
+bool cont_supports(const Tensor& n) {
+  const Tensor* a = n.src[0];
+  return a && (!traits(a->type).quantized || a->rows_contiguous());
+}
+
+}  // namespace
+
+const OpFamily kCpyFamily{"cpy", cpy_supports, copy_scratch_bytes, copy_op};
+const OpFamily kContFamily{"cont", cont_supports, copy_scratch_bytes, copy_op};
 
 }  // namespace weft::cpu

@@ -19,7 +19,7 @@
 
 #include "kernels.h"
 #include "qdot.h"
-#include "scratch_k2.h"
+#include "scratch.h"
 #include "simd.h"
 
 namespace weft::cpu {
@@ -220,7 +220,7 @@ int32_t expert_id(const Tensor& ids, int64_t e, int64_t t) {
 }
 
 size_t xbuf_bytes(const Tensor& b) {
-  return b.nb[0] == sizeof(float) ? 0 : k2_pad(kTileCols * b.ne[0], sizeof(float));
+  return b.nb[0] == sizeof(float) ? 0 : scratch_piece_bytes(kTileCols * b.ne[0], sizeof(float));
 }
 
 // Activation rows of a product with weights a and activations b.
@@ -234,10 +234,10 @@ size_t quantized_acts_bytes(const Tensor& node) {
   const QuantDot* qd = quant_dot(node.src[0]->type);
   if (qd == nullptr) return 0;
   const int64_t rows = activation_rows(node);
-  return k2_pad(rows, act_row_bytes(qd->act, node.src[0]->ne[0])) + k2_pad(rows, 1);
+  return scratch_piece_bytes(rows, act_row_bytes(qd->act, node.src[0]->ne[0])) + scratch_piece_bytes(rows, 1);
 }
 
-QuantizedActs take_quantized_acts(ScratchK2& scratch, const Tensor& node) {
+QuantizedActs take_quantized_acts(AlignedScratch& scratch, const Tensor& node) {
   QuantizedActs q;
   q.dot = quant_dot(node.src[0]->type);
   if (q.dot == nullptr) return q;
@@ -248,12 +248,10 @@ QuantizedActs take_quantized_acts(ScratchK2& scratch, const Tensor& node) {
   return q;
 }
 
-}  // namespace
-
 void mul_mat_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
-  ScratchK2 scratch(kc, dst);
+  AlignedScratch scratch(kc, dst);
   float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kTileCols * b.ne[0]);
   const QuantizedActs q = take_quantized_acts(scratch, dst);
   const MatMul p{a, b, dst, b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
@@ -272,7 +270,7 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   const int64_t n_tokens = ids.ne[1];
   const int64_t n_pairs = n_used * n_tokens;
 
-  ScratchK2 scratch(kc, dst);
+  AlignedScratch scratch(kc, dst);
   float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kTileCols * b.ne[0]);
   int64_t* count = scratch.take<int64_t>(n_expert + 1);
   int64_t* experts = scratch.take<int64_t>(n_expert);
@@ -319,30 +317,36 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   engine.run(kc.ith, kc.nth);
 }
 
-size_t matmul_scratch_bytes(const Tensor& node) {
-  if (node.op == Op::mul_mat) {
-    const size_t x = xbuf_bytes(*node.src[1]) + quantized_acts_bytes(node);
-    return x == 0 ? 0 : x + kScratchAlign;
-  }
-  if (node.op == Op::mul_mat_id) {
-    const int64_t n_expert = node.src[0]->ne[2];
-    const int64_t n_pairs = node.src[2]->ne[0] * node.src[2]->ne[1];
-    return kScratchAlign + xbuf_bytes(*node.src[1]) + 2 * k2_pad(n_expert + 1, sizeof(int64_t)) +
-           k2_pad(n_expert, sizeof(int64_t)) + k2_pad(n_pairs, sizeof(int64_t)) + quantized_acts_bytes(node);
-  }
-  return 0;
+// Weights of any dtype but i32 with packed rows (the tile kernels read whole
+// rows of blocks); f32 activations.
+bool mul_mat_supports(const Tensor& n) {
+  const Tensor* a = n.src[0];
+  return a && is_weight_type(a->type) && a->rows_contiguous() && is_f32(n.src[1]);
 }
 
-size_t k2_scratch_bytes(const Tensor& node) {
-  switch (node.op) {
-    case Op::mul_mat:
-    case Op::mul_mat_id: return matmul_scratch_bytes(node);
-    case Op::get_rows:
-    case Op::set_rows: return rows_scratch_bytes(node);
-    case Op::cpy:
-    case Op::cont: return copy_scratch_bytes(node);
-    default: return 0;
-  }
+// Packed copies of a tile's strided activation rows, and the 8-bit
+// activations for quantized weights; none for packed f32 against float weights.
+size_t mul_mat_scratch_bytes(const Tensor& n, int) {
+  const size_t x = xbuf_bytes(*n.src[1]) + quantized_acts_bytes(n);
+  return x == 0 ? 0 : x + kScratchAlign;
 }
+
+// As mul_mat, with i32 expert ids.
+bool mul_mat_id_supports(const Tensor& n) { return mul_mat_supports(n) && is_i32(n.src[2]); }
+
+// As mul_mat, plus the grouping of (slot, token) pairs by expert, in the
+// order mul_mat_id_op takes them.
+size_t mul_mat_id_scratch_bytes(const Tensor& n, int) {
+  const int64_t n_expert = n.src[0]->ne[2];
+  const int64_t n_pairs = n.src[2]->ne[0] * n.src[2]->ne[1];
+  return kScratchAlign + xbuf_bytes(*n.src[1]) + 2 * scratch_piece_bytes(n_expert + 1, sizeof(int64_t)) +
+         scratch_piece_bytes(n_expert, sizeof(int64_t)) + scratch_piece_bytes(n_pairs, sizeof(int64_t)) +
+         quantized_acts_bytes(n);
+}
+
+}  // namespace
+
+const OpFamily kMulMatFamily{"mul_mat", mul_mat_supports, mul_mat_scratch_bytes, mul_mat_op};
+const OpFamily kMulMatIdFamily{"mul_mat_id", mul_mat_id_supports, mul_mat_id_scratch_bytes, mul_mat_id_op};
 
 }  // namespace weft::cpu

@@ -2,7 +2,8 @@
 #include <cmath>
 
 #include "kernels.h"
-#include "scratch_k1.h"
+#include "row_f32.h"
+#include "scratch.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -33,8 +34,6 @@ void norm_row(const float* x, float* out, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((x[i] - mean) * s);
 }
 
-}  // namespace
-
 void norm_op(const KernelContext& kc, Tensor& dst) {
   if (dst.op != Op::rms_norm && dst.op != Op::norm) {
     fail(ErrorKind::internal, "norm_op", std::string("not a norm op: ") + op_name(dst.op));
@@ -45,7 +44,7 @@ void norm_op(const KernelContext& kc, Tensor& dst) {
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end) return;
 
-  ScratchK1 scratch(kc, dst);
+  RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
   float* buf_d = scratch.take<float>(ne0);
 
@@ -62,5 +61,14 @@ void norm_op(const KernelContext& kc, Tensor& dst) {
     store_row_f32(dst, pd, out, ne0);
   }
 }
+
+bool norm_supports(const Tensor& n) { return is_f32(n.src[0]); }
+
+// A source row and a result row.
+size_t norm_scratch_bytes(const Tensor& n, int) { return 2 * scratch_piece_bytes(n.src[0]->ne[0], sizeof(float)); }
+
+}  // namespace
+
+const OpFamily kNormFamily{"norm", norm_supports, norm_scratch_bytes, norm_op};
 
 }  // namespace weft::cpu

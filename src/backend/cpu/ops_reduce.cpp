@@ -51,8 +51,6 @@ int32_t argmax_row(const uint8_t* p, size_t nb0, int64_t n) {
   return best;
 }
 
-}  // namespace
-
 void reduce_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
@@ -75,5 +73,14 @@ void reduce_op(const KernelContext& kc, Tensor& dst) {
     }
   }
 }
+
+bool reduce_supports(const Tensor& n) { return is_f32(n.src[0]); }
+
+// Reads rows in place.
+size_t reduce_scratch_bytes(const Tensor&, int) { return 0; }
+
+}  // namespace
+
+const OpFamily kReduceFamily{"reduce", reduce_supports, reduce_scratch_bytes, reduce_op};
 
 }  // namespace weft::cpu

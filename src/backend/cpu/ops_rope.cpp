@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kernels.h"
-#include "scratch_k1.h"
+#include "scratch.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -30,8 +30,6 @@ void fill_angles(int32_t p, int n_dims, double base, double* cos_t, double* sin_
   }
 }
 
-}  // namespace
-
 void rope_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& pos = *dst.src[1];
@@ -47,7 +45,7 @@ void rope_op(const KernelContext& kc, Tensor& dst) {
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end) return;
 
-  ScratchK1 scratch(kc, dst);
+  RowScratch scratch(kc, dst);
   double* cos_t = scratch.take<double>(ne0);
   double* sin_t = scratch.take<double>(ne0);
   bool have_angles = false;
@@ -78,5 +76,15 @@ void rope_op(const KernelContext& kc, Tensor& dst) {
     }
   }
 }
+
+// f32 values, i32 positions.
+bool rope_supports(const Tensor& n) { return is_f32(n.src[0]) && is_i32(n.src[1]); }
+
+// cos and sin per pair, in double (a row's length each: n_dims <= ne0).
+size_t rope_scratch_bytes(const Tensor& n, int) { return 2 * scratch_piece_bytes(n.src[0]->ne[0], sizeof(double)); }
+
+}  // namespace
+
+const OpFamily kRopeFamily{"rope", rope_supports, rope_scratch_bytes, rope_op};
 
 }  // namespace weft::cpu

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "kernels.h"
-#include "scratch_k2.h"
+#include "scratch.h"
 
 namespace weft::cpu {
 namespace {
@@ -10,8 +10,6 @@ namespace {
 int32_t index_at(const Tensor& idx, int64_t i, int64_t j) {
   return *reinterpret_cast<const int32_t*>(elem_ptr(idx, i, j, 0, 0));
 }
-
-}  // namespace
 
 // out[:, i, j] = a[:, idx[i, j], j] as f32; an index outside [0, R) gives a
 // row of zeros (a worker thread cannot report it).
@@ -42,7 +40,7 @@ void set_rows_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& idx = *dst.src[2];
   const int64_t k = dst.ne[0];
   const int64_t rows = dst.ne[1];
-  ScratchK2 scratch(kc, dst);
+  AlignedScratch scratch(kc, dst);
   float* buf = src.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(k);
   for (int64_t j = 0; j < src.ne[2]; ++j) {
     for (int64_t i = 0; i < src.ne[1]; ++i) {
@@ -59,9 +57,31 @@ void set_rows_op(const KernelContext& kc, Tensor& dst) {
   }
 }
 
-size_t rows_scratch_bytes(const Tensor& node) {
-  if (node.op != Op::set_rows || node.src[1]->nb[0] == sizeof(float)) return 0;
-  return kScratchAlign + k2_pad(node.ne[0], sizeof(float));
+// Rows of any dtype whose rows are packed blocks (to_f32 reads a whole row),
+// i32 indices.
+bool get_rows_supports(const Tensor& n) {
+  const Tensor* a = n.src[0];
+  return a && a->rows_contiguous() && is_i32(n.src[1]);
 }
+
+// Converts straight into the f32 result.
+size_t get_rows_scratch_bytes(const Tensor&, int) { return 0; }
+
+// A destination that is not i32, with packed rows (from_f32 writes a whole
+// row); f32 source rows; i32 indices.
+bool set_rows_supports(const Tensor& n) {
+  return is_weight_type(n.type) && n.rows_contiguous() && is_f32(n.src[1]) && is_i32(n.src[2]);
+}
+
+// A packed copy of a source row, when the source's elements are strided.
+size_t set_rows_scratch_bytes(const Tensor& n, int) {
+  if (n.src[1]->nb[0] == sizeof(float)) return 0;
+  return kScratchAlign + scratch_piece_bytes(n.ne[0], sizeof(float));
+}
+
+}  // namespace
+
+const OpFamily kGetRowsFamily{"get_rows", get_rows_supports, get_rows_scratch_bytes, get_rows_op};
+const OpFamily kSetRowsFamily{"set_rows", set_rows_supports, set_rows_scratch_bytes, set_rows_op};
 
 }  // namespace weft::cpu

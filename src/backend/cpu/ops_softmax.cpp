@@ -6,7 +6,8 @@
 #include <cstring>
 
 #include "kernels.h"
-#include "scratch_k1.h"
+#include "row_f32.h"
+#include "scratch.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -25,8 +26,6 @@ float mask_value(const Tensor& m, const uint8_t* row, int64_t i) {
   return f;
 }
 
-}  // namespace
-
 void soft_max_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor* mask = dst.src[1];
@@ -38,7 +37,7 @@ void soft_max_op(const KernelContext& kc, Tensor& dst) {
     fail(ErrorKind::unsupported, "soft_max", std::string("mask dtype ") + std::string(dtype_name(mask->type)));
   }
 
-  ScratchK1 scratch(kc, dst);
+  RowScratch scratch(kc, dst);
   float* w = scratch.take<float>(ne0);
 
   for (int64_t ir = r.begin; ir < r.end; ++ir) {
@@ -73,5 +72,18 @@ void soft_max_op(const KernelContext& kc, Tensor& dst) {
     store_row_f32(dst, pd, out, ne0);
   }
 }
+
+// f32 logits; the mask, when given, f32 or f16.
+bool soft_max_supports(const Tensor& n) {
+  const Tensor* mask = n.src[1];
+  return is_f32(n.src[0]) && (mask == nullptr || mask->type == DType::f32 || mask->type == DType::f16);
+}
+
+// One row: the scaled, masked logits, then (unless dst is packed f32) the result.
+size_t soft_max_scratch_bytes(const Tensor& n, int) { return scratch_piece_bytes(n.src[0]->ne[0], sizeof(float)); }
+
+}  // namespace
+
+const OpFamily kSoftMaxFamily{"soft_max", soft_max_supports, soft_max_scratch_bytes, soft_max_op};
 
 }  // namespace weft::cpu

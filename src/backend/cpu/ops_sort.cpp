@@ -6,7 +6,8 @@
 #include <cstring>
 
 #include "kernels.h"
-#include "scratch_k1.h"
+#include "row_f32.h"
+#include "scratch.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -18,8 +19,6 @@ inline bool less_nan_last(float x, float y) {
   if (std::isnan(y)) return !std::isnan(x);
   return x < y;
 }
-
-}  // namespace
 
 void sort_op(const KernelContext& kc, Tensor& dst) {
   if (dst.op != Op::argsort && dst.op != Op::top_k) {
@@ -33,7 +32,7 @@ void sort_op(const KernelContext& kc, Tensor& dst) {
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end) return;
 
-  ScratchK1 scratch(kc, dst);
+  RowScratch scratch(kc, dst);
   int32_t* idx = scratch.take<int32_t>(ne0);
   float* buf = scratch.take<float>(ne0);
 
@@ -56,5 +55,17 @@ void sort_op(const KernelContext& kc, Tensor& dst) {
     for (int64_t i = 0; i < n_out; ++i) std::memcpy(out + i * dst.nb[0], &idx[i], sizeof(int32_t));
   }
 }
+
+bool sort_supports(const Tensor& n) { return is_f32(n.src[0]); }
+
+// An index and a value per element of a row.
+size_t sort_scratch_bytes(const Tensor& n, int) {
+  const int64_t ne0 = n.src[0]->ne[0];
+  return scratch_piece_bytes(ne0, sizeof(int32_t)) + scratch_piece_bytes(ne0, sizeof(float));
+}
+
+}  // namespace
+
+const OpFamily kSortFamily{"sort", sort_supports, sort_scratch_bytes, sort_op};
 
 }  // namespace weft::cpu

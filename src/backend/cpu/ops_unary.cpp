@@ -2,7 +2,8 @@
 #include <cmath>
 
 #include "kernels.h"
-#include "scratch_k1.h"
+#include "row_f32.h"
+#include "scratch.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -27,7 +28,7 @@ void unary_rows(const KernelContext& kc, Tensor& dst, F f) {
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end) return;
 
-  ScratchK1 scratch(kc, dst);
+  RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
   float* buf_d = scratch.take<float>(ne0);
 
@@ -48,7 +49,7 @@ void swiglu_rows(const KernelContext& kc, Tensor& dst) {
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end) return;
 
-  ScratchK1 scratch(kc, dst);
+  RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
   float* buf_b = scratch.take<float>(ne0);
   float* buf_d = scratch.take<float>(ne0);
@@ -64,8 +65,6 @@ void swiglu_rows(const KernelContext& kc, Tensor& dst) {
   }
 }
 
-}  // namespace
-
 void unary_op(const KernelContext& kc, Tensor& dst) {
   switch (dst.op) {
     case Op::scale: {
@@ -76,9 +75,32 @@ void unary_op(const KernelContext& kc, Tensor& dst) {
     case Op::sqrt: return unary_rows(kc, dst, [](float x) { return std::sqrt(x); });
     case Op::silu: return unary_rows(kc, dst, [](float x) { return silu(x); });
     case Op::gelu: return unary_rows(kc, dst, [](float x) { return gelu(x); });
-    case Op::swiglu: return swiglu_rows(kc, dst);
     default: fail(ErrorKind::internal, "unary_op", std::string("not a unary op: ") + op_name(dst.op));
   }
 }
+
+// f32, f16 or bf16, the result in a's dtype.
+bool unary_supports(const Tensor& n) {
+  const Tensor* a = n.src[0];
+  return a && is_float_type(a->type) && n.type == a->type;
+}
+
+// A row of a and a result row.
+size_t unary_scratch_bytes(const Tensor& n, int) { return 2 * scratch_piece_bytes(n.src[0]->ne[0], sizeof(float)); }
+
+// a and b in any mix of f32, f16 and bf16; the result in a's dtype.
+bool swiglu_supports(const Tensor& n) {
+  const Tensor* a = n.src[0];
+  const Tensor* b = n.src[1];
+  return a && b && is_float_type(a->type) && is_float_type(b->type) && n.type == a->type;
+}
+
+// A row of a, a row of b (the same length) and a result row.
+size_t swiglu_scratch_bytes(const Tensor& n, int) { return 3 * scratch_piece_bytes(n.src[0]->ne[0], sizeof(float)); }
+
+}  // namespace
+
+const OpFamily kUnaryFamily{"unary", unary_supports, unary_scratch_bytes, unary_op};
+const OpFamily kSwigluFamily{"swiglu", swiglu_supports, swiglu_scratch_bytes, swiglu_rows};
 
 }  // namespace weft::cpu

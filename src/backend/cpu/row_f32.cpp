@@ -1,46 +1,11 @@
-// Scratch sizing and f32 row staging shared by the k1 kernel files.
+// f32 row staging (row_f32.h).
+#include "row_f32.h"
+
 #include <cstring>
 
-#include "scratch_k1.h"
 #include "weft/core/dtype.h"
-#include "weft/core/error.h"
 
 namespace weft::cpu {
-
-size_t k1_scratch_bytes(const Tensor& node) {
-  const Tensor* a = node.src[0];
-  if (a == nullptr) return 0;
-  const int64_t ne0 = a->ne[0];
-  switch (node.op) {
-    case Op::add:
-    case Op::sub:
-    case Op::mul:
-    case Op::div: {  // a row of a, a row of b (b.ne[0] elements, never more than a's), a result row
-      const Tensor* b = node.src[1];
-      return k1_pad(ne0, sizeof(float)) + k1_pad(b != nullptr ? b->ne[0] : 0, sizeof(float)) +
-             k1_pad(node.ne[0], sizeof(float));
-    }
-    case Op::scale:
-    case Op::sqr:
-    case Op::sqrt:
-    case Op::silu:
-    case Op::gelu:
-    case Op::swiglu: return 3 * k1_pad(ne0, sizeof(float));  // a row, b row, result row
-    case Op::rms_norm:
-    case Op::norm: return 2 * k1_pad(ne0, sizeof(float));  // source row, result row
-    case Op::soft_max: return k1_pad(ne0, sizeof(float));
-    case Op::rope: return 2 * k1_pad(ne0, sizeof(double));  // cos and sin per pair
-    case Op::argsort:
-    case Op::top_k: return k1_pad(ne0, sizeof(int32_t)) + k1_pad(ne0, sizeof(float));
-    default: return 0;
-  }
-}
-
-void scratch_overflow(size_t wanted, size_t left) {
-  fail(ErrorKind::internal, "cpu kernel scratch",
-       "a kernel asked for " + std::to_string(wanted) + " bytes with " + std::to_string(left) +
-           " left: scratch_bytes() undersized it");
-}
 
 namespace {
 
