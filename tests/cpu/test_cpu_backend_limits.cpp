@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/bind_graph.h"
 #include "scratch.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/error.h"
@@ -20,31 +21,10 @@ struct Bound {
   std::unique_ptr<Buffer> buffer;
 };
 
-// Places every tensor of g that owns memory in one host buffer.
+// The graph's tensors in one host buffer of a CPU device with threads.
 Bound bind_all(const Graph& g, int threads) {
   Bound b{make_cpu_device(threads), nullptr};
-  std::vector<Tensor*> owners;
-  size_t total = 0;
-  auto visit = [&](Tensor* t) {
-    if (t->view_src == nullptr && t->data == nullptr) {
-      owners.push_back(t);
-      t->data = reinterpret_cast<void*>(1);  // marked; set below
-      total += (t->nbytes() + 63) / 64 * 64;
-    }
-  };
-  for (Tensor* t : g.leafs()) visit(t);
-  for (Tensor* t : g.nodes()) visit(t);
-  b.buffer = b.cpu->default_buffer_type().allocate(total + 64);
-  b.buffer->clear(0);
-  size_t offset = 0;
-  for (Tensor* t : owners) {
-    t->buffer = b.buffer.get();
-    t->data = static_cast<uint8_t*>(b.buffer->base()) + offset;
-    offset += (t->nbytes() + 63) / 64 * 64;
-  }
-  for (Tensor* t : g.nodes()) {
-    if (t->view_src != nullptr) t->data = static_cast<uint8_t*>(t->view_src->data) + t->view_offs;
-  }
+  b.buffer = weft::testing::bind_graph(*b.cpu, g);
   return b;
 }
 

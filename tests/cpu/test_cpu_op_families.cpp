@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/bind_graph.h"
 #include "kernels.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/error.h"
@@ -82,34 +83,6 @@ Tensor* build(Context& ctx, Op op, DType ta, DType tb, bool s) {
   return nullptr;
 }
 
-// Places every tensor of g that owns memory in one zeroed host buffer (zero
-// is a valid value of every dtype, and a valid index).
-std::unique_ptr<Buffer> bind_all(Device& cpu, const Graph& g) {
-  std::vector<Tensor*> owners;
-  size_t total = 0;
-  auto visit = [&](Tensor* t) {
-    if (t->view_src == nullptr && t->data == nullptr) {
-      owners.push_back(t);
-      t->data = reinterpret_cast<void*>(1);  // marked; set below
-      total += (t->nbytes() + 63) / 64 * 64;
-    }
-  };
-  for (Tensor* t : g.leafs()) visit(t);
-  for (Tensor* t : g.nodes()) visit(t);
-  std::unique_ptr<Buffer> buffer = cpu.default_buffer_type().allocate(total + 64);
-  buffer->clear(0);
-  size_t offset = 0;
-  for (Tensor* t : owners) {
-    t->buffer = buffer.get();
-    t->data = static_cast<uint8_t*>(buffer->base()) + offset;
-    offset += (t->nbytes() + 63) / 64 * 64;
-  }
-  for (Tensor* t : g.nodes()) {
-    if (t->view_src != nullptr) t->data = static_cast<uint8_t*>(t->view_src->data) + t->view_offs;
-  }
-  return buffer;
-}
-
 // Runs node's kernel on nth threads one after another, each with exactly
 // scratch_bytes(node) bytes of its own (a heap block of that size, so a
 // sanitizer sees any write past it), or with none when no_scratch.
@@ -169,7 +142,7 @@ TEST(CpuOpFamilies, SupportScratchAndKernelAgreeForEveryOpAndDtype) {
           EXPECT_EQ(&cpu::op_family(op), &cpu::op_family(node->op));
           Graph g;
           g.expand(node);
-          std::unique_ptr<Buffer> buffer = bind_all(*cpu, g);
+          std::unique_ptr<Buffer> buffer = weft::testing::bind_graph(*cpu, g);
           EXPECT_EQ(cpu->supports_op(*node), cpu::supports(*node)) << name;
           if (!cpu::supports(*node)) {
             if (!strided) packed_refused.push_back(name);
@@ -305,7 +278,7 @@ TEST(CpuOpFamilies, UnsupportedCombinationsAreRefused) {
     EXPECT_FALSE(cpu->supports_op(*node)) << c.what;
     Graph g;
     g.expand(node);
-    std::unique_ptr<Buffer> buffer = bind_all(*cpu, g);
+    std::unique_ptr<Buffer> buffer = weft::testing::bind_graph(*cpu, g);
     try {
       backend->compute(g);
       ADD_FAILURE() << c.what << ": computed";
