@@ -87,9 +87,10 @@ void print_device_stats(const Session& session) {
   for (const DeviceStats& d : session.stats()) {
     if (!d.remote) continue;
     const RpcStats& s = d.rpc;
-    std::fprintf(stderr, "worker %s: %s sent, %s received, %llu round trips, %.3f s waiting\n", d.label.c_str(),
-                 format_bytes(s.bytes_sent).c_str(), format_bytes(s.bytes_received).c_str(),
-                 static_cast<unsigned long long>(s.round_trips), s.wait_seconds);
+    std::fprintf(stderr, "worker %s: %s sent, %s received, %llu round trips, %.3f s waiting, %llu op-support queries\n",
+                 d.label.c_str(), format_bytes(s.bytes_sent).c_str(), format_bytes(s.bytes_received).c_str(),
+                 static_cast<unsigned long long>(s.round_trips), s.wait_seconds,
+                 static_cast<unsigned long long>(s.support_queries));
   }
 }
 
