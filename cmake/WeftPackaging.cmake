@@ -27,7 +27,8 @@ builds the model's compute graph and a scheduler cuts it across the local CPU\n\
 and remote workers reached over TCP. This package holds the weft tool (run,\n\
 perplexity, quantize, worker, check, bench), the weft-worker systemd service,\n\
 and the headers, static libraries, CMake package and pkg-config file for\n\
-programs built on the weft library.")
+programs built on the weft library. It needs an x86-64 CPU with AVX2, FMA and\n\
+F16C (Intel Haswell, AMD Excavator or later); AVX-512 is used when present.")
 set(CPACK_PACKAGE_CONTACT "${WEFT_PACKAGE_MAINTAINER}")
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})

@@ -1,5 +1,5 @@
 // plan_memory: liveness-based offsets with in-place reuse and hazard
-// records. See include/weft/alloc.h for the contract.
+// records. See include/weft/backend/alloc.h for the contract.
 #include <algorithm>
 #include <map>
 #include <set>

@@ -105,7 +105,16 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
   }
 }
 
-LlamaModel::~LlamaModel() = default;
+LlamaModel::~LlamaModel() {
+  // Work an eval left in flight (it threw after submitting) must finish
+  // before the compute and weight buffers it uses are freed.
+  for (const auto& b : backends_) {
+    try {
+      b->synchronize();
+    } catch (const Error&) {  // its error was reported, or the peer is gone
+    }
+  }
+}
 
 LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions,
                                               Tensor* mask, int64_t n_past) {

@@ -1,4 +1,4 @@
-// Sampler (include/weft/sampler.h): repetition penalty, greedy or
+// Sampler (include/weft/model/sampler.h): repetition penalty, greedy or
 // top-k -> softmax(temperature) -> top-p -> min-p -> one draw.
 #include "weft/model/sampler.h"
 

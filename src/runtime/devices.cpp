@@ -76,7 +76,7 @@ DeviceSpec parse_device_spec(std::string_view given) {
   if (spec.substr(0, kRpc.size()) == kRpc) {
     d.kind = DeviceSpecKind::rpc;
     std::string_view rest = spec.substr(kRpc.size());
-    // The device index follows the last '/', which an endpoint never holds.
+    // The device index follows the '/', which an endpoint never holds.
     if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
       d.index = parse_int(rest.substr(slash + 1), 0, kMaxDeviceIndex);
       if (d.index < 0)

@@ -58,10 +58,13 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
   model::Sampler sampler(options.sampler);
   GenerateResult r;
   const auto t0 = Clock::now();
-  if (options.max_tokens == 0) return r;
   std::vector<float> logits = eval(prompt, 0);
   std::span<const float> row = last_row(logits, prompt.size(), model.n_vocab);
   r.prompt_seconds = seconds_since(t0);
+  if (options.max_tokens == 0) {  // the prompt alone: its keys and values are in the cache
+    r.total_seconds = r.prompt_seconds;
+    return r;
+  }
   int64_t n_past = static_cast<int64_t>(prompt.size());
   while (true) {
     const int32_t next = sampler.sample(row);

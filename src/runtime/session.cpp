@@ -39,6 +39,8 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
   const std::string& where = options_.name;
   if (options_.devices.empty()) fail(ErrorKind::invalid_input, where, "no devices");
   for (const std::string& s : options_.devices) specs_.push_back(parse_device_spec(s));
+  if (!options_.split.empty() && options_.placement)
+    fail(ErrorKind::invalid_input, where, "both a split and a placement policy: give one");
   if (!options_.split.empty()) (void)parse_split(options_.split, specs_.size());  // refuse a bad split before connecting
   file_ = GgufFile::open(options_.model);
   tokenizer_ = model::Tokenizer::from_gguf(*file_);
@@ -81,11 +83,20 @@ LoadPlan Session::plan(int64_t n_ctx) const {
 }
 
 LoadPlan Session::load(int64_t n_ctx, const model::LoadProgress& progress) {
+  LoadPlan p = plan(n_ctx);
+  load(p, progress);
+  return p;
+}
+
+void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
   const std::string& where = options_.name;
   if (model_) fail(ErrorKind::invalid_input, where, "the model is loaded already");
-  LoadPlan p = plan(n_ctx);
-  if (const std::string problem = p.problem(); !problem.empty()) fail(ErrorKind::out_of_memory, where, problem);
   const size_t n = devices_.size();
+  if (p.devices.size() != n)
+    fail(ErrorKind::invalid_input, where,
+         "a plan for " + std::to_string(p.devices.size()) + " devices; this session has " + std::to_string(n));
+  if (const std::string problem = p.problem(); !problem.empty()) fail(ErrorKind::out_of_memory, where, problem);
+  const int64_t n_ctx = p.n_ctx;
   if (n == 1) {
     model_ = std::make_unique<model::LlamaModel>(*file_, *devices_[0], n_ctx, progress);
   } else {
@@ -95,7 +106,6 @@ LoadPlan Session::load(int64_t n_ctx, const model::LoadProgress& progress) {
     model_ = std::make_unique<model::LlamaModel>(*file_, placement, n_ctx, progress);
   }
   file_.reset();  // the model and the tokenizer hold copies
-  return p;
 }
 
 }  // namespace weft

@@ -1,5 +1,5 @@
 // The reference's op evaluators, in float64, straight from the semantics
-// stated in include/weft/ops.h. Each computes the node's values in logical
+// stated in include/weft/core/ops.h. Each computes the node's values in logical
 // order and stores them; nothing here is optimised.
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The GGUF quantized types (include/weft/quant.h, and weft's q4_0 / q8_0
+// The GGUF quantized types (include/weft/core/quant.h, and weft's q4_0 / q8_0
 // dtypes) against vectors written by llama.cpp itself: tests/data/
 // quant-vectors.json holds, per type, f32 rows, the bytes `llama-quantize
 // --pure` wrote for them (no importance matrix) and the floats gguf-py

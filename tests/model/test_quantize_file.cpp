@@ -1,4 +1,4 @@
-// quantize_file (include/weft/quantize.h) end to end on small generated
+// quantize_file (include/weft/model/quantize.h) end to end on small generated
 // llama files: every mix writes the types its plan gives, metadata equal but
 // for general.file_type and general.quantization_version, copied tensors
 // byte for byte, converted rows byte for byte what quantize_row_reference
@@ -136,7 +136,7 @@ bool same_value(const weft::GgufValue& a, const weft::GgufValue& b) {
 }
 
 // The bytes a converted row must have: the reference quantizer for the types
-// of weft/quant.h, the dtype conversion for the others.
+// of weft/core/quant.h, the dtype conversion for the others.
 std::vector<uint8_t> reference_row(DType from, const uint8_t* in, DType to, int64_t n) {
   std::vector<float> x(static_cast<size_t>(n));
   weft::to_f32(from, in, x.data(), n);

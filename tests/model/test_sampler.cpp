@@ -1,4 +1,4 @@
-// Sampler against its contract (include/weft/sampler.h): greedy ties,
+// Sampler against its contract (include/weft/model/sampler.h): greedy ties,
 // reproducibility by seed, each filter on its own, the repetition penalty,
 // the empirical distribution against a float64 softmax, and option errors.
 #include <gtest/gtest.h>

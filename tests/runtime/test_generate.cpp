@@ -93,10 +93,11 @@ TEST(Generate, StopConditions) {
     for (const auto& c : m.calls) EXPECT_LT(c.n_past + static_cast<int64_t>(c.tokens.size()), 4);
   }
   {
-    FakeModel m;  // nothing to generate: no eval at all
+    FakeModel m;  // nothing to generate: the prompt is evaluated (it fills the cache), nothing sampled
     const auto r = weft::run_generation(std::ref(m), fake(64), prompt, {.max_tokens = 0});
     EXPECT_TRUE(r.tokens.empty());
-    EXPECT_TRUE(m.calls.empty());
+    ASSERT_EQ(m.calls.size(), 1u);
+    EXPECT_EQ(m.calls[0].tokens, prompt);
   }
 }
 

@@ -101,6 +101,9 @@ TEST_F(SessionTest, PlanFollowsTheSplitAndCountsEveryByte) {
   for (const auto& d : plan.devices) weights += d.part.weight_bytes;
   EXPECT_GT(weights, 0u);
   EXPECT_TRUE(plan.problem().empty());
+  weft::LoadPlan other = plan;  // a plan for other devices is refused
+  other.devices.pop_back();
+  EXPECT_THROW(s.load(other), weft::Error);
   // load() places the same way and returns the plan it used.
   const weft::LoadPlan loaded = s.load(32);
   EXPECT_EQ(loaded.devices[2].part.first_layer, 1);

@@ -133,8 +133,8 @@ void print_speed(const char* label, const GenerateResult& r) {
 }
 
 // Greedy, exactly n tokens (the demo vocabulary's end token does not stop it).
-GenerateResult generate(Session& s, const std::vector<int32_t>& prompt, int n) {
-  s.load(static_cast<int64_t>(prompt.size()) + n);
+GenerateResult generate(Session& s, const LoadPlan& plan, const std::vector<int32_t>& prompt, int n) {
+  s.load(plan);
   GenerateOptions o;
   o.max_tokens = n;
   o.stop_at_end_of_generation = false;
@@ -207,23 +207,28 @@ int cmd_demo(const DemoArgs& args) {
     local_options.devices = {"cpu"};
     local_options.split.clear();
 
-    Session split(split_options);
-    const model::Tokenizer& tok = split.tokenizer();
-    const std::vector<int32_t> prompt = tok.encode(model::kDemoPrompt, /*add_bos=*/true);
-    const int64_t n_ctx = static_cast<int64_t>(prompt.size()) + args.n_tokens;
-    const LoadPlan plan = split.plan(n_ctx);
-    std::printf("layers:");
-    for (const DevicePlan& d : plan.devices)
-      std::printf(" %s [%lld, %lld)", d.label.c_str(), static_cast<long long>(d.part.first_layer),
-                  static_cast<long long>(d.part.last_layer));
-    std::printf("\nprompt \"%s\" (%zu tokens)\n", model::kDemoPrompt, prompt.size());
-    std::fflush(stdout);
-
-    const auto t0 = Clock::now();
-    const GenerateResult split_run = generate(split, prompt, args.n_tokens);
-    std::printf("split model loaded and run in %.2f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
+    // The split model first, freed before the local one loads (one copy of
+    // the weights in this process at a time).
+    std::vector<int32_t> prompt;
+    GenerateResult split_run;
+    {
+      Session split(split_options);
+      prompt = split.tokenizer().encode(model::kDemoPrompt, /*add_bos=*/true);
+      const LoadPlan plan = split.plan(static_cast<int64_t>(prompt.size()) + args.n_tokens);
+      std::printf("layers:");
+      for (const DevicePlan& d : plan.devices)
+        std::printf(" %s [%lld, %lld)", d.label.c_str(), static_cast<long long>(d.part.first_layer),
+                    static_cast<long long>(d.part.last_layer));
+      std::printf("\nprompt \"%s\" (%zu tokens)\n", model::kDemoPrompt, prompt.size());
+      std::fflush(stdout);
+      const auto t0 = Clock::now();
+      split_run = generate(split, plan, prompt, args.n_tokens);
+      std::printf("split model loaded and run in %.2f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
+    }
     Session local(local_options);
-    const GenerateResult local_run = generate(local, prompt, args.n_tokens);
+    const model::Tokenizer& tok = local.tokenizer();
+    const GenerateResult local_run = generate(local, local.plan(static_cast<int64_t>(prompt.size()) + args.n_tokens),
+                                              prompt, args.n_tokens);
 
     print_run("split", split_run, tok);
     print_run("local", local_run, tok);

@@ -65,6 +65,7 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
 }
 
 void load_with_progress(Session& session, int64_t n_ctx) {
+  if (const std::string& w = session.tokenizer().warning(); !w.empty()) std::fprintf(stderr, "weft: warning: %s\n", w.c_str());
   const LoadPlan plan = session.plan(n_ctx);
   size_t total = 0;
   for (const DevicePlan& d : plan.devices) {
@@ -77,7 +78,7 @@ void load_with_progress(Session& session, int64_t n_ctx) {
   }
   ProgressBar bar;
   const auto t0 = std::chrono::steady_clock::now();
-  session.load(n_ctx, [&bar](size_t done, size_t all) { bar.update(done, all); });
+  session.load(plan, [&bar](size_t done, size_t all) { bar.update(done, all); });  // the plan just printed
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "loaded %s of weights in %.2f s (%.0f MiB/s)\n", format_bytes(total).c_str(), s,
                s > 0 ? mib(total) / s : 0.0);

@@ -153,6 +153,9 @@ class Device {
   virtual MemoryInfo memory() const = 0;
   virtual BufferType& default_buffer_type() = 0;
   // Whether this device computes t (its op, dtypes and shapes) correctly.
+  // A remote device asks its worker (once per shape class, then cached on
+  // the connection), so it may throw Error(disconnected) like any call that
+  // reaches a worker.
   virtual bool supports_op(const Tensor& t) const = 0;
   // Whether backends of this device can read tensors in buffers of type bt.
   virtual bool supports_buffer_type(const BufferType& bt) const = 0;

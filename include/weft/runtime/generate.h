@@ -16,7 +16,7 @@
 namespace weft {
 
 struct GenerateOptions {
-  int max_tokens = 64;                  // tokens to generate, >= 0
+  int max_tokens = 64;                  // tokens to generate, >= 0 (0: evaluate the prompt only)
   model::SamplerOptions sampler;        // default: greedy
   bool stop_at_end_of_generation = true;  // the model's end-of-generation tokens end it (not emitted)
   std::vector<int32_t> stop_tokens;     // more ids that end it (not emitted)

@@ -67,7 +67,9 @@ struct LoadPlan {
   std::string problem() const;
 };
 
-// One device's traffic (zeros for a local device).
+// One device's traffic (zeros for a local device): the totals of the
+// connection to its worker, which the worker's devices share (two devices of
+// one worker report the same figures).
 struct DeviceStats {
   std::string label;
   bool remote = false;
@@ -96,10 +98,12 @@ class Session {
   // (the errors load() would raise). Loads nothing; asks each device its
   // free memory once per call.
   LoadPlan plan(int64_t n_ctx) const;
-  // Computes plan(n_ctx), refuses it with Error(out_of_memory) naming the
-  // device when a share does not fit, then copies the weights (progress
-  // after each tensor) and allocates the KV cache. Once; the file closes
-  // after. Returns the plan it loaded.
+  // Loads a plan this Session made (so what was shown is what is loaded):
+  // refuses it with Error(out_of_memory) naming the device when a share
+  // does not fit, then copies the weights (progress after each tensor) and
+  // allocates the KV cache. Once; the file closes after.
+  void load(const LoadPlan& plan, const model::LoadProgress& progress = {});
+  // load(plan(n_ctx)); returns that plan.
   LoadPlan load(int64_t n_ctx, const model::LoadProgress& progress = {});
   bool loaded() const { return model_ != nullptr; }
   int64_t n_ctx() const;

@@ -1,4 +1,4 @@
-// Per-type block codecs behind include/weft/quant.h. Each works on whole
+// Per-type block codecs behind include/weft/core/quant.h. Each works on whole
 // blocks (the caller has checked the row size): `dequantize_*` decodes
 // nblocks blocks into nblocks * block_values floats, `quantize_*` encodes
 // nblocks * block_values finite floats with ggml's reference quantizer.

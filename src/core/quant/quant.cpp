@@ -1,4 +1,4 @@
-// The type table and the checked entry points of include/weft/quant.h.
+// The type table and the checked entry points of include/weft/core/quant.h.
 #include "weft/core/quant.h"
 
 #include <array>

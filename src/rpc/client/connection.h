@@ -1,6 +1,6 @@
 // The client's connection to one worker endpoint (docs/rpc-protocol.md).
 //
-// Lifetime (the seeds' rule, see include/weft/rpc.h): one Connection per
+// Lifetime (the seeds' rule, see include/weft/rpc/client.h): one Connection per
 // endpoint, found through a process-wide map of weak references; remote
 // buffers, backends and events hold a shared_ptr, devices and buffer types
 // only the endpoint. The connection closes when its last holder goes.

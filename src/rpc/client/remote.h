@@ -1,7 +1,7 @@
 // The remote device stack: RemoteDevice -> RemoteBufferType -> RemoteBuffer,
-// RemoteBackend and RemoteEvent. Not for callers: they use weft/rpc.h.
+// RemoteBackend and RemoteEvent. Not for callers: they use weft/rpc/client.h.
 //
-// Who holds the connection (include/weft/rpc.h, seeds 000 and 001):
+// Who holds the connection (include/weft/rpc/client.h, seeds 000 and 001):
 // RemoteDevice and RemoteBufferType hold only the endpoint, the device index
 // and properties cached from GET_DEVICES; they take a connection from
 // get_connection() when they allocate or create a backend or event.

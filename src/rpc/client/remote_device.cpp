@@ -1,4 +1,4 @@
-// Remote devices and the public entry points of weft/rpc.h.
+// Remote devices and the public entry points of weft/rpc/client.h.
 #include <string>
 
 #include "client/remote.h"

@@ -9,7 +9,7 @@
 // for one with memory of its own, a plain view of its root for one without.
 //
 // Decoding trusts nothing: each tensor is rebuilt by the op constructors of
-// weft/ops.h (the same shape and dtype checks as a local caller gets) and the
+// weft/core/ops.h (the same shape and dtype checks as a local caller gets) and the
 // result must equal what was sent; memory comes only from live buffers of
 // the session, with overflow-safe range checks.
 #include <array>

@@ -99,7 +99,10 @@ Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std:
   impl_->shared.log = options.log;
   impl_->shared.limits = options.limits;
   static_assert(kOpCount <= 64, "WorkerShared::refused_ops is a 64-bit mask");
-  for (Op op : options.refuse_ops) impl_->shared.refused_ops |= uint64_t{1} << static_cast<unsigned>(op);
+  for (Op op : options.refuse_ops) {
+    const auto bit = static_cast<unsigned>(op);
+    if (bit < static_cast<unsigned>(kOpCount)) impl_->shared.refused_ops |= uint64_t{1} << bit;  // others name no op
+  }
   impl_->shared.admit = [impl = impl_.get()](SessionStatus& status) { return impl->admit(status); };
   impl_->options = std::move(options);
 }
