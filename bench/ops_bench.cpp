@@ -108,6 +108,15 @@ std::vector<OpCase> op_cases() {
     cases.push_back({"silu f32 " + shape, [=](Context& ctx) {
                        return ops::silu(ctx, ctx.new_tensor(DType::f32, {4096, rows}));
                      }, elems});
+    cases.push_back({"gelu_erf f32 " + shape, [=](Context& ctx) {
+                       return ops::gelu_erf(ctx, ctx.new_tensor(DType::f32, {4096, rows}));
+                     }, elems});
+    cases.push_back({"sigmoid f32 " + shape, [=](Context& ctx) {
+                       return ops::sigmoid(ctx, ctx.new_tensor(DType::f32, {4096, rows}));
+                     }, elems});
+    cases.push_back({"softcap f32 " + shape, [=](Context& ctx) {
+                       return ops::softcap(ctx, ctx.new_tensor(DType::f32, {4096, rows}), 30.0f);
+                     }, elems});
     cases.push_back({"rms_norm f32 " + shape, [=](Context& ctx) {
                        return ops::rms_norm(ctx, ctx.new_tensor(DType::f32, {4096, rows}), 1e-5f);
                      }, 3 * elems});

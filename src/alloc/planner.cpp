@@ -19,6 +19,7 @@ bool op_can_run_in_place(Op op) {
   switch (op) {
     case Op::add: case Op::sub: case Op::mul: case Op::div:
     case Op::scale: case Op::sqr: case Op::sqrt: case Op::silu: case Op::gelu: case Op::swiglu:
+    case Op::gelu_erf: case Op::sigmoid: case Op::softcap:
     case Op::rms_norm: case Op::norm: case Op::soft_max:
       return true;
     default:

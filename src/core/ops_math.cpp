@@ -1,4 +1,8 @@
 // Constructors of the math ops: elementwise, row-wise, reductions, products.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
 #include "op_builder.h"
 #include "weft/core/ops.h"
 
@@ -41,6 +45,32 @@ Tensor* unary(Context& ctx, Op op, Tensor* a) {
   return same_shape_result(ctx, op, a->type, *a, {a});
 }
 
+std::string number(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+  return buf;
+}
+
+void require_positive(Op op, const char* which, float v) {
+  require(std::isfinite(v) && v > 0.0f, op, std::string(which) + " must be finite and > 0, got " + number(v));
+}
+
+// The operand rules rope and rope_ext share. a: f32 [head_dim, n_head,
+// n_tokens, 1]; pos: i32 [n_tokens]; n_dims even, in (0, head_dim].
+void check_rope(Op op, const Tensor* a, const Tensor* pos, int n_dims, RopeMode mode) {
+  require_operand(a, op, "a");
+  require_operand(pos, op, "pos");
+  require_dtype(*a, op, "a", {DType::f32});
+  require_dtype(*pos, op, "pos", {DType::i32});
+  require(a->ne[3] == 1, op, "a must be [head_dim, n_head, n_tokens, 1], got " + shape_string(*a));
+  require(pos->ne[0] == a->ne[2] && pos->nelements() == pos->ne[0], op,
+          "pos " + shape_string(*pos) + " must be [n_tokens] for " + shape_string(*a));
+  require(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0], op,
+          "n_dims " + std::to_string(n_dims) + " must be even and in (0, " + std::to_string(a->ne[0]) + "]");
+  require(mode == RopeMode::normal || mode == RopeMode::neox, op,
+          "unknown mode " + std::to_string(static_cast<int>(mode)));
+}
+
 Tensor* f32_rowwise(Context& ctx, Op op, Tensor* a) {
   require_operand(a, op, "a");
   require_dtype(*a, op, "a", {DType::f32});
@@ -63,6 +93,15 @@ Tensor* sqr(Context& ctx, Tensor* a) { return unary(ctx, Op::sqr, a); }
 Tensor* sqrt(Context& ctx, Tensor* a) { return unary(ctx, Op::sqrt, a); }
 Tensor* silu(Context& ctx, Tensor* a) { return unary(ctx, Op::silu, a); }
 Tensor* gelu(Context& ctx, Tensor* a) { return unary(ctx, Op::gelu, a); }
+Tensor* gelu_erf(Context& ctx, Tensor* a) { return unary(ctx, Op::gelu_erf, a); }
+Tensor* sigmoid(Context& ctx, Tensor* a) { return unary(ctx, Op::sigmoid, a); }
+
+Tensor* softcap(Context& ctx, Tensor* a, float cap) {
+  require_positive(Op::softcap, "cap", cap);
+  Tensor* r = unary(ctx, Op::softcap, a);
+  r->set_param_f32(0, cap);
+  return r;
+}
 
 Tensor* swiglu(Context& ctx, Tensor* a, Tensor* b) {
   require_operand(a, Op::swiglu, "a");
@@ -102,22 +141,36 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
 
 Tensor* rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, float freq_base) {
   constexpr Op op = Op::rope;
-  require_operand(a, op, "a");
-  require_operand(pos, op, "pos");
-  require_dtype(*a, op, "a", {DType::f32});
-  require_dtype(*pos, op, "pos", {DType::i32});
-  require(a->ne[3] == 1, op, "a must be [head_dim, n_head, n_tokens, 1], got " + shape_string(*a));
-  require(pos->ne[0] == a->ne[2] && pos->nelements() == pos->ne[0], op,
-          "pos " + shape_string(*pos) + " must be [n_tokens] for " + shape_string(*a));
-  require(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0], op,
-          "n_dims " + std::to_string(n_dims) + " must be even and in (0, " + std::to_string(a->ne[0]) + "]");
-  require(mode == RopeMode::normal || mode == RopeMode::neox, op,
-          "unknown mode " + std::to_string(static_cast<int>(mode)));
+  check_rope(op, a, pos, n_dims, mode);
   require(freq_base > 0.0f, op, "freq_base must be positive, got " + std::to_string(freq_base));
   Tensor* r = same_shape_result(ctx, op, DType::f32, *a, {a, pos});
   r->set_param_i32(0, n_dims);
   r->set_param_i32(1, static_cast<int32_t>(mode));
   r->set_param_f32(2, freq_base);
+  return r;
+}
+
+Tensor* rope_ext(Context& ctx, Tensor* a, Tensor* pos, Tensor* freq_factors, int n_dims, RopeMode mode,
+                 float freq_base, RopeScaling scaling) {
+  constexpr Op op = Op::rope_ext;
+  check_rope(op, a, pos, n_dims, mode);
+  require_positive(op, "freq_base", freq_base);
+  require_positive(op, "freq_scale", scaling.freq_scale);
+  require_positive(op, "attn_factor", scaling.attn_factor);
+  if (freq_factors != nullptr) {
+    require_dtype(*freq_factors, op, "freq_factors", {DType::f32});
+    require(freq_factors->is_contiguous() && freq_factors->ne[0] == n_dims / 2 &&
+                freq_factors->nelements() == freq_factors->ne[0],
+            op,
+            "freq_factors " + shape_string(*freq_factors) + " must be contiguous [" + std::to_string(n_dims / 2) +
+                "] (n_dims / 2)");
+  }
+  Tensor* r = same_shape_result(ctx, op, DType::f32, *a, {a, pos, freq_factors});
+  r->set_param_i32(0, n_dims);
+  r->set_param_i32(1, static_cast<int32_t>(mode));
+  r->set_param_f32(2, freq_base);
+  r->set_param_f32(3, scaling.freq_scale);
+  r->set_param_f32(4, scaling.attn_factor);
   return r;
 }
 

@@ -11,6 +11,8 @@ const char* op_name(Op op) {
       "rope",     "sum_rows", "argmax",    "argsort",  "top_k",      "mul_mat", "mul_mat_id",
       "get_rows", "set_rows", "cpy",       "cont",     "concat",     "view",    "reshape",
       "permute",  "transpose",
+      // appended (protocol 1.2)
+      "gelu_erf", "sigmoid",  "softcap",   "rope_ext",
   };
   const auto i = static_cast<size_t>(op);
   return i < kNames.size() ? kNames[i] : "unknown";

@@ -6,12 +6,13 @@
 //   err = sum((out - ref)^2) / max(sum(ref^2), tiny)
 //
 // i32 results must match exactly whatever the tolerance. Cases are split by
-// op family: cases_elementwise.cpp, cases_rows.cpp, cases_matmul.cpp,
-// cases_data.cpp, cases_chain.cpp.
+// op family: cases_elementwise.cpp, cases_rows.cpp, cases_rope.cpp,
+// cases_matmul.cpp, cases_data.cpp, cases_chain.cpp.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
@@ -61,6 +62,13 @@ Init quant_grid(DType t);
 Init q8_act_grid();
 
 // Tolerances of the normalized error.
+// v printed with a printf format of one double conversion, for case names.
+inline std::string fmt(const char* format, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
 namespace tol {
 inline constexpr double kExact = 0.0;        // data movement without rounding
 inline constexpr double kArith = 1e-12;      // one f32 rounding per value
@@ -174,7 +182,8 @@ inline constexpr DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1,  
                                         DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs};
 
 void add_elementwise_cases(std::vector<Case>& cases);
-void add_row_cases(std::vector<Case>& cases);  // norms, soft_max, rope, reductions, sorts
+void add_row_cases(std::vector<Case>& cases);   // norms, soft_max, rope (add_rope_cases), reductions, sorts
+void add_rope_cases(std::vector<Case>& cases);  // rope, rope_ext (cases_rope.cpp)
 void add_matmul_cases(std::vector<Case>& cases);
 void add_data_cases(std::vector<Case>& cases);  // get/set_rows, cpy, cont, concat, views
 void add_chain_cases(std::vector<Case>& cases);

@@ -150,12 +150,63 @@ void add_misc_chains(std::vector<Case>& cases) {
                    }});
 }
 
+// The pieces the newer families add: Gemma 2's soft-capped scores and
+// logits with a gelu_erf feed-forward, Qwen2-MoE's sigmoid-gated shared
+// expert, and Llama 3.1's rope with frequency factors feeding attention.
+void add_family_chains(std::vector<Case>& cases) {
+  cases.push_back({"chain gemma2 scores>softcap>soft_max f32 [16,5,4,1] cap=50", [](CaseBuilder& b) {
+                     Context& ctx = b.ctx();
+                     Tensor* k = b.input(DType::f32, {32, 16, 4, 1});
+                     Tensor* q = b.input(DType::f32, {32, 5, 4, 1}, uniform(-8.0f, 8.0f));
+                     // Scores spread about 30: the cap bends them.
+                     Tensor* scores = ops::scale(ctx, ops::mul_mat(ctx, k, q), 2.0f);
+                     Tensor* capped = ops::softcap(ctx, scores, 50.0f);
+                     Tensor* mask = b.input(DType::f16, {16, 5, 1, 1}, causal_mask(5));
+                     b.output(ops::soft_max(ctx, capped, mask, 1.0f), tol::kTranscend);
+                   }});
+  for (DType w : {DType::f32, DType::q8_0}) {
+    cases.push_back({"chain gemma ffn gelu_erf>logits softcap " + dtype_str(w) + " [64,3,1,1] ff=96",
+                     [w](CaseBuilder& b) {
+                       Context& ctx = b.ctx();
+                       Tensor* x = b.input(DType::f32, {64, 3, 1, 1});
+                       Tensor* gate = ops::mul_mat(ctx, b.input(w, {64, 96, 1, 1}), x);
+                       Tensor* up = ops::mul_mat(ctx, b.input(w, {64, 96, 1, 1}), x);
+                       Tensor* act = ops::mul(ctx, ops::gelu_erf(ctx, gate), up);
+                       Tensor* down = ops::mul_mat(ctx, b.input(w, {96, 64, 1, 1}), act);
+                       Tensor* logits = ops::mul_mat(ctx, b.input(DType::f32, {64, 40, 1, 1}), ops::add(ctx, x, down));
+                       b.output(ops::softcap(ctx, ops::scale(ctx, logits, 4.0f), 30.0f), 5 * matmul_tol(w));
+                     }});
+  }
+  cases.push_back({"chain qwen2moe shared expert sigmoid gate f32 [64,4,1,1]", [](CaseBuilder& b) {
+                     Context& ctx = b.ctx();
+                     Tensor* x = b.input(DType::f32, {64, 4, 1, 1});
+                     Tensor* gate = ops::mul_mat(ctx, b.input(DType::f32, {64, 48, 1, 1}), x);
+                     Tensor* up = ops::mul_mat(ctx, b.input(DType::f32, {64, 48, 1, 1}), x);
+                     Tensor* act = ops::swiglu(ctx, gate, up);
+                     Tensor* shared = ops::mul_mat(ctx, b.input(DType::f32, {48, 64, 1, 1}), act);
+                     Tensor* g = ops::sigmoid(ctx, ops::mul_mat(ctx, b.input(DType::f32, {64, 1, 1, 1}), x));
+                     b.output(ops::mul(ctx, shared, g), 5 * tol::kMatF32);
+                   }});
+  cases.push_back({"chain llama3.1 rope_ext q.k f32 hd=32 heads=4 tok=5", [](CaseBuilder& b) {
+                     Context& ctx = b.ctx();
+                     Tensor* ff = b.input(DType::f32, {16, 1, 1, 1}, uniform(1.0f, 8.0f));
+                     Tensor* pos = b.input(DType::i32, {5, 1, 1, 1}, indices(1000));
+                     auto rot = [&](Tensor* t) {
+                       return ops::rope_ext(ctx, t, pos, ff, 32, RopeMode::normal, 500000.0f, {1.0f, 1.0f});
+                     };
+                     Tensor* q = ops::permute(ctx, rot(b.input(DType::f32, {32, 4, 5, 1})), 0, 2, 1, 3);
+                     Tensor* k = ops::permute(ctx, rot(b.input(DType::f32, {32, 4, 5, 1})), 0, 2, 1, 3);
+                     b.output(ops::mul_mat(ctx, k, q), 1e-7);
+                   }});
+}
+
 }  // namespace
 
 void add_chain_cases(std::vector<Case>& cases) {
   add_mlp_chains(cases);
   add_attention_chains(cases);
   add_misc_chains(cases);
+  add_family_chains(cases);
 }
 
 }  // namespace weft::conformance

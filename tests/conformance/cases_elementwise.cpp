@@ -1,5 +1,6 @@
 // Cases: elementwise binary (add sub mul div, with broadcasting), unary
-// (scale sqr sqrt silu gelu) and swiglu, for f32 / f16 / bf16 operands.
+// (scale sqr sqrt silu gelu gelu_erf sigmoid softcap) and swiglu, for f32 /
+// f16 / bf16 operands.
 #include "conformance/cases.h"
 #include "weft/core/ops.h"
 
@@ -70,13 +71,16 @@ void add_binary(std::vector<Case>& cases) {
   }
 }
 
-enum class Unary { scale, scale_neg, sqr, sqrt, silu, gelu };
+enum class Unary { scale, scale_neg, sqr, sqrt, silu, gelu, gelu_erf, sigmoid, softcap, softcap_wide };
 struct UnaryOp {
   const char* name;
   Unary kind;
 };
-constexpr UnaryOp kUnaryOps[] = {{"scale", Unary::scale}, {"sqr", Unary::sqr},   {"sqrt", Unary::sqrt},
-                                 {"silu", Unary::silu},   {"gelu", Unary::gelu}, {"scale", Unary::scale_neg}};
+constexpr UnaryOp kUnaryOps[] = {{"scale", Unary::scale},       {"sqr", Unary::sqr},
+                                 {"sqrt", Unary::sqrt},         {"silu", Unary::silu},
+                                 {"gelu", Unary::gelu},         {"scale", Unary::scale_neg},
+                                 {"gelu_erf", Unary::gelu_erf}, {"sigmoid", Unary::sigmoid},
+                                 {"softcap", Unary::softcap},   {"softcap", Unary::softcap_wide}};
 
 struct UnaryShape {
   Shape ne;
@@ -98,6 +102,10 @@ Tensor* apply_unary(Context& ctx, Unary kind, Tensor* x) {
     case Unary::sqrt: return ops::sqrt(ctx, x);
     case Unary::silu: return ops::silu(ctx, x);
     case Unary::gelu: return ops::gelu(ctx, x);
+    case Unary::gelu_erf: return ops::gelu_erf(ctx, x);
+    case Unary::sigmoid: return ops::sigmoid(ctx, x);
+    case Unary::softcap: return ops::softcap(ctx, x, 2.5f);        // well inside tanh's bend
+    case Unary::softcap_wide: return ops::softcap(ctx, x, 30.0f);  // Gemma 2's logit cap, values past it
   }
   return nullptr;
 }
@@ -106,13 +114,20 @@ void add_unary(std::vector<Case>& cases) {
   for (const UnaryOp& op : kUnaryOps) {
     for (DType type : kFloatTypes) {
       for (const UnaryShape& s : kUnaryShapes) {
-        if (op.kind == Unary::scale_neg && s.layout != Layout::packed) continue;
+        const bool wide = op.kind == Unary::softcap_wide;
+        if ((op.kind == Unary::scale_neg || wide) && s.layout != Layout::packed) continue;
         std::string name =
             std::string(op.name) + " " + dtype_str(type) + " " + shape_str(s.ne) + layout_suffix(s.layout, "a");
         if (op.kind == Unary::scale) name += " s=0.37";
         if (op.kind == Unary::scale_neg) name += " s=-2";
-        const bool transcendental = op.kind == Unary::silu || op.kind == Unary::gelu;
-        Init init = op.kind == Unary::sqrt ? uniform(0.0f, 2.0f) : transcendental ? uniform(-4.0f, 4.0f) : Init{};
+        if (op.kind == Unary::softcap) name += " cap=2.5";
+        if (wide) name += " cap=30 x<100";
+        const bool transcendental = op.kind == Unary::silu || op.kind == Unary::gelu || op.kind == Unary::gelu_erf ||
+                                    op.kind == Unary::sigmoid || op.kind == Unary::softcap || wide;
+        Init init = op.kind == Unary::sqrt ? uniform(0.0f, 2.0f)
+                    : wide                 ? uniform(-100.0f, 100.0f)
+                    : transcendental       ? uniform(-4.0f, 4.0f)
+                                           : Init{};
         cases.push_back({name, [op, type, s, transcendental, init](CaseBuilder& b) {
                            Tensor* x = operand(b, type, s.ne, s.layout, init);
                            const double t = transcendental ? tol::kTranscend : tol::kArith;

@@ -1,5 +1,5 @@
-// Cases: ops along rows. rms_norm, norm, soft_max, rope, sum_rows, argmax,
-// argsort, top_k (all f32 inputs).
+// Cases: ops along rows. rms_norm, norm, soft_max, sum_rows, argmax,
+// argsort, top_k (all f32 inputs); rope and rope_ext in cases_rope.cpp.
 #include <cstdio>
 
 #include "conformance/cases.h"
@@ -7,12 +7,6 @@
 
 namespace weft::conformance {
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 struct RowShape {
   Shape ne;
@@ -90,54 +84,6 @@ void add_soft_max(std::vector<Case>& cases) {
   }
 }
 
-void add_rope(std::vector<Case>& cases) {
-  enum class Src { packed, heads_view, permuted };
-  struct RopeCase {
-    Shape a;  // [head_dim, n_head, n_tokens, 1]
-    int n_dims;
-    float base;
-    Src src;
-    int64_t max_pos;
-    double tol;
-  };
-  const RopeCase kCases[] = {
-      {{64, 4, 5, 1}, 64, 10000.0f, Src::packed, 128, tol::kRope},
-      {{128, 2, 3, 1}, 128, 1e6f, Src::packed, 128, tol::kRope},
-      {{64, 3, 4, 1}, 32, 10000.0f, Src::packed, 128, tol::kRope},
-      {{8, 2, 7, 1}, 6, 500000.0f, Src::packed, 128, tol::kRope},
-      {{2, 1, 1, 1}, 2, 10000.0f, Src::packed, 128, tol::kRope},
-      {{128, 16, 7, 1}, 96, 10000.0f, Src::packed, 128, tol::kRope},
-      {{64, 3, 5, 1}, 64, 10000.0f, Src::heads_view, 128, tol::kRope},
-      {{32, 3, 5, 1}, 16, 1e6f, Src::permuted, 128, tol::kRope},
-      {{32, 2, 3, 1}, 32, 10000.0f, Src::packed, 4096, 1e-6},  // f32 angles lose digits at large p
-  };
-  for (const RopeMode mode : {RopeMode::normal, RopeMode::neox}) {
-    for (const RopeCase& c : kCases) {
-      std::string name = std::string("rope f32 ") + shape_str(c.a) + (mode == RopeMode::neox ? " neox" : " normal") +
-                         " n_dims=" + std::to_string(c.n_dims) + fmt(" base=%g", c.base);
-      if (c.src == Src::heads_view) name += " a=heads_view";
-      if (c.src == Src::permuted) name += " a=permuted";
-      if (c.max_pos != 128) name += " pos<" + std::to_string(c.max_pos);
-      cases.push_back({name, [c, mode](CaseBuilder& b) {
-                         const int64_t hd = c.a[0], nh = c.a[1], nt = c.a[2];
-                         Tensor* x = nullptr;
-                         if (c.src == Src::packed) {
-                           x = b.input(DType::f32, c.a);
-                         } else if (c.src == Src::heads_view) {
-                           // Heads 2..2+nh of a fused [hd, nh + 3, nt] tensor (as q out of a qkv projection).
-                           Tensor* big = b.input(DType::f32, {hd, nh + 3, nt, 1});
-                           x = ops::view_3d(b.ctx(), big, hd, nh, nt, big->nb[1], big->nb[2], 2 * big->nb[1]);
-                         } else {
-                           Tensor* leaf = b.input(DType::f32, {hd, nt, nh, 1});
-                           x = ops::permute(b.ctx(), leaf, 0, 2, 1, 3);
-                         }
-                         Tensor* pos = b.input(DType::i32, {nt, 1, 1, 1}, indices(c.max_pos));
-                         b.output(ops::rope(b.ctx(), x, pos, c.n_dims, mode, c.base), c.tol);
-                       }});
-    }
-  }
-}
-
 void add_reductions(std::vector<Case>& cases) {
   const RowShape kSum[] = {{{1, 1, 1, 1}},
                            {{7, 3, 1, 1}},
@@ -205,7 +151,7 @@ void add_sorts(std::vector<Case>& cases) {
 void add_row_cases(std::vector<Case>& cases) {
   add_norms(cases);
   add_soft_max(cases);
-  add_rope(cases);
+  add_rope_cases(cases);
   add_reductions(cases);
   add_sorts(cases);
 }

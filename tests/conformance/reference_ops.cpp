@@ -33,6 +33,14 @@ double gelu(double x) {
   return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
 }
 
+double gelu_erf(double x) {
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
+
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+
 // An i32 element as an index, checked against [0, n).
 int64_t index_value(double v, int64_t n, const char* what) {
   const auto i = static_cast<int64_t>(v);
@@ -76,9 +84,12 @@ void Reference::eval(const Tensor& node) {
     case Op::sqr:
     case Op::sqrt:
     case Op::silu:
-    case Op::gelu: {
+    case Op::gelu:
+    case Op::gelu_erf:
+    case Op::sigmoid:
+    case Op::softcap: {
       Accessor a = access(*s0);
-      const double s = node.param_f32(0);
+      const double s = node.param_f32(0);  // scale's factor, softcap's cap
       for_each(ne, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
         const double x = a.at(i0, i1, i2, i3);
         switch (node.op) {
@@ -86,6 +97,9 @@ void Reference::eval(const Tensor& node) {
           case Op::sqr: out.push_back(x * x); break;
           case Op::sqrt: out.push_back(std::sqrt(x)); break;
           case Op::silu: out.push_back(silu(x)); break;
+          case Op::gelu_erf: out.push_back(gelu_erf(x)); break;
+          case Op::sigmoid: out.push_back(sigmoid(x)); break;
+          case Op::softcap: out.push_back(s * std::tanh(x / s)); break;
           default: out.push_back(gelu(x)); break;
         }
       });
@@ -138,11 +152,17 @@ void Reference::eval(const Tensor& node) {
       });
       break;
     }
-    case Op::rope: {
+    case Op::rope:
+    case Op::rope_ext: {
       Accessor a = access(*s0), pos = access(*s1);
       const int64_t n_dims = node.param_i32(0);
       const bool neox = node.param_i32(1) == static_cast<int32_t>(RopeMode::neox);
       const double base = node.param_f32(2);
+      const bool ext = node.op == Op::rope_ext;
+      const double freq_scale = ext ? node.param_f32(3) : 1.0;
+      const double attn = ext ? node.param_f32(4) : 1.0;
+      std::vector<double> factors;  // rope_ext's per-pair divisors; 1 without them
+      if (ext && s2 != nullptr) factors = values(*s2);
       const int64_t half = n_dims / 2;
       const int64_t one[kMaxDims] = {1, ne[1], ne[2], ne[3]};
       std::vector<double> row(static_cast<size_t>(ne[0]));
@@ -150,12 +170,14 @@ void Reference::eval(const Tensor& node) {
         const double p = pos.at(i2, 0, 0, 0);
         for (int64_t i = 0; i < ne[0]; ++i) row[i] = a.at(i, i1, i2, i3);
         for (int64_t i = 0; i < half; ++i) {
-          const double theta = p * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims));
+          const double ff = factors.empty() ? 1.0 : factors[static_cast<size_t>(i)];
+          const double theta = p * freq_scale *
+                               std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(n_dims)) / ff;
           const int64_t j0 = neox ? i : 2 * i;
           const int64_t j1 = neox ? i + half : 2 * i + 1;
           const double x0 = a.at(j0, i1, i2, i3), x1 = a.at(j1, i1, i2, i3);
-          row[j0] = x0 * std::cos(theta) - x1 * std::sin(theta);
-          row[j1] = x0 * std::sin(theta) + x1 * std::cos(theta);
+          row[j0] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * attn;
+          row[j1] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * attn;
         }
         out.insert(out.end(), row.begin(), row.end());
       });

@@ -174,6 +174,41 @@ TEST(ConformanceReference, RopePairsAndPassesTheTail) {
   }
 }
 
+TEST(ConformanceReference, RopeExtScalesAnglesAndRotatedValuesOnly) {
+  // head_dim 6, n_dims 4, base 100, position 2, factors {4, 0.5}, freq_scale
+  // 0.5, attn_factor 3: pair 0 turns by 2 * 0.5 / 4 = 0.25 rad, pair 1 by
+  // 2 * 0.5 * 0.1 / 0.5 = 0.2 rad; both are tripled; 5 and 6 pass unscaled.
+  const double c0 = std::cos(0.25), s0 = std::sin(0.25), c1 = std::cos(0.2), s1 = std::sin(0.2);
+  const std::vector<float> in = {1, 2, 3, 4, 5, 6};
+  for (RopeMode mode : {RopeMode::normal, RopeMode::neox}) {
+    Context ctx;
+    Tensor* x = ctx.new_tensor(DType::f32, {6, 1, 1});
+    Tensor* pos = ctx.new_tensor(DType::i32, {1});
+    Tensor* ff = ctx.new_tensor(DType::f32, {2});
+    const auto v = run(ops::rope_ext(ctx, x, pos, ff, 4, mode, 100.0f, {0.5f, 3.0f}),
+                       {{x, f32_bytes(in)}, {pos, i32_bytes({2})}, {ff, f32_bytes({4.0f, 0.5f})}});
+    const std::vector<double> want =
+        mode == RopeMode::normal
+            ? std::vector<double>{3 * (1 * c0 - 2 * s0), 3 * (1 * s0 + 2 * c0), 3 * (3 * c1 - 4 * s1),
+                                  3 * (3 * s1 + 4 * c1), 5, 6}
+            : std::vector<double>{3 * (1 * c0 - 3 * s0), 3 * (2 * c1 - 4 * s1), 3 * (1 * s0 + 3 * c0),
+                                  3 * (2 * s1 + 4 * c1), 5, 6};
+    for (int i = 0; i < 6; ++i) EXPECT_NEAR(v[i], want[i], 1e-12) << static_cast<int>(mode) << " " << i;
+  }
+}
+
+TEST(ConformanceReference, RopeExtWithDefaultsIsRope) {
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {8, 2, 3});
+  Tensor* pos = ctx.new_tensor(DType::i32, {3});
+  std::vector<float> in(48);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(static_cast<float>(i));
+  const std::vector<std::pair<Tensor*, std::vector<uint8_t>>> leafs = {{x, f32_bytes(in)},
+                                                                       {pos, i32_bytes({0, 7, 300})}};
+  EXPECT_EQ(run(ops::rope_ext(ctx, x, pos, nullptr, 6, RopeMode::neox, 1e4f), leafs),
+            run(ops::rope(ctx, x, pos, 6, RopeMode::neox, 1e4f), leafs));
+}
+
 TEST(ConformanceReference, SoftMax) {
   Context ctx;
   Tensor* x = ctx.new_tensor(DType::f32, {2, 1});
@@ -208,6 +243,15 @@ TEST(ConformanceReference, NormsAndUnaries) {
   const auto s = run(ops::silu(ctx, x), {{x, f32_bytes({1, 0})}});
   EXPECT_NEAR(s[0], 0.7310585786300049, 1e-15);
   EXPECT_EQ(s[1], 0.0);
+  const auto ge = run(ops::gelu_erf(ctx, x), {{x, f32_bytes({1, -2})}});
+  EXPECT_NEAR(ge[0], 0.8413447460685429, 1e-15);   // Phi(1)
+  EXPECT_NEAR(ge[1], -0.04550026389635842, 1e-15);  // -2 Phi(-2)
+  const auto sg = run(ops::sigmoid(ctx, x), {{x, f32_bytes({0, -1})}});
+  EXPECT_EQ(sg[0], 0.5);
+  EXPECT_NEAR(sg[1], 0.2689414213699951, 1e-15);
+  const auto sc = run(ops::softcap(ctx, x, 2.0f), {{x, f32_bytes({2, -1})}});
+  EXPECT_NEAR(sc[0], 2 * std::tanh(1.0), 1e-15);
+  EXPECT_NEAR(sc[1], 2 * std::tanh(-0.5), 1e-15);
 }
 
 TEST(ConformanceReference, SortsKeepTiesInIndexOrder) {

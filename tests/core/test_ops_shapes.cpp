@@ -1,6 +1,7 @@
 // Op constructors: result shapes, and errors that name the op and shapes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "weft/core/error.h"
@@ -99,6 +100,103 @@ TEST(OpShapes, EveryConstructorChecksItsOperands) {
   expect_op_error("transpose", [&] { ops::transpose(ctx, ctx.new_tensor(DType::q8_0, {32, 2})); });
   expect_op_error("reshape", [&] { ops::reshape(ctx, a, {8, 4}); });
   expect_op_error("reshape", [&] { ops::reshape(ctx, ops::transpose(ctx, a), {64}); });
+}
+
+// Expects fn to throw invalid_input starting "[op]" and naming each of words.
+template <typename Fn>
+void expect_op_error_naming(const std::string& op, std::initializer_list<const char*> words, Fn fn) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error from " << op;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_input) << what;
+    EXPECT_EQ(what.rfind("[" + op + "]", 0), 0u) << what;
+    for (const char* w : words) EXPECT_NE(what.find(w), std::string::npos) << "'" << w << "' not in: " << what;
+  }
+}
+
+TEST(OpShapes, ActivationsOfNewFamilies) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::bf16, {5, 3, 2});
+  for (Tensor* r : {ops::gelu_erf(ctx, a), ops::sigmoid(ctx, a), ops::softcap(ctx, a, 30.0f)}) {
+    EXPECT_EQ(shape_string(*r), "bf16[5,3,2,1]");
+    EXPECT_EQ(r->src[0], a);
+  }
+  EXPECT_EQ(ops::softcap(ctx, a, 30.0f)->param_f32(0), 30.0f);
+  // A transposed (non-contiguous) operand is fine; the result is packed.
+  Tensor* t = ops::sigmoid(ctx, ops::transpose(ctx, ctx.new_tensor(DType::f32, {4, 6})));
+  EXPECT_EQ(shape_string(*t), "f32[6,4,1,1]");
+  EXPECT_TRUE(t->is_contiguous());
+  for (DType bad : {DType::i32, DType::q8_0}) {
+    Tensor* x = ctx.new_tensor(bad, {32});
+    expect_op_error("gelu_erf", [&] { ops::gelu_erf(ctx, x); });
+    expect_op_error("sigmoid", [&] { ops::sigmoid(ctx, x); });
+    expect_op_error("softcap", [&] { ops::softcap(ctx, x, 1.0f); });
+  }
+  expect_op_error_naming("sigmoid", {"missing operand a"}, [&] { ops::sigmoid(ctx, nullptr); });
+  for (float cap : {0.0f, -0.0f, -1.0f, INFINITY, -INFINITY, NAN}) {
+    expect_op_error_naming("softcap", {"cap must be finite and > 0"}, [&] { ops::softcap(ctx, a, cap); });
+  }
+}
+
+TEST(OpShapes, RopeExtParametersAndFactors) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::f32, {16, 4, 3});
+  Tensor* pos = ctx.new_tensor(DType::i32, {3});
+  Tensor* ff = ctx.new_tensor(DType::f32, {6});
+  Tensor* r = ops::rope_ext(ctx, a, pos, ff, 12, RopeMode::neox, 5e5f, {0.25f, 1.5f});
+  EXPECT_EQ(shape_string(*r), "f32[16,4,3,1]");
+  EXPECT_EQ(r->op, Op::rope_ext);
+  EXPECT_EQ(r->src[0], a);
+  EXPECT_EQ(r->src[1], pos);
+  EXPECT_EQ(r->src[2], ff);
+  EXPECT_EQ(r->param_i32(0), 12);
+  EXPECT_EQ(r->param_i32(1), static_cast<int32_t>(RopeMode::neox));
+  EXPECT_EQ(r->param_f32(2), 5e5f);
+  EXPECT_EQ(r->param_f32(3), 0.25f);
+  EXPECT_EQ(r->param_f32(4), 1.5f);
+  // Defaults: no factors, freq_scale and attn_factor 1.
+  Tensor* d = ops::rope_ext(ctx, a, pos, nullptr, 16, RopeMode::normal, 1e4f);
+  EXPECT_EQ(d->src[2], nullptr);
+  EXPECT_EQ(d->param_f32(3), 1.0f);
+  EXPECT_EQ(d->param_f32(4), 1.0f);
+  // a may be a view (some heads of a fused projection); factors a contiguous view.
+  Tensor* fused = ctx.new_tensor(DType::f32, {16, 7, 3});
+  Tensor* heads = ops::view_3d(ctx, fused, 16, 4, 3, fused->nb[1], fused->nb[2], fused->nb[1]);
+  Tensor* ff_view = ops::view_1d(ctx, ctx.new_tensor(DType::f32, {10}), 6, 8);
+  EXPECT_NO_THROW(ops::rope_ext(ctx, heads, pos, ff_view, 12, RopeMode::normal, 1e4f));
+
+  auto ext = [&](Tensor* factors, int n_dims, float base, ops::RopeScaling s) {
+    return ops::rope_ext(ctx, a, pos, factors, n_dims, RopeMode::normal, base, s);
+  };
+  for (float bad : {0.0f, -1.0f, INFINITY, NAN}) {
+    expect_op_error_naming("rope_ext", {"freq_base must be finite and > 0"}, [&] { ext(ff, 12, bad, {}); });
+    expect_op_error_naming("rope_ext", {"freq_scale must be finite and > 0"}, [&] { ext(ff, 12, 1e4f, {bad, 1.0f}); });
+    expect_op_error_naming("rope_ext", {"attn_factor must be finite and > 0"},
+                           [&] { ext(ff, 12, 1e4f, {1.0f, bad}); });
+  }
+  expect_op_error_naming("rope_ext", {"freq_factors", "f32[6,1,1,1]", "[5]"}, [&] { ext(ff, 10, 1e4f, {}); });
+  expect_op_error_naming("rope_ext", {"freq_factors", "expected dtype f32"},
+                         [&] { ext(ctx.new_tensor(DType::f16, {6}), 12, 1e4f, {}); });
+  expect_op_error_naming("rope_ext", {"freq_factors", "f32[3,2,1,1]"},
+                         [&] { ext(ctx.new_tensor(DType::f32, {3, 2}), 12, 1e4f, {}); });
+  Tensor* gappy = ops::view_1d(ctx, ctx.new_tensor(DType::f32, {12}), 6, 0);
+  gappy->nb[0] = 8;  // every other float: not contiguous
+  expect_op_error_naming("rope_ext", {"freq_factors", "contiguous"}, [&] { ext(gappy, 12, 1e4f, {}); });
+  // The rules rope_ext shares with rope name rope_ext.
+  expect_op_error_naming("rope_ext", {"n_dims 7"}, [&] { ext(nullptr, 7, 1e4f, {}); });
+  expect_op_error_naming("rope_ext", {"n_dims 18"}, [&] { ext(nullptr, 18, 1e4f, {}); });
+  Tensor* short_pos = ctx.new_tensor(DType::i32, {2});
+  expect_op_error_naming("rope_ext", {"pos"},
+                         [&] { ops::rope_ext(ctx, a, short_pos, nullptr, 8, RopeMode::neox, 1e4f); });
+  expect_op_error_naming("rope_ext", {"unknown mode 2"},
+                         [&] { ops::rope_ext(ctx, a, pos, nullptr, 8, static_cast<RopeMode>(2), 1e4f); });
+  Tensor* a16 = ctx.new_tensor(DType::f16, {16, 4, 3});
+  expect_op_error_naming("rope_ext", {"a is"},
+                         [&] { ops::rope_ext(ctx, a16, pos, nullptr, 8, RopeMode::neox, 1e4f); });
+  expect_op_error_naming("rope_ext", {"missing operand pos"},
+                         [&] { ops::rope_ext(ctx, a, nullptr, nullptr, 8, RopeMode::neox, 1e4f); });
 }
 
 TEST(OpShapes, NewTensorRejectsImpossibleShapes) {

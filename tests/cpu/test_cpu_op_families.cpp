@@ -57,12 +57,18 @@ Tensor* build(Context& ctx, Op op, DType ta, DType tb, bool s) {
     case Op::sqrt: return repeat ? nullptr : ops::sqrt(ctx, operand(ctx, ta, {K, 3}, s));
     case Op::silu: return repeat ? nullptr : ops::silu(ctx, operand(ctx, ta, {K, 3}, s));
     case Op::gelu: return repeat ? nullptr : ops::gelu(ctx, operand(ctx, ta, {K, 3}, s));
+    case Op::gelu_erf: return repeat ? nullptr : ops::gelu_erf(ctx, operand(ctx, ta, {K, 3}, s));
+    case Op::sigmoid: return repeat ? nullptr : ops::sigmoid(ctx, operand(ctx, ta, {K, 3}, s));
+    case Op::softcap: return repeat ? nullptr : ops::softcap(ctx, operand(ctx, ta, {K, 3}, s), 30.0f);
     case Op::swiglu: return ops::swiglu(ctx, operand(ctx, ta, {K, 3}, s), operand(ctx, tb, {K, 3}, s));
     case Op::rms_norm: return repeat ? nullptr : ops::rms_norm(ctx, operand(ctx, ta, {K, 3}, s), 1e-5f);
     case Op::norm: return repeat ? nullptr : ops::norm(ctx, operand(ctx, ta, {K, 3}, s), 1e-5f);
     case Op::soft_max: return ops::soft_max(ctx, operand(ctx, ta, {K, 3, 2}, s), operand(ctx, tb, {K, 4}, s), 0.5f);
     case Op::rope:
       return ops::rope(ctx, operand(ctx, ta, {8, 2, 3}, s), operand(ctx, tb, {3}, s), 6, RopeMode::neox, 1e4f);
+    case Op::rope_ext:  // factors must be packed
+      return ops::rope_ext(ctx, operand(ctx, ta, {8, 2, 3}, s), operand(ctx, tb, {3}, s),
+                           operand(ctx, DType::f32, {3}, false), 6, RopeMode::normal, 1e4f, {0.5f, 1.2f});
     case Op::sum_rows: return repeat ? nullptr : ops::sum_rows(ctx, operand(ctx, ta, {K, 3}, s));
     case Op::argmax: return repeat ? nullptr : ops::argmax(ctx, operand(ctx, ta, {K, 3}, s));
     case Op::argsort:
@@ -215,6 +221,23 @@ TEST(CpuOpFamilies, UnsupportedCombinationsAreRefused) {
          Tensor* n = ops::rope(c, c.new_tensor(DType::f32, {4, 1, 2}), c.new_tensor(DType::i32, {2}), 4,
                                RopeMode::normal, 1e4f);
          n->src[1] = c.new_tensor(DType::f32, {2});
+         return n;
+       }},
+      {"rope_ext with f16 factors", [](Context& c) {
+         Tensor* n = ops::rope_ext(c, c.new_tensor(DType::f32, {4, 1, 2}), c.new_tensor(DType::i32, {2}),
+                                   c.new_tensor(DType::f32, {2}), 4, RopeMode::neox, 1e4f);
+         n->src[2] = c.new_tensor(DType::f16, {2});
+         return n;
+       }},
+      {"softcap into another dtype", [](Context& c) {
+         Tensor* n = ops::softcap(c, c.new_tensor(DType::f32, {4}), 2.0f);
+         n->type = DType::bf16;
+         return n;
+       }},
+      {"sigmoid of i32", [](Context& c) {
+         Tensor* n = ops::sigmoid(c, c.new_tensor(DType::f32, {4}));
+         n->src[0] = c.new_tensor(DType::i32, {4});
+         n->type = DType::i32;
          return n;
        }},
       {"argsort of bf16", [](Context& c) {

@@ -49,14 +49,20 @@ Out unary(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
   const Shape s = shape(rng, max0, true);
   const Layout l = layout(rng, t);
   Context& ctx = b.ctx();
-  const int k = static_cast<int>(pick(rng, 0, 5));
-  constexpr const char* kNames[] = {"scale", "sqr", "sqrt", "silu", "gelu", "swiglu"};
+  const int k = static_cast<int>(pick(rng, 0, 8));
+  constexpr const char* kNames[] = {"scale", "sqr", "sqrt", "silu", "gelu", "swiglu", "gelu_erf", "sigmoid", "softcap"};
   constexpr float kScales[] = {0.37f, -2.0f, 0.0f, 1e-3f, 16.0f};
   float sc = one_of(rng, kScales);
   if (t == DType::f16 && sc == 1e-3f) sc = 0.37f;  // f16 results that small go subnormal: not the tolerance's model
+  constexpr float kCaps[] = {0.5f, 2.5f, 30.0f, 50.0f};
+  const float cap = one_of(rng, kCaps);
   d += std::string(kNames[k]) + " " + dtype_str(t) + " " + shape_str(s) + lay(l, "a");
   if (k == 0) d += " s=" + std::to_string(sc);
-  Init init = k == 2 ? conformance::uniform(0.0f, 2.0f) : k >= 3 ? conformance::uniform(-4.0f, 4.0f) : Init{};
+  if (k == 8) d += " cap=" + std::to_string(cap);
+  Init init = k == 2   ? conformance::uniform(0.0f, 2.0f)
+              : k == 8 ? conformance::uniform(-2.0f * cap, 2.0f * cap)
+              : k >= 3 ? conformance::uniform(-4.0f, 4.0f)
+                       : Init{};
   Tensor* x = conformance::operand(b, t, s, l, init);
   Tensor* r = nullptr;
   switch (k) {
@@ -65,6 +71,9 @@ Out unary(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
     case 2: r = ops::sqrt(ctx, x); break;
     case 3: r = ops::silu(ctx, x); break;
     case 4: r = ops::gelu(ctx, x); break;
+    case 6: r = ops::gelu_erf(ctx, x); break;
+    case 7: r = ops::sigmoid(ctx, x); break;
+    case 8: r = ops::softcap(ctx, x, cap); break;
     default: {
       const DType tb = chance(rng, 0.7) ? t : one_of(rng, kFloat);
       d += " b=" + dtype_str(tb);
@@ -116,6 +125,8 @@ Out rows(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
   return {ops::soft_max(ctx, x, mask, sc), nullptr, tol::kTranscend};
 }
 
+// rope, or half the time rope_ext: frequency factors (none, a leaf, or a
+// contiguous view inside a bigger leaf) and scaling drawn.
 Out rope(CaseBuilder& b, Rng& rng, std::string& d) {
   Context& ctx = b.ctx();
   const int64_t hd = 2 * pick(rng, 1, 32), nh = pick(rng, 1, 4), nt = pick(rng, 1, 6);
@@ -124,8 +135,9 @@ Out rope(CaseBuilder& b, Rng& rng, std::string& d) {
   constexpr float kBase[] = {10000.0f, 1e6f, 500000.0f};
   const float base = one_of(rng, kBase);
   const int src = static_cast<int>(pick(rng, 0, 2));
-  d += "rope f32 " + shape_str({hd, nh, nt, 1}) + " n_dims=" + std::to_string(n_dims) +
-       (mode == RopeMode::neox ? " neox" : " normal") +
+  const bool ext = chance(rng, 0.5);
+  d += std::string(ext ? "rope_ext" : "rope") + " f32 " + shape_str({hd, nh, nt, 1}) +
+       " n_dims=" + std::to_string(n_dims) + (mode == RopeMode::neox ? " neox" : " normal") +
        (src == 1   ? " a=heads_view"
         : src == 2 ? " a=permuted"
                    : "");
@@ -139,7 +151,23 @@ Out rope(CaseBuilder& b, Rng& rng, std::string& d) {
     x = ops::permute(ctx, b.input(DType::f32, {hd, nt, nh, 1}), 0, 2, 1, 3);
   }
   Tensor* pos = b.input(DType::i32, {nt, 1, 1, 1}, conformance::indices(128));
-  return {ops::rope(ctx, x, pos, n_dims, mode, base), nullptr, tol::kRope};
+  if (!ext) return {ops::rope(ctx, x, pos, n_dims, mode, base), nullptr, tol::kRope};
+  constexpr float kScale[] = {1.0f, 0.25f, 0.5f, 2.0f};
+  constexpr float kAttn[] = {1.0f, 1.19f, 0.8f};
+  const ops::RopeScaling sc{one_of(rng, kScale), one_of(rng, kAttn)};
+  const int64_t half = n_dims / 2;
+  const int factors = static_cast<int>(pick(rng, 0, 2));  // 0 none, 1 a leaf, 2 a view
+  Tensor* ff = nullptr;
+  if (factors == 1) {
+    ff = b.input(DType::f32, {half, 1, 1, 1}, conformance::uniform(0.5f, 40.0f));
+  } else if (factors == 2) {
+    const int64_t skip = pick(rng, 0, 3);
+    Tensor* big = b.input(DType::f32, {half + skip + pick(rng, 0, 3), 1, 1, 1}, conformance::uniform(1.0f, 8.0f));
+    ff = ops::view_1d(ctx, big, half, static_cast<size_t>(skip) * sizeof(float));
+  }
+  d += std::string(factors == 0 ? "" : factors == 1 ? " ff" : " ff=view") + " scale=" + std::to_string(sc.freq_scale) +
+       " attn=" + std::to_string(sc.attn_factor);
+  return {ops::rope_ext(ctx, x, pos, ff, n_dims, mode, base, sc), nullptr, tol::kRope};
 }
 
 Out mul_mat(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {

@@ -4,6 +4,7 @@
 // truncation crashes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -171,6 +172,7 @@ void build_model(ModelGraph& m) {
   Tensor* dst = L(DType::bf16, {32, 6});
   Tensor* experts = L(DType::q8_0, {32, 16, 4});
   Tensor* ids = L(DType::i32, {2, 6});
+  Tensor* factors = L(DType::f32, {4});  // rope_ext's, for n_dims 8
 
   Tensor* h = ops::mul(c, ops::rms_norm(c, x, 1e-5f), norm_w);
   Tensor* q = ops::rope(c, ops::reshape(c, ops::mul_mat(c, wq, h), {8, 4, 6}), pos, 8, RopeMode::normal, 10000.0f);
@@ -197,8 +199,14 @@ void build_model(ModelGraph& m) {
   Tensor* moe = ops::mul_mat_id(c, experts, ops::reshape(c, out2, {32, 1, 6}), ids);
   Tensor* strided = ops::silu(c, ops::cont(c, ops::view_2d(c, out2, 16, 6, out2->nb[1], 16 * sizeof(float))));
   Tensor* tr = ops::cont(c, ops::transpose(c, out2));
+  // The ops of protocol 1.2: rope_ext with and without factors, on a view.
+  Tensor* q_heads = ops::reshape(c, ops::mul_mat(c, wq, h), {8, 4, 6});
+  Tensor* q_ext = ops::rope_ext(c, q_heads, pos, factors, 8, RopeMode::normal, 500000.0f, {0.5f, 1.1f});
+  Tensor* k_ext = ops::rope_ext(c, ops::view_3d(c, q_heads, 8, 2, 6, q_heads->nb[1], q_heads->nb[2], q_heads->nb[1]),
+                                pos, nullptr, 4, RopeMode::neox, 10000.0f, {0.25f, 1.0f});
+  Tensor* capped = ops::softcap(c, ops::gelu_erf(c, ops::sigmoid(c, out2)), 0.75f);
   for (Tensor* t : {out2, d, cached, joined, moe, strided, tr, ops::sum_rows(c, out2), ops::argmax(c, out2),
-                    ops::argsort(c, out2, SortOrder::descending), ops::top_k(c, out2, 3),
+                    ops::argsort(c, out2, SortOrder::descending), ops::top_k(c, out2, 3), q_ext, k_ext, capped,
                     ops::soft_max(c, out2, nullptr, 1.0f)}) {
     m.graph.expand(t);
   }
@@ -422,7 +430,7 @@ TEST_F(RpcGraphCodec, RejectsUnknownValues) {
   g[1].op = 200;
   expect_rejected(g, {1}, {"tensor 1", "op 200 is unknown"});
   g[1].op = kOpCount;
-  expect_rejected(g, {1}, {"op 30 is unknown"});
+  expect_rejected(g, {1}, {"op 34 is unknown"});
   g[1].op = static_cast<uint8_t>(Op::silu);
   g[1].flags = 8;
   expect_rejected(g, {1}, {"tensor 1", "flags"});
@@ -447,6 +455,20 @@ TEST_F(RpcGraphCodec, RejectsShapesTheOpWouldRefuse) {
   expect_rejected(g, {2}, {"tensor 2", "[rope]", "n_dims 3"});
   g[2].op_params[0] = 4;
   decode(encode(g, {2}));  // and the fixed one is fine
+  // rope_ext: a bad scaling parameter, factors of the wrong length; then fixed.
+  g = {leaf(DType::f32, {8, 2, 3}), leaf(DType::i32, {3}, 256), leaf(DType::f32, {3}, 320),
+       node(Op::rope_ext, DType::f32, {8, 2, 3}, {0, 1, 2}, 512)};
+  g[3].op_params[0] = 4;
+  const float ext[] = {10000.0f, 1.0f, INFINITY};  // freq_base, freq_scale, attn_factor
+  std::memcpy(&g[3].op_params[2], ext, sizeof ext);
+  expect_rejected(g, {3}, {"tensor 3", "[rope_ext]", "attn_factor must be finite and > 0, got inf"});
+  g[3].op_params[4] = g[3].op_params[3];
+  expect_rejected(g, {3}, {"tensor 3", "[rope_ext]", "freq_factors f32[3,1,1,1]", "[2]"});
+  g[2] = leaf(DType::f32, {2}, 320);
+  decode(encode(g, {3}));
+  // softcap with a cap of 0.
+  g = {leaf(DType::f32, {4}), node(Op::softcap, DType::f32, {4}, {0}, 64)};
+  expect_rejected(g, {1}, {"tensor 1", "[softcap]", "cap must be finite and > 0, got 0"});
   // a missing operand
   g = {leaf(DType::f32, {4}), node(Op::add, DType::f32, {4}, {0}, 64)};
   expect_rejected(g, {1}, {"tensor 1", "missing operand b"});

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <cmath>
 #include <mutex>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "transport/stream.h"
 #include "weft/backend/alloc.h"
 #include "weft/backend/sched.h"
+#include "weft/core/ops.h"
 
 namespace weft {
 namespace {
@@ -221,10 +223,14 @@ TEST(RpcOpSupport, AReconnectAsksAgain) {
 
 // A stand-in worker speaking only the handshake, GET_DEVICES and (with
 // op_support) SUPPORTS_OP with a fixed reply, recording the commands it got.
+// Its HELLO says minor 1 with op_support (a 1.1 worker), else 0, unless told.
 class FakeWorker {
  public:
-  FakeWorker(uint64_t caps, std::vector<uint8_t> supports_reply)
-      : caps_(caps), reply_(std::move(supports_reply)), listener_(rpc::tcp_listen("127.0.0.1", 0)) {
+  FakeWorker(uint64_t caps, std::vector<uint8_t> supports_reply, int minor = -1)
+      : caps_(caps),
+        minor_(minor >= 0 ? static_cast<uint16_t>(minor) : caps & rpc::kCapOpSupport ? 1 : 0),
+        reply_(std::move(supports_reply)),
+        listener_(rpc::tcp_listen("127.0.0.1", 0)) {
     endpoint = "127.0.0.1:" + std::to_string(listener_->port());
     thread_ = std::thread([this] { serve(); });
   }
@@ -236,9 +242,10 @@ class FakeWorker {
     }
     thread_.join();
   }
-  bool got(rpc::Cmd c) {
+  bool got(rpc::Cmd c) { return count(c) > 0; }
+  size_t count(rpc::Cmd c) {
     std::lock_guard lock(mu_);
-    return std::find(seen_.begin(), seen_.end(), static_cast<uint16_t>(c)) != seen_.end();
+    return static_cast<size_t>(std::count(seen_.begin(), seen_.end(), static_cast<uint16_t>(c)));
   }
   std::string endpoint;
 
@@ -272,7 +279,7 @@ class FakeWorker {
     switch (static_cast<rpc::Cmd>(h.command)) {
       case rpc::Cmd::hello: {
         rpc::HelloReply r;
-        r.minor = caps_ & rpc::kCapOpSupport ? 1 : 0;
+        r.minor = minor_;
         r.capabilities = caps_;
         r.encode(w);
         break;
@@ -294,6 +301,7 @@ class FakeWorker {
   }
 
   const uint64_t caps_;
+  const uint16_t minor_;
   const std::vector<uint8_t> reply_;
   std::unique_ptr<rpc::Listener> listener_;
   std::mutex mu_;
@@ -310,6 +318,48 @@ TEST(RpcOpSupport, A10WorkerIsGivenNothingToCompute) {
   EXPECT_FALSE(devices[0]->supports_op(*ops::silu(ctx, a)));
   EXPECT_TRUE(devices[0]->supports_op(*ops::transpose(ctx, a)));  // views are the wire's to carry
   EXPECT_FALSE(fake.got(rpc::Cmd::supports_op)) << "SUPPORTS_OP sent to a worker without the capability";
+}
+
+// Ops appended in 1.2 are unknown numbers to a 1.1 worker, which would end
+// the session over them: it is neither asked about them nor sent them; the
+// older ops are asked as before. A 1.2 worker is asked.
+TEST(RpcOpSupport, A11WorkerIsNeverSentOpsNewerThanIt) {
+  FakeWorker fake(rpc::kCapEvents | rpc::kCapOpSupport, {1});
+  auto devices = make_rpc_devices(fake.endpoint);
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::f32, {8, 4});
+  Tensor* x = ctx.new_tensor(DType::f32, {8, 2, 3});
+  Tensor* pos = ctx.new_tensor(DType::i32, {3});
+  const Tensor* newer[] = {ops::gelu_erf(ctx, a), ops::sigmoid(ctx, a), ops::softcap(ctx, a, 30.0f),
+                           ops::rope_ext(ctx, x, pos, nullptr, 8, RopeMode::neox, 1e4f)};
+  for (const Tensor* t : newer) EXPECT_FALSE(devices[0]->supports_op(*t)) << op_name(t->op);
+  EXPECT_FALSE(fake.got(rpc::Cmd::supports_op)) << "a 1.1 worker was asked about a 1.2 op";
+  EXPECT_TRUE(devices[0]->supports_op(*ops::silu(ctx, a)));
+  EXPECT_EQ(fake.count(rpc::Cmd::supports_op), 1u);
+  // Nor does compute() send one (placed there by hand, past supports_op).
+  Graph g;
+  g.expand(ops::sigmoid(ctx, a));
+  try {
+    devices[0]->create_backend()->compute(g);
+    ADD_FAILURE() << "a 1.2 op was sent to a 1.1 worker";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("protocol 1.1"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fake.got(rpc::Cmd::graph_compute));
+
+  FakeWorker newer_worker(rpc::kCapEvents | rpc::kCapOpSupport, {1}, 2);
+  auto devices2 = make_rpc_devices(newer_worker.endpoint);
+  for (const Tensor* t : newer) EXPECT_TRUE(devices2[0]->supports_op(*t)) << op_name(t->op);
+  EXPECT_EQ(newer_worker.count(rpc::Cmd::supports_op), std::size(newer));
+}
+
+TEST(RpcOpSupport, OpsKnownAtEachMinor) {
+  EXPECT_EQ(rpc::ops_known_at_minor(0), static_cast<int>(Op::transpose) + 1);
+  EXPECT_EQ(rpc::ops_known_at_minor(1), static_cast<int>(Op::transpose) + 1);
+  EXPECT_EQ(rpc::ops_known_at_minor(2), static_cast<int>(Op::rope_ext) + 1);
+  EXPECT_EQ(rpc::ops_known_at_minor(rpc::kMinor), kOpCount);
+  EXPECT_EQ(rpc::ops_known_at_minor(65535), kOpCount);
 }
 
 TEST(RpcOpSupport, AMalformedAnswerIsAnErrorNotAGuess) {

@@ -3,8 +3,9 @@
 // server reuses these same checks when it rebuilds a received graph.
 //
 // Conventions (ggml's): ne[0] is the row; matrices are [cols, rows].
-// Elementwise ops (add .. swiglu) take f32, f16 or bf16 operands in any mix
-// and produce a's dtype; other math ops take and produce f32 unless stated. Op parameters are
+// Elementwise ops (add .. swiglu, gelu_erf, sigmoid, softcap) take f32, f16
+// or bf16 operands in any mix and produce a's dtype; other math ops take and
+// produce f32 unless stated. Op parameters are
 // stored in Tensor::op_params at the indices noted (i = int32, f = float).
 #pragma once
 
@@ -26,6 +27,10 @@ Tensor* sqr(Context& ctx, Tensor* a);
 Tensor* sqrt(Context& ctx, Tensor* a);
 Tensor* silu(Context& ctx, Tensor* a);  // x / (1 + e^-x)
 Tensor* gelu(Context& ctx, Tensor* a);  // tanh approximation
+Tensor* gelu_erf(Context& ctx, Tensor* a);  // 0.5 x (1 + erf(x / sqrt 2)): the exact form
+Tensor* sigmoid(Context& ctx, Tensor* a);   // 1 / (1 + e^-x)
+// cap * tanh(x / cap) (Gemma 2's logit soft-capping); cap finite and > 0. f[0] = cap.
+Tensor* softcap(Context& ctx, Tensor* a, float cap);
 Tensor* swiglu(Context& ctx, Tensor* a, Tensor* b);  // silu(a) * b, same shapes
 
 // Along rows. eps in f[0].
@@ -43,6 +48,25 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale);
 // normal mode pairs (x[2i], x[2i+1]); neox pairs (x[i], x[i + n_dims/2]).
 // i[0] = n_dims, i[1] = mode, f[2] = freq_base.
 Tensor* rope(Context& ctx, Tensor* a, Tensor* pos, int n_dims, RopeMode mode, float freq_base);
+
+// Frequency scaling of rope_ext: angles are multiplied by freq_scale (linear
+// position interpolation), rotated values by attn_factor.
+struct RopeScaling {
+  float freq_scale = 1.0f;   // finite, > 0
+  float attn_factor = 1.0f;  // finite, > 0
+};
+// rope with per-pair frequency factors and scaling (Llama 3.1, Phi-3 long
+// context). a, pos, n_dims, mode as rope; freq_base finite and > 0;
+// freq_factors is nullptr or f32, contiguous, exactly [n_dims / 2] (src[2]).
+// For pair i at position p the angle is
+//   theta_i = p * freq_scale * freq_base^(-2i/n_dims) / ff[i]   (ff[i] = 1 without factors)
+// and a rotated pair (x0, x1) becomes attn_factor * (x0 cos - x1 sin,
+// x0 sin + x1 cos); values past n_dims are copied unscaled. With no factors
+// and the default scaling it equals rope. Factors are data: any float is
+// computed through (a zero, negative or non-finite one gives what IEEE gives).
+// i[0] = n_dims, i[1] = mode, f[2] = freq_base, f[3] = freq_scale, f[4] = attn_factor.
+Tensor* rope_ext(Context& ctx, Tensor* a, Tensor* pos, Tensor* freq_factors, int n_dims, RopeMode mode,
+                 float freq_base, RopeScaling scaling = {});
 
 Tensor* sum_rows(Context& ctx, Tensor* a);  // [1, ne1, ne2, ne3]
 Tensor* argmax(Context& ctx, Tensor* a);    // i32 [ne1, ne2, ne3, 1]; first max wins

@@ -34,8 +34,12 @@ enum class Op : uint8_t {
   get_rows, set_rows, cpy, cont, concat,
   // views: no computation, they alias their source
   view, reshape, permute, transpose,
+  // Appended (the value is the RPC wire number; protocol 1.2,
+  // docs/rpc-protocol.md): elementwise unary, and rope with frequency
+  // factors and scaling.
+  gelu_erf, sigmoid, softcap, rope_ext,
 };
-inline constexpr int kOpCount = static_cast<int>(Op::transpose) + 1;
+inline constexpr int kOpCount = static_cast<int>(Op::rope_ext) + 1;
 
 const char* op_name(Op op);
 inline bool op_is_view(Op op) {

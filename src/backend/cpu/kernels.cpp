@@ -32,12 +32,16 @@ constexpr const OpFamily* family_for(Op op) {
     case Op::sqr:
     case Op::sqrt:
     case Op::silu:
-    case Op::gelu: return &kUnaryFamily;
+    case Op::gelu:
+    case Op::gelu_erf:
+    case Op::sigmoid:
+    case Op::softcap: return &kUnaryFamily;
     case Op::swiglu: return &kSwigluFamily;
     case Op::rms_norm:
     case Op::norm: return &kNormFamily;
     case Op::soft_max: return &kSoftMaxFamily;
-    case Op::rope: return &kRopeFamily;
+    case Op::rope:
+    case Op::rope_ext: return &kRopeFamily;
     case Op::sum_rows:
     case Op::argmax: return &kReduceFamily;
     case Op::argsort:

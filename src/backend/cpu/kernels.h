@@ -89,11 +89,11 @@ void compute_node(const KernelContext& kc, Tensor& node);
 // The families (ops_*.cpp).
 extern const OpFamily kNoComputeFamily;  // none, view reshape permute transpose (kernels.cpp)
 extern const OpFamily kBinaryFamily;     // add sub mul div
-extern const OpFamily kUnaryFamily;      // scale sqr sqrt silu gelu
+extern const OpFamily kUnaryFamily;      // scale sqr sqrt silu gelu gelu_erf sigmoid softcap
 extern const OpFamily kSwigluFamily;     // swiglu (ops_unary.cpp)
 extern const OpFamily kNormFamily;       // rms_norm norm
 extern const OpFamily kSoftMaxFamily;    // soft_max
-extern const OpFamily kRopeFamily;       // rope
+extern const OpFamily kRopeFamily;       // rope rope_ext
 extern const OpFamily kReduceFamily;     // sum_rows argmax
 extern const OpFamily kSortFamily;       // argsort top_k
 extern const OpFamily kConcatFamily;     // concat

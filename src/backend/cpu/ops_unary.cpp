@@ -1,4 +1,5 @@
-// scale sqr sqrt silu gelu, and swiglu (silu(a) * b with b the same shape).
+// scale sqr sqrt silu gelu gelu_erf sigmoid softcap, and swiglu (silu(a) * b
+// with b the same shape). Scalar f32 math (libm), rows split across threads.
 #include <cmath>
 
 #include "kernels.h"
@@ -18,6 +19,17 @@ inline float gelu(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535588f;
   constexpr float kCoef = 0.044715f;
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+// 0.5 x (1 + erf(x / sqrt 2)) written with erfc, which keeps its relative
+// accuracy where 1 + erf cancels (large negative x).
+inline float gelu_erf(float x) {
+  constexpr float kInvSqrt2 = 0.70710678118654752440f;
+  return 0.5f * x * std::erfc(-x * kInvSqrt2);
+}
+
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
 }
 
 // f(x) per element of a; dst may alias a.
@@ -75,6 +87,13 @@ void unary_op(const KernelContext& kc, Tensor& dst) {
     case Op::sqrt: return unary_rows(kc, dst, [](float x) { return std::sqrt(x); });
     case Op::silu: return unary_rows(kc, dst, [](float x) { return silu(x); });
     case Op::gelu: return unary_rows(kc, dst, [](float x) { return gelu(x); });
+    case Op::gelu_erf: return unary_rows(kc, dst, [](float x) { return gelu_erf(x); });
+    case Op::sigmoid: return unary_rows(kc, dst, [](float x) { return sigmoid(x); });
+    case Op::softcap: {
+      const float cap = dst.param_f32(0);  // finite and > 0 (the constructor's rule)
+      const float inv = 1.0f / cap;
+      return unary_rows(kc, dst, [cap, inv](float x) { return cap * std::tanh(x * inv); });
+    }
     default: fail(ErrorKind::internal, "unary_op", std::string("not a unary op: ") + op_name(dst.op));
   }
 }

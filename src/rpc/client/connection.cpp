@@ -159,13 +159,15 @@ void Connection::handshake(const RpcOptions& options) {
   try {
     const auto reply = parse<HelloReply>(payload);
     if (reply.magic != kMagicBytes) fail_broken(Cmd::hello, "the peer is not a weft worker (bad magic)");
-    // The minor needs no check: what a smaller one lacks, its capability bits say.
+    // The minor needs no check: what a smaller one lacks, its capability bits
+    // and its op count (knows_op) say.
     if (reply.major != kMajor) {
       fail(ErrorKind::unsupported, "rpc",
            endpoint_ + " HELLO: the worker speaks protocol " + std::to_string(reply.major) + ".x, this client " +
                std::to_string(kMajor) + "." + std::to_string(kMinor));
     }
     capabilities_ = reply.capabilities & kClientCapabilities;
+    peer_minor_ = reply.minor;
     auth_required = reply.auth_required;
     challenge = reply.challenge;
   } catch (const Error& e) {

@@ -86,6 +86,12 @@ class Connection {
   // The capability bits both sides understand.
   uint64_t capabilities() const { return capabilities_; }
   bool has(Capability c) const { return (capabilities_ & c) != 0; }
+  // The worker's minor protocol version (HELLO reply): what it understands
+  // beyond the capability bits, such as the ops it knows (ops_known_at_minor).
+  uint16_t peer_minor() const { return peer_minor_; }
+  // Whether the worker knows op's number. One that does not refuses the
+  // number as malformed and ends the session, so such an op is never sent.
+  bool knows_op(Op op) const { return static_cast<int>(op) < ops_known_at_minor(peer_minor_); }
   bool broken() const { return broken_.load(); }
   RpcStats stats() const;
 
@@ -108,9 +114,10 @@ class Connection {
   // Whether device `device` of the worker computes node t, as that device
   // itself says (SUPPORTS_OP), asked once per shape class (SupportKey) for
   // the life of this connection: a reconnect asks again. A worker without
-  // kCapOpSupport (protocol 1.0) cannot say: false. Thread-safe; two
-  // threads may both ask about a new class (the answers agree). Throws
-  // Error(disconnected) on a broken connection.
+  // kCapOpSupport (protocol 1.0) cannot say, and one whose minor version
+  // predates t's op does not know it (knows_op): false, without asking.
+  // Thread-safe; two threads may both ask about a new class (the answers
+  // agree). Throws Error(disconnected) on a broken connection.
   bool supports_op(uint32_t device, const Tensor& t);
   static constexpr size_t kSupportCacheSize = 4096;  // classes kept; cleared when full
 
@@ -172,6 +179,7 @@ class Connection {
   const std::string endpoint_;
   std::unique_ptr<Stream> stream_;
   uint64_t capabilities_ = 0;
+  uint16_t peer_minor_ = 0;
 
   mutable std::mutex mu_;  // serializes frames and guards what follows
   std::atomic<bool> broken_{false};

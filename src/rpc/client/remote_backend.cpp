@@ -56,6 +56,12 @@ bool RemoteBackend::copy_tensor_async(Backend& src_backend, const Tensor& src, T
 void RemoteBackend::compute(const Graph& g) {
   // What the worker would refuse by ending the session is refused here.
   for (const Tensor* node : g.nodes()) {
+    if (!connection_->knows_op(node->op)) {
+      fail(ErrorKind::unsupported, "rpc compute",
+           "tensor '" + node->name + "' (" + op_name(node->op) + ") is an op worker " + connection_->endpoint() +
+               " does not know (it speaks protocol 1." + std::to_string(connection_->peer_minor()) +
+               "): upgrade the worker");
+    }
     for (const Tensor* t : std::initializer_list<const Tensor*>{node, node->src[0], node->src[1], node->src[2],
                                                                 node->src[3], node->view_src}) {
       if (t == nullptr) continue;

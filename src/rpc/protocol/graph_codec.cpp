@@ -518,6 +518,12 @@ Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], c
     case Op::reshape: return ops::reshape(ctx, a, ne);
     case Op::permute: return ops::permute(ctx, a, p[0], p[1], p[2], p[3]);
     case Op::transpose: return ops::transpose(ctx, a);
+    case Op::gelu_erf: return ops::gelu_erf(ctx, a);
+    case Op::sigmoid: return ops::sigmoid(ctx, a);
+    case Op::softcap: return ops::softcap(ctx, a, param_f32(params, 0));
+    case Op::rope_ext:
+      return ops::rope_ext(ctx, a, b, c, p[0], static_cast<RopeMode>(p[1]), param_f32(params, 2),
+                           {param_f32(params, 3), param_f32(params, 4)});
   }
   fail(ErrorKind::internal, "rpc graph", "no constructor for op " + num(static_cast<unsigned>(op)));
 }
