@@ -30,36 +30,73 @@ int32_t read_id(const GgufFile& f, const std::string& key, size_t n_vocab) {
   return static_cast<int32_t>(*id);
 }
 
-// The first of names that is a control token, or -1.
-int32_t find_control(const TokenizerData& d, std::initializer_list<std::string_view> names) {
+// Token texts that end generation wherever a control or user-defined token
+// has them, whatever the file's eos and eot keys say: llama.cpp's list (its
+// end-of-generation set), and Gemma's <eos>, which Gemma 3 files do not name
+// as eos (tokenizer_config.json names <end_of_turn>) though the model's
+// generation_config.json lists it beside <end_of_turn>.
+constexpr std::string_view kEndOfGeneration[] = {
+    "<|eot_id|>", "<|eom_id|>", "<|im_end|>",         "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>",      "_<EOT>",     "<end_of_utterance>", "<eos>",
+};
+
+bool is_control_or_user_defined(const TokenizerData& d, int32_t id) {
+  return d.has_type(id, TokenType::control) || d.has_type(id, TokenType::user_defined);
+}
+
+// The first of names that is a control or user-defined token, or -1.
+int32_t find_named(const TokenizerData& d, std::initializer_list<std::string_view> names) {
   for (std::string_view name : names) {
     int32_t id = d.find(name);
-    if (id >= 0 && d.types[id] == static_cast<int32_t>(TokenType::control)) return id;
+    if (id >= 0 && is_control_or_user_defined(d, id)) return id;
   }
   return -1;
 }
 
+// Whether the file is Phi-3's, whose chat tokens drop the whitespace after
+// them (rstrip in its tokenizer_config.json). GGUF files do not record
+// rstrip: llama.cpp sets it when general.name holds "phi-3" or "phi3" (older
+// converters wrote "Phi3"); weft also for architecture phi3 with a `llama`
+// vocabulary (Phi-3 and 3.5 files whose name is "Phi 3 Mini ..."; Phi-4's
+// files, also phi3, are gpt2 and keep their whitespace).
+bool is_phi3(const GgufFile& f, TokenizerKind kind) {
+  std::string name = f.get_string("general.name").value_or("");
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; });
+  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) return true;
+  return kind == TokenizerKind::spm && f.get_string("general.architecture").value_or("") == "phi3";
+}
+
 // Fills d.specials: control, user-defined and unknown tokens with text, by
-// first byte, longest first.
-void index_specials(TokenizerData& d) {
+// first byte, longest first. With rstrip, every one but <unk>, <s> and
+// <|endoftext|> drops the whitespace after it (llama.cpp's rule for Phi-3).
+void index_specials(TokenizerData& d, bool rstrip) {
   for (size_t i = 0; i < d.tokens.size(); ++i) {
     const auto type = static_cast<TokenType>(d.types[i]);
-    if (d.tokens[i].empty() ||
-        (type != TokenType::control && type != TokenType::user_defined && type != TokenType::unknown))
+    const std::string& t = d.tokens[i];
+    if (t.empty() || (type != TokenType::control && type != TokenType::user_defined && type != TokenType::unknown))
       continue;
-    if (d.ids.at(d.tokens[i]) != static_cast<int32_t>(i)) continue;  // a duplicate text: the first id wins
-    d.specials[static_cast<unsigned char>(d.tokens[i][0])].push_back({d.tokens[i], static_cast<int32_t>(i)});
+    if (d.ids.at(t) != static_cast<int32_t>(i)) continue;  // a duplicate text: the first id wins
+    const bool strip = rstrip && t != "<unk>" && t != "<s>" && t != "<|endoftext|>";
+    d.specials[static_cast<unsigned char>(t[0])].push_back(
+        {t, static_cast<int32_t>(i), type != TokenType::user_defined, strip});
+    d.has_user_defined = d.has_user_defined || type == TokenType::user_defined;
   }
   for (auto& bucket : d.specials)
     std::stable_sort(bucket.begin(), bucket.end(),
                      [](const auto& a, const auto& b) { return a.text.size() > b.text.size(); });
 }
 
-// The longest special token whose text starts text, or nullptr.
-const detail::SpecialToken* match_special(const TokenizerData& d, std::string_view text) {
+// The longest special token whose text starts text (a user-defined one, or
+// with parse_special any), or nullptr.
+const detail::SpecialToken* match_special(const TokenizerData& d, std::string_view text, bool parse_special) {
   for (const detail::SpecialToken& s : d.specials[static_cast<unsigned char>(text[0])])
-    if (text.starts_with(s.text)) return &s;
+    if ((parse_special || !s.control) && text.starts_with(s.text)) return &s;
   return nullptr;
+}
+
+bool is_ascii_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
 std::vector<int32_t> encode_plain(const TokenizerData& d, std::string_view text) {
@@ -117,9 +154,15 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   d->unk = read_id(f, "tokenizer.ggml.unknown_token_id", n);
   d->eot = read_id(f, "tokenizer.ggml.eot_token_id", n);
   d->eom = read_id(f, "tokenizer.ggml.eom_token_id", n);
-  if (d->eot < 0) d->eot = find_control(*d, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>"});
-  if (d->eom < 0) d->eom = find_control(*d, {"<|eom_id|>"});
-  index_specials(*d);
+  if (d->eot < 0) d->eot = find_named(*d, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>"});
+  if (d->eom < 0) d->eom = find_named(*d, {"<|eom_id|>"});
+  for (int32_t id : {d->eos, d->eot, d->eom})
+    if (id >= 0) d->eog.push_back(id);
+  for (std::string_view name : kEndOfGeneration)
+    if (int32_t id = find_named(*d, {name}); id >= 0) d->eog.push_back(id);
+  std::sort(d->eog.begin(), d->eog.end());
+  d->eog.erase(std::unique(d->eog.begin(), d->eog.end()), d->eog.end());
+  index_specials(*d, is_phi3(f, d->kind));
   d->add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(d->kind == TokenizerKind::spm);
   // llama.cpp's defaults when the key is absent: SentencePiece files and
   // Llama 3's BPE add bos, other BPE files do not.
@@ -143,16 +186,17 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
     std::vector<int32_t> ids = encode_plain(*d_, part);
     out.insert(out.end(), ids.begin(), ids.end());
   };
-  if (!parse_special) {
+  if (!parse_special && !d_->has_user_defined) {
     append_plain(text);
     return out;
   }
-  // Leftmost-longest special tokens; the text between them encodes as plain
+  // Leftmost-longest special tokens (user-defined ones always, control and
+  // unknown ones with parse_special); the text between them encodes as plain
   // text (each part on its own, as llama.cpp does: for spm each part gets
   // the space prefix).
   size_t start = 0;
   for (size_t pos = 0; pos < text.size();) {
-    const detail::SpecialToken* s = match_special(*d_, text.substr(pos));
+    const detail::SpecialToken* s = match_special(*d_, text.substr(pos), parse_special);
     if (!s) {
       ++pos;
       continue;
@@ -160,6 +204,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
     append_plain(text.substr(start, pos - start));
     out.push_back(s->id);
     pos += s->text.size();
+    if (s->rstrip)
+      while (pos < text.size() && is_ascii_space(text[pos])) ++pos;
     start = pos;
   }
   append_plain(text.substr(start));
@@ -183,7 +229,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
     // SentencePiece: the prefix space belongs to the first word only when the
     // encoder added it, and decode() always starts at the beginning of a text.
     if (first && d_->kind == TokenizerKind::spm && d_->add_space_prefix && piece[0] == ' ' &&
-        d_->types[id] != static_cast<int32_t>(TokenType::byte))
+        d_->has_type(id, TokenType::normal))
       piece.erase(0, 1);
     first = false;
     out += piece;
@@ -204,7 +250,7 @@ int32_t Tokenizer::eot() const {
   return d_->eot;
 }
 bool Tokenizer::is_end_of_generation(int32_t id) const {
-  return id >= 0 && (id == d_->eos || id == d_->eot || id == d_->eom);
+  return std::binary_search(d_->eog.begin(), d_->eog.end(), id);
 }
 size_t Tokenizer::vocab_size() const {
   return d_->tokens.size();

@@ -40,10 +40,13 @@ struct BpeMerge {
   int32_t result;
 };
 
-// A token whose literal text encode() may recognise inside text.
+// A token whose literal text encode() recognises inside text: a user-defined
+// one always, a control or unknown one only with parse_special.
 struct SpecialToken {
   std::string text;
   int32_t id;
+  bool control;  // control or unknown
+  bool rstrip;   // the ASCII whitespace after it is dropped (Phi-3's chat tokens)
 };
 
 struct TokenizerData {
@@ -54,6 +57,7 @@ struct TokenizerData {
   StringMap ids;               // token text -> id (first wins)
   int32_t byte_ids[256];       // spm: id of <0xXX>, or -1
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1;
+  std::vector<int32_t> eog;  // the ids that end generation, sorted
   bool add_space_prefix = true;
   bool add_bos = true;
 
@@ -69,13 +73,15 @@ struct TokenizerData {
   std::array<int32_t, 256> byte_symbols{};
 
   // Control, user-defined and unknown tokens by their text's first byte,
-  // longest first (for encode's parse_special).
+  // longest first (for encode); whether any is user-defined.
   std::array<std::vector<SpecialToken>, 256> specials;
+  bool has_user_defined = false;
 
   int32_t find(std::string_view s) const {
     auto it = ids.find(s);
     return it == ids.end() ? -1 : it->second;
   }
+  bool has_type(int32_t id, TokenType t) const { return types[id] == static_cast<int32_t>(t); }
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
@@ -103,7 +109,8 @@ extern const uint32_t kCodePointRuns[];
 extern const size_t kCodePointRunCount;
 
 // Encodes text with no special tokens in it. spm adds the space prefix when
-// d.add_space_prefix.
+// d.add_space_prefix and merges into normal and user-defined tokens only (as
+// SentencePiece: never into a control, unknown, unused or byte token).
 std::vector<int32_t> spm_encode(const TokenizerData& d, std::string_view text);
 std::string spm_decode_token(const TokenizerData& d, int32_t id);
 

@@ -1,8 +1,10 @@
 // SentencePiece-style encoding (tokenizer.ggml.model = llama): spaces become
 // U+2581, the text is split into UTF-8 characters, and the adjacent pair whose
-// concatenation is in the vocabulary with the highest score is merged until
-// none is left (ties go to the leftmost pair). A final symbol missing from the
-// vocabulary becomes its bytes as <0xXX> tokens (or the unknown token).
+// concatenation is a normal or user-defined token with the highest score is
+// merged until none is left (ties go to the leftmost pair). A final symbol
+// that is no such token becomes its bytes as <0xXX> tokens (or the unknown
+// token). Control, unknown, unused and byte tokens are never merged into, as
+// in SentencePiece, so plain text cannot spell them.
 #include <queue>
 
 #include "tokenizer_impl.h"
@@ -12,6 +14,12 @@ namespace weft::model::detail {
 namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+
+// The token spelled s that merging may produce, or -1.
+int32_t find_piece(const TokenizerData& d, std::string_view s) {
+  const int32_t id = d.find(s);
+  return id >= 0 && (d.has_type(id, TokenType::normal) || d.has_type(id, TokenType::user_defined)) ? id : -1;
+}
 
 struct Symbol {
   int prev, next;   // -1 at the ends
@@ -56,7 +64,7 @@ std::vector<int32_t> spm_encode(const TokenizerData& d, std::string_view text) {
   auto try_pair = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     std::string_view piece(s.data() + sym[left].pos, sym[left].len + sym[right].len);
-    int32_t id = d.find(piece);
+    int32_t id = find_piece(d, piece);
     if (id < 0) return;
     queue.push({left, right, d.scores[id], piece.size()});
   };
@@ -78,7 +86,7 @@ std::vector<int32_t> spm_encode(const TokenizerData& d, std::string_view text) {
 
   for (int i = 0; i >= 0 && !sym.empty(); i = sym[i].next) {
     std::string_view piece(s.data() + sym[i].pos, sym[i].len);
-    int32_t id = d.find(piece);
+    int32_t id = find_piece(d, piece);
     if (id >= 0) {
       out.push_back(id);
       continue;

@@ -52,7 +52,11 @@ TEST(TokenizerLlama3, EndOfGeneration) {
   EXPECT_EQ(tok->eos(), d.eot);
   EXPECT_EQ(tok->eot(), d.eot);
   EXPECT_TRUE(tok->is_end_of_generation(d.eot));
-  EXPECT_FALSE(tok->is_end_of_generation(d.eos));  // <|end_of_text|> is neither eos nor eot here
+  // <|end_of_text|> is neither eos nor eot here, and still ends generation
+  // (llama.cpp's list; the instruct model's generation_config.json names it).
+  EXPECT_TRUE(tok->is_end_of_generation(d.eos));
+  EXPECT_TRUE(tok->is_end_of_generation(128008));
+  EXPECT_FALSE(tok->is_end_of_generation(128006));  // <|start_header_id|>
 }
 
 }  // namespace

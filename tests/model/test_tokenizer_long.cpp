@@ -59,6 +59,18 @@ TEST(TokenizerLong, SpmSinglePieces) {
   check_long(*tok, std::string(100000, 'l'), "spm: 100 KB of 'l'");
 }
 
+// Gemma's user-defined tokens (runs of spaces, newlines and tabs, HTML tags)
+// are looked for at every byte of plain text, and the text between them is
+// one SentencePiece piece however long.
+TEST(TokenizerLong, GemmaUserDefinedTokens) {
+  auto tok = load(gemma3_ref().writer(), "long_gemma");
+  check_long(*tok, repeat_to("Hello world  <b>x</b>\n\n\tThe quick brown fox. ", 200000),
+             "gemma: 200 KB of words, whitespace runs and tags");
+  check_long(*tok, std::string(100000, '<'), "gemma: 100 KB of '<'");
+  check_long(*tok, std::string(100000, ' '), "gemma: 100 KB of spaces");
+  check_long(*tok, repeat_to("antidisestablishmentarianism", 200000), "gemma: 200 KB of letters, one piece");
+}
+
 // The byte-level BPE the slow way: for each pre-tokenized piece, the whole
 // piece if it is a token (llama3), else repeatedly merge the lowest-rank
 // adjacent pair, leftmost on ties, scanning every pair each time.

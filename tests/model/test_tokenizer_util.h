@@ -1,7 +1,7 @@
 // Shared by the tokenizer tests (test_tokenizer*.cpp): GGUF files written to
 // a temporary path and loaded, two small vocabularies worked out by hand (one
-// SentencePiece-style, one byte-level BPE), and the reader of the reference
-// data in tokenizer_data/ (BpeRefData).
+// SentencePiece-style, one byte-level BPE), and the readers of the reference
+// data in tokenizer_data/ (BpeRefData, SpmRefData).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -273,6 +273,73 @@ struct BpeRefData {
   }
 };
 
+// A SentencePiece-style reference in tokenizer_data/ (gemma3_spm.txt and
+// gemma2_spm.txt from make_gemma.js, phi3_spm.txt from make_phi3.js; the
+// format is in spm_ref.mjs): the vocabulary trimmed to what its texts reach,
+// the keys a converter writes, and reference encodings.
+struct SpmRefData {
+  std::vector<std::string> tokens;  // ids outside the trimmed set hold unreachable placeholders
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  int32_t bos = -1, eos = -1, unk = -1;
+  bool add_space_prefix = true;
+  std::vector<int32_t> rstrip;  // tokens that drop the whitespace after them
+  struct Case {
+    std::string text;
+    Ids ids;
+    std::string decoded;  // the reference's decoding of ids
+  };
+  std::vector<Case> cases;                            // special token strings are plain text
+  std::vector<std::pair<std::string, Ids>> specials;  // special token strings are parsed
+
+  explicit SpmRefData(const std::string& file) {
+    std::ifstream in = open_data(file);
+    for (std::string line; std::getline(in, line);) {
+      std::vector<std::string> f = fields(line, 5);
+      if (f[0] == "vocab") {
+        const size_t n = std::stoul(f[1]);
+        scores.assign(n, 0.f);
+        types.assign(n, 1);
+        for (size_t i = 0; i < n; ++i) tokens.push_back("\x01unreachable" + std::to_string(i));
+      } else if (f[0] == "token" && f.size() == 5) {
+        const size_t id = std::stoul(f[1]);
+        EXPECT_LT(id, tokens.size());
+        if (id >= tokens.size()) continue;
+        types[id] = std::stoi(f[2]);
+        scores[id] = std::stof(f[3]);
+        tokens[id] = unjson(f[4]);
+      } else if (f[0] == "bos" || f[0] == "eos" || f[0] == "unk") {
+        (f[0] == "bos" ? bos : f[0] == "eos" ? eos : unk) = std::stoi(f[1]);
+      } else if (f[0] == "add_space_prefix") {
+        add_space_prefix = f[1] == "1";
+      } else if (f[0] == "rstrip") {
+        rstrip.push_back(std::stoi(f[1]));
+      } else if (f[0] == "case") {
+        std::string text = unjson(f[2]);
+        cases.push_back({text, parse_ids(f[1]), text});
+      } else if (f[0] == "decoded" && !cases.empty()) {
+        cases.back().decoded = unjson(f[1]);
+      } else if (f[0] == "special") {
+        specials.emplace_back(unjson(f[2]), parse_ids(f[1]));
+      }
+    }
+  }
+  int32_t id(const std::string& t) const { return index_of(tokens, t); }
+  // The metadata of a `llama` GGUF file as llama.cpp's converter writes it
+  // (less general.name and general.architecture, and eot_token_id, which it
+  // does not write for these families).
+  weft::GgufWriter writer() const {
+    weft::GgufWriter w = spm_writer(tokens, scores, types);
+    w.set_string("tokenizer.ggml.pre", "default");
+    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
+    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
+    w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(unk));
+    w.set_bool("tokenizer.ggml.add_space_prefix", add_space_prefix);
+    w.set_bool("tokenizer.ggml.add_bos_token", true);
+    return w;
+  }
+};
+
 // The references, each read once per test program.
 inline const BpeRefData& llama3_ref() {
   static const BpeRefData d("llama3_bpe.txt");
@@ -281,6 +348,37 @@ inline const BpeRefData& llama3_ref() {
 inline const BpeRefData& qwen2_ref() {
   static const BpeRefData d("qwen2_bpe.txt");
   return d;
+}
+inline const BpeRefData& qwen3_ref() {
+  static const BpeRefData d("qwen3_bpe.txt");
+  return d;
+}
+inline const SpmRefData& gemma3_ref() {
+  static const SpmRefData d("gemma3_spm.txt");
+  return d;
+}
+inline const SpmRefData& gemma2_ref() {
+  static const SpmRefData d("gemma2_spm.txt");
+  return d;
+}
+inline const SpmRefData& phi3_ref() {
+  static const SpmRefData d("phi3_spm.txt");
+  return d;
+}
+
+// Checks that tok, loaded from d.writer(), has d's vocabulary, encodes each
+// of d's plain-text cases to the reference ids and decodes them as the
+// reference does (back to the text but where a token dropped whitespace),
+// and encodes each special case with parse_special to the reference ids.
+inline void expect_spm_reference(const Tokenizer& tok, const SpmRefData& d, const std::string& what = "") {
+  EXPECT_EQ(tok.vocab_size(), d.tokens.size());
+  EXPECT_GE(d.cases.size(), 90u);
+  EXPECT_GE(d.specials.size(), 8u);
+  for (const SpmRefData::Case& c : d.cases) {
+    EXPECT_EQ(tok.encode(c.text, false), c.ids) << what << c.text;
+    EXPECT_EQ(tok.decode(c.ids), c.decoded) << what << c.text;
+  }
+  for (const auto& [text, ids] : d.specials) EXPECT_EQ(tok.encode(text, false, true), ids) << what << text;
 }
 
 // Checks that tok, loaded from d.writer(), has d's vocabulary and encodes
@@ -296,15 +394,22 @@ inline void expect_cases(const Tokenizer& tok, const BpeRefData& d, const std::s
 }
 
 // Checks that tok encodes each of d's special cases with parse_special to the
-// reference ids, and without it as plain text: normal tokens only, which
-// decode back to the text.
+// reference ids, and without it as plain text: no control tokens (user-defined
+// ones are split out of any text), which decodes back to the text.
 inline void expect_specials(const Tokenizer& tok, const BpeRefData& d) {
   EXPECT_GE(d.specials.size(), 5u);
   for (const auto& [text, ids] : d.specials) {
     EXPECT_EQ(tok.encode(text, false, /*parse_special=*/true), ids) << text;
     const Ids plain = tok.encode(text, false);
-    for (int32_t id : plain) EXPECT_EQ(d.types.at(static_cast<size_t>(id)), 1) << text;
+    for (int32_t id : plain) EXPECT_NE(d.types.at(static_cast<size_t>(id)), 3) << text;
     EXPECT_EQ(tok.decode(plain), text) << text;
+  }
+  // Control tokens decode to "", user-defined ones to their text.
+  for (const auto& [text, ids] : d.specials) {
+    std::string visible = text;
+    for (int32_t id : ids)
+      if (d.types[id] == 3) visible.erase(visible.find(d.tokens[id]), d.tokens[id].size());
+    EXPECT_EQ(tok.decode(ids), visible) << text;
   }
 }
 

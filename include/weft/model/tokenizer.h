@@ -41,17 +41,26 @@ class Tokenizer {
 
   // Text is UTF-8; invalid bytes are passed through as single bytes.
   //
+  // The literal text of a user-defined token (token_type 4: Gemma's runs of
+  // spaces, newlines and tabs and its HTML tags, Qwen's <think> and
+  // <tool_call>, Phi-3's </s>) is always recognised and emits its id, as in
+  // llama.cpp and transformers; the text between such tokens encodes as
+  // plain text, each part separately (for `llama` each part gets the space
+  // prefix when add_space_prefix, as in llama.cpp).
   // parse_special = false (the default, and the only safe choice for text
-  // from users or documents): special token strings such as "<|eot_id|>" or
-  // "</s>" inside text are not recognised and encode as plain text, so text
-  // cannot forge control tokens.
-  // parse_special = true (for prompt templates the caller writes): the
-  // literal text of every control, user-defined and unknown token
-  // (token_type 3, 4, 2) is recognised, leftmost first and the longest where
-  // several start at one place, and emits its id; the text between them
-  // encodes as plain text, each part separately (for `llama` each part gets
-  // the space prefix, as in llama.cpp). decode() does not invert this:
-  // control tokens decode to "".
+  // from users or documents): control and unknown tokens' strings such as
+  // "<|eot_id|>", "<start_of_turn>" or "<s>" inside text are not recognised
+  // and encode as plain text (merging never produces a control token), so
+  // text cannot forge them.
+  // parse_special = true (for prompt templates the caller writes): control
+  // and unknown tokens' strings (token_type 3, 2) are recognised as well.
+  // Matches are leftmost first and the longest where several start at one
+  // place. In Phi-3 files (general.name holding "phi-3" or "phi3", as
+  // llama.cpp checks, or architecture phi3 with a `llama` vocabulary) every
+  // such token but <unk>, <s> and <|endoftext|> drops the ASCII whitespace
+  // after it (rstrip in Phi-3's tokenizer_config.json), so "<|user|>\nHi"
+  // encodes as "<|user|>Hi". decode() does not invert this: control tokens
+  // decode to "".
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
   // One token's bytes (control tokens give ""); throws Error(invalid_input)
   // for an id outside [0, vocab_size()).
@@ -68,12 +77,18 @@ class Tokenizer {
   bool add_bos() const;
   int32_t eos() const;  // -1 when the file names none
   // End of turn: tokenizer.ggml.eot_token_id, or when the file has no such
-  // key, the first control token spelled <|eot_id|>, <|im_end|>, <|end|> or
-  // <end_of_turn>; -1 when none. (Llama 3 instruct files name <|eot_id|> or
-  // <|end_of_text|> as eos.)
+  // key, the first control or user-defined token spelled <|eot_id|>,
+  // <|im_end|>, <|end|> or <end_of_turn>; -1 when none. (Llama 3 instruct
+  // files name <|eot_id|> or <|end_of_text|> as eos.)
   int32_t eot() const;
-  // Whether generation should stop at id: it is eos, eot, or end of message
-  // (tokenizer.ggml.eom_token_id, or else a control token <|eom_id|>).
+  // Whether generation should stop at id: it is eos, eot, end of message
+  // (tokenizer.ggml.eom_token_id, or else <|eom_id|>), or a control or
+  // user-defined token spelled as one of llama.cpp's end-of-generation
+  // tokens (<|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>, <end_of_turn>,
+  // <|endoftext|>, <|end_of_text|>, <EOT>, _<EOT>, <end_of_utterance>) or
+  // <eos>, whatever the keys say: a Qwen3 instruct file names <|im_end|> as
+  // eos and the model may still end with <|endoftext|>; a Gemma 3 file names
+  // <end_of_turn> and the model may end with <eos>.
   bool is_end_of_generation(int32_t id) const;
   size_t vocab_size() const;
   // What a user should be told about this tokenizer, as one sentence without

@@ -50,7 +50,8 @@ function bpe(piece, ranks, ids, ignoreMerges, used) {
 //   merges: "a b" strings in rank order; ignoreMerges: as above
 //   pretokenize(text): the pieces; specialRe: a regex with one capture group
 //     splitting text at special token strings (a captured part that is a
-//     token encodes as that token when parseSpecial)
+//     token encodes as that token when parseSpecial); plainRe (optional): the
+//     same for the strings split out of any text (user-defined tokens)
 //   alwaysKeep: ids written whether used or not (special tokens)
 //   reference(text, parseSpecial): the package's ids; decode(ids, parseSpecial): its text
 //   extraLines: records written between the merges and the cases (bos, eos, ...)
@@ -58,10 +59,12 @@ export function writeReference(o) {
   const fullIds = new Map(o.vocab.map((t, id) => [t, id]));
   const fullRank = new Map(o.merges.map((m, i) => [m, i]));
 
-  // Encodes text; with specials, splits on the special token strings first.
+  // Encodes text; splits on the special token strings first (without
+  // parseSpecial, only on plainRe's: user-defined tokens).
   const encode = (text, ranks, ids, parseSpecial, used, reached) => {
     const out = [];
-    const parts = parseSpecial ? text.split(o.specialRe) : [text];
+    const re = parseSpecial ? o.specialRe : o.plainRe;
+    const parts = re ? text.split(re) : [text];
     parts.forEach((part, k) => {
       if (part === "") return;
       if (k % 2 === 1 && ids.has(part)) return void out.push(ids.get(part));

@@ -1,0 +1,104 @@
+// The SentencePiece-style tokenizer with Phi-3's vocabulary (Llama 2's 32000
+// pieces plus Phi-3's added tokens, padded to 32064) against transformers.js
+// (tokenizer_data/phi3_spm.txt, written by make_phi3.js), read through a GGUF
+// file laid out as llama.cpp's Phi-3 converter writes it. Phi-3's chat tokens
+// drop the whitespace after them (rstrip), which a GGUF file does not record:
+// weft applies it to Phi-3 files as llama.cpp does (by general.name) and by
+// architecture, and to no other file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "test_tokenizer_util.h"
+
+namespace {
+
+using namespace tokenizer_test;
+
+constexpr int32_t kUnk = 0, kBos = 1, kEosText = 2, kEndOfText = 32000, kAssistant = 32001, kEnd = 32007, kUser = 32010;
+
+// The reference's file: Phi-3 by its name, as the converter wrote it before
+// names came from the model card.
+weft::GgufWriter phi3_writer(const SpmRefData& d, const char* name = "Phi3", const char* arch = "phi3") {
+  weft::GgufWriter w = d.writer();
+  if (*name) w.set_string("general.name", name);
+  if (*arch) w.set_string("general.architecture", arch);
+  return w;
+}
+
+TEST(TokenizerPhi3, MatchesTransformersJs) {
+  const SpmRefData& d = phi3_ref();
+  ASSERT_EQ(d.tokens.size(), 32064u);
+  ASSERT_TRUE(d.add_space_prefix);
+  auto tok = load(phi3_writer(d), "phi3_ref");
+  EXPECT_EQ(tok->warning(), "");
+  expect_spm_reference(*tok, d);
+}
+
+// rstrip by the name llama.cpp checks, or by architecture with a `llama`
+// vocabulary; not for other files.
+TEST(TokenizerPhi3, WhitespaceAfterChatTokensByNameOrArchitecture) {
+  const SpmRefData& d = phi3_ref();
+  ASSERT_EQ(d.rstrip.size(), 11u);
+  const std::string chat = "<|user|>\nHello<|end|>\n<|assistant|>\n";
+  const Ids stripped = {kUser, d.id("\xE2\x96\x81Hello"), kEnd, kAssistant};
+  using Names = std::vector<std::pair<const char*, const char*>>;  // general.name, general.architecture
+  const Names phi3 = {{"Phi3", ""},
+                      {"Phi-3-mini-4k-instruct", "llama"},
+                      {"phi3 medium", ""},
+                      {"Phi 3 Mini 4k Instruct", "phi3"},
+                      {"", "phi3"}};
+  const Names others = {{"", ""}, {"Llama 2 7B", "llama"}, {"Phi 3 Mini 4k Instruct", "llama"}, {"phi-2", "phi2"}};
+  for (auto [name, arch] : phi3) {
+    auto tok = load(phi3_writer(d, name, arch), "phi3_strip");
+    EXPECT_EQ(tok->encode(chat, false, true), stripped) << name << " / " << arch;
+    // <s>, <unk> and <|endoftext|> keep the whitespace after them.
+    EXPECT_EQ(tok->encode("<s> x<|endoftext|> y", false, true),
+              (Ids{kBos, d.id("\xE2\x96\x81"), d.id("\xE2\x96\x81x"), kEndOfText, d.id("\xE2\x96\x81"),
+                   d.id("\xE2\x96\x81y")}))
+        << name << " / " << arch;
+  }
+  for (auto [name, arch] : others) {
+    auto tok = load(phi3_writer(d, name, arch), "phi3_keep");
+    const Ids ids = tok->encode(chat, false, true);
+    EXPECT_NE(ids, stripped) << name << " / " << arch;
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), d.id("<0x0A>")), 3) << name << " / " << arch;  // each "\n" kept
+  }
+}
+
+// </s> is user-defined in Phi-3 files: split out of any text, then its
+// whitespace dropped; control tokens only when parsed.
+TEST(TokenizerPhi3, SpecialTokensInPlainText) {
+  const SpmRefData& d = phi3_ref();
+  auto tok = load(phi3_writer(d), "phi3_plain");
+  EXPECT_EQ(d.types[kEosText], 4);
+  EXPECT_EQ(d.types[kUnk], 3);
+  const Ids plain = tok->encode("<|user|>hi<|end|><s></s>  x", false);
+  for (int32_t id : plain) EXPECT_NE(d.types[id], 3) << id;
+  EXPECT_EQ(plain.back(), d.id("\xE2\x96\x81x"));
+  EXPECT_EQ(plain[plain.size() - 2], kEosText);
+  EXPECT_EQ(tok->decode(plain), "<|user|>hi<|end|><s></s> x");
+  EXPECT_EQ(tok->decode_token(kEosText), "</s>");
+  EXPECT_EQ(tok->decode_token(kEnd), "");
+}
+
+TEST(TokenizerPhi3, EndOfGeneration) {
+  const SpmRefData& d = phi3_ref();
+  auto check = [&](const Tokenizer& tok, const char* what) {
+    EXPECT_EQ(tok.eos(), kEndOfText) << what;
+    EXPECT_EQ(tok.eot(), kEnd) << what;
+    EXPECT_TRUE(tok.is_end_of_generation(kEnd)) << what;
+    EXPECT_TRUE(tok.is_end_of_generation(kEndOfText)) << what;
+    EXPECT_FALSE(tok.is_end_of_generation(kUser)) << what;
+    EXPECT_FALSE(tok.is_end_of_generation(kAssistant)) << what;
+    EXPECT_FALSE(tok.is_end_of_generation(kBos)) << what;
+    EXPECT_FALSE(tok.is_end_of_generation(d.id("\xE2\x96\x81Hello"))) << what;
+    EXPECT_EQ(tok.bos(), kBos) << what;
+  };
+  weft::GgufWriter w = phi3_writer(d);
+  check(*load(w, "phi3_eog"), "by name");
+  w.set_u32("tokenizer.ggml.eot_token_id", kEnd);
+  check(*load(w, "phi3_eog_key"), "by key");
+}
+
+}  // namespace
