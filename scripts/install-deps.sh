@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libcli11-dev libxxhash-dev libssl-dev
   clang libclang-rt-14-dev
-  python3
+  python3 python3-numpy  # tests: the float64 model-family references (tests/model/families)
 )
 
 missing=()

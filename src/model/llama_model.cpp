@@ -64,6 +64,7 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
   output_norm_ = w.output_norm;
   output_ = w.output;
   layers_ = w.layers;
+  rope_factors_ = detail::rope_factors(file, p, n_ctx_);
   const std::vector<std::vector<Tensor*>> weights = detail::weights_by_part(w, layer_part_, n_parts_);
 
   // One weights buffer per placement, filled from the file.
@@ -116,71 +117,40 @@ LlamaModel::~LlamaModel() {
   }
 }
 
-LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions,
-                                              Tensor* mask, int64_t n_past) {
+LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past) {
   const LlamaParams& p = params_;
-  const int64_t n = tokens->ne[0];
-  const int64_t n_kv = mask->ne[0];  // n_past + n, padded (padded_kv)
+  const int64_t n = in.tokens->ne[0];
+  const int64_t n_kv = in.mask->ne[0];  // n_past + n, padded (padded_kv)
   if (n <= 0 || n_past < 0 || n_kv < n_past + n || n_kv > n_ctx_)
     fail(ErrorKind::invalid_input, kWhere,
          "tokens [" + std::to_string(n_past) + ", " + std::to_string(n_kv) + ") do not fit the context of " +
              std::to_string(n_ctx_));
-  if (positions->ne[0] != n || mask->ne[0] != n_kv || mask->ne[1] < n)
+  if (in.positions->ne[0] != n || in.mask->ne[1] < n)
     fail(ErrorKind::invalid_input, kWhere,
-         "positions " + shape_string(*positions) + " or mask " + shape_string(*mask) + " do not fit " +
+         "positions " + shape_string(*in.positions) + " or mask " + shape_string(*in.mask) + " do not fit " +
              std::to_string(n) + " tokens after " + std::to_string(n_past));
-  const RopeMode mode = p.arch == Arch::qwen2 ? RopeMode::neox : RopeMode::normal;
-  const int n_rot = static_cast<int>(p.n_rot);
-  const int64_t hd = p.head_dim;
-  const int64_t kv_dim = hd * p.n_head_kv;
-  const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if ((p.any_swa() && !in.mask_swa) || (!rope_factors_.empty() && !in.rope_factors))
+    fail(ErrorKind::invalid_input, kWhere, "the inputs lack the sliding-window mask or rope factors (new_inputs)");
 
   Forward f;
   f.segment_begin.push_back(ctx.size());
-  Tensor* x = ops::get_rows(ctx, tok_embd_, tokens);  // [n_embd, n]
-  for (const LlamaLayer& l : layers_) {
+  Tensor* x = ops::get_rows(ctx, tok_embd_, in.tokens);  // [n_embd, n]
+  if (p.embed_scale) x = ops::scale(ctx, x, std::sqrt(static_cast<float>(p.n_embd)));
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    const LlamaLayer& l = layers_[static_cast<size_t>(il)];
     f.segment_begin.push_back(ctx.size());
-    // Attention.
     Tensor* cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.attn_norm);
-    Tensor* q = ops::mul_mat(ctx, l.wq, cur);
-    Tensor* k = ops::mul_mat(ctx, l.wk, cur);
-    Tensor* v = ops::mul_mat(ctx, l.wv, cur);
-    if (l.bq) q = ops::add(ctx, q, l.bq);
-    if (l.bk) k = ops::add(ctx, k, l.bk);
-    if (l.bv) v = ops::add(ctx, v, l.bv);
-    q = ops::rope(ctx, ops::reshape(ctx, q, {hd, p.n_head, n}), positions, n_rot, mode, p.rope_base);
-    k = ops::rope(ctx, ops::reshape(ctx, k, {hd, p.n_head_kv, n}), positions, n_rot, mode, p.rope_base);
-
-    // Write the new rows, then read [0, n_kv) through views of the writes so
-    // the graph orders each read after its write.
-    Tensor* k_written = ops::set_rows(ctx, l.k_cache, ops::reshape(ctx, k, {kv_dim, n}), positions);
-    Tensor* v_written = ops::set_rows(ctx, l.v_cache, v, positions);
-    const size_t row = l.k_cache->nb[1];
-    const size_t f16 = sizeof(uint16_t);
-    // keys [hd, n_kv, n_head_kv]: a of mul_mat, kv heads in dim 2 (GQA broadcast).
-    const int64_t k_ne[3] = {hd, n_kv, p.n_head_kv};
-    const size_t k_nb[3] = {f16, row, static_cast<size_t>(hd) * f16};
-    Tensor* keys = ops::view(ctx, k_written, k_ne, k_nb, 0);
-    // values transposed [n_kv, hd, n_head_kv], packed so its rows are contiguous.
-    const int64_t v_ne[3] = {n_kv, hd, p.n_head_kv};
-    const size_t v_nb[3] = {row, f16, static_cast<size_t>(hd) * f16};
-    Tensor* values_t = ops::cont(ctx, ops::view(ctx, v_written, v_ne, v_nb, 0));
-
-    Tensor* qh = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n, n_head]
-    Tensor* kq = ops::mul_mat(ctx, keys, qh);       // [n_kv, n, n_head]
-    kq = ops::soft_max(ctx, kq, mask, kq_scale);
-    Tensor* kqv = ops::mul_mat(ctx, values_t, kq);             // [hd, n, n_head]
-    kqv = ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3));  // [hd, n_head, n]
-    kqv = ops::reshape(ctx, kqv, {hd * p.n_head, n});
-    x = ops::add(ctx, x, ops::mul_mat(ctx, l.wo, kqv));
-
-    // Feed-forward.
+    x = ops::add(ctx, x, build_attention(ctx, l, il, cur, in));
     cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.ffn_norm);
-    x = ops::add(ctx, x, detail::build_ffn(ctx, p, l, cur));
+    cur = detail::build_ffn(ctx, p, l, cur);
+    if (l.ffn_post_norm) cur = ops::mul(ctx, ops::rms_norm(ctx, cur, p.rms_eps), l.ffn_post_norm);
+    x = ops::add(ctx, x, cur);
   }
   f.segment_begin.push_back(ctx.size());
   x = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), output_norm_);
+  f.output_index = ctx.size();
   Tensor* logits = ops::mul_mat(ctx, output_, x);  // [n_vocab, n]
+  if (p.final_softcap > 0) logits = ops::softcap(ctx, logits, p.final_softcap);
   logits->name = "logits";
   g.expand(logits);
   f.logits = logits;
@@ -210,44 +180,17 @@ int64_t padded_kv(int64_t n_kv, int64_t n_ctx) {
   return std::min(n_ctx, (n_kv + kPad - 1) / kPad * kPad);
 }
 
-// The inputs of one eval: token ids, positions and the causal mask.
-struct EvalInputs {
-  Tensor* tok;
-  Tensor* pos;
-  Tensor* mask;
-
-  EvalInputs(Context& ctx, int64_t n, int64_t n_kv)
-      : tok(ctx.new_tensor(DType::i32, {n})),
-        pos(ctx.new_tensor(DType::i32, {n})),
-        mask(ctx.new_tensor(DType::f32, {n_kv, n})) {
-    for (Tensor* t : {tok, pos, mask}) t->flags |= kFlagInput;
-  }
-
-  // After the tensors are bound to memory.
-  void set(std::span<const int32_t> tokens, int64_t n_past) const {
-    const int64_t n = static_cast<int64_t>(tokens.size());
-    const int64_t n_kv = mask->ne[0];
-    std::vector<int32_t> positions(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(n_past + i);
-    std::vector<float> mask_data(static_cast<size_t>(n_kv * n));
-    fill_causal_mask(mask_data, n_kv, n, n_past);
-    tensor_set(*tok, tokens.data(), 0, tok->nbytes());
-    tensor_set(*pos, positions.data(), 0, pos->nbytes());
-    tensor_set(*mask, mask_data.data(), 0, mask->nbytes());
-  }
-};
-
 // One eval's graph: its inputs and its logits, an output [n_vocab, n].
 struct EvalGraph {
   Context ctx;
   Graph g;
-  EvalInputs in;
+  LlamaModel::Inputs in;
   LlamaModel::Forward forward;
   Tensor* logits;
 
   EvalGraph(LlamaModel& m, int64_t n, int64_t n_past)
-      : in(ctx, n, padded_kv(n_past + n, m.n_ctx())),
-        forward(m.build_forward(ctx, g, in.tok, in.pos, in.mask, n_past)),
+      : in(m.new_inputs(ctx, n, padded_kv(n_past + n, m.n_ctx()))),
+        forward(m.build_forward(ctx, g, in, n_past)),
         logits(forward.logits) {
     logits->flags |= kFlagOutput;
   }
@@ -267,7 +210,7 @@ std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_p
   EvalGraph e(*this, static_cast<int64_t>(tokens.size()), n_past);
   if (!sched_) {
     galloc_->allocate(e.g, GraphLayout{});
-    e.in.set(tokens, n_past);
+    set_inputs(e.in, tokens, n_past);
     backends_[0]->compute(e.g);
     backends_[0]->synchronize();
     return e.read_logits();
@@ -281,12 +224,14 @@ std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_p
     for (size_t i = begin[s]; i < end; ++i) {
       Tensor& t = tensors[i];
       if (t.op == Op::none || !e.g.contains(&t)) continue;
-      if (&t == e.logits && output_ == tok_embd_) continue;  // tied: runs where the embedding is
+      // A tied output product (and the soft-cap after it) runs where the
+      // embedding is, rather than copying the embedding to the last device.
+      if (output_ == tok_embd_ && i >= e.forward.output_index) continue;
       sched_->set_backend(t, *backends_[static_cast<size_t>(part)]);
     }
   }
   sched_->allocate(e.g);
-  e.in.set(tokens, n_past);
+  set_inputs(e.in, tokens, n_past);
   // Waits only for splits the host has not waited for already; compute()
   // would also send SYNCHRONIZE to every worker.
   sched_->compute_async(e.g);
@@ -294,13 +239,18 @@ std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_p
   return e.read_logits();
 }
 
-void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past) {
+void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past, int64_t window) {
   if (n_kv < 0 || n < 0 || static_cast<uint64_t>(n_kv) * static_cast<uint64_t>(n) != mask.size())
     fail(ErrorKind::invalid_input, kWhere,
          "mask of " + std::to_string(mask.size()) + " floats is not [" + std::to_string(n_kv) + ", " +
              std::to_string(n) + "]");
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n_kv; ++j) mask[static_cast<size_t>(i * n_kv + j)] = j <= n_past + i ? 0.0f : -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = n_past + i;
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const bool visible = j <= p && (window <= 0 || p - j < window);
+      mask[static_cast<size_t>(i * n_kv + j)] = visible ? 0.0f : -INFINITY;
+    }
+  }
 }
 
 int greedy(const float* logits, int vocab) {

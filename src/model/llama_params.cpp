@@ -1,4 +1,6 @@
-// LlamaParams: hyperparameters of a llama-family GGUF file.
+// LlamaParams: hyperparameters of a llama-family GGUF file, and what each
+// family adds to the common keys (docs/models.md).
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -10,11 +12,56 @@ namespace {
 
 constexpr const char* kWhere = "model";
 
+// What the file's architecture name selects.
+struct ArchInfo {
+  const char* name;
+  Arch arch;
+  RopeMode rope_mode;
+  bool moe;                  // routed experts required
+  bool weights_norm;         // default of expert_weights_norm
+  FfnActivation act;
+  bool embed_scale;
+  int64_t swa_pattern;       // default when the file has a sliding window
+};
+
+constexpr ArchInfo kArchs[] = {
+    {"llama", Arch::llama, RopeMode::normal, false, true, FfnActivation::silu, false, 0},
+    {"qwen2", Arch::qwen2, RopeMode::neox, false, true, FfnActivation::silu, false, 0},
+    {"qwen2moe", Arch::qwen2moe, RopeMode::neox, true, false, FfnActivation::silu, false, 0},
+    {"qwen3", Arch::qwen3, RopeMode::neox, false, true, FfnActivation::silu, false, 0},
+    {"qwen3moe", Arch::qwen3moe, RopeMode::neox, true, true, FfnActivation::silu, false, 0},
+    {"phi3", Arch::phi3, RopeMode::neox, false, true, FfnActivation::silu, false, 1},
+    {"gemma2", Arch::gemma2, RopeMode::neox, false, true, FfnActivation::gelu_tanh, true, 2},
+    {"gemma3", Arch::gemma3, RopeMode::neox, false, true, FfnActivation::gelu_tanh, true, 6},
+};
+
+const ArchInfo* find_arch(const std::string& name) {
+  for (const ArchInfo& a : kArchs)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+[[noreturn]] void bad_key(const GgufFile& f, const std::string& key, const std::string& what) {
+  fail(ErrorKind::invalid_input, kWhere, f.path() + ": key " + key + " " + what);
+}
+
 int64_t require_positive(const GgufFile& f, const std::string& key) {
   std::optional<int64_t> v = f.get_i64(key);
   if (!v) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + key);
-  if (*v <= 0 || *v > (int64_t{1} << 31))
-    fail(ErrorKind::invalid_input, kWhere, f.path() + ": key " + key + " = " + std::to_string(*v) + " is out of range");
+  if (*v <= 0 || *v > (int64_t{1} << 31)) bad_key(f, key, "= " + std::to_string(*v) + " is out of range");
+  return *v;
+}
+
+int64_t optional_positive(const GgufFile& f, const std::string& key, int64_t fallback) {
+  return f.has(key) ? require_positive(f, key) : fallback;
+}
+
+// A float key that must be finite and > 0 when present.
+float optional_positive_f32(const GgufFile& f, const std::string& key, float fallback) {
+  if (!f.has(key)) return fallback;
+  std::optional<float> v = f.get_f32(key);
+  if (!v) bad_key(f, key, "is not a number");
+  if (!(std::isfinite(*v) && *v > 0)) bad_key(f, key, "= " + std::to_string(*v) + " must be finite and > 0");
   return *v;
 }
 
@@ -24,67 +71,150 @@ void read_experts(const GgufFile& f, const std::string& pre, LlamaParams& p) {
   const std::string count_key = pre + "expert_count", used_key = pre + "expert_used_count";
   const int64_t count = f.get_i64(count_key).value_or(0);
   const std::optional<int64_t> used = f.get_i64(used_key);
-  if (count < 0 || count > (int64_t{1} << 31))
-    fail(ErrorKind::invalid_input, kWhere,
-         f.path() + ": key " + count_key + " = " + std::to_string(count) + " is out of range");
+  if (count < 0 || count > (int64_t{1} << 31)) bad_key(f, count_key, "= " + std::to_string(count) + " is out of range");
   if (count == 0) {
-    if (used.value_or(0) != 0)
-      fail(ErrorKind::invalid_input, kWhere,
-           f.path() + ": key " + used_key + " = " + std::to_string(*used) + " in a model without " + count_key);
+    if (used.value_or(0) != 0) bad_key(f, used_key, "= " + std::to_string(*used) + " in a model without " + count_key);
     return;
   }
   if (!used) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + used_key);
   if (*used <= 0 || *used > count)
-    fail(ErrorKind::invalid_input, kWhere,
-         f.path() + ": key " + used_key + " = " + std::to_string(*used) + " is outside [1, " + count_key + " = " +
-             std::to_string(count) + "]");
+    bad_key(f, used_key,
+            "= " + std::to_string(*used) + " is outside [1, " + count_key + " = " + std::to_string(count) + "]");
   p.n_expert = count;
   p.n_expert_used = *used;
 }
 
+// rope.scaling.*: linear (every family), llama3 (llama), and Phi-3's
+// LongRoPE, which the factors tensors select (LlamaModel reads them).
+void read_rope_scaling(const GgufFile& f, const std::string& pre, LlamaParams& p) {
+  const std::string type_key = pre + "rope.scaling.type";
+  const std::string type = f.get_string(type_key).value_or("none");
+  p.rope_scaling_factor = optional_positive_f32(f, pre + "rope.scaling.factor", 1.f);
+  p.rope_n_ctx_orig = optional_positive(f, pre + "rope.scaling.original_context_length", p.n_ctx_train);
+  p.rope_attn_factor = optional_positive_f32(f, pre + "rope.scaling.attn_factor", 1.f);
+  if (type == "none" || type == "") {
+    p.rope_scaling = RopeScalingType::none;
+  } else if (type == "linear") {
+    p.rope_scaling = RopeScalingType::linear;
+    p.rope_freq_scale = 1.f / p.rope_scaling_factor;
+  } else if (type == "llama3") {
+    p.rope_scaling = RopeScalingType::llama3;
+    if (!f.has(pre + "rope.scaling.factor")) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
+    p.rope_low_freq_factor = optional_positive_f32(f, pre + "rope.scaling.low_freq_factor", 1.f);
+    p.rope_high_freq_factor = optional_positive_f32(f, pre + "rope.scaling.high_freq_factor", 4.f);
+    if (!(p.rope_high_freq_factor > p.rope_low_freq_factor))
+      bad_key(f, pre + "rope.scaling.high_freq_factor", "must exceed low_freq_factor");
+  } else if (type == "longrope" || type == "su") {
+    p.rope_scaling = RopeScalingType::longrope;
+  } else {
+    bad_key(f, type_key, "= '" + type + "' is not none, linear, llama3 or longrope");
+  }
+  // A llama3 file carries its factors as rope_freqs.weight, Phi-3 files as
+  // rope_factors_long/short, usually without a type key.
+  if (p.rope_scaling == RopeScalingType::none && f.find_tensor("rope_freqs.weight")) p.rope_scaling = RopeScalingType::llama3;
+  if (p.rope_scaling == RopeScalingType::none &&
+      (f.find_tensor("rope_factors_long.weight") || f.find_tensor("rope_factors_short.weight")))
+    p.rope_scaling = RopeScalingType::longrope;
+}
+
+// The factor q·k is multiplied by before soft-capping and softmax:
+// attention.scale when the file has it; else 1/sqrt(head_dim), except the
+// Gemma 27B models whose query_pre_attn_scalar is n_embd / n_head (their
+// converters do not store it; 46 and 62 layers identify them).
+float attention_scale(const GgufFile& f, const std::string& pre, const LlamaParams& p) {
+  if (f.has(pre + "attention.scale")) return optional_positive_f32(f, pre + "attention.scale", 1.f);
+  const bool gemma_27b = (p.arch == Arch::gemma2 && p.n_layer == 46) || (p.arch == Arch::gemma3 && p.n_layer == 62);
+  const double d = gemma_27b ? static_cast<double>(p.n_embd) / static_cast<double>(p.n_head)
+                             : static_cast<double>(p.head_dim);
+  return static_cast<float>(1.0 / std::sqrt(d));
+}
+
 }  // namespace
+
+const char* known_architectures() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3"; }
+
+bool is_known_architecture(const std::string& name) { return find_arch(name) != nullptr; }
 
 LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   LlamaParams p;
   std::optional<std::string> arch = f.get_string("general.architecture");
   if (!arch) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key general.architecture");
-  if (*arch == "llama") {
-    p.arch = Arch::llama;
-  } else if (*arch == "qwen2") {
-    p.arch = Arch::qwen2;
-  } else {
-    fail(ErrorKind::invalid_input, kWhere, f.path() + ": general.architecture '" + *arch + "' is not llama or qwen2");
-  }
+  const ArchInfo* info = find_arch(*arch);
+  if (!info)
+    fail(ErrorKind::invalid_input, kWhere,
+         f.path() + ": general.architecture '" + *arch + "' is not one weft runs (" + known_architectures() + ")");
+  p.arch = info->arch;
   p.arch_name = *arch;
+  p.rope_mode = info->rope_mode;
+  p.ffn_act = info->act;
+  p.embed_scale = info->embed_scale;
   const std::string pre = *arch + ".";
   p.n_embd = require_positive(f, pre + "embedding_length");
   p.n_layer = require_positive(f, pre + "block_count");
   if (static_cast<uint64_t>(p.n_layer) > f.tensors().size())  // every layer has several tensors
-    fail(ErrorKind::invalid_input, kWhere,
-         f.path() + ": key " + pre + "block_count = " + std::to_string(p.n_layer) + " exceeds the file's " +
-             std::to_string(f.tensors().size()) + " tensors");
+    bad_key(f, pre + "block_count",
+            "= " + std::to_string(p.n_layer) + " exceeds the file's " + std::to_string(f.tensors().size()) + " tensors");
   p.n_ff = require_positive(f, pre + "feed_forward_length");
   p.n_head = require_positive(f, pre + "attention.head_count");
-  p.n_head_kv = f.has(pre + "attention.head_count_kv") ? require_positive(f, pre + "attention.head_count_kv") : p.n_head;
+  p.n_head_kv = optional_positive(f, pre + "attention.head_count_kv", p.n_head);
   p.n_ctx_train = require_positive(f, pre + "context_length");
   std::optional<float> eps = f.get_f32(pre + "attention.layer_norm_rms_epsilon");
   if (!eps) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + pre + "attention.layer_norm_rms_epsilon");
-  if (!(*eps > 0)) fail(ErrorKind::invalid_input, kWhere, f.path() + ": " + pre + "attention.layer_norm_rms_epsilon must be > 0");
+  if (!(*eps > 0)) bad_key(f, pre + "attention.layer_norm_rms_epsilon", "must be > 0");
   p.rms_eps = *eps;
-  p.rope_base = f.get_f32(pre + "rope.freq_base").value_or(10000.f);
-  if (!(p.rope_base > 0)) fail(ErrorKind::invalid_input, kWhere, f.path() + ": " + pre + "rope.freq_base must be > 0");
+  p.rope_base = optional_positive_f32(f, pre + "rope.freq_base", 10000.f);
   read_experts(f, pre, p);
+  if (info->moe && p.n_expert == 0)
+    fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + pre + "expert_count (" + *arch + " routes experts)");
+  p.n_ff_expert = optional_positive(f, pre + "expert_feed_forward_length", p.n_ff);
+  if (p.arch == Arch::qwen2moe) p.n_ff_shared = require_positive(f, pre + "expert_shared_feed_forward_length");
+  if (f.has(pre + "expert_weights_norm")) {
+    std::optional<bool> norm = f.get_bool(pre + "expert_weights_norm");
+    if (!norm) bad_key(f, pre + "expert_weights_norm", "is not a bool");
+    p.expert_weights_norm = *norm;
+  } else {
+    p.expert_weights_norm = info->weights_norm;
+  }
 
-  if (p.n_embd % p.n_head != 0 || p.n_head % p.n_head_kv != 0)
+  if (p.n_head % p.n_head_kv != 0)
     fail(ErrorKind::invalid_input, kWhere,
-         f.path() + ": embedding_length " + std::to_string(p.n_embd) + ", head_count " + std::to_string(p.n_head) +
-             " and head_count_kv " + std::to_string(p.n_head_kv) + " do not divide");
-  p.head_dim = p.n_embd / p.n_head;
-  p.n_rot = f.has(pre + "rope.dimension_count") ? require_positive(f, pre + "rope.dimension_count") : p.head_dim;
+         f.path() + ": head_count " + std::to_string(p.n_head) + " is not a multiple of head_count_kv " +
+             std::to_string(p.n_head_kv));
+  const bool has_key_length = f.has(pre + "attention.key_length");
+  if (!has_key_length && p.n_embd % p.n_head != 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         f.path() + ": embedding_length " + std::to_string(p.n_embd) + " is not a multiple of head_count " +
+             std::to_string(p.n_head) + " (and the file has no attention.key_length)");
+  p.head_dim = optional_positive(f, pre + "attention.key_length", p.n_embd / p.n_head);
+  const int64_t value_length = optional_positive(f, pre + "attention.value_length", p.head_dim);
+  if (value_length != p.head_dim)
+    bad_key(f, pre + "attention.value_length",
+            "= " + std::to_string(value_length) + " differs from key_length " + std::to_string(p.head_dim) +
+                " (weft runs equal key and value heads)");
+  p.n_rot = optional_positive(f, pre + "rope.dimension_count", p.head_dim);
   if (p.n_rot % 2 != 0 || p.n_rot > p.head_dim)
-    fail(ErrorKind::invalid_input, kWhere,
-         f.path() + ": rope.dimension_count " + std::to_string(p.n_rot) + " must be even and <= head_dim " +
-             std::to_string(p.head_dim));
+    bad_key(f, pre + "rope.dimension_count",
+            "= " + std::to_string(p.n_rot) + " must be even and <= head_dim " + std::to_string(p.head_dim));
+
+  read_rope_scaling(f, pre, p);
+  p.rope_base_swa = p.rope_base;
+  p.rope_freq_scale_swa = p.rope_freq_scale;
+  if (p.arch == Arch::gemma3) {  // local layers: their own base, unscaled
+    p.rope_base_swa = optional_positive_f32(f, pre + "rope.freq_base_swa", 10000.f);
+    p.rope_freq_scale_swa = 1.f;
+  }
+
+  p.attn_scale = attention_scale(f, pre, p);
+  p.attn_softcap = optional_positive_f32(f, pre + "attn_logit_softcapping", 0.f);
+  p.final_softcap = optional_positive_f32(f, pre + "final_logit_softcapping", 0.f);
+  p.n_swa = optional_positive(f, pre + "attention.sliding_window", 0);
+  if (p.n_swa > 0) {
+    p.swa_pattern = optional_positive(f, pre + "attention.sliding_window_pattern", info->swa_pattern);
+    if (p.swa_pattern == 0)
+      fail(ErrorKind::invalid_input, kWhere,
+           f.path() + ": key " + pre + "attention.sliding_window in a " + *arch +
+               " file: weft does not know which layers slide (no " + pre + "attention.sliding_window_pattern)");
+  }
 
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing tensor token_embd.weight");

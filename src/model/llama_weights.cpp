@@ -1,6 +1,8 @@
 // describe_weights, layer_parts, weights_by_part and LlamaModel::plan.
 #include "model/llama_weights.h"
 
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "weft/core/error.h"
@@ -40,9 +42,63 @@ Tensor* describe(Context& ctx, const GgufFile& file, const std::string& name, st
 
 }  // namespace
 
-ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Context& ctx) {
+namespace {
+
+void describe_attention(Context& ctx, const GgufFile& file, const LlamaParams& p, const std::string& b, LlamaLayer& l) {
   const int64_t q_dim = p.head_dim * p.n_head;
   const int64_t kv_dim = p.head_dim * p.n_head_kv;
+  l.attn_norm = describe(ctx, file, b + "attn_norm.weight", {p.n_embd});
+  // Phi-3 fuses q, k and v into one matrix; other files (and some Phi-3
+  // conversions) keep them apart.
+  if (p.arch == Arch::phi3 && (file.find_tensor(b + "attn_qkv.weight") || !file.find_tensor(b + "attn_q.weight"))) {
+    l.wqkv = describe(ctx, file, b + "attn_qkv.weight", {p.n_embd, q_dim + 2 * kv_dim});
+  } else {
+    l.wq = describe(ctx, file, b + "attn_q.weight", {p.n_embd, q_dim});
+    l.wk = describe(ctx, file, b + "attn_k.weight", {p.n_embd, kv_dim});
+    l.wv = describe(ctx, file, b + "attn_v.weight", {p.n_embd, kv_dim});
+    l.bq = describe(ctx, file, b + "attn_q.bias", {q_dim}, true);
+    l.bk = describe(ctx, file, b + "attn_k.bias", {kv_dim}, true);
+    l.bv = describe(ctx, file, b + "attn_v.bias", {kv_dim}, true);
+  }
+  l.wo = describe(ctx, file, b + "attn_output.weight", {q_dim, p.n_embd});
+  const bool qk_norm = p.arch == Arch::qwen3 || p.arch == Arch::qwen3moe || p.arch == Arch::gemma3;
+  if (qk_norm) {
+    l.q_norm = describe(ctx, file, b + "attn_q_norm.weight", {p.head_dim});
+    l.k_norm = describe(ctx, file, b + "attn_k_norm.weight", {p.head_dim});
+  }
+  if (p.arch == Arch::gemma2 || p.arch == Arch::gemma3)
+    l.attn_post_norm = describe(ctx, file, b + "post_attention_norm.weight", {p.n_embd});
+}
+
+void describe_ffn(Context& ctx, const GgufFile& file, const LlamaParams& p, const std::string& b, LlamaLayer& l) {
+  l.ffn_norm = describe(ctx, file, b + "ffn_norm.weight", {p.n_embd});
+  if (p.arch == Arch::gemma2 || p.arch == Arch::gemma3)
+    l.ffn_post_norm = describe(ctx, file, b + "post_ffw_norm.weight", {p.n_embd});
+  if (p.n_expert > 0) {
+    const int64_t ff = p.n_ff_expert;
+    l.ffn_gate_inp = describe(ctx, file, b + "ffn_gate_inp.weight", {p.n_embd, p.n_expert});
+    l.ffn_gate_exps = describe(ctx, file, b + "ffn_gate_exps.weight", {p.n_embd, ff, p.n_expert});
+    l.ffn_up_exps = describe(ctx, file, b + "ffn_up_exps.weight", {p.n_embd, ff, p.n_expert});
+    l.ffn_down_exps = describe(ctx, file, b + "ffn_down_exps.weight", {ff, p.n_embd, p.n_expert});
+    if (p.n_ff_shared > 0) {
+      l.ffn_gate_inp_shexp = describe(ctx, file, b + "ffn_gate_inp_shexp.weight", {p.n_embd});
+      l.ffn_gate_shexp = describe(ctx, file, b + "ffn_gate_shexp.weight", {p.n_embd, p.n_ff_shared});
+      l.ffn_up_shexp = describe(ctx, file, b + "ffn_up_shexp.weight", {p.n_embd, p.n_ff_shared});
+      l.ffn_down_shexp = describe(ctx, file, b + "ffn_down_shexp.weight", {p.n_ff_shared, p.n_embd});
+    }
+  } else if (p.arch == Arch::phi3 && !file.find_tensor(b + "ffn_gate.weight")) {  // the usual Phi-3 layout
+    l.w_up = describe(ctx, file, b + "ffn_up.weight", {p.n_embd, 2 * p.n_ff});  // gate and up, fused
+    l.w_down = describe(ctx, file, b + "ffn_down.weight", {p.n_ff, p.n_embd});
+  } else {
+    l.w_gate = describe(ctx, file, b + "ffn_gate.weight", {p.n_embd, p.n_ff});
+    l.w_up = describe(ctx, file, b + "ffn_up.weight", {p.n_embd, p.n_ff});
+    l.w_down = describe(ctx, file, b + "ffn_down.weight", {p.n_ff, p.n_embd});
+  }
+}
+
+}  // namespace
+
+ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Context& ctx) {
   ModelWeights w;
   w.tok_embd = describe(ctx, file, "token_embd.weight", {p.n_embd, p.n_vocab});
   w.output_norm = describe(ctx, file, "output_norm.weight", {p.n_embd});
@@ -52,27 +108,58 @@ ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Contex
   for (int64_t i = 0; i < p.n_layer; ++i) {
     LlamaLayer& l = w.layers[static_cast<size_t>(i)];
     const std::string b = "blk." + std::to_string(i) + ".";
-    l.attn_norm = describe(ctx, file, b + "attn_norm.weight", {p.n_embd});
-    l.wq = describe(ctx, file, b + "attn_q.weight", {p.n_embd, q_dim});
-    l.wk = describe(ctx, file, b + "attn_k.weight", {p.n_embd, kv_dim});
-    l.wv = describe(ctx, file, b + "attn_v.weight", {p.n_embd, kv_dim});
-    l.wo = describe(ctx, file, b + "attn_output.weight", {q_dim, p.n_embd});
-    l.bq = describe(ctx, file, b + "attn_q.bias", {q_dim}, true);
-    l.bk = describe(ctx, file, b + "attn_k.bias", {kv_dim}, true);
-    l.bv = describe(ctx, file, b + "attn_v.bias", {kv_dim}, true);
-    l.ffn_norm = describe(ctx, file, b + "ffn_norm.weight", {p.n_embd});
-    if (p.n_expert > 0) {
-      l.ffn_gate_inp = describe(ctx, file, b + "ffn_gate_inp.weight", {p.n_embd, p.n_expert});
-      l.ffn_gate_exps = describe(ctx, file, b + "ffn_gate_exps.weight", {p.n_embd, p.n_ff, p.n_expert});
-      l.ffn_up_exps = describe(ctx, file, b + "ffn_up_exps.weight", {p.n_embd, p.n_ff, p.n_expert});
-      l.ffn_down_exps = describe(ctx, file, b + "ffn_down_exps.weight", {p.n_ff, p.n_embd, p.n_expert});
-    } else {
-      l.w_gate = describe(ctx, file, b + "ffn_gate.weight", {p.n_embd, p.n_ff});
-      l.w_up = describe(ctx, file, b + "ffn_up.weight", {p.n_embd, p.n_ff});
-      l.w_down = describe(ctx, file, b + "ffn_down.weight", {p.n_ff, p.n_embd});
-    }
+    describe_attention(ctx, file, p, b, l);
+    describe_ffn(ctx, file, p, b, l);
   }
   return w;
+}
+
+std::vector<float> rope_factors(const GgufFile& file, const LlamaParams& p, int64_t n_ctx) {
+  const int64_t half = p.n_rot / 2;
+  std::string name;
+  if (p.rope_scaling == RopeScalingType::llama3) {
+    name = "rope_freqs.weight";
+    if (!file.find_tensor(name)) return llama3_rope_factors(p);
+  } else if (p.rope_scaling == RopeScalingType::longrope) {
+    name = n_ctx > p.rope_n_ctx_orig ? "rope_factors_long.weight" : "rope_factors_short.weight";
+  } else {
+    return {};
+  }
+  const GgufTensorInfo* info = file.find_tensor(name);
+  if (!info) fail(ErrorKind::invalid_input, kWhere, file.path() + ": missing tensor " + name);
+  if (info->dtype() != DType::f32 || info->n_dims != 1 || info->ne[0] != half)
+    fail(ErrorKind::invalid_input, kWhere,
+         file.path() + ": tensor " + name + " must be f32 [" + std::to_string(half) + "] (rope.dimension_count / 2)");
+  std::vector<float> f(static_cast<size_t>(half));
+  std::memcpy(f.data(), file.tensor_data(*info), f.size() * sizeof(float));
+  for (size_t i = 0; i < f.size(); ++i)
+    if (!(std::isfinite(f[i]) && f[i] > 0))
+      fail(ErrorKind::invalid_input, kWhere,
+           file.path() + ": tensor " + name + "[" + std::to_string(i) + "] = " + std::to_string(f[i]) +
+               " is not a positive frequency factor");
+  return f;
+}
+
+std::vector<float> llama3_rope_factors(const LlamaParams& p) {
+  // Llama 3.1's rule: wavelengths shorter than L / high_freq_factor keep
+  // their frequency, those longer than L / low_freq_factor are slowed by
+  // the factor F, and those between are interpolated.
+  const double base = p.rope_base, F = p.rope_scaling_factor, L = static_cast<double>(p.rope_n_ctx_orig);
+  const double low = p.rope_low_freq_factor, high = p.rope_high_freq_factor;
+  std::vector<float> f(static_cast<size_t>(p.n_rot / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    const double freq = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(p.n_rot));
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < L / high) {
+      f[i] = 1.0f;
+    } else if (wavelen > L / low) {
+      f[i] = static_cast<float>(F);
+    } else {
+      const double smooth = (L / wavelen - low) / (high - low);
+      f[i] = static_cast<float>(1.0 / ((1 - smooth) / F + smooth));
+    }
+  }
+  return f;
 }
 
 std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer) {
@@ -103,8 +190,10 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
   if (w.output != w.tok_embd) parts.back().push_back(w.output);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LlamaLayer& l = w.layers[i];
-    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.ffn_norm, l.w_gate, l.w_up, l.w_down,
-                      l.ffn_gate_inp, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps})
+    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.wo, l.bq, l.bk, l.bv, l.q_norm, l.k_norm,
+                      l.attn_post_norm, l.ffn_norm, l.ffn_post_norm, l.w_gate, l.w_up, l.w_down, l.ffn_gate_inp,
+                      l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_inp_shexp, l.ffn_gate_shexp,
+                      l.ffn_up_shexp, l.ffn_down_shexp})
       if (t) parts[static_cast<size_t>(layer_part[i])].push_back(t);
   }
   return parts;
@@ -122,6 +211,7 @@ std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int
   detail::check_n_ctx(n_ctx);
   Context ctx;
   const detail::ModelWeights w = detail::describe_weights(file, p, ctx);
+  (void)detail::rope_factors(file, p, n_ctx);  // checked as loading will
   const std::vector<int> layer_part = detail::layer_parts(bounds, p.n_layer);
   const int n_parts = static_cast<int>(bounds.size() - 1);
   const auto parts = detail::weights_by_part(w, layer_part, n_parts);

@@ -26,6 +26,18 @@ struct ModelWeights {
 // file and a missing tensor, or one whose shape is not what p implies.
 ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Context& ctx);
 
+// The rope frequency factors a model with a context of n_ctx uses (empty
+// when none): rope_freqs.weight, or for llama3 scaling without it the
+// factors computed from the keys; for Phi-3 the long factors when n_ctx
+// exceeds rope.scaling.original_context_length, else the short ones.
+// Throws Error(invalid_input) naming a missing tensor or one that is not f32
+// [n_rot / 2] of finite positive values.
+std::vector<float> rope_factors(const GgufFile& file, const LlamaParams& p, int64_t n_ctx);
+
+// Llama 3.1's factors from rope.scaling.factor, original_context_length and
+// the low/high frequency factors.
+std::vector<float> llama3_rope_factors(const LlamaParams& p);
+
 // Each layer's part from placement-style ranges: parts + 1 boundaries, from
 // 0, non-decreasing, ending at n_layer. Throws Error(invalid_input) naming
 // the first range that does not continue the previous one.

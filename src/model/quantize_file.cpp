@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "weft/core/error.h"
+#include "weft/model/model.h"
 #include "weft/model/quantize.h"
 
 namespace weft::model {
@@ -181,9 +182,13 @@ void convert_row(const Conversion& c, int64_t r, uint8_t* out, float* scratch) {
 QuantModelFacts quant_model_facts(const GgufFile& f) {
   QuantModelFacts facts;
   facts.arch = f.get_string("general.architecture").value_or("");
-  if (facts.arch != "llama" && facts.arch != "qwen2")
+  // The mixes decide by tensor name (attn_v, attn_qkv, ffn_down, output ...),
+  // which every family weft runs shares; only the 70B rule asks for llama or
+  // qwen2 by name.
+  if (!is_known_architecture(facts.arch))
     fail(ErrorKind::unsupported, kWhere,
-         f.path() + ": general.architecture '" + facts.arch + "': the mixes are those of llama and qwen2 models");
+         f.path() + ": general.architecture '" + facts.arch + "' is not one weft runs (" + known_architectures() +
+             ")");
   const std::string pre = facts.arch + ".";
   facts.n_layer = int_or_first(f, pre + "block_count").value_or(0);
   if (facts.n_layer <= 0 || facts.n_layer > 100000)

@@ -1,10 +1,13 @@
-// `weft gguf info FILE`: prints a GGUF file's metadata and tensor table.
+// `weft gguf info FILE`: prints a GGUF file's metadata and tensor table,
+// then how weft will run it (the family and the hyper-parameters it uses).
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 
 #include "commands.h"
+#include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
+#include "weft/model/model.h"
 
 namespace weft::tools {
 
@@ -72,6 +75,12 @@ int cmd_gguf_info(const std::string& path) {
     total += t.nbytes;
   }
   std::printf("\n%zu tensors, %" PRIu64 " bytes of data\n", f->tensors().size(), total);
+  // How weft will run it (or why it will not).
+  try {
+    std::printf("\n%s", model::describe(model::LlamaParams::from_gguf(*f)).c_str());
+  } catch (const Error& e) {
+    std::printf("\nmodel: weft does not run this file: %s\n", e.what());
+  }
   return 0;
 }
 

@@ -1,6 +1,6 @@
-// Llama-family models (llama, qwen2; dense or Mixtral-style mixture of
-// experts) read from GGUF files, run as one weft graph per call on one device
-// (FACTS.md, "Llama-family files").
+// Llama-family models read from GGUF files (FACTS.md, "Llama-family files";
+// docs/models.md): Llama 2/3.x, Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3,
+// Qwen3-MoE, Phi-3 and Gemma 2/3, run as one weft graph per call.
 //
 //   auto file = weft::GgufFile::open("model.gguf");
 //   auto dev = weft::make_cpu_device();
@@ -33,7 +33,31 @@
 
 namespace weft::model {
 
-enum class Arch { llama, qwen2 };
+// The families weft runs (general.architecture): what differs between them
+// is read into LlamaParams once, so the graph code asks "does this model
+// have X" rather than "which family is this" (docs/models.md).
+enum class Arch { llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3 };
+
+// The architecture names weft runs, comma-separated (for error messages).
+const char* known_architectures();
+bool is_known_architecture(const std::string& name);
+
+// How weft will run a model with these parameters, a few lines of text
+// ending in a newline ("model: gemma2 (Gemma 2), 26 layers, ..."), as
+// `weft gguf info` prints it.
+struct LlamaParams;
+std::string describe(const LlamaParams& p);
+
+// How rope frequencies are scaled (rope.scaling.type, or a factors tensor).
+enum class RopeScalingType {
+  none,
+  linear,    // freq_scale = 1 / rope.scaling.factor
+  llama3,    // per-frequency factors (rope_freqs.weight, or computed from the keys)
+  longrope,  // Phi-3: rope_factors_long / rope_factors_short by context length
+};
+
+// The gated feed-forward's activation: silu(gate) * up or gelu(gate) * up.
+enum class FfnActivation { silu, gelu_tanh };
 
 struct LlamaParams {
   Arch arch = Arch::llama;
@@ -44,40 +68,89 @@ struct LlamaParams {
   int64_t n_ff = 0;           // feed_forward_length
   int64_t n_head = 0;         // attention.head_count
   int64_t n_head_kv = 0;      // attention.head_count_kv (default n_head)
-  int64_t head_dim = 0;       // n_embd / n_head
+  int64_t head_dim = 0;       // attention.key_length (default n_embd / n_head)
   int64_t n_rot = 0;          // rope.dimension_count (default head_dim)
   int64_t n_ctx_train = 0;    // context_length
   float rms_eps = 0;          // attention.layer_norm_rms_epsilon
-  float rope_base = 10000.f;  // rope.freq_base
   int64_t n_expert = 0;       // expert_count; 0: dense feed-forward layers
   int64_t n_expert_used = 0;  // expert_used_count: experts per token, in (0, n_expert]
+  int64_t n_ff_expert = 0;    // expert_feed_forward_length (default n_ff)
+  int64_t n_ff_shared = 0;    // expert_shared_feed_forward_length: qwen2moe's shared expert
+  bool expert_weights_norm = true;  // renormalize the top-k probabilities to sum to 1
 
-  // Throws Error(invalid_input) naming a missing or impossible key.
+  // Rope. Global (non-sliding) layers use rope_base and rope_freq_scale;
+  // sliding-window layers rope_base_swa and rope_freq_scale_swa (equal
+  // unless the family gives local layers their own, as Gemma 3 does).
+  RopeMode rope_mode = RopeMode::normal;
+  float rope_base = 10000.f;  // rope.freq_base
+  float rope_freq_scale = 1.f;
+  float rope_base_swa = 10000.f;
+  float rope_freq_scale_swa = 1.f;
+  RopeScalingType rope_scaling = RopeScalingType::none;
+  float rope_scaling_factor = 1.f;         // rope.scaling.factor
+  int64_t rope_n_ctx_orig = 0;             // rope.scaling.original_context_length
+  float rope_low_freq_factor = 1.f;        // llama3 scaling from keys
+  float rope_high_freq_factor = 4.f;
+  float rope_attn_factor = 1.f;            // rope.scaling.attn_factor (Phi-3 LongRoPE)
+
+  // Attention.
+  float attn_scale = 0;        // multiplies q·k: attention.scale, or the family's rule
+  float attn_softcap = 0;      // attn_logit_softcapping; 0: none
+  float final_softcap = 0;     // final_logit_softcapping; 0: none
+  int64_t n_swa = 0;           // attention.sliding_window; 0: none
+  int64_t swa_pattern = 0;     // layer il slides when il % pattern < pattern - 1 (1: all)
+
+  // Block shape.
+  bool embed_scale = false;    // token embeddings times sqrt(n_embd) (Gemma)
+  FfnActivation ffn_act = FfnActivation::silu;
+
+  // Throws Error(invalid_input) naming a missing or impossible key, or an
+  // architecture weft does not run (with the list of those it does).
   static LlamaParams from_gguf(const GgufFile& file);
+
+  // Whether layer il attends through a sliding window.
+  bool is_swa(int64_t il) const {
+    return n_swa > 0 && swa_pattern > 0 && (swa_pattern == 1 || il % swa_pattern < swa_pattern - 1);
+  }
+  bool any_swa() const { return n_swa > 0 && swa_pattern > 0 && n_layer > 0; }
 };
 
-// Weights of one block; biases are nullptr when the file has none. A dense
-// model has w_gate, w_up and w_down; a mixture-of-experts one (n_expert > 0)
-// has the router and the stacked experts instead, and those three are null.
+// Weights of one block; what a family does not have is nullptr. Attention
+// reads wq/wk/wv, or the fused wqkv (Phi-3: rows q, then k, then v), with
+// optional biases; q_norm/k_norm normalize each head before rope (Qwen3,
+// Gemma 3); attn_post_norm and ffn_post_norm normalize each half's output
+// before the residual add (Gemma 2/3). A dense layer has w_gate, w_up and
+// w_down, or w_up alone holding gate and up (Phi-3: [n_embd, 2 n_ff], the
+// gate first); a mixture-of-experts one (n_expert > 0) the router and the
+// stacked experts, and qwen2moe also a shared expert with its sigmoid gate.
 struct LlamaLayer {
   Tensor* attn_norm = nullptr;
   Tensor* wq = nullptr;
   Tensor* wk = nullptr;
   Tensor* wv = nullptr;
+  Tensor* wqkv = nullptr;
   Tensor* wo = nullptr;
   Tensor* bq = nullptr;
   Tensor* bk = nullptr;
   Tensor* bv = nullptr;
+  Tensor* q_norm = nullptr;          // [head_dim]
+  Tensor* k_norm = nullptr;          // [head_dim]
+  Tensor* attn_post_norm = nullptr;  // [n_embd]
   Tensor* ffn_norm = nullptr;
+  Tensor* ffn_post_norm = nullptr;   // [n_embd]
   Tensor* w_gate = nullptr;
-  Tensor* w_up = nullptr;
+  Tensor* w_up = nullptr;            // [n_embd, n_ff], or [n_embd, 2 n_ff] without w_gate
   Tensor* w_down = nullptr;
-  Tensor* ffn_gate_inp = nullptr;   // router [n_embd, n_expert]
-  Tensor* ffn_gate_exps = nullptr;  // [n_embd, n_ff, n_expert]
-  Tensor* ffn_up_exps = nullptr;    // [n_embd, n_ff, n_expert]
-  Tensor* ffn_down_exps = nullptr;  // [n_ff, n_embd, n_expert]
-  Tensor* k_cache = nullptr;        // f16 [head_dim * n_head_kv, n_ctx]
-  Tensor* v_cache = nullptr;        // f16 [head_dim * n_head_kv, n_ctx]
+  Tensor* ffn_gate_inp = nullptr;    // router [n_embd, n_expert]
+  Tensor* ffn_gate_exps = nullptr;   // [n_embd, n_ff_expert, n_expert]
+  Tensor* ffn_up_exps = nullptr;     // [n_embd, n_ff_expert, n_expert]
+  Tensor* ffn_down_exps = nullptr;   // [n_ff_expert, n_embd, n_expert]
+  Tensor* ffn_gate_inp_shexp = nullptr;  // [n_embd]: the shared expert's gate
+  Tensor* ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shared]
+  Tensor* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shared]
+  Tensor* ffn_down_shexp = nullptr;      // [n_ff_shared, n_embd]
+  Tensor* k_cache = nullptr;         // f16 [head_dim * n_head_kv, n_ctx]
+  Tensor* v_cache = nullptr;         // f16 [head_dim * n_head_kv, n_ctx]
 };
 
 // Layers [first, last) of a split model live on device (their weights and
@@ -139,18 +212,35 @@ class LlamaModel {
   // segment of the graph begins in ctx (ctx.tensors() indices): segment 0
   // the embedding lookup, segment L + 1 layer L, segment n_layer + 1 the
   // output. segment_begin has n_layer + 2 entries; a segment ends where the
-  // next begins (the last at ctx.size()).
+  // next begins (the last at ctx.size()). output_index: where the output
+  // product (and the final soft-cap, when the family has one) begins.
   struct Forward {
     Tensor* logits = nullptr;
     std::vector<size_t> segment_begin;
+    size_t output_index = 0;
   };
 
-  // Adds to g the forward pass for n = tokens->ne[0] tokens at positions
-  // n_past .. n_past + n - 1: tokens and positions are i32 [n], mask is f32
-  // [n_kv, n] with n_past + n <= n_kv <= n_ctx (fill it with
-  // fill_causal_mask). Writes the new keys and values into the caches at
-  // rows `positions` and attends over cache rows [0, n_kv).
-  Forward build_forward(Context& ctx, Graph& g, Tensor* tokens, Tensor* positions, Tensor* mask, int64_t n_past);
+  // The inputs of one forward pass of n tokens reading n_kv cache rows
+  // (n_past + n <= n_kv <= n_ctx): token ids and positions i32 [n], the
+  // causal mask f32 [n_kv, n], and when the model needs them the
+  // sliding-window mask f32 [n_kv, n] and the rope frequency factors f32
+  // [n_rot / 2]. Each is built once per graph and read by every layer.
+  struct Inputs {
+    Tensor* tokens = nullptr;
+    Tensor* positions = nullptr;
+    Tensor* mask = nullptr;
+    Tensor* mask_swa = nullptr;
+    Tensor* rope_factors = nullptr;
+  };
+  // Creates them in ctx, flagged as graph inputs.
+  Inputs new_inputs(Context& ctx, int64_t n, int64_t n_kv) const;
+  // Writes their values, after the tensors are bound to memory.
+  void set_inputs(const Inputs& in, std::span<const int32_t> tokens, int64_t n_past) const;
+
+  // Adds to g the forward pass for in.tokens (n of them) at positions
+  // n_past .. n_past + n - 1. Writes the new keys and values into the caches
+  // at rows `positions` and attends over cache rows [0, n_kv).
+  Forward build_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past);
 
   // Runs tokens at positions n_past.. and returns the logits of every token,
   // token-major (n * n_vocab floats). Throws invalid_input when the tokens
@@ -160,6 +250,7 @@ class LlamaModel {
  private:
   void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress);
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
+  Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in);
 
   LlamaParams params_;
   Device& device_;
@@ -169,6 +260,10 @@ class LlamaModel {
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;  // token_embd when tied
   std::vector<LlamaLayer> layers_;
+  // Rope frequency factors ([n_rot / 2]; empty when none): read from the
+  // file (the one Phi-3 factor set this context length uses) or computed
+  // from the llama3 keys; a graph input, so every device gets them.
+  std::vector<float> rope_factors_;
   // One weights and one cache buffer per placement (none for an empty one),
   // and the placement index of each layer.
   std::vector<std::unique_ptr<Buffer>> bufs_;
@@ -187,9 +282,10 @@ class LlamaModel {
 // size does not fit a size_t.
 size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx);
 
-// mask[i * n_kv + j] = 0 if key j is visible to query i (j <= n_past + i),
-// else -INFINITY. mask has n_kv * n floats.
-void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past);
+// mask[i * n_kv + j] = 0 if key j is visible to query i (j <= n_past + i,
+// and with a sliding window > 0 also n_past + i - j < window), else
+// -INFINITY. mask has n_kv * n floats.
+void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past, int64_t window = 0);
 
 // Index of the largest logit (the first one on ties).
 int greedy(const float* logits, int vocab);

@@ -1,0 +1,127 @@
+// The attention half of a block for every family (docs/models.md), and the
+// graph inputs all layers share: positions, the causal and sliding-window
+// masks, and the rope frequency factors.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "weft/core/error.h"
+#include "weft/core/ops.h"
+#include "weft/model/model.h"
+
+namespace weft::model {
+
+LlamaModel::Inputs LlamaModel::new_inputs(Context& ctx, int64_t n, int64_t n_kv) const {
+  Inputs in;
+  in.tokens = ctx.new_tensor(DType::i32, {n});
+  in.positions = ctx.new_tensor(DType::i32, {n});
+  in.mask = ctx.new_tensor(DType::f32, {n_kv, n});
+  if (params_.any_swa()) in.mask_swa = ctx.new_tensor(DType::f32, {n_kv, n});
+  if (!rope_factors_.empty()) in.rope_factors = ctx.new_tensor(DType::f32, {static_cast<int64_t>(rope_factors_.size())});
+  for (Tensor* t : {in.tokens, in.positions, in.mask, in.mask_swa, in.rope_factors})
+    if (t) t->flags |= kFlagInput;
+  return in;
+}
+
+void LlamaModel::set_inputs(const Inputs& in, std::span<const int32_t> tokens, int64_t n_past) const {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t n_kv = in.mask->ne[0];
+  if (in.tokens->ne[0] != n)
+    fail(ErrorKind::invalid_input, "model",
+         std::to_string(n) + " tokens for inputs of " + std::to_string(in.tokens->ne[0]));
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(n_past + i);
+  std::vector<float> mask(static_cast<size_t>(n_kv * n));
+  tensor_set(*in.tokens, tokens.data(), 0, in.tokens->nbytes());
+  tensor_set(*in.positions, positions.data(), 0, in.positions->nbytes());
+  fill_causal_mask(mask, n_kv, n, n_past);
+  tensor_set(*in.mask, mask.data(), 0, in.mask->nbytes());
+  if (in.mask_swa) {
+    fill_causal_mask(mask, n_kv, n, n_past, params_.n_swa);
+    tensor_set(*in.mask_swa, mask.data(), 0, in.mask_swa->nbytes());
+  }
+  if (in.rope_factors) tensor_set(*in.rope_factors, rope_factors_.data(), 0, in.rope_factors->nbytes());
+}
+
+namespace {
+
+// Rope of x [head_dim, heads, n] at the layer's base and scale; the plain op
+// when nothing is scaled, so older workers run unscaled models.
+Tensor* rope_layer(Context& ctx, const LlamaParams& p, bool swa, Tensor* x, const LlamaModel::Inputs& in) {
+  const float base = swa ? p.rope_base_swa : p.rope_base;
+  const ops::RopeScaling scaling{swa ? p.rope_freq_scale_swa : p.rope_freq_scale, p.rope_attn_factor};
+  const int n_rot = static_cast<int>(p.n_rot);
+  if (!in.rope_factors && scaling.freq_scale == 1.f && scaling.attn_factor == 1.f)
+    return ops::rope(ctx, x, in.positions, n_rot, p.rope_mode, base);
+  return ops::rope_ext(ctx, x, in.positions, in.rope_factors, n_rot, p.rope_mode, base, scaling);
+}
+
+// x [head_dim, heads, n] normalized per head (Qwen3, Gemma 3).
+Tensor* head_norm(Context& ctx, const LlamaParams& p, Tensor* x, Tensor* w) {
+  return w ? ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), w) : x;
+}
+
+}  // namespace
+
+Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in) {
+  const LlamaParams& p = params_;
+  const int64_t n = cur->ne[1];
+  const int64_t n_kv = in.mask->ne[0];
+  const int64_t hd = p.head_dim;
+  const int64_t q_dim = hd * p.n_head, kv_dim = hd * p.n_head_kv;
+  const size_t f32 = sizeof(float);
+  const bool swa = p.is_swa(il);
+
+  Tensor *q, *k, *v;
+  if (l.wqkv) {  // rows q, then k, then v of one product
+    Tensor* qkv = ops::mul_mat(ctx, l.wqkv, cur);  // [q_dim + 2 kv_dim, n]
+    const size_t row = qkv->nb[1];
+    q = ops::view_3d(ctx, qkv, hd, p.n_head, n, hd * f32, row, 0);
+    k = ops::view_3d(ctx, qkv, hd, p.n_head_kv, n, hd * f32, row, static_cast<size_t>(q_dim) * f32);
+    v = ops::view_2d(ctx, qkv, kv_dim, n, row, static_cast<size_t>(q_dim + kv_dim) * f32);
+  } else {
+    q = ops::mul_mat(ctx, l.wq, cur);
+    k = ops::mul_mat(ctx, l.wk, cur);
+    v = ops::mul_mat(ctx, l.wv, cur);
+    if (l.bq) q = ops::add(ctx, q, l.bq);
+    if (l.bk) k = ops::add(ctx, k, l.bk);
+    if (l.bv) v = ops::add(ctx, v, l.bv);
+    q = ops::reshape(ctx, q, {hd, p.n_head, n});
+    k = ops::reshape(ctx, k, {hd, p.n_head_kv, n});
+  }
+  q = rope_layer(ctx, p, swa, head_norm(ctx, p, q, l.q_norm), in);
+  k = rope_layer(ctx, p, swa, head_norm(ctx, p, k, l.k_norm), in);
+
+  // Write the new rows, then read [0, n_kv) through views of the writes so
+  // the graph orders each read after its write.
+  Tensor* k_written = ops::set_rows(ctx, l.k_cache, ops::reshape(ctx, k, {kv_dim, n}), in.positions);
+  Tensor* v_written = ops::set_rows(ctx, l.v_cache, v, in.positions);
+  const size_t row = l.k_cache->nb[1];
+  const size_t f16 = sizeof(uint16_t);
+  // keys [hd, n_kv, n_head_kv]: a of mul_mat, kv heads in dim 2 (GQA broadcast).
+  const int64_t k_ne[3] = {hd, n_kv, p.n_head_kv};
+  const size_t k_nb[3] = {f16, row, static_cast<size_t>(hd) * f16};
+  Tensor* keys = ops::view(ctx, k_written, k_ne, k_nb, 0);
+  // values transposed [n_kv, hd, n_head_kv], packed so its rows are contiguous.
+  const int64_t v_ne[3] = {n_kv, hd, p.n_head_kv};
+  const size_t v_nb[3] = {row, f16, static_cast<size_t>(hd) * f16};
+  Tensor* values_t = ops::cont(ctx, ops::view(ctx, v_written, v_ne, v_nb, 0));
+
+  Tensor* qh = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n, n_head]
+  Tensor* kq = ops::mul_mat(ctx, keys, qh);       // [n_kv, n, n_head]
+  Tensor* mask = swa ? in.mask_swa : in.mask;
+  if (p.attn_softcap > 0) {  // Gemma 2: cap the scaled logits, then mask and softmax
+    kq = ops::softcap(ctx, ops::scale(ctx, kq, p.attn_scale), p.attn_softcap);
+    kq = ops::soft_max(ctx, kq, mask, 1.0f);
+  } else {
+    kq = ops::soft_max(ctx, kq, mask, p.attn_scale);
+  }
+  Tensor* kqv = ops::mul_mat(ctx, values_t, kq);             // [hd, n, n_head]
+  kqv = ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3));  // [hd, n_head, n]
+  kqv = ops::reshape(ctx, kqv, {q_dim, n});
+  Tensor* out = ops::mul_mat(ctx, l.wo, kqv);
+  if (l.attn_post_norm) out = ops::mul(ctx, ops::rms_norm(ctx, out, p.rms_eps), l.attn_post_norm);
+  return out;
+}
+
+}  // namespace weft::model

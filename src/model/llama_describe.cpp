@@ -1,0 +1,98 @@
+// describe(LlamaParams): how weft will run a file, for `weft gguf info`.
+#include <cstdio>
+#include <string>
+
+#include "weft/model/model.h"
+
+namespace weft::model {
+namespace {
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+std::string num(double v) { return fmt("%g", v); }
+
+const char* family_title(Arch a) {
+  switch (a) {
+    case Arch::llama: return "Llama / Mistral";
+    case Arch::qwen2: return "Qwen2";
+    case Arch::qwen2moe: return "Qwen2-MoE";
+    case Arch::qwen3: return "Qwen3";
+    case Arch::qwen3moe: return "Qwen3-MoE";
+    case Arch::phi3: return "Phi-3";
+    case Arch::gemma2: return "Gemma 2";
+    case Arch::gemma3: return "Gemma 3";
+  }
+  return "?";
+}
+
+std::string rope_line(const LlamaParams& p) {
+  std::string s = std::string("  rope: ") + (p.rope_mode == RopeMode::neox ? "neox" : "normal") + ", " +
+                  std::to_string(p.n_rot) + " of " + std::to_string(p.head_dim) + " dims, base " + num(p.rope_base);
+  switch (p.rope_scaling) {
+    case RopeScalingType::none: s += ", no scaling"; break;
+    case RopeScalingType::linear: s += ", linear scaling x" + num(p.rope_scaling_factor); break;
+    case RopeScalingType::llama3:
+      s += ", llama3 frequency factors (factor " + num(p.rope_scaling_factor) + ", original context " +
+           std::to_string(p.rope_n_ctx_orig) + "; rope_freqs.weight when the file has it)";
+      break;
+    case RopeScalingType::longrope:
+      s += ", LongRoPE (long factors beyond a context of " + std::to_string(p.rope_n_ctx_orig) + ", attn factor " +
+           num(p.rope_attn_factor) + ")";
+      break;
+  }
+  if (p.any_swa() && (p.rope_base_swa != p.rope_base || p.rope_freq_scale_swa != p.rope_freq_scale))
+    s += "; sliding layers: base " + num(p.rope_base_swa) + ", unscaled";
+  return s + "\n";
+}
+
+std::string attention_line(const LlamaParams& p) {
+  std::string s = "  attention: " + std::to_string(p.n_head) + " heads, " + std::to_string(p.n_head_kv) +
+                  " kv heads, head_dim " + std::to_string(p.head_dim) + ", scale " + fmt("%.6g", p.attn_scale);
+  if (p.attn_softcap > 0) s += ", logit soft-cap " + num(p.attn_softcap);
+  if (p.any_swa()) {
+    s += ", sliding window " + std::to_string(p.n_swa) + " on ";
+    if (p.swa_pattern == 1) {
+      s += "every layer";
+    } else {
+      int64_t sliding = 0;
+      for (int64_t il = 0; il < p.n_layer; ++il) sliding += p.is_swa(il);
+      s += std::to_string(sliding) + " of " + std::to_string(p.n_layer) + " layers (one global layer in each " +
+           std::to_string(p.swa_pattern) + ")";
+    }
+  }
+  return s + "\n";
+}
+
+std::string ffn_line(const LlamaParams& p) {
+  std::string s = std::string("  feed-forward: ") + (p.ffn_act == FfnActivation::silu ? "SwiGLU" : "GELU-gated");
+  if (p.n_expert > 0) {
+    s += ", " + std::to_string(p.n_expert_used) + " of " + std::to_string(p.n_expert) + " experts of width " +
+         std::to_string(p.n_ff_expert) + (p.expert_weights_norm ? " (weights renormalized)" : " (softmax weights)");
+    if (p.n_ff_shared > 0) s += " + a shared expert of width " + std::to_string(p.n_ff_shared) + " (sigmoid gate)";
+  } else {
+    s += ", width " + std::to_string(p.n_ff);
+  }
+  return s + "\n";
+}
+
+}  // namespace
+
+std::string describe(const LlamaParams& p) {
+  std::string s = std::string("model: ") + p.arch_name + " (" + family_title(p.arch) + "), " +
+                  std::to_string(p.n_layer) + " layers, n_embd " + std::to_string(p.n_embd) + ", vocab " +
+                  std::to_string(p.n_vocab) + ", trained context " + std::to_string(p.n_ctx_train) +
+                  ", rms_norm eps " + num(p.rms_eps) + "\n";
+  s += rope_line(p) + attention_line(p) + ffn_line(p);
+  if (p.embed_scale || p.final_softcap > 0) {
+    s += "  also:";
+    if (p.embed_scale) s += " embeddings scaled by sqrt(n_embd);";
+    if (p.final_softcap > 0) s += " final logit soft-cap " + num(p.final_softcap) + ";";
+    s.back() = '\n';
+  }
+  return s;
+}
+
+}  // namespace weft::model
