@@ -29,9 +29,12 @@ void LlamaModel::set_inputs(const Inputs& in, std::span<const int32_t> tokens, i
   if (in.tokens->ne[0] != n)
     fail(ErrorKind::invalid_input, "model",
          std::to_string(n) + " tokens for inputs of " + std::to_string(in.tokens->ne[0]));
-  std::vector<int32_t> positions(static_cast<size_t>(n));
+  // Host copies kept between calls: no allocation per token.
+  std::vector<int32_t>& positions = positions_scratch_;
+  std::vector<float>& mask = mask_scratch_;
+  positions.resize(static_cast<size_t>(n));
+  mask.resize(static_cast<size_t>(n_kv * n));
   for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(n_past + i);
-  std::vector<float> mask(static_cast<size_t>(n_kv * n));
   tensor_set(*in.tokens, tokens.data(), 0, in.tokens->nbytes());
   tensor_set(*in.positions, positions.data(), 0, in.positions->nbytes());
   fill_causal_mask(mask, n_kv, n, n_past);

@@ -180,42 +180,43 @@ int64_t padded_kv(int64_t n_kv, int64_t n_ctx) {
   return std::min(n_ctx, (n_kv + kPad - 1) / kPad * kPad);
 }
 
-// One eval's graph: its inputs and its logits, an output [n_vocab, n].
-struct EvalGraph {
+}  // namespace
+
+// One eval's graph: its inputs and its logits, an output [n_vocab, n]. It
+// depends only on the token count and the (padded) KV length: positions,
+// masks and token ids are inputs, so the graph serves every eval of that
+// shape (LlamaModel::eval keeps the last one).
+struct LlamaModel::EvalGraph {
   Context ctx;
   Graph g;
+  int64_t n;
+  int64_t n_kv;
   LlamaModel::Inputs in;
   LlamaModel::Forward forward;
   Tensor* logits;
 
-  EvalGraph(LlamaModel& m, int64_t n, int64_t n_past)
-      : in(m.new_inputs(ctx, n, padded_kv(n_past + n, m.n_ctx()))),
-        forward(m.build_forward(ctx, g, in, n_past)),
+  EvalGraph(LlamaModel& m, int64_t n_tokens, int64_t kv)
+      : n(n_tokens),
+        n_kv(kv),
+        in(m.new_inputs(ctx, n_tokens, kv)),
+        forward(m.build_forward(ctx, g, in, kv - n_tokens)),
         logits(forward.logits) {
     logits->flags |= kFlagOutput;
   }
-
-  // After the graph ran: every token's logits, token-major.
-  std::vector<float> read_logits() const {
-    std::vector<float> out(static_cast<size_t>(logits->nelements()));
-    tensor_get(*logits, out.data(), 0, logits->nbytes());
-    return out;
-  }
 };
 
-}  // namespace
-
-std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past) {
-  check_tokens(tokens, n_past);
-  EvalGraph e(*this, static_cast<int64_t>(tokens.size()), n_past);
+// The graph for n tokens reading n_kv cache rows: the last one when its
+// shape matches (and reuse is on), else a new one, allocated (and, split,
+// pinned segment by segment to its placements' backends).
+LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv) {
+  if (graph_ && reuse_graphs_ && graph_->n == n && graph_->n_kv == n_kv) return *graph_;
+  graph_.reset();
+  graph_ = std::make_unique<EvalGraph>(*this, n, n_kv);
+  EvalGraph& e = *graph_;
   if (!sched_) {
     galloc_->allocate(e.g, GraphLayout{});
-    set_inputs(e.in, tokens, n_past);
-    backends_[0]->compute(e.g);
-    backends_[0]->synchronize();
-    return e.read_logits();
+    return e;
   }
-  // Pin every computing node of each segment to its placement's backend.
   const std::vector<size_t>& begin = e.forward.segment_begin;  // n_layer + 2
   auto& tensors = e.ctx.tensors();
   for (size_t s = 0; s < begin.size(); ++s) {
@@ -230,13 +231,35 @@ std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_p
       sched_->set_backend(t, *backends_[static_cast<size_t>(part)]);
     }
   }
+  // A new graph is always allocated anew (compute_async alone would take a
+  // graph at a freed graph's address for the freed one).
   sched_->allocate(e.g);
+  return e;
+}
+
+std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past) {
+  std::vector<float> logits;
+  eval(tokens, n_past, logits);
+  return logits;
+}
+
+void LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits) {
+  check_tokens(tokens, n_past);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  EvalGraph& e = graph_for(n, padded_kv(n_past + n, n_ctx_));
   set_inputs(e.in, tokens, n_past);
-  // Waits only for splits the host has not waited for already; compute()
-  // would also send SYNCHRONIZE to every worker.
-  sched_->compute_async(e.g);
-  sched_->wait(e.g);
-  return e.read_logits();
+  if (!sched_) {
+    backends_[0]->compute(e.g);
+    backends_[0]->synchronize();
+  } else {
+    // Waits only for splits the host has not waited for already; compute()
+    // would also send SYNCHRONIZE to every worker. A reused graph keeps the
+    // scheduler's plan and memory from its first allocate.
+    sched_->compute_async(e.g);
+    sched_->wait(e.g);
+  }
+  logits.resize(static_cast<size_t>(e.logits->nelements()));
+  tensor_get(*e.logits, logits.data(), 0, e.logits->nbytes());
 }
 
 void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past, int64_t window) {

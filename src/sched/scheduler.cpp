@@ -159,6 +159,9 @@ struct Scheduler::Impl {
       allocate(g);
     }
     Batch& b = batches[static_cast<size_t>(current)];
+    // A graph computed again without a new allocate: its last run is done
+    // (finish() waited), so the host copies it staged may go.
+    b.staging.clear();
     b.submitted = true;  // from here on, finish() must wait for whatever was submitted
     const auto& splits = b.plan->splits;
     b.events.resize(splits.size());

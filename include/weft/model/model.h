@@ -244,13 +244,24 @@ class LlamaModel {
 
   // Runs tokens at positions n_past.. and returns the logits of every token,
   // token-major (n * n_vocab floats). Throws invalid_input when the tokens
-  // do not fit the context or an id is outside the vocabulary.
+  // do not fit the context or an id is outside the vocabulary. The graph of
+  // the last call is kept and reused while calls have its shape (the same
+  // token count, a KV length in the same 32-row bucket): only its inputs
+  // change, and its allocation (or the scheduler's plan) stays.
   std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past);
+  // The same into logits (resized; no allocation once it has the capacity).
+  void eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits);
+
+  // Reuse of the last graph (on by default); off, every call builds and
+  // allocates its graph (a test compares the two).
+  void set_reuse_graphs(bool on) { reuse_graphs_ = on; }
 
  private:
   void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress);
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
   Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in);
+  struct EvalGraph;
+  EvalGraph& graph_for(int64_t n, int64_t n_kv);
 
   LlamaParams params_;
   Device& device_;
@@ -275,6 +286,12 @@ class LlamaModel {
   std::vector<std::unique_ptr<Backend>> backends_;
   std::unique_ptr<GraphAllocator> galloc_;
   std::unique_ptr<Scheduler> sched_;
+  // The last eval's graph (declared last: freed before what it is bound to).
+  std::unique_ptr<EvalGraph> graph_;
+  bool reuse_graphs_ = true;
+  // set_inputs' host copies, kept so that a token allocates nothing.
+  mutable std::vector<int32_t> positions_scratch_;
+  mutable std::vector<float> mask_scratch_;
 };
 
 // Bytes of KV cache (keys and values, f16) that n_layers layers of a model
