@@ -8,6 +8,8 @@
 # names the source or build tree.
 # Usage: build_example.sh BUILD_DIR SOURCE_DIR VERSION WRITE_TEST_MODEL CMAKE GENERATOR CXX
 set -euo pipefail
+# shellcheck source=../lib/worker.sh
+. "$(dirname "$0")/../lib/worker.sh"
 build=$1
 source=$2
 version=$3
@@ -83,18 +85,10 @@ prompt="The quick brown fox jumps over the lazy dog"
   { cat "$dir/run.err"; die "installed weft run"; }
 [[ $(wc -c <"$dir/want.txt") -gt 1 ]] || die "weft run printed no text"
 
-: >"$dir/worker.log"
 # A worker that requires a token, as the weft-worker service does.
 od -An -vtx1 -N32 /dev/urandom | tr -d ' \n' >"$dir/worker.token"
-"$weft" worker --host 127.0.0.1 --port 0 --threads 1 --auth-token-file "$dir/worker.token" >"$dir/worker.log" 2>&1 &
-worker_pid=$!
-endpoint=
-for _ in $(seq 200); do
-  endpoint=$(sed -n 's/.*listening on \(127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$dir/worker.log")
-  [[ -n $endpoint ]] && break
-  sleep 0.05
-done
-[[ -n $endpoint ]] || { cat "$dir/worker.log"; die "installed weft worker did not start"; }
+start_weft_worker "$weft" "$dir/worker.log" --auth-token-file "$dir/worker.token" ||
+  die "installed weft worker did not start"
 
 check() {  # check NAME COMMAND...: its stdout must equal weft run's
   "${@:2}" >"$dir/got.txt" 2>"$dir/got.err" || { cat "$dir/got.err"; die "$1 failed"; }

@@ -8,6 +8,8 @@ set -euo pipefail
 weft=$1
 python=$2
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/worker.sh
+source "$here/../lib/worker.sh"
 dir=$(mktemp -d)
 worker_pid=
 cleanup() {
@@ -18,16 +20,7 @@ trap cleanup EXIT
 die() { echo "FAIL: $*"; exit 1; }
 
 "$python" "$here/families/make_family.py" "$dir"
-: >"$dir/worker.log"
-"$weft" worker --host 127.0.0.1 --port 0 --threads 1 >"$dir/worker.log" 2>&1 &
-worker_pid=$!
-endpoint=
-for _ in $(seq 200); do
-  endpoint=$(sed -n 's/.*listening on \(127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$dir/worker.log")
-  [[ -n $endpoint ]] && break
-  sleep 0.05
-done
-[[ -n $endpoint ]] || { cat "$dir/worker.log"; die "the worker did not start"; }
+start_weft_worker "$weft" "$dir/worker.log" || die "the worker did not start"
 
 declare -A family=([llama]=llama [qwen2]=qwen2 [llama3_freqs]=llama [llama3_keys]=llama [qwen3]=qwen3
   [qwen3moe]=qwen3moe [qwen2moe]=qwen2moe [phi3_short]=phi3 [phi3_long]=phi3 [gemma2]=gemma2 [gemma3]=gemma3)

@@ -6,6 +6,8 @@
 # killed worker must end `weft run` with a clear error, not a crash.
 # Usage: run_with_workers.sh WEFT_BINARY WRITE_TEST_MODEL_BINARY
 set -euo pipefail
+# shellcheck source=../lib/worker.sh
+source "$(dirname "$0")/../lib/worker.sh"
 weft=$1
 writer=$2
 dir=$(mktemp -d)
@@ -19,18 +21,10 @@ die() { echo "FAIL: $*"; exit 1; }
 
 # A worker on a free loopback port: start_worker NAME [WORKER_ARGS...]; sets $endpoint.
 start_worker() {
-  local log=$dir/worker$1.log
-  : >"$log"  # exists before the background shell opens it, for the polls below
-  "$weft" worker --host 127.0.0.1 --port 0 --threads 1 "${@:2}" >"$log" 2>&1 &
-  pids+=($!)
-  endpoint=
-  for _ in $(seq 200); do
-    endpoint=$(sed -n 's/.*listening on \(127\.0\.0\.1:[0-9][0-9]*\).*/\1/p' "$log")
-    [[ -n $endpoint ]] && return 0
-    sleep 0.05
-  done
-  cat "$log"
-  die "worker $1 did not start"
+  local started=0
+  start_weft_worker "$weft" "$dir/worker$1.log" "${@:2}" || started=1
+  pids+=("$worker_pid")
+  ((started == 0)) || die "worker $1 did not start"
 }
 
 "$writer" "$dir/model.gguf" --layers 3 --embd 64 --heads 4 --heads-kv 2 --ff 128 --vocab 600 --ctx 512
