@@ -13,6 +13,7 @@
 
 #include "matvec_bench.h"
 #include "memory_bandwidth.h"
+#include "rowops_bench.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/ops.h"
 
@@ -200,6 +201,7 @@ int run_ops_bench(const OpsBenchOptions& options) {
   if (!prepared.empty()) benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   run_matvec_rows(n_threads, bw.read_bytes_per_s, options.min_seconds, options.filter);
+  run_rowop_rows(n_threads, bw.read_bytes_per_s, options.min_seconds, options.filter);
   return 0;
 }
 

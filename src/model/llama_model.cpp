@@ -117,7 +117,8 @@ LlamaModel::~LlamaModel() {
   }
 }
 
-LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past) {
+LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past,
+                                              LogitRows rows) {
   const LlamaParams& p = params_;
   const int64_t n = in.tokens->ne[0];
   const int64_t n_kv = in.mask->ne[0];  // n_past + n, padded (padded_kv)
@@ -147,9 +148,10 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     x = ops::add(ctx, x, cur);
   }
   f.segment_begin.push_back(ctx.size());
+  if (rows == LogitRows::last && n > 1) x = ops::view_2d(ctx, x, p.n_embd, 1, x->nb[1], (n - 1) * x->nb[1]);
   x = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), output_norm_);
   f.output_index = ctx.size();
-  Tensor* logits = ops::mul_mat(ctx, output_, x);  // [n_vocab, n]
+  Tensor* logits = ops::mul_mat(ctx, output_, x);  // [n_vocab, n] or [n_vocab, 1]
   if (p.final_softcap > 0) logits = ops::softcap(ctx, logits, p.final_softcap);
   logits->name = "logits";
   g.expand(logits);
@@ -182,24 +184,26 @@ int64_t padded_kv(int64_t n_kv, int64_t n_ctx) {
 
 }  // namespace
 
-// One eval's graph: its inputs and its logits, an output [n_vocab, n]. It
-// depends only on the token count and the (padded) KV length: positions,
-// masks and token ids are inputs, so the graph serves every eval of that
-// shape (LlamaModel::eval keeps the last one).
+// One eval's graph: its inputs and its logits, an output [n_vocab, n] (or
+// [n_vocab, 1]). It depends only on the token count, the (padded) KV length
+// and the logit rows: positions, masks and token ids are inputs, so the
+// graph serves every eval of that shape (LlamaModel::eval keeps the last).
 struct LlamaModel::EvalGraph {
   Context ctx;
   Graph g;
   int64_t n;
   int64_t n_kv;
+  LogitRows rows;
   LlamaModel::Inputs in;
   LlamaModel::Forward forward;
   Tensor* logits;
 
-  EvalGraph(LlamaModel& m, int64_t n_tokens, int64_t kv)
+  EvalGraph(LlamaModel& m, int64_t n_tokens, int64_t kv, LogitRows logit_rows)
       : n(n_tokens),
         n_kv(kv),
+        rows(logit_rows),
         in(m.new_inputs(ctx, n_tokens, kv)),
-        forward(m.build_forward(ctx, g, in, kv - n_tokens)),
+        forward(m.build_forward(ctx, g, in, kv - n_tokens, logit_rows)),
         logits(forward.logits) {
     logits->flags |= kFlagOutput;
   }
@@ -208,10 +212,11 @@ struct LlamaModel::EvalGraph {
 // The graph for n tokens reading n_kv cache rows: the last one when its
 // shape matches (and reuse is on), else a new one, allocated (and, split,
 // pinned segment by segment to its placements' backends).
-LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv) {
-  if (graph_ && reuse_graphs_ && graph_->n == n && graph_->n_kv == n_kv) return *graph_;
+LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv, LogitRows rows) {
+  if (rows == LogitRows::last && n == 1) rows = LogitRows::all;  // the same graph
+  if (graph_ && reuse_graphs_ && graph_->n == n && graph_->n_kv == n_kv && graph_->rows == rows) return *graph_;
   graph_.reset();
-  graph_ = std::make_unique<EvalGraph>(*this, n, n_kv);
+  graph_ = std::make_unique<EvalGraph>(*this, n, n_kv, rows);
   EvalGraph& e = *graph_;
   if (!sched_) {
     galloc_->allocate(e.g, GraphLayout{});
@@ -237,16 +242,16 @@ LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv) {
   return e;
 }
 
-std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past) {
+std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, LogitRows rows) {
   std::vector<float> logits;
-  eval(tokens, n_past, logits);
+  eval(tokens, n_past, logits, rows);
   return logits;
 }
 
-void LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits) {
+void LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows) {
   check_tokens(tokens, n_past);
   const int64_t n = static_cast<int64_t>(tokens.size());
-  EvalGraph& e = graph_for(n, padded_kv(n_past + n, n_ctx_));
+  EvalGraph& e = graph_for(n, padded_kv(n_past + n, n_ctx_), rows);
   set_inputs(e.in, tokens, n_past);
   if (!sched_) {
     backends_[0]->compute(e.g);

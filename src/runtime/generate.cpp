@@ -17,14 +17,13 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The last row of logits for n tokens; checks the eval's answer.
-std::span<const float> last_row(const std::vector<float>& logits, size_t n, int64_t n_vocab) {
-  const size_t vocab = static_cast<size_t>(n_vocab);
-  if (logits.size() != n * vocab)
+// Checks the eval's answer: the last token's logits.
+std::span<const float> checked(std::span<const float> logits, int64_t n_vocab) {
+  if (logits.size() != static_cast<size_t>(n_vocab))
     fail(ErrorKind::invalid_input, kWhere,
-         "eval returned " + std::to_string(logits.size()) + " logits for " + std::to_string(n) + " tokens of a " +
-             std::to_string(vocab) + "-token vocabulary");
-  return {logits.data() + (n - 1) * vocab, vocab};
+         "eval returned " + std::to_string(logits.size()) + " logits for the last token of a " +
+             std::to_string(n_vocab) + "-token vocabulary");
+  return logits;
 }
 
 }  // namespace
@@ -58,8 +57,7 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
   model::Sampler sampler(options.sampler);
   GenerateResult r;
   const auto t0 = Clock::now();
-  std::vector<float> logits = eval(prompt, 0);
-  std::span<const float> row = last_row(logits, prompt.size(), model.n_vocab);
+  std::span<const float> row = checked(eval(prompt, 0), model.n_vocab);
   r.prompt_seconds = seconds_since(t0);
   if (options.max_tokens == 0) {  // the prompt alone: its keys and values are in the cache
     r.total_seconds = r.prompt_seconds;
@@ -90,8 +88,7 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
       r.stop = StopReason::context_full;
       break;
     }
-    logits = eval(std::span<const int32_t>(&next, 1), n_past++);
-    row = last_row(logits, 1, model.n_vocab);
+    row = checked(eval(std::span<const int32_t>(&next, 1), n_past++), model.n_vocab);
   }
   r.total_seconds = seconds_since(t0);
   return r;

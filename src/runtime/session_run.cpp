@@ -4,9 +4,9 @@
 
 namespace weft {
 
-std::vector<float> Session::eval(std::span<const int32_t> tokens, int64_t n_past) {
+std::vector<float> Session::eval(std::span<const int32_t> tokens, int64_t n_past, model::LogitRows rows) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "eval before load");
-  return model_->eval(tokens, n_past);
+  return model_->eval(tokens, n_past, rows);
 }
 
 GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -17,8 +17,11 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
       .n_ctx = model_->n_ctx(),
       .is_end_of_generation = [this](int32_t t) { return tokenizer_->is_end_of_generation(t); },
   };
-  return run_generation([this](std::span<const int32_t> t, int64_t n_past) { return model_->eval(t, n_past); }, m,
-                        prompt, options, on_token);
+  auto eval_last = [this](std::span<const int32_t> t, int64_t n_past) -> std::span<const float> {
+    model_->eval(t, n_past, last_logits_, model::LogitRows::last);
+    return last_logits_;
+  };
+  return run_generation(eval_last, m, prompt, options, on_token);
 }
 
 model::PerplexityScore Session::perplexity(

@@ -42,6 +42,24 @@ const MatCase kMatCases[] = {
     {{7, 3, 1, 1}, {7, 2, 1, 1}},
     {{33, 5, 2, 1}, {33, 4, 2, 1}},
 };
+// Float weights only, batches that take the packed product (gemm.h on the
+// CPU): K past one block of 256 and not a multiple of 8, M and N around the
+// register tiles (16/32 rows, 6/12 columns) and the row block (256),
+// several column blocks (1020), broadcast over dims 2 and 3 (grouped-query
+// attention), every layout of both operands, and a long K.
+const MatCase kGemmCases[] = {
+    {{300, 37, 1, 1}, {300, 75, 1, 1}},
+    {{41, 300, 1, 1}, {41, 1030, 1, 1}},
+    {{128, 40, 2, 1}, {128, 19, 8, 1}},
+    {{64, 33, 2, 2}, {64, 12, 4, 6}},
+    {{200, 29, 1, 1}, {200, 70, 1, 1}, Layout::strided},
+    {{96, 70, 1, 1}, {96, 45, 1, 1}, Layout::transposed},
+    {{64, 21, 3, 1}, {64, 17, 3, 1}, Layout::permuted},
+    {{80, 35, 1, 1}, {80, 24, 1, 1}, Layout::packed, WLayout::strided},
+    {{64, 34, 3, 1}, {64, 16, 3, 1}, Layout::packed, WLayout::permuted},
+    {{1030, 7, 1, 1}, {1030, 66, 1, 1}},
+    {{8192, 20, 1, 1}, {8192, 70, 1, 1}},  // one chain of 8192 FMAs per output
+};
 // Quantized weights only: rows of 256 k values (every block size) and of
 // 32 k, odd row counts, matrix-vector products and a prompt-sized batch.
 const MatCase kQuantMatCases[] = {
@@ -92,6 +110,7 @@ void add_mat_case(std::vector<Case>& cases, DType w, const MatCase& c, bool exac
 void add_mul_mat(std::vector<Case>& cases) {
   for (DType w : kFloatTypes) {
     for (const MatCase& c : kMatCases) add_mat_case(cases, w, c, false);
+    for (const MatCase& c : kGemmCases) add_mat_case(cases, w, c, false);
   }
   for (DType w : kQuantTypes) {
     const int64_t block = traits(w).block_size;

@@ -5,6 +5,7 @@
 // whose inputs are staged through the host).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -65,6 +66,55 @@ TEST_P(GraphReuse, LogitsEqualFreshGraphs) {
     LlamaModel fresh(*file, pl, kCtx);
     fresh.set_reuse_graphs(false);
     expect_bit_identical(generate(reused, 100), generate(fresh, 100));
+  }
+}
+
+// LogitRows::last computes the output for the last token alone: its logits
+// are the last row of LogitRows::all's (to the rounding of a one-row product
+// against a batched one), and the greedy tokens after it are the same.
+void expect_last_row_matches(LlamaModel& all, LlamaModel& last) {
+  const int64_t vocab = all.params().n_vocab;
+  std::vector<int32_t> seq{1, 17, 42, 99, 5, 8, 13};
+  std::vector<float> a = all.eval(seq, 0);
+  std::vector<float> l = last.eval(seq, 0, weft::model::LogitRows::last);
+  ASSERT_EQ(a.size(), seq.size() * static_cast<size_t>(vocab));
+  for (int step = 0; step < 20; ++step) {
+    ASSERT_EQ(l.size(), static_cast<size_t>(vocab));
+    const float* a_last = &a[a.size() - static_cast<size_t>(vocab)];
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      num += (l[i] - a_last[i]) * (l[i] - a_last[i]);
+      den += a_last[i] * a_last[i];
+    }
+    ASSERT_LE(std::sqrt(num / den), 1e-5) << "step " << step;
+    const int32_t next = weft::model::greedy(a_last, static_cast<int>(vocab));
+    ASSERT_EQ(weft::model::greedy(l.data(), static_cast<int>(vocab)), next) << "step " << step;
+    seq.push_back(next);
+    const int64_t pos = static_cast<int64_t>(seq.size()) - 1;
+    a = all.eval({&seq.back(), 1}, pos);
+    last.eval({&seq.back(), 1}, pos, l, weft::model::LogitRows::last);
+  }
+}
+
+TEST_P(GraphReuse, LastRowOnlyMatchesTheLastRowOfAll) {
+  auto file = weft::GgufFile::open((family_files::dir() / (GetParam() + ".gguf")).string());
+  const int64_t n_layer = weft::model::LlamaParams::from_gguf(*file).n_layer;
+  auto cpu = weft::make_cpu_device(2);
+  weft::AsyncOptions o;
+  o.isolated_memory = true;
+  auto isolated = weft::make_async_device(o);
+  {
+    SCOPED_TRACE("one device");
+    LlamaModel all(*file, *cpu, 128);
+    LlamaModel last(*file, *cpu, 128);
+    expect_last_row_matches(all, last);
+  }
+  {
+    SCOPED_TRACE("split over cpu and an isolated-memory device");
+    const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {isolated.get(), 1, n_layer}};
+    LlamaModel all(*file, pl, 128);
+    LlamaModel last(*file, pl, 128);
+    expect_last_row_matches(all, last);
   }
 }
 

@@ -1,11 +1,24 @@
+#include <signal.h>
+
+#include <cstdio>
+
 #include "commands.h"
+#include "gemm_bench.h"
+#include "model_bench.h"
 #include "ops_bench.h"
 #include "rpc_bench.h"
+#include "session_ui.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
 
 namespace weft::tools {
 
 int cmd_bench_ops(const BenchOpsArgs& args) {
   return bench::run_ops_bench({args.threads, args.filter, args.min_seconds});
+}
+
+int cmd_bench_gemm(const BenchOpsArgs& args) {
+  return bench::run_gemm_bench({args.threads, args.filter, args.min_seconds});
 }
 
 int cmd_bench_rpc(const BenchRpcArgs& args) {
@@ -14,6 +27,30 @@ int cmd_bench_rpc(const BenchRpcArgs& args) {
   options.n_threads = args.threads;
   options.upload_bytes = args.upload_mib << 20;
   return bench::run_rpc_bench(options);
+}
+
+int cmd_bench_model(const BenchModelArgs& args) {
+  constexpr const char* kWhere = "bench model";
+  signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
+  bench::ModelBenchOptions options;
+  options.n_prompt = args.n_prompt;
+  options.n_gen = args.n_gen;
+  options.reps = args.reps;
+  options.n_threads = args.host.threads;  // the host CPU's threads; 0: hardware threads, as the device
+  options.log = stderr;
+  if (options.n_prompt == 0 && options.n_gen == 0)
+    fail(ErrorKind::invalid_input, kWhere, "-p 0 and -n 0: nothing to measure");
+
+  Session session(session_options(args.host, kWhere));
+  const LoadPlan plan = load_with_progress(session, bench::model_bench_context(options));
+  // The Session closed its file after loading; the tensor table tells what
+  // each token reads and computes on this host.
+  const bench::ModelWork work = bench::model_work(*GgufFile::open(args.host.model), plan);
+  const bench::ModelBenchResult r = bench::run_model_bench(session, work, options);
+  const std::string report = args.json ? bench::format_model_bench_json(r) : bench::format_model_bench_text(r);
+  std::fputs(report.c_str(), stdout);
+  if (!args.json) print_device_stats(session);
+  return 0;
 }
 
 }  // namespace weft::tools

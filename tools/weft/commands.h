@@ -23,6 +23,8 @@ struct BenchOpsArgs {
   double min_seconds = 0.2;  // time each measurement at least this long
 };
 int cmd_bench_ops(const BenchOpsArgs& args);
+// `weft bench gemm`: float-weight matrix products against the FMA peak (same options).
+int cmd_bench_gemm(const BenchOpsArgs& args);
 
 struct BenchRpcArgs {
   std::string endpoint;  // empty: an in-process worker
@@ -81,6 +83,18 @@ struct ModelHostArgs {
   double worker_timeout_s = 0;       // a worker silent this long while awaited is dead; 0: no limit
   std::string auth_token_file;       // the workers' shared secret (whitespace trimmed); empty: none
 };
+
+// `weft bench model`: prompt processing and generation speed of a model
+// (bench/model_bench.h), each beside the limit that bounds it, measured in
+// the same run; text, or one JSON object for scripts.
+struct BenchModelArgs {
+  ModelHostArgs host;
+  int n_prompt = 512;  // tokens of the prompt test (pp); 0: skip it
+  int n_gen = 128;     // tokens of the generation test (tg); 0: skip it
+  int reps = 5;        // repetitions of each, after one warm-up
+  bool json = false;   // one JSON object on stdout instead of text
+};
+int cmd_bench_model(const BenchModelArgs& args);
 
 // `weft run`: generates text from a GGUF llama/qwen2 model, its layers split
 // over this CPU and any workers (in proportion to --split, else to each

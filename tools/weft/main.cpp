@@ -52,11 +52,29 @@ int main(int argc, char** argv) {
   bench_ops_cmd->add_option("--filter", bench_ops.filter, "only benchmarks whose name contains this");
   bench_ops_cmd->add_option("--min-time", bench_ops.min_seconds, "seconds per measurement")->capture_default_str();
 
+  BenchOpsArgs bench_gemm;
+  CLI::App* bench_gemm_cmd = bench_cmd->add_subcommand("gemm", "float-weight matrix products (prompts) against the FMA peak");
+  bench_gemm_cmd->add_option("-t,--threads", bench_gemm.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  bench_gemm_cmd->add_option("--filter", bench_gemm.filter, "only rows whose name contains this");
+  bench_gemm_cmd->add_option("--min-time", bench_gemm.min_seconds, "seconds per measurement")->capture_default_str();
+
   BenchRpcArgs bench_rpc;
   CLI::App* bench_rpc_cmd = bench_cmd->add_subcommand("rpc", "RPC upload, latency and a graph chain against loopback limits");
   bench_rpc_cmd->add_option("--worker", bench_rpc.endpoint, "HOST:PORT of a running worker (default: one in-process)");
   bench_rpc_cmd->add_option("-t,--threads", bench_rpc.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   bench_rpc_cmd->add_option("--upload-mib", bench_rpc.upload_mib, "MiB uploaded")->capture_default_str();
+
+  BenchModelArgs bench_model;
+  CLI::App* bench_model_cmd = bench_cmd->add_subcommand(
+      "model", "prompt and generation speed of a model (as llama-bench's pp/tg) against this machine's limits");
+  add_model_host_options(bench_model_cmd, bench_model.host);
+  bench_model_cmd->add_option("-p,--n-prompt", bench_model.n_prompt, "prompt tokens, one batch from position 0 (0: skip)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  bench_model_cmd->add_option("-n,--n-gen", bench_model.n_gen, "tokens generated one at a time from position 0 (0: skip)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  bench_model_cmd->add_option("-r,--repetitions", bench_model.reps, "repetitions of each test, after one warm-up")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  bench_model_cmd->add_flag("--json", bench_model.json, "one JSON object on stdout (fields: docs/performance.md)");
 
   WorkerArgs worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "serve this machine's CPU to weft hosts over TCP");
@@ -139,7 +157,9 @@ int main(int argc, char** argv) {
   try {
     if (check_cmd->parsed()) return cmd_check(check);
     if (bench_ops_cmd->parsed()) return cmd_bench_ops(bench_ops);
+    if (bench_gemm_cmd->parsed()) return cmd_bench_gemm(bench_gemm);
     if (bench_rpc_cmd->parsed()) return cmd_bench_rpc(bench_rpc);
+    if (bench_model_cmd->parsed()) return cmd_bench_model(bench_model);
     if (worker_cmd->parsed()) return cmd_worker(worker);
     if (gguf_info_cmd->parsed()) return cmd_gguf_info(gguf_path);
     if (demo_cmd->parsed()) return cmd_demo(demo);

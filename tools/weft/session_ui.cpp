@@ -64,7 +64,7 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   return o;
 }
 
-void load_with_progress(Session& session, int64_t n_ctx) {
+LoadPlan load_with_progress(Session& session, int64_t n_ctx) {
   if (const std::string& w = session.tokenizer().warning(); !w.empty()) std::fprintf(stderr, "weft: warning: %s\n", w.c_str());
   const LoadPlan plan = session.plan(n_ctx);
   size_t total = 0;
@@ -82,6 +82,7 @@ void load_with_progress(Session& session, int64_t n_ctx) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "loaded %s of weights in %.2f s (%.0f MiB/s)\n", format_bytes(total).c_str(), s,
                s > 0 ? mib(total) / s : 0.0);
+  return plan;
 }
 
 void print_device_stats(const Session& session) {

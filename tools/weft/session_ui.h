@@ -18,8 +18,8 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what);
 
 // Prints the plan (one line per device: layers, weights, KV cache, free
 // memory), loads the model with a progress bar when stderr is a terminal,
-// then prints how long the weights took.
-void load_with_progress(Session& session, int64_t n_ctx);
+// then prints how long the weights took. Returns the plan it loaded.
+LoadPlan load_with_progress(Session& session, int64_t n_ctx);
 
 // One line per remote device: bytes sent and received, round trips, waiting.
 void print_device_stats(const Session& session);

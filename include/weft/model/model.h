@@ -173,6 +173,10 @@ struct PartPlan {
 // tensor: bytes copied so far and the total (the same for every call).
 using LoadProgress = std::function<void(size_t done, size_t total)>;
 
+// Which tokens' logits an eval computes and returns: every token's (a
+// perplexity, a test against a reference), or the last one's (generation).
+enum class LogitRows { all, last };
+
 class LlamaModel {
  public:
   // Copies the model's tensors from file into one buffer of
@@ -239,8 +243,11 @@ class LlamaModel {
 
   // Adds to g the forward pass for in.tokens (n of them) at positions
   // n_past .. n_past + n - 1. Writes the new keys and values into the caches
-  // at rows `positions` and attends over cache rows [0, n_kv).
-  Forward build_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past);
+  // at rows `positions` and attends over cache rows [0, n_kv). The logits
+  // are [n_vocab, n], or [n_vocab, 1] for LogitRows::last (the final norm
+  // and output product then run for the last token alone).
+  Forward build_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past,
+                        LogitRows rows = LogitRows::all);
 
   // Runs tokens at positions n_past.. and returns the logits of every token,
   // token-major (n * n_vocab floats). Throws invalid_input when the tokens
@@ -248,9 +255,12 @@ class LlamaModel {
   // the last call is kept and reused while calls have its shape (the same
   // token count, a KV length in the same 32-row bucket): only its inputs
   // change, and its allocation (or the scheduler's plan) stays.
-  std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past);
+  // With LogitRows::last, the last token's logits only (n_vocab floats),
+  // and the output product runs for that token alone.
+  std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past, LogitRows rows = LogitRows::all);
   // The same into logits (resized; no allocation once it has the capacity).
-  void eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits);
+  void eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
+            LogitRows rows = LogitRows::all);
 
   // Reuse of the last graph (on by default); off, every call builds and
   // allocates its graph (a test compares the two).
@@ -261,7 +271,7 @@ class LlamaModel {
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
   Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in);
   struct EvalGraph;
-  EvalGraph& graph_for(int64_t n, int64_t n_kv);
+  EvalGraph& graph_for(int64_t n, int64_t n_kv, LogitRows rows);
 
   LlamaParams params_;
   Device& device_;

@@ -42,9 +42,11 @@ struct GenerateResult {
 
 // Called with each emitted token; false stops after it.
 using TokenCallback = std::function<bool(int32_t token)>;
-// Logits of every token (token-major, n * n_vocab floats) for tokens at
-// positions n_past..
-using EvalFn = std::function<std::vector<float>(std::span<const int32_t> tokens, int64_t n_past)>;
+// The logits of the last of the tokens at positions n_past.. (n_vocab
+// floats), valid until the next call: a model computes the output product
+// for that token alone and keeps the storage, so a generated token need not
+// allocate (Session::generate: LlamaModel::eval with LogitRows::last).
+using EvalFn = std::function<std::span<const float>(std::span<const int32_t> tokens, int64_t n_past)>;
 
 struct GenerationModel {
   int64_t n_vocab = 0;

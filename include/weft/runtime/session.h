@@ -110,7 +110,10 @@ class Session {
 
   // Logits of every token (token-major, n * n_vocab floats) for tokens at
   // positions n_past..; writes their keys and values into the KV cache.
-  std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past);
+  // LogitRows::last: the last token's only (n_vocab floats), the output
+  // product computed for it alone.
+  std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past,
+                          model::LogitRows rows = model::LogitRows::all);
 
   // Generation from position 0 (run_generation() with this model's eval
   // and end-of-generation tokens). The prompt and up to max_tokens - 1
@@ -136,6 +139,7 @@ class Session {
   model::LlamaParams params_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<model::LlamaModel> model_;  // declared after the devices it uses: destroyed first
+  std::vector<float> last_logits_;            // generate()'s, kept so that a token allocates nothing
 };
 
 }  // namespace weft

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <fstream>
 #include <mutex>
@@ -44,6 +45,30 @@ MemoryInfo host_memory() {
   return info;
 }
 
+// The totals behind cpu_compute_stats(), over every backend of the process.
+std::atomic<uint64_t> g_graphs{0};
+std::atomic<uint64_t> g_nodes{0};
+std::atomic<uint64_t> g_compute_ns{0};
+
+// Adds one graph's run to the totals when it goes out of scope, so a graph
+// that throws still counts the time it took.
+class ComputeTimer {
+ public:
+  explicit ComputeTimer(size_t nodes) : nodes_(nodes), t0_(std::chrono::steady_clock::now()) {}
+  ~ComputeTimer() {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_);
+    g_graphs.fetch_add(1, std::memory_order_relaxed);
+    g_nodes.fetch_add(nodes_, std::memory_order_relaxed);
+    g_compute_ns.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+  }
+  ComputeTimer(const ComputeTimer&) = delete;
+  ComputeTimer& operator=(const ComputeTimer&) = delete;
+
+ private:
+  size_t nodes_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(Device& device, int n_threads) : device_(device), pool_(n_threads) {}
@@ -55,8 +80,9 @@ class CpuBackend final : public Backend {
   // throws, or the cancel flag, stops every thread at the same node boundary
   // (each calls the same barriers), then the first error is rethrown here.
   void compute(const Graph& g) override {
-    std::vector<Tensor*> work;
-    size_t per_thread = plan(g, &work);
+    work_.clear();  // keeps its capacity: a graph run again allocates nothing
+    const std::vector<Tensor*>& work = work_;
+    size_t per_thread = plan(g, &work_);
     if (work.empty()) return;
     const auto nth = static_cast<size_t>(pool_.size());
     if (scratch_.size() < per_thread * nth) scratch_.resize(per_thread * nth);
@@ -74,6 +100,7 @@ class CpuBackend final : public Backend {
     std::mutex error_mutex;
     std::exception_ptr error;
     const std::atomic<bool>* cancel = cancel_;
+    const ComputeTimer timer(work.size());
     pool_.run([&](int ith, int n) {
       cpu::KernelContext kc{ith, n, scratch_.data() + per_thread * static_cast<size_t>(ith), per_thread, cancel};
       for (size_t i = 0; i < work.size(); ++i) {
@@ -126,6 +153,7 @@ class CpuBackend final : public Backend {
 
   Device& device_;
   cpu::ThreadPool pool_;
+  std::vector<Tensor*> work_;  // compute()'s nodes to run, kept between graphs
   std::vector<uint8_t> scratch_;
   const std::atomic<bool>* cancel_ = nullptr;
 };
@@ -153,5 +181,13 @@ class CpuDevice final : public Device {
 }  // namespace
 
 std::unique_ptr<Device> make_cpu_device(int n_threads) { return std::make_unique<CpuDevice>(n_threads); }
+
+CpuComputeStats cpu_compute_stats() {
+  CpuComputeStats s;
+  s.graphs = g_graphs.load(std::memory_order_relaxed);
+  s.nodes = g_nodes.load(std::memory_order_relaxed);
+  s.seconds = static_cast<double>(g_compute_ns.load(std::memory_order_relaxed)) * 1e-9;
+  return s;
+}
 
 }  // namespace weft

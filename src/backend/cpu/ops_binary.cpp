@@ -1,48 +1,57 @@
-// add sub mul div: dst = a (op) b, b broadcast over a by index modulo b.ne.
+// add sub mul div: dst = a (op) b, b broadcast over a by index modulo b.ne,
+// with the vector kernels of vec.h. Fast paths: contiguous f32 operands of
+// the same shape, or a single-element b, are one flat row split across
+// threads; otherwise each row of a meets its row of b, which is the same
+// length, one element, or repeated along the row.
 #include "kernels.h"
 #include "row_f32.h"
 #include "scratch.h"
+#include "vec.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
 
 namespace {
 
-struct Add {
-  float operator()(float x, float y) const { return x + y; }
-};
-struct Sub {
-  float operator()(float x, float y) const { return x - y; }
-};
-struct Mul {
-  float operator()(float x, float y) const { return x * y; }
-};
-struct Div {
-  float operator()(float x, float y) const { return x / y; }
-};
+bool flat_f32(const Tensor& t) {
+  return t.type == DType::f32 && t.is_contiguous();
+}
 
-// out[i] = f(x[i], y[i % ny]) for i < n; ny divides n.
-template <class F>
-void apply_row(F f, const float* x, const float* y, int64_t ny, float* out, int64_t n) {
+// out[i] = x[i] op y[i % ny] for i < n; ny divides n.
+void apply_row(const VecKernels& k, BinaryOp op, const float* x, const float* y, int64_t ny, float* out, int64_t n) {
+  const auto o = static_cast<size_t>(op);
   if (ny == n) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], y[i]);
+    k.binary[o](x, y, out, n);
   } else if (ny == 1) {
-    const float y0 = y[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], y0);
+    k.binary_scalar[o](x, y[0], out, n);
   } else {
-    for (int64_t j = 0; j < n; j += ny) {
-      for (int64_t i = 0; i < ny; ++i) out[j + i] = f(x[j + i], y[i]);
-    }
+    for (int64_t j = 0; j < n; j += ny) k.binary[o](x + j, y, out + j, ny);
   }
 }
 
-template <class F>
-void binary_rows(const KernelContext& kc, Tensor& dst, F f) {
+void binary_rows(const KernelContext& kc, Tensor& dst, BinaryOp op) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
+  const VecKernels& k = vec_kernels();
+  if (dst.nelements() == 0) return;  // an empty result reads nothing
+
+  if (flat_f32(a) && flat_f32(dst) && b.type == DType::f32 &&
+      (b.nelements() == 1 || (flat_f32(b) && same_shape(a, b)))) {
+    const Range r = flat_range(a.nelements(), kc.ith, kc.nth);
+    if (r.begin >= r.end) return;
+    const float* x = static_cast<const float*>(a.data) + r.begin;
+    float* out = static_cast<float*>(dst.data) + r.begin;
+    if (b.nelements() == 1) {
+      k.binary_scalar[static_cast<size_t>(op)](x, *static_cast<const float*>(b.data), out, r.end - r.begin);
+    } else {
+      k.binary[static_cast<size_t>(op)](x, static_cast<const float*>(b.data) + r.begin, out, r.end - r.begin);
+    }
+    return;
+  }
+
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end || dst.nelements() == 0) return;  // an empty result reads nothing
+  if (r.begin >= r.end) return;
 
   RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
@@ -57,17 +66,17 @@ void binary_rows(const KernelContext& kc, Tensor& dst, F f) {
     const float* x = load_row_f32(a, pa, ne0, buf_a);
     const float* y = load_row_f32(b, pb, b.ne[0], buf_b);
     float* out = out_row_f32(dst, pd, buf_d);
-    apply_row(f, x, y, b.ne[0], out, ne0);
+    apply_row(k, op, x, y, b.ne[0], out, ne0);
     store_row_f32(dst, pd, out, ne0);
   }
 }
 
 void binary_op(const KernelContext& kc, Tensor& dst) {
   switch (dst.op) {
-    case Op::add: return binary_rows(kc, dst, Add{});
-    case Op::sub: return binary_rows(kc, dst, Sub{});
-    case Op::mul: return binary_rows(kc, dst, Mul{});
-    case Op::div: return binary_rows(kc, dst, Div{});
+    case Op::add: return binary_rows(kc, dst, BinaryOp::add);
+    case Op::sub: return binary_rows(kc, dst, BinaryOp::sub);
+    case Op::mul: return binary_rows(kc, dst, BinaryOp::mul);
+    case Op::div: return binary_rows(kc, dst, BinaryOp::div);
     default: fail(ErrorKind::internal, "binary_op", std::string("not a binary op: ") + op_name(dst.op));
   }
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels.h"
+#include "row_f32.h"
 #include "scratch.h"
 
 namespace weft::cpu {
@@ -25,27 +26,47 @@ void store_f32(DType t, uint8_t* p, float v) {
     case DType::f32: *reinterpret_cast<float*>(p) = v; return;
     case DType::f16: *reinterpret_cast<uint16_t*>(p) = f32_to_f16(v); return;
     case DType::bf16: *reinterpret_cast<uint16_t*>(p) = f32_to_bf16(v); return;
-    default: return;  // i32 and quantized: cpy into these is same-dtype or by whole rows
+    case DType::i32: from_f32(DType::i32, &v, p, 1); return;  // saturating, as a packed row
+    default: return;                                          // quantized: cpy into these is by whole rows
   }
 }
 
 // n elements from s (spaced ss bytes) to d (spaced ds bytes), converting st
-// to dt. Neither may be quantized. Same dtypes copy bits unchanged.
+// to dt. Neither may be quantized. Same dtypes copy bits unchanged; packed
+// runs from or to f32 convert directly (row_f32.h: the vector kernels for
+// f16 and bf16); other conversions go through f32 in chunks, gathered and
+// scattered element by element where a side is strided.
 void copy_run(DType st, const uint8_t* s, size_t ss, DType dt, uint8_t* d, size_t ds, int64_t n) {
   const size_t su = traits(st).unit_bytes, du = traits(dt).unit_bytes;
-  const bool packed = ss == su && ds == du;
+  const bool s_packed = ss == su, d_packed = ds == du;
   if (st == dt) {
-    if (packed) {
+    if (s_packed && d_packed) {
       std::memmove(d, s, static_cast<size_t>(n) * su);
     } else {
       for (int64_t i = 0; i < n; ++i) std::memmove(d + i * ds, s + i * ss, su);
     }
-  } else if (packed && st == DType::f32) {
-    from_f32(dt, reinterpret_cast<const float*>(s), d, n);
-  } else if (packed && dt == DType::f32) {
-    to_f32(st, s, reinterpret_cast<float*>(d), n);
+  } else if (s_packed && d_packed && st == DType::f32) {
+    from_f32_row(dt, reinterpret_cast<const float*>(s), d, n);
+  } else if (s_packed && d_packed && dt == DType::f32) {
+    to_f32_row(st, s, reinterpret_cast<float*>(d), n);
   } else {
-    for (int64_t i = 0; i < n; ++i) store_f32(dt, d + i * ds, load_f32(st, s + i * ss));
+    constexpr int64_t kChunk = 256;
+    float buf[kChunk];
+    for (int64_t i = 0; i < n; i += kChunk) {
+      const int64_t m = std::min(kChunk, n - i);
+      const uint8_t* sp = s + i * ss;
+      uint8_t* dp = d + i * ds;
+      if (s_packed) {
+        to_f32_row(st, sp, buf, m);
+      } else {
+        for (int64_t j = 0; j < m; ++j) buf[j] = load_f32(st, sp + j * ss);
+      }
+      if (d_packed) {
+        from_f32_row(dt, buf, dp, m);
+      } else {
+        for (int64_t j = 0; j < m; ++j) store_f32(dt, dp + j * ds, buf[j]);
+      }
+    }
   }
 }
 
@@ -71,7 +92,7 @@ void copy_quantize(const KernelContext& kc, const Tensor& a, Tensor& dst) {
       copy_run(a.type, s, a.nb[0], DType::f32, reinterpret_cast<uint8_t*>(buf), sizeof(float), k);
       x = buf;
     }
-    from_f32(dst.type, x, nth_row(dst, row), k);
+    from_f32_row(dst.type, x, nth_row(dst, row), k);
   }
 }
 

@@ -14,9 +14,14 @@
 // scratch, and reuses it for every block of weight rows. A row is quantized
 // the same way whichever thread does it, so results stay independent of the
 // thread count.
+//
+// Float weights against a batch of activation rows (a prompt) take the
+// packed, cache-blocked product of gemm.h instead, where it is faster
+// (gemm_preferred).
 #include <algorithm>
 #include <cstring>
 
+#include "gemm.h"
 #include "kernels.h"
 #include "qdot.h"
 #include "scratch.h"
@@ -215,6 +220,34 @@ struct MatMulId {
   }
 };
 
+// mul_mat's operands for gemm(): the batches of MatMul.
+class MatMulGemm final : public GemmOperands {
+ public:
+  explicit MatMulGemm(const MatMul& p) : p_(p) {}
+  int64_t batches() const override { return p_.batches(); }
+  int64_t cols(int64_t) const override { return p_.b.ne[1]; }
+  const uint8_t* a_rows(int64_t bi) const override { return p_.w_row(bi, 0); }
+  size_t a_stride() const override { return p_.a.nb[1]; }
+  const uint8_t* b_row(int64_t bi, int64_t j) const override {
+    return row_ptr(p_.b, j, bi % p_.b.ne[2], bi / p_.b.ne[2]);
+  }
+  float* c_row(int64_t bi, int64_t j) const override { return p_.out_row(bi, j); }
+
+ private:
+  const MatMul& p_;
+};
+
+GemmShape mul_mat_gemm_shape(const Tensor& node) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  return {a.type, a.ne[1], a.ne[0], b.nb[0], b.ne[1]};
+}
+
+bool mul_mat_uses_gemm(const Tensor& node) {
+  const Tensor& a = *node.src[0];
+  return gemm_preferred(a.type, a.ne[1], a.ne[0], node.src[1]->ne[1]);
+}
+
 int32_t expert_id(const Tensor& ids, int64_t e, int64_t t) {
   return *reinterpret_cast<const int32_t*>(elem_ptr(ids, e, t, 0, 0));
 }
@@ -252,9 +285,13 @@ void mul_mat_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
   AlignedScratch scratch(kc, dst);
+  const MatMul p{a, b, dst, b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
+  if (mul_mat_uses_gemm(dst)) {
+    gemm(kc, mul_mat_gemm_shape(dst), MatMulGemm(p), scratch);
+    return;
+  }
   float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kTileCols * b.ne[0]);
   const QuantizedActs q = take_quantized_acts(scratch, dst);
-  const MatMul p{a, b, dst, b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
   Engine<MatMul> engine(kc, p, dot_kernels().tile(a.type), q, a.ne[0], a.ne[1], row_bytes(a.type, a.ne[0]), xbuf);
   engine.run(kc.ith, kc.nth);
 }
@@ -324,9 +361,11 @@ bool mul_mat_supports(const Tensor& n) {
   return a && is_weight_type(a->type) && a->rows_contiguous() && is_f32(n.src[1]);
 }
 
-// Packed copies of a tile's strided activation rows, and the 8-bit
-// activations for quantized weights; none for packed f32 against float weights.
+// The packed blocks of gemm(); else packed copies of a tile's strided
+// activation rows, and the 8-bit activations for quantized weights; none for
+// packed f32 against float weights.
 size_t mul_mat_scratch_bytes(const Tensor& n, int) {
+  if (mul_mat_uses_gemm(n)) return gemm_scratch_bytes(mul_mat_gemm_shape(n));
   const size_t x = xbuf_bytes(*n.src[1]) + quantized_acts_bytes(n);
   return x == 0 ? 0 : x + kScratchAlign;
 }

@@ -1,9 +1,11 @@
-// rms_norm and norm along rows (f32). Sums are accumulated in double.
+// rms_norm and norm along rows (f32), with the vector kernels of vec.h.
+// Sums are accumulated in double.
 #include <cmath>
 
 #include "kernels.h"
 #include "row_f32.h"
 #include "scratch.h"
+#include "vec.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -11,27 +13,18 @@ namespace weft::cpu {
 namespace {
 
 // out = x / sqrt(mean(x^2) + eps)
-void rms_norm_row(const float* x, float* out, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
-  const float s = static_cast<float>(1.0 / std::sqrt(mean + eps));
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
+void rms_norm_row(const VecKernels& k, const float* x, float* out, int64_t n, float eps) {
+  const double mean = n > 0 ? k.sum_sq(x, n) / static_cast<double>(n) : 0.0;
+  k.scale(x, static_cast<float>(1.0 / std::sqrt(mean + eps)), out, n);
 }
 
-// out = (x - mean) / sqrt(var + eps), var the population variance
-void norm_row(const float* x, float* out, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += x[i];
-  const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
-  double sq = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = x[i] - mean;
-    sq += d * d;
-  }
-  const double var = n > 0 ? sq / static_cast<double>(n) : 0.0;
-  const double s = 1.0 / std::sqrt(var + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((x[i] - mean) * s);
+// out = (x - mean) / sqrt(var + eps), var the population variance; the
+// kernels take x - mean to about double accuracy (a float mean alone would
+// lose the deviations of rows with a large mean).
+void norm_row(const VecKernels& k, const float* x, float* out, int64_t n, float eps) {
+  const double mean = n > 0 ? k.sum(x, n) / static_cast<double>(n) : 0.0;
+  const double var = n > 0 ? k.sum_sq_dev(x, mean, n) / static_cast<double>(n) : 0.0;
+  k.center_scale(x, mean, static_cast<float>(1.0 / std::sqrt(var + eps)), out, n);
 }
 
 void norm_op(const KernelContext& kc, Tensor& dst) {
@@ -44,6 +37,7 @@ void norm_op(const KernelContext& kc, Tensor& dst) {
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end) return;
 
+  const VecKernels& k = vec_kernels();
   RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
   float* buf_d = scratch.take<float>(ne0);
@@ -54,9 +48,9 @@ void norm_op(const KernelContext& kc, Tensor& dst) {
     const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
     float* out = out_row_f32(dst, pd, buf_d);
     if (dst.op == Op::rms_norm) {
-      rms_norm_row(x, out, ne0, eps);
+      rms_norm_row(k, x, out, ne0, eps);
     } else {
-      norm_row(x, out, ne0, eps);
+      norm_row(k, x, out, ne0, eps);
     }
     store_row_f32(dst, pd, out, ne0);
   }

@@ -3,15 +3,19 @@
 // frequency factors [n_dims / 2] (any values: they are data) and scaling in
 // the op params. rope is rope_ext with no factors, freq_scale 1 and
 // attn_factor 1, which leave every value as rope computes it (multiplying by
-// 1.0 is exact). Frequencies, angles, their cos/sin and the rotation are
-// computed in double; each thread computes the frequencies once per node and
-// caches cos/sin for the last position.
+// 1.0 is exact). Frequencies, angles and their cos/sin are computed in
+// double, once per node (frequencies) and once per position (cos/sin, cached
+// while consecutive rows share it: the heads of a token), then rounded to f32
+// times attn_factor; the rotation is the vector kernels' (vec.h), f32 with
+// fma.
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "kernels.h"
+#include "row_f32.h"
 #include "scratch.h"
+#include "vec.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
@@ -22,9 +26,6 @@ inline float load_f32(const uint8_t* p) {
   float f;
   std::memcpy(&f, p, sizeof f);
   return f;
-}
-inline void store_f32(uint8_t* p, float f) {
-  std::memcpy(p, &f, sizeof f);
 }
 
 // The node's parameters, whichever of the two ops it is.
@@ -76,42 +77,47 @@ void rope_op(const KernelContext& kc, Tensor& dst) {
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end) return;
 
+  const VecKernels& k = vec_kernels();
   RowScratch scratch(kc, dst);
   double* freq = scratch.take<double>(ne0);
-  double* cos_t = scratch.take<double>(ne0);
-  double* sin_t = scratch.take<double>(ne0);
+  float* cos_t = scratch.take<float>(ne0);
+  float* sin_t = scratch.take<float>(ne0);
+  float* buf_x = scratch.take<float>(ne0);
+  float* buf_o = scratch.take<float>(ne0);
   fill_freqs(rp, freq);
   bool have_angles = false;
   int32_t cached_p = 0;
 
-  // Pair i of a row: elements (i0, i0 + step).
-  const int64_t step = rp.neox ? half : 1;
-  const double attn = rp.attn_factor;
   for (int64_t ir = r.begin; ir < r.end; ++ir) {
     const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
     int32_t p;
     std::memcpy(&p, static_cast<const uint8_t*>(pos.data) + i2 * pos.nb[0], sizeof p);
     if (!have_angles || p != cached_p) {
+      // Pair i's cos and sin times attn_factor, once per position: at [i]
+      // for neox, twice at [2i] and [2i + 1] for the interleaved pairs.
       for (int i = 0; i < half; ++i) {
         const double theta = p * freq[i];
-        cos_t[i] = std::cos(theta);
-        sin_t[i] = std::sin(theta);
+        const auto c = static_cast<float>(std::cos(theta) * rp.attn_factor);
+        const auto sn = static_cast<float>(std::sin(theta) * rp.attn_factor);
+        const int at = rp.neox ? i : 2 * i;
+        cos_t[at] = c, sin_t[at] = sn;
+        if (!rp.neox) cos_t[at + 1] = c, sin_t[at + 1] = sn;
       }
       have_angles = true;
       cached_p = p;
     }
-    const uint8_t* src = row_ptr(a, i1, i2, i3);
-    uint8_t* out = row_ptr(dst, i1, i2, i3);
-    for (int i = 0; i < half; ++i) {
-      const int64_t i0 = rp.neox ? i : 2 * i;
-      const double x0 = load_f32(src + i0 * a.nb[0]);
-      const double x1 = load_f32(src + (i0 + step) * a.nb[0]);
-      store_f32(out + i0 * dst.nb[0], static_cast<float>((x0 * cos_t[i] - x1 * sin_t[i]) * attn));
-      store_f32(out + (i0 + step) * dst.nb[0], static_cast<float>((x0 * sin_t[i] + x1 * cos_t[i]) * attn));
+    uint8_t* pd = row_ptr(dst, i1, i2, i3);
+    const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_x);
+    float* out = out_row_f32(dst, pd, buf_o);
+    if (rp.neox) {
+      k.rope_halves(x, x + half, cos_t, sin_t, out, out + half, half);
+    } else {
+      k.rope_pairs(x, cos_t, sin_t, out, rp.n_dims);
     }
-    for (int64_t i0 = rp.n_dims; i0 < ne0; ++i0) {
-      store_f32(out + i0 * dst.nb[0], load_f32(src + i0 * a.nb[0]));
+    if (out != x && ne0 > rp.n_dims) {
+      std::memmove(out + rp.n_dims, x + rp.n_dims, static_cast<size_t>(ne0 - rp.n_dims) * sizeof(float));
     }
+    store_row_f32(dst, pd, out, ne0);
   }
 }
 
@@ -121,10 +127,11 @@ bool rope_supports(const Tensor& n) {
   return n.type == DType::f32 && is_f32(n.src[0]) && is_i32(n.src[1]) && factors_ok;
 }
 
-// Frequencies, cos and sin per pair, in double (a row's length each:
-// n_dims <= ne0).
+// The frequencies (double), the cos and sin tables, and a source and a
+// result row for strided operands (f32); a row's length each (n_dims <= ne0).
 size_t rope_scratch_bytes(const Tensor& n, int) {
-  return 3 * scratch_piece_bytes(n.src[0]->ne[0], sizeof(double));
+  const int64_t ne0 = n.src[0]->ne[0];
+  return scratch_piece_bytes(ne0, sizeof(double)) + 4 * scratch_piece_bytes(ne0, sizeof(float));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "kernels.h"
+#include "row_f32.h"
 #include "scratch.h"
 
 namespace weft::cpu {
@@ -26,7 +27,7 @@ void get_rows_op(const KernelContext& kc, Tensor& dst) {
     if (src_row < 0 || src_row >= a.ne[1]) {
       std::fill(out, out + k, 0.0f);
     } else {
-      to_f32(a.type, row_ptr(a, src_row, j, 0), out, k);
+      to_f32_row(a.type, row_ptr(a, src_row, j, 0), out, k);
     }
   }
 }
@@ -52,7 +53,7 @@ void set_rows_op(const KernelContext& kc, Tensor& dst) {
         for (int64_t e = 0; e < k; ++e) buf[e] = *reinterpret_cast<const float*>(p + e * src.nb[0]);
         x = buf;
       }
-      from_f32(dst.type, x, row_ptr(dst, r, j, 0), k);
+      from_f32_row(dst.type, x, row_ptr(dst, r, j, 0), k);
     }
   }
 }

@@ -1,41 +1,29 @@
 // scale sqr sqrt silu gelu gelu_erf sigmoid softcap, and swiglu (silu(a) * b
-// with b the same shape). Scalar f32 math (libm), rows split across threads.
-#include <cmath>
-
+// with b the same shape), with the vector kernels of vec.h. Contiguous f32
+// operands are one flat row split across threads; anything else goes row by
+// row through f32 staging (row_f32.h).
 #include "kernels.h"
 #include "row_f32.h"
 #include "scratch.h"
+#include "vec.h"
 #include "weft/core/error.h"
 
 namespace weft::cpu {
 
 namespace {
 
-inline float silu(float x) {
-  return x / (1.0f + std::exp(-x));
-}
+bool flat_f32(const Tensor& t) { return t.type == DType::f32 && t.is_contiguous(); }
 
-inline float gelu(float x) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-  constexpr float kCoef = 0.044715f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
-}
-
-// 0.5 x (1 + erf(x / sqrt 2)) written with erfc, which keeps its relative
-// accuracy where 1 + erf cancels (large negative x).
-inline float gelu_erf(float x) {
-  constexpr float kInvSqrt2 = 0.70710678118654752440f;
-  return 0.5f * x * std::erfc(-x * kInvSqrt2);
-}
-
-inline float sigmoid(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
-}
-
-// f(x) per element of a; dst may alias a.
-template <class F>
-void unary_rows(const KernelContext& kc, Tensor& dst, F f) {
+// f(x, out, n) over every row of a; dst may alias a.
+template <class RowFn>
+void unary_rows(const KernelContext& kc, Tensor& dst, RowFn f) {
   const Tensor& a = *dst.src[0];
+  if (flat_f32(a) && flat_f32(dst)) {
+    const Range r = flat_range(a.nelements(), kc.ith, kc.nth);
+    if (r.begin < r.end)
+      f(static_cast<const float*>(a.data) + r.begin, static_cast<float*>(dst.data) + r.begin, r.end - r.begin);
+    return;
+  }
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end) return;
@@ -49,7 +37,7 @@ void unary_rows(const KernelContext& kc, Tensor& dst, F f) {
     uint8_t* pd = row_ptr(dst, i1, i2, i3);
     const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
     float* out = out_row_f32(dst, pd, buf_d);
-    for (int64_t i = 0; i < ne0; ++i) out[i] = f(x[i]);
+    f(x, out, ne0);
     store_row_f32(dst, pd, out, ne0);
   }
 }
@@ -57,6 +45,14 @@ void unary_rows(const KernelContext& kc, Tensor& dst, F f) {
 void swiglu_rows(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
+  const VecKernels& k = vec_kernels();
+  if (flat_f32(a) && flat_f32(b) && flat_f32(dst)) {
+    const Range r = flat_range(a.nelements(), kc.ith, kc.nth);
+    if (r.begin < r.end)
+      k.swiglu(static_cast<const float*>(a.data) + r.begin, static_cast<const float*>(b.data) + r.begin,
+               static_cast<float*>(dst.data) + r.begin, r.end - r.begin);
+    return;
+  }
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
   if (r.begin >= r.end) return;
@@ -72,27 +68,28 @@ void swiglu_rows(const KernelContext& kc, Tensor& dst) {
     const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
     const float* y = load_row_f32(b, row_ptr(b, i1, i2, i3), ne0, buf_b);
     float* out = out_row_f32(dst, pd, buf_d);
-    for (int64_t i = 0; i < ne0; ++i) out[i] = silu(x[i]) * y[i];
+    k.swiglu(x, y, out, ne0);
     store_row_f32(dst, pd, out, ne0);
   }
 }
 
 void unary_op(const KernelContext& kc, Tensor& dst) {
+  const VecKernels& k = vec_kernels();
+  auto run = [&](UnaryRowFn f) { unary_rows(kc, dst, f); };
   switch (dst.op) {
     case Op::scale: {
       const float s = dst.param_f32(0);
-      return unary_rows(kc, dst, [s](float x) { return x * s; });
+      return unary_rows(kc, dst, [&k, s](const float* x, float* out, int64_t n) { k.scale(x, s, out, n); });
     }
-    case Op::sqr: return unary_rows(kc, dst, [](float x) { return x * x; });
-    case Op::sqrt: return unary_rows(kc, dst, [](float x) { return std::sqrt(x); });
-    case Op::silu: return unary_rows(kc, dst, [](float x) { return silu(x); });
-    case Op::gelu: return unary_rows(kc, dst, [](float x) { return gelu(x); });
-    case Op::gelu_erf: return unary_rows(kc, dst, [](float x) { return gelu_erf(x); });
-    case Op::sigmoid: return unary_rows(kc, dst, [](float x) { return sigmoid(x); });
+    case Op::sqr: return run(k.sqr);
+    case Op::sqrt: return run(k.sqrt);
+    case Op::silu: return run(k.silu);
+    case Op::gelu: return run(k.gelu);
+    case Op::gelu_erf: return run(k.gelu_erf);
+    case Op::sigmoid: return run(k.sigmoid);
     case Op::softcap: {
       const float cap = dst.param_f32(0);  // finite and > 0 (the constructor's rule)
-      const float inv = 1.0f / cap;
-      return unary_rows(kc, dst, [cap, inv](float x) { return cap * std::tanh(x * inv); });
+      return unary_rows(kc, dst, [&k, cap](const float* x, float* out, int64_t n) { k.softcap(x, cap, out, n); });
     }
     default: fail(ErrorKind::internal, "unary_op", std::string("not a unary op: ") + op_name(dst.op));
   }

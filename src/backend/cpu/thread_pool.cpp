@@ -2,7 +2,26 @@
 
 #include <immintrin.h>
 
+#include <chrono>
+
 namespace weft::cpu {
+
+namespace {
+
+// Spins until done() or kSpinMicros have passed; returns done()'s last value.
+template <class Done>
+bool spin_until(const Done& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      _mm_pause();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
@@ -12,7 +31,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -27,44 +46,57 @@ void ThreadPool::run_task(int ith) {
   }
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& task) {
+void ThreadPool::run(TaskRef task) {
   if (n_threads_ == 1) {
     task(0, 1);
     return;
   }
+  task_ = &task;
+  running_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
+    // Under the lock: a worker about to sleep either sees the new generation
+    // in its wait predicate or is already waiting and gets the notify.
     std::lock_guard lock(mutex_);
-    task_ = &task;
-    error_ = nullptr;
-    running_ = n_threads_ - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_task(0);
+  if (!spin_until([this] { return running_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock lock(mutex_);
+    done_cv_.wait(lock, [this] { return running_.load(std::memory_order_acquire) == 0; });
+  }
   std::exception_ptr error;
   {
-    std::unique_lock lock(mutex_);
-    done_cv_.wait(lock, [this] { return running_ == 0; });
+    std::lock_guard lock(mutex_);
     task_ = nullptr;
-    error = error_;
-    error_ = nullptr;
+    error.swap(error_);
   }
   if (error) std::rethrow_exception(error);
+}
+
+uint64_t ThreadPool::wait_for_run(uint64_t seen) {
+  auto changed = [&] {
+    return generation_.load(std::memory_order_acquire) != seen || stopping_.load(std::memory_order_acquire);
+  };
+  if (!spin_until(changed)) {
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, changed);
+  }
+  return stopping_.load(std::memory_order_acquire) ? seen : generation_.load(std::memory_order_acquire);
 }
 
 void ThreadPool::worker_loop(int ith) {
   uint64_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-    }
+    const uint64_t next = wait_for_run(seen);
+    if (next == seen) return;  // stopping
+    seen = next;
     run_task(ith);
-    {
-      std::lock_guard lock(mutex_);
-      if (--running_ == 0) done_cv_.notify_one();
+    if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The last one out: the caller may be asleep. Taking the lock orders
+      // this notify after its predicate check.
+      { std::lock_guard lock(mutex_); }
+      done_cv_.notify_one();
     }
   }
 }

@@ -1,0 +1,88 @@
+// `weft bench model`: how fast a loaded model processes a prompt and
+// generates tokens, each beside the machine limit that bounds it, measured
+// in the same run (docs/performance.md).
+//
+//   Session s(options);                                  // the tool: session_ui.h
+//   const LoadPlan plan = s.load(model_bench_context(o));
+//   const ModelWork w = model_work(*GgufFile::open(path), plan);
+//   const ModelBenchResult r = run_model_bench(s, w, o);
+//   std::fputs(format_model_bench_text(r).c_str(), stdout);
+//
+// The tests follow llama.cpp's llama-bench so the figures compare: "pp"
+// evaluates n_prompt tokens as one batch from position 0; "tg" evaluates
+// n_gen tokens one at a time from position 0 (not after the prompt); the
+// tokens are the model's bos then pseudo-random ids; one warm-up (the prompt
+// and one generated token) before reps repetitions of each; tokens/s is the
+// mean and sample standard deviation of the repetitions' rates.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "fma_peak.h"
+#include "model_work.h"
+#include "weft/runtime/session.h"
+
+namespace weft::bench {
+
+struct ModelBenchOptions {
+  int n_prompt = 512;        // tokens of the prompt test; 0: skip it
+  int n_gen = 128;           // tokens of the generation test; 0: skip it
+  int reps = 5;              // repetitions of each, after one warm-up
+  int n_threads = 0;         // threads of the limit measurements (the host CPU's); 0: hardware threads
+  std::FILE* log = nullptr;  // progress lines ("measuring memory bandwidth ...") when non-null
+};
+
+// The KV cache positions a Session needs for these tests: both start at
+// position 0, so the larger of the two (at least 1).
+int64_t model_bench_context(const ModelBenchOptions& o);
+
+// The mean and sample standard deviation (0 for one sample) of a figure
+// over the repetitions.
+struct Spread {
+  double mean = 0;
+  double stddev = 0;
+};
+
+struct ModelBenchResult {
+  ModelBenchOptions options;  // as run (n_threads resolved)
+  std::string model;          // the Session's model path
+  std::string cpu_kernels;    // cpu_simd_level()
+  size_t devices = 0;         // devices of the Session (1: this CPU alone)
+  int64_t n_layer = 0;
+  ModelWork work;
+
+  // Limits, measured before the tests with options.n_threads threads.
+  double memory_read_bytes_per_s = 0;  // memory_bandwidth.h (a buffer several times the last-level cache)
+  FmaPeak fma;                         // fma_peak.h
+
+  // Prompt processing (valid when options.n_prompt > 0).
+  double pp_flops = 0;  // prompt_flops(work, n_prompt)
+  Spread pp_tokens_per_s;
+  Spread pp_flops_per_s;   // pp_flops / seconds, per repetition
+  Spread pp_host_seconds;  // wall minus CPU kernel time (cpu_compute_stats) per prompt
+  double pp_fraction = 0;  // pp_flops_per_s.mean / fma.flops_per_s
+
+  // Generation (valid when options.n_gen > 0).
+  double tg_bytes_per_token = 0;  // decode_bytes at the average KV length (n_gen + 1) / 2
+  Spread tg_tokens_per_s;
+  Spread tg_bytes_per_s;
+  Spread tg_seconds_per_token;         // wall time per token
+  Spread tg_kernel_seconds_per_token;  // CPU kernel time per token
+  Spread tg_host_seconds_per_token;    // the difference: the host's own time
+  double tg_fraction = 0;              // tg_bytes_per_s.mean / memory_read_bytes_per_s
+};
+
+// Runs the limits, the warm-up and the tests on a loaded session whose KV
+// cache holds model_bench_context(o) positions. Throws Error(invalid_input)
+// for negative counts, reps < 1, no test, or a session that is not loaded
+// or too short; errors of the evaluation pass through.
+ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const ModelBenchOptions& o);
+
+// One line per figure, each with its limit and fraction, ending in a newline.
+std::string format_model_bench_text(const ModelBenchResult& r);
+// One JSON object (fields in docs/performance.md), ending in a newline.
+std::string format_model_bench_json(const ModelBenchResult& r);
+
+}  // namespace weft::bench
