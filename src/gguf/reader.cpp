@@ -298,15 +298,15 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, uint64_t max_m
       fail(ErrorKind::invalid_input, "gguf", path + ": cannot map: " + std::strerror(err));
     }
     f->map_ = static_cast<const uint8_t*>(m);
+    const size_t n = f->size_;
+    f->mapping_ = std::shared_ptr<const void>(m, [n](const void* p) { munmap(const_cast<void*>(p), n); });
   }
   ::close(fd);
-  GgufParser(*f, max_metadata_bytes).parse();  // on a throw, ~GgufFile unmaps
+  GgufParser(*f, max_metadata_bytes).parse();  // on a throw, the mapping goes with f
   return f;
 }
 
-GgufFile::~GgufFile() {
-  if (map_) munmap(const_cast<uint8_t*>(map_), size_);
-}
+GgufFile::~GgufFile() = default;
 
 std::vector<std::string> GgufFile::keys() const {
   std::vector<std::string> out;

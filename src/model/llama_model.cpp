@@ -22,24 +22,26 @@ Device& first_device(std::span<const LayerPlacement> placement) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx, const LoadProgress& progress)
+LlamaModel::LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx, const LoadProgress& progress,
+                       const LoadOptions& options)
     : params_(LlamaParams::from_gguf(file)), device_(device), n_ctx_(n_ctx) {
   const LayerPlacement one{&device, 0, params_.n_layer};
-  init(file, {&one, 1}, progress);
+  init(file, {&one, 1}, progress, options);
   backends_.push_back(device.create_backend());
   galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&device.default_buffer_type()});
 }
 
 LlamaModel::LlamaModel(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx,
-                       const LoadProgress& progress)
+                       const LoadProgress& progress, const LoadOptions& options)
     : params_(LlamaParams::from_gguf(file)), device_(first_device(placement)), n_ctx_(n_ctx) {
-  init(file, placement, progress);
+  init(file, placement, progress, options);
   std::vector<Backend*> list;
   for (const LayerPlacement& pl : placement) list.push_back(backends_.emplace_back(pl.device->create_backend()).get());
   sched_ = std::make_unique<Scheduler>(list);
 }
 
-void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress) {
+void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress,
+                      const LoadOptions& options) {
   detail::check_n_ctx(n_ctx_);
   const LlamaParams& p = params_;
   const int64_t kv_dim = p.head_dim * p.n_head_kv;
@@ -67,12 +69,25 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
   rope_factors_ = detail::rope_factors(file, p, n_ctx_);
   const std::vector<std::vector<Tensor*>> weights = detail::weights_by_part(w, layer_part_, n_parts_);
 
-  // One weights buffer per placement, filled from the file.
+  // One weights buffer per placement: the file's mapped bytes in place, or
+  // filled from the file.
   size_t total = 0, done = 0;
   for (const auto& part : weights)
     for (const Tensor* t : part) total += t->nbytes();
   for (int i = 0; i < n_parts_; ++i) {
-    BufferType& bt = placement[static_cast<size_t>(i)].device->default_buffer_type();
+    Device& device = *placement[static_cast<size_t>(i)].device;
+    BufferType& bt = device.default_buffer_type();
+    if (options.map_weights) {
+      if (auto mapped = detail::map_weights(file, device, weights[static_cast<size_t>(i)])) {
+        size_t part_bytes = 0;
+        for (const Tensor* t : weights[static_cast<size_t>(i)]) part_bytes += t->view_src ? 0 : t->nbytes();
+        mapped_weight_bytes_ += part_bytes;
+        done += part_bytes;
+        if (progress) progress(std::min(done, total), total);
+        bufs_.push_back(std::move(mapped));
+        continue;
+      }
+    }
     auto buf = allocate_tensors(bt, weights[static_cast<size_t>(i)]);
     if (!buf) continue;
     buf->set_usage(BufferUsage::weights);

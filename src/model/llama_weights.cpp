@@ -1,7 +1,12 @@
 // describe_weights, layer_parts, weights_by_part and LlamaModel::plan.
 #include "model/llama_weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -202,6 +207,33 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
 void check_n_ctx(int64_t n_ctx) {
   if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
     fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
+}
+
+std::unique_ptr<Buffer> map_weights(const GgufFile& file, Device& device, std::span<Tensor* const> tensors) {
+  BufferType& bt = device.default_buffer_type();
+  // The host CPU reads the mapping directly; any other device (a GPU stand-in
+  // with host-visible memory included) keeps its own copy.
+  if (device.kind() != DeviceKind::cpu || !bt.is_host() || tensors.empty()) return nullptr;
+  constexpr uintptr_t kAlign = 32;  // the GGUF default; f32 and every block type need less
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (const Tensor* t : tensors) {
+    if (t->view_src != nullptr || t->buffer != nullptr) return nullptr;
+    const GgufTensorInfo* info = file.find_tensor(t->name);
+    if (info == nullptr || info->nbytes != t->nbytes()) return nullptr;
+    const auto p = reinterpret_cast<uintptr_t>(file.tensor_data(*info));
+    if (p % kAlign != 0) return nullptr;
+    lo = std::min(lo, p);
+    hi = std::max(hi, p + t->nbytes());
+  }
+  auto buf = wrap_host_memory(bt, file.mapping(), reinterpret_cast<const void*>(lo), hi - lo);
+  for (Tensor* t : tensors)
+    bind_tensor(*t, *buf, reinterpret_cast<uintptr_t>(file.tensor_data(*file.find_tensor(t->name))) - lo);
+  // Read ahead so the first token does not fault page by page (advice only:
+  // a failure changes nothing).
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = lo / page * page;
+  (void)madvise(reinterpret_cast<void*>(start), hi - start, MADV_WILLNEED);
+  return buf;
 }
 
 }  // namespace detail

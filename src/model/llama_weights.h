@@ -47,6 +47,13 @@ std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer);
 // and a separate output matrix in the last, each layer's weights in its part.
 std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::span<const int> layer_part, int n_parts);
 
+// Binds a placement's weights to the file's mapped bytes in place
+// (LoadOptions::map_weights) and returns the read-only buffer holding them,
+// after asking the kernel to read them ahead (MADV_WILLNEED). nullptr (bind
+// nothing) when device is not the host CPU, or a tensor's bytes are not
+// 32-byte aligned in the file; the caller then copies.
+std::unique_ptr<Buffer> map_weights(const GgufFile& file, Device& device, std::span<Tensor* const> tensors);
+
 // Throws Error(invalid_input) unless 0 < n_ctx <= 2^24.
 void check_n_ctx(int64_t n_ctx);
 

@@ -98,14 +98,14 @@ void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
   if (const std::string problem = p.problem(); !problem.empty()) fail(ErrorKind::out_of_memory, where, problem);
   const int64_t n_ctx = p.n_ctx;
   if (n == 1) {
-    model_ = std::make_unique<model::LlamaModel>(*file_, *devices_[0], n_ctx, progress);
+    model_ = std::make_unique<model::LlamaModel>(*file_, *devices_[0], n_ctx, progress, options_.load);
   } else {
     std::vector<model::LayerPlacement> placement;
     for (size_t i = 0; i < n; ++i)
       placement.push_back({devices_[i].get(), p.devices[i].part.first_layer, p.devices[i].part.last_layer});
-    model_ = std::make_unique<model::LlamaModel>(*file_, placement, n_ctx, progress);
+    model_ = std::make_unique<model::LlamaModel>(*file_, placement, n_ctx, progress, options_.load);
   }
-  file_.reset();  // the model and the tokenizer hold copies
+  file_.reset();  // the model and the tokenizer hold copies (or the mapping, for mapped weights)
 }
 
 }  // namespace weft

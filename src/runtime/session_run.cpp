@@ -34,6 +34,8 @@ model::PerplexityScore Session::perplexity(
       [this](std::span<const int32_t> chunk) { return model_->eval(chunk, 0); }, on_chunk);
 }
 
+size_t Session::mapped_weight_bytes() const { return model_ ? model_->mapped_weight_bytes() : 0; }
+
 std::vector<DeviceStats> Session::stats() const {
   std::vector<DeviceStats> out;
   for (const DeviceSpec& spec : specs_) {

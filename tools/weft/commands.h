@@ -82,6 +82,7 @@ struct ModelHostArgs {
   std::string split;                 // layer proportions host,worker1,...; empty: by free memory
   double worker_timeout_s = 0;       // a worker silent this long while awaited is dead; 0: no limit
   std::string auth_token_file;       // the workers' shared secret (whitespace trimmed); empty: none
+  bool no_mmap = false;              // copy the host's weights instead of using the file's mapping
 };
 
 // `weft bench model`: prompt processing and generation speed of a model

@@ -19,6 +19,7 @@ void add_model_host_options(CLI::App* cmd, weft::tools::ModelHostArgs& host) {
   cmd->add_option("--auth-token-file", host.auth_token_file, "file holding the workers' shared secret");
   cmd->add_option("--device", host.devices, "another device after the workers: rpc://HOST:PORT/N, cpu:THREADS, ... (repeatable)");
   cmd->add_option("--split", host.split, "layer proportions host,worker1,... (default: by free memory)");
+  cmd->add_flag("--no-mmap", host.no_mmap, "copy this CPU's weights into memory instead of using the mapped file in place");
   cmd->add_option("--worker-timeout", host.worker_timeout_s,
                   "seconds a worker may stay silent while awaited before it counts as dead (0: no limit)")
       ->capture_default_str()

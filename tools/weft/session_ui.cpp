@@ -53,6 +53,7 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   for (const std::string& w : args.workers) o.devices.push_back(worker_device_spec(w).text);
   for (const std::string& d : args.devices) o.devices.push_back(d);
   o.device_options.cpu_threads = args.threads;
+  o.load.map_weights = !args.no_mmap;
   o.device_options.rpc.reply_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.worker_timeout_s * 1000.0));
   if (!args.auth_token_file.empty()) {
@@ -80,8 +81,10 @@ LoadPlan load_with_progress(Session& session, int64_t n_ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   session.load(plan, [&bar](size_t done, size_t all) { bar.update(done, all); });  // the plan just printed
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "loaded %s of weights in %.2f s (%.0f MiB/s)\n", format_bytes(total).c_str(), s,
-               s > 0 ? mib(total) / s : 0.0);
+  const size_t mapped = session.mapped_weight_bytes();
+  std::fprintf(stderr, "loaded %s of weights in %.2f s (%.0f MiB/s%s%s)\n", format_bytes(total).c_str(), s,
+               s > 0 ? mib(total) / s : 0.0, mapped > 0 ? "; used in place from the file: " : "",
+               mapped > 0 ? format_bytes(mapped).c_str() : "");
   return plan;
 }
 

@@ -175,6 +175,14 @@ std::unique_ptr<Buffer> allocate_tensors(BufferType& bt, std::span<Tensor* const
 void bind_tensor(Tensor& t, Buffer& buf, size_t offset);
 // Sets view tensors' buffer and data from their view_src (which must be bound).
 void bind_view(Tensor& t);
+// A read-only buffer of host type `type` over size bytes at base that
+// something else owns (a mapped model file: GgufFile::mapping()): tensors
+// are bound into it in place (bind_tensor), nothing is copied. keep_alive is
+// held for the buffer's life. Reads work as for any host buffer; writes
+// (set_tensor, memset_tensor, clear) throw Error(invalid_input). Throws
+// Error(invalid_input) when the type is not host memory.
+std::unique_ptr<Buffer> wrap_host_memory(BufferType& type, std::shared_ptr<const void> keep_alive, const void* base,
+                                         size_t size);
 
 // Convenience wrappers that check bounds and find the tensor's buffer.
 void tensor_set(Tensor& t, const void* data, size_t offset, size_t size);

@@ -176,6 +176,10 @@ class GgufFile {
   // The tensor's bytes inside the mapping (nbytes long). Throws
   // Error(unsupported) for a dtype weft does not support.
   const void* tensor_data(const GgufTensorInfo& info) const;
+  // Shares the mapping: it stays (read-only, tensor_data() pointers valid)
+  // while a copy of this pointer lives, after the GgufFile is gone. For
+  // weights used in place (LlamaModel's mapped weights). Null for an empty file.
+  std::shared_ptr<const void> mapping() const { return mapping_; }
 
  private:
   GgufFile() = default;
@@ -183,6 +187,7 @@ class GgufFile {
   std::string path_;
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
+  std::shared_ptr<const void> mapping_;  // owns map_: unmaps when the last holder lets go
   uint32_t alignment_ = kGgufDefaultAlignment;
   uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> kvs_;

@@ -173,6 +173,17 @@ struct PartPlan {
 // tensor: bytes copied so far and the total (the same for every call).
 using LoadProgress = std::function<void(size_t done, size_t total)>;
 
+// How a model's weights reach their devices.
+struct LoadOptions {
+  // On the host CPU device, the weights are the file's mapped bytes, used
+  // in place: nothing is copied, loading takes milliseconds and the memory
+  // is the page cache's (shared with other processes mapping the file; the
+  // kernel may drop clean pages under pressure and read them back). The
+  // mapping outlives the GgufFile. A share whose tensors are not 32-byte
+  // aligned in the file, and any other device, gets copies. false: copy.
+  bool map_weights = true;
+};
+
 // Which tokens' logits an eval computes and returns: every token's (a
 // perplexity, a test against a reference), or the last one's (generation).
 enum class LogitRows { all, last };
@@ -183,7 +194,8 @@ class LlamaModel {
   // device.default_buffer_type(), allocates a zeroed KV cache of n_ctx
   // positions in a second one, and makes a backend of device to run it. Throws Error(invalid_input) naming a missing
   // tensor or one of the wrong shape. device must outlive the model.
-  LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx, const LoadProgress& progress = {});
+  LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx, const LoadProgress& progress = {},
+             const LoadOptions& options = {});
   // A model split across devices (pipeline by layers):
   //
   //   std::vector<LayerPlacement> pl{{cpu.get(), 0, 4}, {remote.get(), 4, 8}};
@@ -197,7 +209,7 @@ class LlamaModel {
   // and a separate output matrix on the last (a tied output stays with the
   // embedding). Throws Error(invalid_input) for a bad placement.
   LlamaModel(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx,
-             const LoadProgress& progress = {});
+             const LoadProgress& progress = {}, const LoadOptions& options = {});
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
   ~LlamaModel();
@@ -210,6 +222,8 @@ class LlamaModel {
 
   const LlamaParams& params() const { return params_; }
   int64_t n_ctx() const { return n_ctx_; }
+  // Weight bytes used in place from the file's mapping (LoadOptions).
+  size_t mapped_weight_bytes() const { return mapped_weight_bytes_; }
   const LlamaLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
 
   // What build_forward added: the logits f32 [n_vocab, n], and where each
@@ -267,7 +281,8 @@ class LlamaModel {
   void set_reuse_graphs(bool on) { reuse_graphs_ = on; }
 
  private:
-  void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress);
+  void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress,
+            const LoadOptions& options);
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
   Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in);
   struct EvalGraph;
@@ -289,6 +304,7 @@ class LlamaModel {
   // and the placement index of each layer.
   std::vector<std::unique_ptr<Buffer>> bufs_;
   std::vector<int> layer_part_;
+  size_t mapped_weight_bytes_ = 0;
   int n_parts_ = 1;
   // What runs the graphs: one backend per placement; on one device a graph
   // allocator for compute memory (reused across evals), on several the

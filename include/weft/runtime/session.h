@@ -43,6 +43,7 @@ struct SessionOptions {
   std::string split;                          // "a,b,..." one weight per device; empty: placement
   std::shared_ptr<const PlacementPolicy> placement;  // when split is empty; null: split_by_free_memory()
   DeviceOptions device_options;               // CPU threads, RPC options
+  model::LoadOptions load;                    // weights in place on the host CPU, or copied
   std::string name = "session";               // names the caller in errors: "[run] ..."
 };
 
@@ -91,6 +92,9 @@ class Session {
 
   const model::Tokenizer& tokenizer() const { return *tokenizer_; }
   const model::LlamaParams& params() const { return params_; }
+  // Weight bytes the host CPU uses in place from the mapped file
+  // (SessionOptions::load); 0 before load() or when copied.
+  size_t mapped_weight_bytes() const;
   const SessionOptions& options() const { return options_; }
 
   // Where each layer would go with a KV cache of n_ctx positions, and what
