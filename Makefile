@@ -53,8 +53,11 @@ test-asan: deps build/asan/build.ninja
 # other backend mixes (minutes each under TSan, the same threaded code as the
 # runs kept: check_sched_three drives the CPU pool, async streams and the
 # scheduler; check_sched_cpu_rpc and ConformanceSuiteThroughScheduler the RPC
-# client and worker) and one quantization matrix (its threaded path has its own test).
-TSAN_SKIP = ^(check_cpu|check_cpu_1thread|check_cpu_3threads|check_async|check_sched_cpu_async|check_sched_cpu_async_copy|check_rpc|RpcClient\.ConformanceSuite|AsyncDevice\.PassesTheConformanceSuite|QuantizeFile\.EveryMixWritesItsPlan)$$
+# client and worker), one quantization matrix (its threaded path has its own
+# test), and the end-to-end runs of the weft tool over worker processes
+# (demo, run_with_workers: minutes of model compute under TSan; the same
+# client, worker and pool code runs in check_sched_cpu_rpc).
+TSAN_SKIP = ^(check_cpu|check_cpu_1thread|check_cpu_3threads|check_async|check_sched_cpu_async|check_sched_cpu_async_copy|check_rpc|RpcClient\.ConformanceSuite|AsyncDevice\.PassesTheConformanceSuite|QuantizeFile\.EveryMixWritesItsPlan|demo|run_with_workers)$$
 test-tsan: deps build/tsan/build.ninja
 	@cmake --build build/tsan -j $(JOBS)
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

@@ -70,7 +70,7 @@ void log_line(std::FILE* log, const char* format, ...) {
 }  // namespace
 
 int64_t model_bench_context(const ModelBenchOptions& o) {
-  return std::max<int64_t>({1, o.n_prompt, o.n_gen});
+  return std::max<int64_t>({1, o.n_prompt, static_cast<int64_t>(o.depth) + o.n_gen});
 }
 
 ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const ModelBenchOptions& o) {
@@ -79,6 +79,7 @@ ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const 
          "prompt " + std::to_string(o.n_prompt) + " and generation " + std::to_string(o.n_gen) +
              " tokens: both >= 0, one > 0");
   if (o.reps < 1) fail(ErrorKind::invalid_input, kWhere, "repetitions " + std::to_string(o.reps) + " (>= 1)");
+  if (o.depth < 0) fail(ErrorKind::invalid_input, kWhere, "depth " + std::to_string(o.depth) + " (>= 0)");
   if (!session.loaded()) fail(ErrorKind::invalid_input, kWhere, "the session's model is not loaded");
   if (session.n_ctx() < model_bench_context(o))
     fail(ErrorKind::invalid_input, kWhere,
@@ -105,7 +106,11 @@ ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const 
   const std::vector<int32_t> gen = bench_tokens(session, o.n_gen, 0x6e6);
   log_line(o.log, "warming up ...\n");
   if (o.n_prompt > 0) (void)session.eval(prompt, 0, model::LogitRows::last);
-  if (o.n_gen > 0) (void)session.eval(std::span(gen).first(1), 0);
+  if (o.n_gen > 0 && o.depth > 0) {  // the cache the generation test reads, filled once
+    const std::vector<int32_t> context = bench_tokens(session, o.depth, 0xde97);
+    (void)session.eval(context, 0, model::LogitRows::last);
+  }
+  if (o.n_gen > 0) (void)session.eval(std::span(gen).first(1), o.depth);
 
   if (o.n_prompt > 0) {
     log_line(o.log, "pp%d: %d repetitions ...\n", o.n_prompt, o.reps);
@@ -126,12 +131,13 @@ ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const 
   if (o.n_gen > 0) {
     log_line(o.log, "tg%d: %d repetitions ...\n", o.n_gen, o.reps);
     double bytes = 0;  // averaged over the positions the test evaluates
-    for (int64_t pos = 0; pos < o.n_gen; ++pos) bytes += decode_bytes(work, pos + 1);
+    for (int64_t pos = o.depth; pos < o.depth + o.n_gen; ++pos) bytes += decode_bytes(work, pos + 1);
     r.tg_bytes_per_token = bytes / o.n_gen;
     std::vector<double> tps, bps, wall, kernel, host;
     for (int rep = 0; rep < o.reps; ++rep) {
       const Timed t = timed([&] {
-        for (int i = 0; i < o.n_gen; ++i) (void)session.eval(std::span(gen).subspan(static_cast<size_t>(i), 1), i);
+        for (int i = 0; i < o.n_gen; ++i)
+          (void)session.eval(std::span(gen).subspan(static_cast<size_t>(i), 1), o.depth + i);
       });
       tps.push_back(o.n_gen / t.wall);
       bps.push_back(r.tg_bytes_per_token * o.n_gen / t.wall);

@@ -10,7 +10,8 @@
 //
 // The tests follow llama.cpp's llama-bench so the figures compare: "pp"
 // evaluates n_prompt tokens as one batch from position 0; "tg" evaluates
-// n_gen tokens one at a time from position 0 (not after the prompt); the
+// n_gen tokens one at a time from position `depth` (0 by default, not after
+// the prompt; llama-bench's -d: the cache first holds depth tokens); the
 // tokens are the model's bos then pseudo-random ids; one warm-up (the prompt
 // and one generated token) before reps repetitions of each; tokens/s is the
 // mean and sample standard deviation of the repetitions' rates.
@@ -29,13 +30,14 @@ namespace weft::bench {
 struct ModelBenchOptions {
   int n_prompt = 512;        // tokens of the prompt test; 0: skip it
   int n_gen = 128;           // tokens of the generation test; 0: skip it
+  int depth = 0;             // positions in the KV cache before the generation test
   int reps = 5;              // repetitions of each, after one warm-up
   int n_threads = 0;         // threads of the limit measurements (the host CPU's); 0: hardware threads
   std::FILE* log = nullptr;  // progress lines ("measuring memory bandwidth ...") when non-null
 };
 
-// The KV cache positions a Session needs for these tests: both start at
-// position 0, so the larger of the two (at least 1).
+// The KV cache positions a Session needs for these tests: the prompt's, or
+// depth + n_gen, whichever is larger (at least 1).
 int64_t model_bench_context(const ModelBenchOptions& o);
 
 // The mean and sample standard deviation (0 for one sample) of a figure

@@ -75,6 +75,7 @@ std::string format_model_bench_text(const ModelBenchResult& r) {
   }
   if (o.n_gen > 0) {
     const int n = o.n_gen;
+    if (o.depth > 0) out += printf_string("tg%d: after %d positions in the KV cache\n", n, o.depth);
     out += printf_string("tg%d: %.2f ± %.2f tokens/s\n", n, r.tg_tokens_per_s.mean, r.tg_tokens_per_s.stddev);
     out += printf_string("tg%d: %.2f ± %.2f GB/s = %.3f of the memory read bandwidth (%.2f GB/s); %.2f MB per token\n",
                          n, r.tg_bytes_per_s.mean * 1e-9, r.tg_bytes_per_s.stddev * 1e-9, r.tg_fraction,
@@ -111,7 +112,7 @@ std::string format_model_bench_json(const ModelBenchResult& r) {
     j += ", \"host_ms_per_prompt\": " + json_spread(r.pp_host_seconds, 1e3) + "}";
   }
   if (o.n_gen > 0) {
-    j += ", \"tg\": {\"tokens\": " + std::to_string(o.n_gen);
+    j += ", \"tg\": {\"tokens\": " + std::to_string(o.n_gen) + ", \"depth\": " + std::to_string(o.depth);
     j += ", \"tokens_per_s\": " + json_spread(r.tg_tokens_per_s, 1);
     j += ", \"mb_per_token\": " + json_number(r.tg_bytes_per_token * 1e-6);
     j += ", \"gb_per_s\": " + json_spread(r.tg_bytes_per_s, 1e-9);

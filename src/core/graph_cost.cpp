@@ -59,6 +59,16 @@ GraphCost node_cost(const Tensor& n) {
     case Op::set_rows:
       c.multiply_adds = elements(*n.src[1]);
       break;
+    case Op::flash_attn: {  // every (query row, head) reads all of k and v
+      const Tensor& k = *n.src[1];
+      const Tensor& v = *n.src[2];
+      const uint64_t rows = sat_mul(count(a->ne[1]), count(a->ne[2]));  // n_q * H
+      const uint64_t per_pair = count(k.ne[0]) + count(v.ne[0]) + 1;    // q.k, p*v, an exp
+      c.multiply_adds = sat_mul(sat_mul(rows, count(k.ne[1])), per_pair);
+      const uint64_t kv_row_bytes = (addressed_bytes(k) + addressed_bytes(v)) / std::max<uint64_t>(count(k.ne[2]), 1);
+      c.bytes = sat_add(c.bytes, sat_mul(rows, kv_row_bytes));
+      break;
+    }
     default:  // one operation per element written (or read, for reductions)
       c.multiply_adds = std::max(elements(n), elements(*a));
       break;

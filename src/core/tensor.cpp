@@ -13,6 +13,8 @@ const char* op_name(Op op) {
       "permute",  "transpose",
       // appended (protocol 1.2)
       "gelu_erf", "sigmoid",  "softcap",   "rope_ext",
+      // appended (protocol 1.3)
+      "flash_attn",
   };
   const auto i = static_cast<size_t>(op);
   return i < kNames.size() ? kNames[i] : "unknown";

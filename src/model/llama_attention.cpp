@@ -66,6 +66,32 @@ Tensor* head_norm(Context& ctx, const LlamaParams& p, Tensor* x, Tensor* w) {
 
 }  // namespace
 
+namespace {
+
+// What flash_attn fuses: q.k scores, soft-cap, mask and soft_max, then
+// times the values, transposed into a packed copy. [hd, n_head, n].
+Tensor* unfused_attention(Context& ctx, const LlamaParams& p, Tensor* qh, Tensor* keys, Tensor* v_written,
+                          Tensor* mask) {
+  const int64_t hd = p.head_dim, n_kv = keys->ne[1];
+  const size_t row = v_written->nb[1];
+  const size_t f16 = sizeof(uint16_t);
+  // values transposed [n_kv, hd, n_head_kv], packed so its rows are contiguous.
+  const int64_t v_ne[3] = {n_kv, hd, p.n_head_kv};
+  const size_t v_nb[3] = {row, f16, static_cast<size_t>(hd) * f16};
+  Tensor* values_t = ops::cont(ctx, ops::view(ctx, v_written, v_ne, v_nb, 0));
+  Tensor* kq = ops::mul_mat(ctx, keys, qh);  // [n_kv, n, n_head]
+  if (p.attn_softcap > 0) {  // Gemma 2: cap the scaled logits, then mask and softmax
+    kq = ops::softcap(ctx, ops::scale(ctx, kq, p.attn_scale), p.attn_softcap);
+    kq = ops::soft_max(ctx, kq, mask, 1.0f);
+  } else {
+    kq = ops::soft_max(ctx, kq, mask, p.attn_scale);
+  }
+  Tensor* kqv = ops::mul_mat(ctx, values_t, kq);              // [hd, n, n_head]
+  return ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3));  // [hd, n_head, n]
+}
+
+}  // namespace
+
 Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in) {
   const LlamaParams& p = params_;
   const int64_t n = cur->ne[1];
@@ -105,26 +131,19 @@ Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t i
   const int64_t k_ne[3] = {hd, n_kv, p.n_head_kv};
   const size_t k_nb[3] = {f16, row, static_cast<size_t>(hd) * f16};
   Tensor* keys = ops::view(ctx, k_written, k_ne, k_nb, 0);
-  // values transposed [n_kv, hd, n_head_kv], packed so its rows are contiguous.
-  const int64_t v_ne[3] = {n_kv, hd, p.n_head_kv};
-  const size_t v_nb[3] = {row, f16, static_cast<size_t>(hd) * f16};
-  Tensor* values_t = ops::cont(ctx, ops::view(ctx, v_written, v_ne, v_nb, 0));
-
   Tensor* qh = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n, n_head]
-  Tensor* kq = ops::mul_mat(ctx, keys, qh);       // [n_kv, n, n_head]
   Tensor* mask = swa ? in.mask_swa : in.mask;
-  if (p.attn_softcap > 0) {  // Gemma 2: cap the scaled logits, then mask and softmax
-    kq = ops::softcap(ctx, ops::scale(ctx, kq, p.attn_scale), p.attn_softcap);
-    kq = ops::soft_max(ctx, kq, mask, 1.0f);
+  Tensor* kqv;
+  if (fused_attention_) {
+    // values [hd, n_kv, n_head_kv]: the cache's rows as they are.
+    Tensor* values = ops::view(ctx, v_written, k_ne, k_nb, 0);
+    kqv = ops::flash_attn(ctx, qh, keys, values, mask, p.attn_scale, p.attn_softcap);  // [hd, n_head, n]
   } else {
-    kq = ops::soft_max(ctx, kq, mask, p.attn_scale);
+    kqv = unfused_attention(ctx, p, qh, keys, v_written, mask);
   }
-  Tensor* kqv = ops::mul_mat(ctx, values_t, kq);             // [hd, n, n_head]
-  kqv = ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3));  // [hd, n_head, n]
   kqv = ops::reshape(ctx, kqv, {q_dim, n});
   Tensor* out = ops::mul_mat(ctx, l.wo, kqv);
   if (l.attn_post_norm) out = ops::mul(ctx, ops::rms_norm(ctx, out, p.rms_eps), l.attn_post_norm);
   return out;
 }
-
 }  // namespace weft::model

@@ -60,6 +60,9 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
   }
   layer_part_ = detail::layer_parts(bounds, p.n_layer);
   n_parts_ = static_cast<int>(placement.size());
+  fused_attention_ = options.fused_attention;
+  for (const LayerPlacement& pl : placement)
+    if (fused_attention_ && pl.first < pl.last) fused_attention_ = detail::runs_flash_attn(*pl.device, p);
 
   const detail::ModelWeights w = detail::describe_weights(file, p, weights_ctx_);
   tok_embd_ = w.tok_embd;
@@ -80,7 +83,7 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
     if (options.map_weights) {
       if (auto mapped = detail::map_weights(file, device, weights[static_cast<size_t>(i)])) {
         size_t part_bytes = 0;
-        for (const Tensor* t : weights[static_cast<size_t>(i)]) part_bytes += t->view_src ? 0 : t->nbytes();
+        for (const Tensor* t : weights[static_cast<size_t>(i)]) part_bytes += t->nbytes();
         mapped_weight_bytes_ += part_bytes;
         done += part_bytes;
         if (progress) progress(std::min(done, total), total);
@@ -230,11 +233,14 @@ struct LlamaModel::EvalGraph {
 LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv, LogitRows rows) {
   if (rows == LogitRows::last && n == 1) rows = LogitRows::all;  // the same graph
   if (graph_ && reuse_graphs_ && graph_->n == n && graph_->n_kv == n_kv && graph_->rows == rows) return *graph_;
+  // Kept only once allocated: a graph whose allocation threw must not be
+  // found again by the next eval of its shape.
   graph_.reset();
-  graph_ = std::make_unique<EvalGraph>(*this, n, n_kv, rows);
-  EvalGraph& e = *graph_;
+  auto fresh = std::make_unique<EvalGraph>(*this, n, n_kv, rows);
+  EvalGraph& e = *fresh;
   if (!sched_) {
     galloc_->allocate(e.g, GraphLayout{});
+    graph_ = std::move(fresh);
     return e;
   }
   const std::vector<size_t>& begin = e.forward.segment_begin;  // n_layer + 2
@@ -254,6 +260,7 @@ LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv, LogitRows 
   // A new graph is always allocated anew (compute_async alone would take a
   // graph at a freed graph's address for the freed one).
   sched_->allocate(e.g);
+  graph_ = std::move(fresh);
   return e;
 }
 

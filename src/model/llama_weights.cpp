@@ -11,6 +11,7 @@
 #include <string>
 
 #include "weft/core/error.h"
+#include "weft/core/ops.h"
 
 namespace weft::model {
 namespace detail {
@@ -209,6 +210,15 @@ void check_n_ctx(int64_t n_ctx) {
     fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
 }
 
+bool runs_flash_attn(const Device& device, const LlamaParams& p) {
+  Context ctx;
+  Tensor* q = ctx.new_tensor(DType::f32, {p.head_dim, 1, p.n_head});
+  Tensor* k = ctx.new_tensor(DType::f16, {p.head_dim, 1, p.n_head_kv});
+  Tensor* v = ctx.new_tensor(DType::f16, {p.head_dim, 1, p.n_head_kv});
+  Tensor* mask = ctx.new_tensor(DType::f32, {1, 1});
+  return device.supports_op(*ops::flash_attn(ctx, q, k, v, mask, p.attn_scale, p.attn_softcap));
+}
+
 std::unique_ptr<Buffer> map_weights(const GgufFile& file, Device& device, std::span<Tensor* const> tensors) {
   BufferType& bt = device.default_buffer_type();
   // The host CPU reads the mapping directly; any other device (a GPU stand-in
@@ -219,7 +229,7 @@ std::unique_ptr<Buffer> map_weights(const GgufFile& file, Device& device, std::s
   for (const Tensor* t : tensors) {
     if (t->view_src != nullptr || t->buffer != nullptr) return nullptr;
     const GgufTensorInfo* info = file.find_tensor(t->name);
-    if (info == nullptr || info->nbytes != t->nbytes()) return nullptr;
+    if (info == nullptr || info->nbytes != t->nbytes() || bt.alloc_size(*t) != t->nbytes()) return nullptr;
     const auto p = reinterpret_cast<uintptr_t>(file.tensor_data(*info));
     if (p % kAlign != 0) return nullptr;
     lo = std::min(lo, p);

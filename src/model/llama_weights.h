@@ -47,6 +47,10 @@ std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer);
 // and a separate output matrix in the last, each layer's weights in its part.
 std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::span<const int> layer_part, int n_parts);
 
+// Whether device runs the flash_attn node a layer of p would build (f16
+// caches, an f32 mask), asked with a one-position probe.
+bool runs_flash_attn(const Device& device, const LlamaParams& p);
+
 // Binds a placement's weights to the file's mapped bytes in place
 // (LoadOptions::map_weights) and returns the read-only buffer holding them,
 // after asking the kernel to read them ahead (MADV_WILLNEED). nullptr (bind

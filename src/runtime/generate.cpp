@@ -18,7 +18,7 @@ double seconds_since(Clock::time_point t0) {
 }
 
 // Checks the eval's answer: the last token's logits.
-std::span<const float> checked(std::span<const float> logits, int64_t n_vocab) {
+std::span<const float> checked(const std::vector<float>& logits, int64_t n_vocab) {
   if (logits.size() != static_cast<size_t>(n_vocab))
     fail(ErrorKind::invalid_input, kWhere,
          "eval returned " + std::to_string(logits.size()) + " logits for the last token of a " +
@@ -57,7 +57,9 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
   model::Sampler sampler(options.sampler);
   GenerateResult r;
   const auto t0 = Clock::now();
-  std::span<const float> row = checked(eval(prompt, 0), model.n_vocab);
+  std::vector<float> logits;
+  eval(prompt, 0, logits);
+  std::span<const float> row = checked(logits, model.n_vocab);
   r.prompt_seconds = seconds_since(t0);
   if (options.max_tokens == 0) {  // the prompt alone: its keys and values are in the cache
     r.total_seconds = r.prompt_seconds;
@@ -88,7 +90,8 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
       r.stop = StopReason::context_full;
       break;
     }
-    row = checked(eval(std::span<const int32_t>(&next, 1), n_past++), model.n_vocab);
+    eval(std::span<const int32_t>(&next, 1), n_past++, logits);
+    row = checked(logits, model.n_vocab);
   }
   r.total_seconds = seconds_since(t0);
   return r;

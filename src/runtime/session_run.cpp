@@ -17,9 +17,8 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
       .n_ctx = model_->n_ctx(),
       .is_end_of_generation = [this](int32_t t) { return tokenizer_->is_end_of_generation(t); },
   };
-  auto eval_last = [this](std::span<const int32_t> t, int64_t n_past) -> std::span<const float> {
-    model_->eval(t, n_past, last_logits_, model::LogitRows::last);
-    return last_logits_;
+  auto eval_last = [this](std::span<const int32_t> t, int64_t n_past, std::vector<float>& logits) {
+    model_->eval(t, n_past, logits, model::LogitRows::last);
   };
   return run_generation(eval_last, m, prompt, options, on_token);
 }

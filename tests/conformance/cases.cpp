@@ -240,6 +240,7 @@ std::vector<Case> all_cases() {
   add_matmul_cases(cases);
   add_data_cases(cases);
   add_chain_cases(cases);
+  add_attention_cases(cases);
   return cases;
 }
 

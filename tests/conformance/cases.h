@@ -187,6 +187,7 @@ void add_rope_cases(std::vector<Case>& cases);  // rope, rope_ext (cases_rope.cp
 void add_matmul_cases(std::vector<Case>& cases);
 void add_data_cases(std::vector<Case>& cases);  // get/set_rows, cpy, cont, concat, views
 void add_chain_cases(std::vector<Case>& cases);
+void add_attention_cases(std::vector<Case>& cases);  // flash_attn (cases_attention.cpp)
 std::vector<Case> all_cases();
 
 }  // namespace weft::conformance

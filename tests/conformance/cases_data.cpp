@@ -97,15 +97,19 @@ void add_set_rows(std::vector<Case>& cases) {
   for (DType t : types) {
     for (const SetCase& c : kCases) {
       if (is_quant(t) ? !whole_blocks(t, c.dst) : c.dst[0] >= 256) continue;
+      // q2_K's scale search (float least squares over candidate scales) does
+      // not land on a grid's exact scales for every draw (the structured
+      // fuzzer's inputs found one): its grid rows get the storage tolerance.
+      const bool exact = c.grid && t != DType::q2_K;
       std::string name = "set_rows " + dtype_str(t) + " " + shape_str(c.dst) + "<-" + shape_str(c.src) +
-                         layout_suffix(c.ls, "src") + (c.grid ? " exact" : "");
-      cases.push_back({name, [t, c](CaseBuilder& b) {
+                         layout_suffix(c.ls, "src") + (exact ? " exact" : c.grid ? " grid" : "");
+      cases.push_back({name, [t, c, exact](CaseBuilder& b) {
                          Tensor* dst = b.input(t, c.dst);
                          // q8_0_grid values have at most 7 significant bits: exact in f16 and bf16 too.
                          Init init = !c.grid ? Init{} : is_quant(t) ? quant_grid(t) : q8_0_grid();
                          Tensor* src = operand(b, DType::f32, c.src, c.ls, init);
                          Tensor* idx = b.input(DType::i32, {c.src[1], c.src[2], 1, 1}, distinct_indices(c.dst[1]));
-                         b.output(ops::set_rows(b.ctx(), dst, src, idx), dst, c.grid ? tol::kExact : storage_tol(t));
+                         b.output(ops::set_rows(b.ctx(), dst, src, idx), dst, exact ? tol::kExact : storage_tol(t));
                        }});
     }
   }

@@ -286,6 +286,41 @@ void Reference::eval(const Tensor& node) {
       });
       break;
     }
+    case Op::flash_attn: {
+      Accessor q = access(*s0), k = access(*s1), v = access(*s2);
+      const Tensor* s3 = node.src[3];
+      Accessor m;
+      if (s3 != nullptr) m = access(*s3);
+      const double scale = node.param_f32(0), cap = node.param_f32(1);
+      const int64_t d = s0->ne[0], n_kv = s1->ne[1], group = s0->ne[2] / s1->ne[2];
+      std::vector<double> p(static_cast<size_t>(n_kv));
+      // out [Dv, H, n_q]: element (e, h, i)
+      for (int64_t i = 0; i < ne[2]; ++i) {
+        for (int64_t h = 0; h < ne[1]; ++h) {
+          const int64_t g = h / group;
+          double mx = -INFINITY;
+          for (int64_t j = 0; j < n_kv; ++j) {
+            double s = 0.0;
+            for (int64_t e = 0; e < d; ++e) s += q.at(e, i, h, 0) * k.at(e, j, g, 0);
+            s *= scale;
+            if (cap > 0.0) s = cap * std::tanh(s / cap);
+            if (s3 != nullptr) s += m.at(j, i, 0, 0);
+            p[static_cast<size_t>(j)] = s;
+            mx = std::max(mx, s);
+          }
+          double sum = 0.0;
+          if (mx != -INFINITY)
+            for (double& x : p) sum += (x = std::exp(x - mx));
+          for (int64_t e = 0; e < ne[0]; ++e) {
+            double o = 0.0;
+            if (mx != -INFINITY)
+              for (int64_t j = 0; j < n_kv; ++j) o += p[static_cast<size_t>(j)] * v.at(e, j, g, 0);
+            out.push_back(mx == -INFINITY ? 0.0 : o / sum);
+          }
+        }
+      }
+      break;
+    }
     default: fail(ErrorKind::unsupported, "reference", std::string("no reference for op ") + op_name(node.op));
   }
   store(node, out);

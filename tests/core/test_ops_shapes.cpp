@@ -199,6 +199,58 @@ TEST(OpShapes, RopeExtParametersAndFactors) {
                          [&] { ops::rope_ext(ctx, a, nullptr, nullptr, 8, RopeMode::neox, 1e4f); });
 }
 
+TEST(OpShapes, FlashAttnShapesAndParameters) {
+  Context ctx;
+  Tensor* q = ctx.new_tensor(DType::f32, {32, 5, 8});   // hd, n_q, heads
+  Tensor* k = ctx.new_tensor(DType::f16, {32, 40, 2});  // hd, n_kv, kv heads
+  Tensor* v = ctx.new_tensor(DType::f16, {24, 40, 2});  // dv, n_kv, kv heads
+  Tensor* mask = ctx.new_tensor(DType::f32, {40, 8});
+  Tensor* r = ops::flash_attn(ctx, q, k, v, mask, 0.125f, 30.0f);
+  EXPECT_EQ(shape_string(*r), "f32[24,8,5,1]");  // dv, heads, n_q
+  EXPECT_EQ(r->op, Op::flash_attn);
+  EXPECT_EQ(r->src[3], mask);
+  EXPECT_EQ(r->param_f32(0), 0.125f);
+  EXPECT_EQ(r->param_f32(1), 30.0f);
+  EXPECT_EQ(ops::flash_attn(ctx, q, k, v, nullptr, 1.0f)->param_f32(1), 0.0f);
+  // q as a permuted view, k and v as views of a cache's rows.
+  Tensor* qp = ops::permute(ctx, ctx.new_tensor(DType::f32, {32, 8, 5}), 0, 2, 1, 3);
+  Tensor* cache = ctx.new_tensor(DType::f16, {64, 100});
+  const int64_t ne[3] = {32, 40, 2};
+  const size_t nb[3] = {2, cache->nb[1], 64};
+  Tensor* kc = ops::view(ctx, cache, ne, nb, 0);
+  EXPECT_NO_THROW(ops::flash_attn(ctx, qp, kc, kc, mask, 1.0f));
+
+  expect_op_error_naming("flash_attn", {"heads are not a multiple"},
+                         [&] { ops::flash_attn(ctx, ctx.new_tensor(DType::f32, {32, 5, 7}), k, v, mask, 1.0f); });
+  expect_op_error_naming("flash_attn", {"head size"},
+                         [&] { ops::flash_attn(ctx, ctx.new_tensor(DType::f32, {16, 5, 8}), k, v, mask, 1.0f); });
+  expect_op_error_naming("flash_attn", {"does not match k"},
+                         [&] { ops::flash_attn(ctx, q, k, ctx.new_tensor(DType::f16, {24, 39, 2}), mask, 1.0f); });
+  expect_op_error_naming("flash_attn", {"mask", "f32[40,4,1,1]"},
+                         [&] { ops::flash_attn(ctx, q, k, v, ctx.new_tensor(DType::f32, {40, 4}), 1.0f); });
+  expect_op_error_naming("flash_attn", {"mask"},
+                         [&] { ops::flash_attn(ctx, q, k, v, ctx.new_tensor(DType::f16, {40, 8}), 1.0f); });
+  expect_op_error_naming("flash_attn", {"k is"},
+                         [&] { ops::flash_attn(ctx, q, ctx.new_tensor(DType::q8_0, {32, 40, 2}), v, mask, 1.0f); });
+  expect_op_error_naming("flash_attn", {"q is"},
+                         [&] { ops::flash_attn(ctx, ctx.new_tensor(DType::f16, {32, 5, 8}), k, v, mask, 1.0f); });
+  Tensor* no_heads = ctx.new_tensor(DType::f16, {32, 40, 0});
+  expect_op_error_naming("flash_attn", {"heads are not a multiple"},
+                         [&] { ops::flash_attn(ctx, q, no_heads, no_heads, mask, 1.0f); });
+  expect_op_error_naming("flash_attn", {"packed rows"},
+                         [&] { ops::flash_attn(ctx, ops::transpose(ctx, ctx.new_tensor(DType::f32, {5, 32, 8})), k, v,
+                                               mask, 1.0f); });
+  for (float bad : {INFINITY, NAN}) {
+    expect_op_error_naming("flash_attn", {"scale must be finite"}, [&] { ops::flash_attn(ctx, q, k, v, mask, bad); });
+    expect_op_error_naming("flash_attn", {"softcap must be finite"},
+                           [&] { ops::flash_attn(ctx, q, k, v, mask, 1.0f, bad); });
+  }
+  expect_op_error_naming("flash_attn", {"softcap must be finite and >= 0"},
+                         [&] { ops::flash_attn(ctx, q, k, v, mask, 1.0f, -1.0f); });
+  expect_op_error_naming("flash_attn", {"missing operand v"},
+                         [&] { ops::flash_attn(ctx, q, k, nullptr, mask, 1.0f); });
+}
+
 TEST(OpShapes, NewTensorRejectsImpossibleShapes) {
   Context ctx;
   EXPECT_THROW(ctx.new_tensor(DType::q8_0, {31}), Error);

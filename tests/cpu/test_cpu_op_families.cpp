@@ -85,6 +85,9 @@ Tensor* build(Context& ctx, Op op, DType ta, DType tb, bool s) {
     case Op::cpy: return ops::cpy(ctx, operand(ctx, ta, {K, 3}, s), operand(ctx, tb, {K, 3}, s));
     case Op::cont: return repeat ? nullptr : ops::cont(ctx, operand(ctx, ta, {K, 3}, s));
     case Op::concat: return ops::concat(ctx, operand(ctx, ta, {K, 3}, s), operand(ctx, tb, {K, 2}, s), 1);
+    case Op::flash_attn:  // q of dtype ta, k and v of dtype tb, an f32 mask
+      return ops::flash_attn(ctx, operand(ctx, ta, {K, 3, 4}, s), operand(ctx, tb, {K, 5, 2}, s),
+                             operand(ctx, tb, {K, 5, 2}, s), operand(ctx, DType::f32, {5, 3}, false), 0.5f, 2.0f);
   }
   return nullptr;
 }

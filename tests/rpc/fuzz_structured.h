@@ -218,6 +218,7 @@ Out binary(conformance::CaseBuilder& b, Rng& rng, int64_t max0, std::string& d);
 Out unary(conformance::CaseBuilder& b, Rng& rng, int64_t max0, std::string& d);
 Out rows(conformance::CaseBuilder& b, Rng& rng, int64_t max0, std::string& d);
 Out rope(conformance::CaseBuilder& b, Rng& rng, std::string& d);
+Out attention(conformance::CaseBuilder& b, Rng& rng, std::string& d);
 Out mul_mat(conformance::CaseBuilder& b, Rng& rng, int64_t max0, std::string& d);
 Out data(conformance::CaseBuilder& b, Rng& rng, int64_t max0, std::string& d);
 Out views(conformance::CaseBuilder& b, Rng& rng, std::string& d);

@@ -74,7 +74,7 @@ namespace {
 // One recipe, its op family drawn; small: shapes for one small op.
 Out recipe(CaseBuilder& b, Rng& rng, bool small, std::string& d) {
   const int64_t max0 = small ? 40 : 300;
-  switch (pick(rng, 0, 9)) {
+  switch (pick(rng, 0, 10)) {
     case 0:
     case 1: return binary(b, rng, max0, d);
     case 2: return unary(b, rng, max0, d);
@@ -84,6 +84,7 @@ Out recipe(CaseBuilder& b, Rng& rng, bool small, std::string& d) {
     case 6: return mul_mat(b, rng, small ? 64 : 256, d);
     case 7:
     case 8: return data(b, rng, small ? 64 : 128, d);
+    case 9: return attention(b, rng, d);
     default: return views(b, rng, d);
   }
 }

@@ -4,6 +4,7 @@
 // CaseBuilder, says what it built in d, and returns what to compare with the
 // tolerance cases.h gives that op and dtype.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <string>
@@ -168,6 +169,40 @@ Out rope(CaseBuilder& b, Rng& rng, std::string& d) {
   d += std::string(factors == 0 ? "" : factors == 1 ? " ff" : " ff=view") + " scale=" + std::to_string(sc.freq_scale) +
        " attn=" + std::to_string(sc.attn_factor);
   return {ops::rope_ext(ctx, x, pos, ff, n_dims, mode, base, sc), nullptr, tol::kRope};
+}
+
+// flash_attn: q packed or the permuted view the model passes; k and v packed
+// or per-head views of a cache's rows; grouped heads; no mask, a causal or
+// a random one; a soft-cap half the time.
+Out attention(CaseBuilder& b, Rng& rng, std::string& d) {
+  Context& ctx = b.ctx();
+  constexpr int64_t kHeadSizes[] = {8, 16, 32, 40, 64};
+  const int64_t hd = one_of(rng, kHeadSizes), hkv = pick(rng, 1, 3), heads = hkv * pick(rng, 1, 3);
+  const int64_t nq = pick(rng, 1, 5), nkv = pick(rng, 1, 40);
+  const DType kv = chance(rng, 0.5) ? DType::f16 : DType::f32;
+  const bool permuted_q = chance(rng, 0.5), cache_view = chance(rng, 0.5);
+  Tensor* q = permuted_q ? ops::permute(ctx, b.input(DType::f32, {hd, heads, nq, 1}), 0, 2, 1, 3)
+                         : b.input(DType::f32, {hd, nq, heads, 1});
+  auto kv_operand = [&] {
+    if (!cache_view) return b.input(kv, {hd, nkv, hkv, 1});
+    Tensor* cache = b.input(kv, {hd * hkv, nkv + pick(rng, 0, 4), 1, 1});
+    const int64_t ne[3] = {hd, nkv, hkv};
+    const size_t nb[3] = {traits(kv).unit_bytes, cache->nb[1], static_cast<size_t>(hd) * traits(kv).unit_bytes};
+    return ops::view(ctx, cache, ne, nb, 0);
+  };
+  Tensor* k = kv_operand();
+  Tensor* v = kv_operand();
+  const int m = static_cast<int>(pick(rng, 0, 2));  // 0 none, 1 causal, 2 random
+  Tensor* mask = nullptr;
+  if (m == 1 && nkv >= nq) mask = b.input(DType::f32, {nkv, nq, 1, 1}, conformance::causal_mask(nq));
+  if (m == 2) mask = b.input(DType::f32, {nkv, nq + pick(rng, 0, 2), 1, 1}, conformance::random_mask());
+  const float cap = chance(rng, 0.5) ? 0.0f : static_cast<float>(pick(rng, 1, 10));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  d += "flash_attn " + dtype_str(kv) + " hd=" + std::to_string(hd) + " heads=" + std::to_string(heads) + "/" +
+       std::to_string(hkv) + " q=" + std::to_string(nq) + " kv=" + std::to_string(nkv) +
+       (permuted_q ? " q=permuted" : "") + (cache_view ? " kv=cache_views" : "") +
+       (mask == nullptr ? "" : m == 1 ? " causal" : " mask") + (cap > 0 ? " cap=" + std::to_string(cap) : "");
+  return {ops::flash_attn(ctx, q, k, v, mask, scale, cap), nullptr, 1e-8};
 }
 
 Out mul_mat(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {

@@ -430,7 +430,8 @@ TEST_F(RpcGraphCodec, RejectsUnknownValues) {
   g[1].op = 200;
   expect_rejected(g, {1}, {"tensor 1", "op 200 is unknown"});
   g[1].op = kOpCount;
-  expect_rejected(g, {1}, {"op 34 is unknown"});
+  const std::string unknown = "op " + std::to_string(kOpCount) + " is unknown";
+  expect_rejected(g, {1}, {unknown.c_str()});
   g[1].op = static_cast<uint8_t>(Op::silu);
   g[1].flags = 8;
   expect_rejected(g, {1}, {"tensor 1", "flags"});

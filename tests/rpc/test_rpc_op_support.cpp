@@ -354,10 +354,29 @@ TEST(RpcOpSupport, A11WorkerIsNeverSentOpsNewerThanIt) {
   EXPECT_EQ(newer_worker.count(rpc::Cmd::supports_op), std::size(newer));
 }
 
+// flash_attn (1.3) is never asked of a 1.2 worker: the model's probe gets
+// false and the layers it holds use the unfused attention; a 1.3 worker is
+// asked.
+TEST(RpcOpSupport, A12WorkerIsNeverAskedAboutFlashAttn) {
+  Context ctx;
+  Tensor* q = ctx.new_tensor(DType::f32, {32, 1, 4});
+  Tensor* k = ctx.new_tensor(DType::f16, {32, 1, 2});
+  const Tensor* fa = ops::flash_attn(ctx, q, k, k, ctx.new_tensor(DType::f32, {1, 1}), 0.2f);
+  FakeWorker old_worker(rpc::kCapEvents | rpc::kCapOpSupport, {1}, 2);
+  auto old_devices = make_rpc_devices(old_worker.endpoint);
+  EXPECT_FALSE(old_devices[0]->supports_op(*fa));
+  EXPECT_FALSE(old_worker.got(rpc::Cmd::supports_op));
+  FakeWorker new_worker(rpc::kCapEvents | rpc::kCapOpSupport, {1}, 3);
+  auto new_devices = make_rpc_devices(new_worker.endpoint);
+  EXPECT_TRUE(new_devices[0]->supports_op(*fa));
+  EXPECT_EQ(new_worker.count(rpc::Cmd::supports_op), 1u);
+}
+
 TEST(RpcOpSupport, OpsKnownAtEachMinor) {
   EXPECT_EQ(rpc::ops_known_at_minor(0), static_cast<int>(Op::transpose) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(1), static_cast<int>(Op::transpose) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(2), static_cast<int>(Op::rope_ext) + 1);
+  EXPECT_EQ(rpc::ops_known_at_minor(3), static_cast<int>(Op::flash_attn) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(rpc::kMinor), kOpCount);
   EXPECT_EQ(rpc::ops_known_at_minor(65535), kOpCount);
 }

@@ -21,13 +21,10 @@ struct FakeModel {
   };
   std::vector<Call> calls;
   size_t extra_logits = 0;  // a broken model returns this many more
-  std::vector<float> last;  // the last call's answer
-
-  std::span<const float> operator()(std::span<const int32_t> tokens, int64_t n_past) {
+  void operator()(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits) {
     calls.push_back({{tokens.begin(), tokens.end()}, n_past});
-    last.assign(kVocab + extra_logits, 0.0f);
-    last[static_cast<size_t>((tokens.back() + 1) % kVocab)] = 5.0f;
-    return last;
+    logits.assign(kVocab + extra_logits, 0.0f);
+    logits[static_cast<size_t>((tokens.back() + 1) % kVocab)] = 5.0f;
   }
 };
 

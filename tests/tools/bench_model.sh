@@ -15,7 +15,7 @@ die() { echo "FAIL: $*"; exit 1; }
 # 3 layers of width 64 (4 heads of 16, 2 KV heads), feed-forward 128, a
 # separate output matrix over 600 tokens.
 "$writer" "$dir/model.gguf" --layers 3 --embd 64 --heads 4 --heads-kv 2 --ff 128 --vocab 600 --ctx 512 --untied
-"$weft" bench model -m "$dir/model.gguf" -p 16 -n 4 -r 2 -t 1 --json >"$dir/out.json" 2>"$dir/err.txt" ||
+"$weft" bench model -m "$dir/model.gguf" -p 16 -n 4 -d 6 -r 2 -t 1 --json >"$dir/out.json" 2>"$dir/err.txt" ||
   { cat "$dir/err.txt"; die "weft bench model"; }
 cat "$dir/out.json"
 
@@ -58,7 +58,7 @@ check(abs(pp["gflop_per_prompt"] - want) <= 1e-5 * want, "pp GFLOP per prompt %g
 check(0 < pp["fraction_of_fma_peak"] <= 1.5, "pp fraction of the FMA peak %g" % pp["fraction_of_fma_peak"])
 
 tg = r["tg"]
-check(tg["tokens"] == 4, "tg tokens")
+check(tg["tokens"] == 4 and tg["depth"] == 6, "tg tokens and depth")
 check(spread(tg, "tokens_per_s") > 0, "tg tokens/s")
 check(spread(tg, "gb_per_s") > 0, "tg GB/s")
 # Every weight once (the file holds them and the vocabulary), a few KV rows.
@@ -78,7 +78,7 @@ print("fields and figures sane")
 PY
 
 # Nothing to measure, or a bad count: refused before anything is measured.
-for bad in "-p 0 -n 0" "-r 0" "-p -1"; do
+for bad in "-p 0 -n 0" "-r 0" "-p -1" "-d -1"; do
   status=0
   # shellcheck disable=SC2086
   "$weft" bench model -m "$dir/model.gguf" $bad >/dev/null 2>"$dir/bad.txt" || status=$?

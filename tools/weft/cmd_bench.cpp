@@ -35,6 +35,7 @@ int cmd_bench_model(const BenchModelArgs& args) {
   bench::ModelBenchOptions options;
   options.n_prompt = args.n_prompt;
   options.n_gen = args.n_gen;
+  options.depth = args.depth;
   options.reps = args.reps;
   options.n_threads = args.host.threads;  // the host CPU's threads; 0: hardware threads, as the device
   options.log = stderr;

@@ -92,6 +92,7 @@ struct BenchModelArgs {
   ModelHostArgs host;
   int n_prompt = 512;  // tokens of the prompt test (pp); 0: skip it
   int n_gen = 128;     // tokens of the generation test (tg); 0: skip it
+  int depth = 0;       // KV cache positions filled before the generation test
   int reps = 5;        // repetitions of each, after one warm-up
   bool json = false;   // one JSON object on stdout instead of text
 };

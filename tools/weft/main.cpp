@@ -19,7 +19,9 @@ void add_model_host_options(CLI::App* cmd, weft::tools::ModelHostArgs& host) {
   cmd->add_option("--auth-token-file", host.auth_token_file, "file holding the workers' shared secret");
   cmd->add_option("--device", host.devices, "another device after the workers: rpc://HOST:PORT/N, cpu:THREADS, ... (repeatable)");
   cmd->add_option("--split", host.split, "layer proportions host,worker1,... (default: by free memory)");
-  cmd->add_flag("--no-mmap", host.no_mmap, "copy this CPU's weights into memory instead of using the mapped file in place");
+  cmd->add_flag("--no-mmap", host.no_mmap,
+                "copy this CPU's weights into memory instead of using the mapped file in place "
+                "(then the file may change while the model runs)");
   cmd->add_option("--worker-timeout", host.worker_timeout_s,
                   "seconds a worker may stay silent while awaited before it counts as dead (0: no limit)")
       ->capture_default_str()
@@ -71,8 +73,11 @@ int main(int argc, char** argv) {
   add_model_host_options(bench_model_cmd, bench_model.host);
   bench_model_cmd->add_option("-p,--n-prompt", bench_model.n_prompt, "prompt tokens, one batch from position 0 (0: skip)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  bench_model_cmd->add_option("-n,--n-gen", bench_model.n_gen, "tokens generated one at a time from position 0 (0: skip)")
+  bench_model_cmd->add_option("-n,--n-gen", bench_model.n_gen, "tokens generated one at a time after --depth positions (0: skip)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  bench_model_cmd->add_option("-d,--depth", bench_model.depth, "KV cache positions filled before the generation test")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   bench_model_cmd->add_option("-r,--repetitions", bench_model.reps, "repetitions of each test, after one warm-up")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   bench_model_cmd->add_flag("--json", bench_model.json, "one JSON object on stdout (fields: docs/performance.md)");

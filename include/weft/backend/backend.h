@@ -179,7 +179,9 @@ void bind_view(Tensor& t);
 // something else owns (a mapped model file: GgufFile::mapping()): tensors
 // are bound into it in place (bind_tensor), nothing is copied. keep_alive is
 // held for the buffer's life. Reads work as for any host buffer; writes
-// (set_tensor, memset_tensor, clear) throw Error(invalid_input). Throws
+// (set_tensor, memset_tensor, clear) throw Error(invalid_input). Tensors in
+// it are aligned as the memory is (a GGUF file: 32 bytes), possibly below
+// type.alignment(), which only places new allocations. Throws
 // Error(invalid_input) when the type is not host memory.
 std::unique_ptr<Buffer> wrap_host_memory(BufferType& type, std::shared_ptr<const void> keep_alive, const void* base,
                                          size_t size);

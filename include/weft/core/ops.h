@@ -68,6 +68,21 @@ struct RopeScaling {
 Tensor* rope_ext(Context& ctx, Tensor* a, Tensor* pos, Tensor* freq_factors, int n_dims, RopeMode mode,
                  float freq_base, RopeScaling scaling = {});
 
+// Fused attention: for each head h and query i, with kv head
+// g = h / (H / H_kv),
+//   s_j = scale * q[:, i, h] . k[:, j, g]          (j < n_kv)
+//   s_j = softcap * tanh(s_j / softcap)            (when softcap > 0)
+//   s_j += mask[j, i]                              (when there is a mask)
+//   out[:, h, i] = sum_j softmax(s)_j * v[:, j, g]
+// a row whose every s_j is -inf gives zeros. q f32 [D, n_q, H]; k and v f32
+// or f16, [D, n_kv, H_kv] and [Dv, n_kv, H_kv] (rows of a cache, not
+// transposed), each element step its dtype's size; H a multiple of H_kv;
+// mask nullptr or f32 [n_kv, >= n_q] with packed rows. Result f32
+// [Dv, H, n_q], packed (heads of a token together, as a projection reads
+// them). K and V are read once per query row, the scores never stored.
+// f[0] = scale, f[1] = softcap (0: none); both finite, softcap >= 0.
+Tensor* flash_attn(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, float softcap = 0.0f);
+
 Tensor* sum_rows(Context& ctx, Tensor* a);  // [1, ne1, ne2, ne3]
 Tensor* argmax(Context& ctx, Tensor* a);    // i32 [ne1, ne2, ne3, 1]; first max wins
 // i32 indices that sort each row; i[0] = order. Ties keep the lower index first.

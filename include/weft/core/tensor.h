@@ -38,8 +38,10 @@ enum class Op : uint8_t {
   // docs/rpc-protocol.md): elementwise unary, and rope with frequency
   // factors and scaling.
   gelu_erf, sigmoid, softcap, rope_ext,
+  // Appended (protocol 1.3): fused attention.
+  flash_attn,
 };
-inline constexpr int kOpCount = static_cast<int>(Op::rope_ext) + 1;
+inline constexpr int kOpCount = static_cast<int>(Op::flash_attn) + 1;
 
 const char* op_name(Op op);
 inline bool op_is_view(Op op) {

@@ -182,6 +182,10 @@ struct LoadOptions {
   // mapping outlives the GgufFile. A share whose tensors are not 32-byte
   // aligned in the file, and any other device, gets copies. false: copy.
   bool map_weights = true;
+  // Attention as one flash_attn node per layer (K and V read in place,
+  // no score matrix) when every device of the placement runs it; else, or
+  // false, the unfused products and soft_max.
+  bool fused_attention = true;
 };
 
 // Which tokens' logits an eval computes and returns: every token's (a
@@ -224,10 +228,13 @@ class LlamaModel {
   int64_t n_ctx() const { return n_ctx_; }
   // Weight bytes used in place from the file's mapping (LoadOptions).
   size_t mapped_weight_bytes() const { return mapped_weight_bytes_; }
+  // Whether the graphs use flash_attn (LoadOptions::fused_attention and
+  // every device supports it).
+  bool fused_attention() const { return fused_attention_; }
   const LlamaLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
 
-  // What build_forward added: the logits f32 [n_vocab, n], and where each
-  // segment of the graph begins in ctx (ctx.tensors() indices): segment 0
+  // What build_forward added: the logits f32 [n_vocab, n] ([n_vocab, 1] for
+  // LogitRows::last), and where each segment of the graph begins in ctx (ctx.tensors() indices): segment 0
   // the embedding lookup, segment L + 1 layer L, segment n_layer + 1 the
   // output. segment_begin has n_layer + 2 entries; a segment ends where the
   // next begins (the last at ctx.size()). output_index: where the output
@@ -305,6 +312,7 @@ class LlamaModel {
   std::vector<std::unique_ptr<Buffer>> bufs_;
   std::vector<int> layer_part_;
   size_t mapped_weight_bytes_ = 0;
+  bool fused_attention_ = false;
   int n_parts_ = 1;
   // What runs the graphs: one backend per placement; on one device a graph
   // allocator for compute memory (reused across evals), on several the

@@ -42,11 +42,12 @@ struct GenerateResult {
 
 // Called with each emitted token; false stops after it.
 using TokenCallback = std::function<bool(int32_t token)>;
-// The logits of the last of the tokens at positions n_past.. (n_vocab
-// floats), valid until the next call: a model computes the output product
-// for that token alone and keeps the storage, so a generated token need not
-// allocate (Session::generate: LlamaModel::eval with LogitRows::last).
-using EvalFn = std::function<std::span<const float>(std::span<const int32_t> tokens, int64_t n_past)>;
+// Evaluates tokens at positions n_past.. and writes the last one's logits
+// (n_vocab floats) into logits, a vector the loop keeps between calls: a
+// model that computes the output product for that token alone and writes
+// in place allocates nothing per token (Session::generate: LlamaModel::eval
+// with LogitRows::last).
+using EvalFn = std::function<void(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits)>;
 
 struct GenerationModel {
   int64_t n_vocab = 0;

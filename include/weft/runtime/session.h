@@ -143,7 +143,6 @@ class Session {
   model::LlamaParams params_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<model::LlamaModel> model_;  // declared after the devices it uses: destroyed first
-  std::vector<float> last_logits_;            // generate()'s, kept so that a token allocates nothing
 };
 
 }  // namespace weft

@@ -53,6 +53,7 @@ constexpr const OpFamily* family_for(Op op) {
     case Op::cpy: return &kCpyFamily;
     case Op::cont: return &kContFamily;
     case Op::concat: return &kConcatFamily;
+    case Op::flash_attn: return &kAttentionFamily;
   }
   throw "an Op has no CPU op family";
 }

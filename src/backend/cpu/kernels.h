@@ -103,6 +103,7 @@ extern const OpFamily kGetRowsFamily;    // get_rows
 extern const OpFamily kSetRowsFamily;    // set_rows (ops_rows.cpp)
 extern const OpFamily kCpyFamily;        // cpy
 extern const OpFamily kContFamily;       // cont (ops_copy.cpp)
+extern const OpFamily kAttentionFamily;  // flash_attn
 
 // Dtype tests shared by the support rules.
 inline bool is_float_type(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }

@@ -476,6 +476,7 @@ Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], c
   Tensor* a = src[0];
   Tensor* b = src[1];
   Tensor* c = src[2];
+  Tensor* d = src[3];
   const int32_t* p = params;
   switch (op) {
     case Op::none: break;  // leafs are made by make_leaf
@@ -524,6 +525,7 @@ Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], c
     case Op::rope_ext:
       return ops::rope_ext(ctx, a, b, c, p[0], static_cast<RopeMode>(p[1]), param_f32(params, 2),
                            {param_f32(params, 3), param_f32(params, 4)});
+    case Op::flash_attn: return ops::flash_attn(ctx, a, b, c, d, param_f32(params, 0), param_f32(params, 1));
   }
   fail(ErrorKind::internal, "rpc graph", "no constructor for op " + num(static_cast<unsigned>(op)));
 }

@@ -318,12 +318,13 @@ struct SupportsOpReply {
 
 // How many Op values (0 .. n-1) a peer speaking minor version `minor` of
 // major 1 knows (docs/rpc-protocol.md, "Op numbers"): 1.0 and 1.1 the 30 up
-// to transpose, 1.2 also gelu_erf, sigmoid, softcap and rope_ext. A peer
+// to transpose, 1.2 also gelu_erf, sigmoid, softcap and rope_ext, 1.3 also
+// flash_attn. A peer
 // refuses a larger op number as a malformed message and ends the session, so
 // a client never sends one, not even in SUPPORTS_OP. A minor newer than ours
 // knows every op we do.
 constexpr int ops_known_at_minor(uint16_t minor) {
-  constexpr int kOpsAt[] = {30, 30, 34};  // indexed by minor, up to kMinor
+  constexpr int kOpsAt[] = {30, 30, 34, 35};  // indexed by minor, up to kMinor
   static_assert(std::size(kOpsAt) == kMinor + 1 && kOpsAt[kMinor] == kOpCount,
                 "a new Op needs a new minor version (wire.h kMinor) and its count here");
   return minor < std::size(kOpsAt) ? kOpsAt[minor] : kOpCount;
