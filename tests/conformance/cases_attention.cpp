@@ -1,6 +1,6 @@
 // Cases: flash_attn, fused attention. Keys and values f32 or f16; head sizes
 // with and without a tail past the vector width; grouped heads (H / H_kv of
-// 1, 2 and 8); no mask, a causal one, a random one with a fully masked row;
+// 1, 2, 8 and 12: the kernel takes up to 8 heads of a group at a time); no mask, a causal one, a random one with a fully masked row;
 // soft-capping; q as the permuted view the model passes and k / v as views
 // of a cache's rows, heads side by side; and the same after set_rows writes
 // into f16 caches, as a layer reads them.
@@ -87,6 +87,7 @@ void add_attention_cases(std::vector<Case>& cases) {
       {64, 4, 4, 5, 33},   // a prompt, one kv head per head
       {40, 8, 1, 3, 17},   // a tail past the vector width, all heads on one kv head
       {128, 2, 2, 2, 70},  // a large head
+      {16, 12, 1, 2, 9},   // 12 heads on one kv head: the kernel takes them 8, then 4
   };
   for (const AttnShape& s : shapes) {
     for (DType kv : {DType::f32, DType::f16}) {

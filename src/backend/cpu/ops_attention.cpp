@@ -1,6 +1,7 @@
 // flash_attn (include/weft/core/ops.h): attention fused into one pass per
-// (query row, head), never storing the score matrix nor a transposed copy
-// of V. Each thread takes a range of the n_q * H rows; for one row:
+// (query row, kv head, up to kChunk of its query heads), never storing the
+// score matrix nor a transposed copy of V. Each thread takes a range of
+// those items; for each of the item's heads:
 //
 //   1. scores s_j = scale * q . k_j for the positions the mask leaves
 //      visible (a -inf mask entry skips the dot product: the causal half of
@@ -8,12 +9,13 @@
 //   2. p_j = exp(s_j - max) and their sum, by the vector kernels (vec.h);
 //   3. out = sum_j p_j v_j / sum, over the positions with p_j > 0.
 //
-// K and V are each read once per row, from the cache's own rows (f16 or
-// f32). The scores (n_kv floats) and the output accumulator (Dv floats) are
-// the thread's scratch, sized from the operands. Sums of products in f32
+// K and V are each read once per item, from the cache's own rows (f16 or
+// f32). The scores (n_kv floats) and the output accumulator (Dv floats) of
+// each head of the item are the thread's scratch, sized from the operands. Sums of products in f32
 // with FMA; the exponentials' sum in double, as soft_max.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -63,6 +65,11 @@ void axpy(float p, const V* v, float* acc, int64_t n) {
   for (; i < n; ++i) acc[i] = std::fma(p, load1(v + i), acc[i]);
 }
 
+// Query heads that share a kv head are taken together, up to kChunk at a
+// time: each key and value row is read once for all of them (from L1)
+// instead of once per head.
+constexpr int64_t kChunk = 8;
+
 template <class K, class V>
 void attend_rows(const KernelContext& kc, Tensor& dst) {
   const Tensor& q = *dst.src[0];
@@ -70,52 +77,70 @@ void attend_rows(const KernelContext& kc, Tensor& dst) {
   const Tensor& v = *dst.src[2];
   const Tensor* mask = dst.src[3];
   const int64_t d = q.ne[0], n_q = q.ne[1], heads = q.ne[2];
-  const int64_t n_kv = k.ne[1], dv = v.ne[0];
-  const int64_t group = heads / k.ne[2];  // query heads per kv head
+  const int64_t n_kv = k.ne[1], dv = v.ne[0], hkv = k.ne[2];
+  const int64_t group = heads / hkv;  // query heads per kv head
+  const int64_t chunks = (group + kChunk - 1) / kChunk;
   const float scale = dst.param_f32(0);
   const float cap = dst.param_f32(1);
-  const Range r = split_range(n_q * heads, kc.ith, kc.nth);
+  // Items: (query row, kv head, chunk of its heads).
+  const Range r = split_range(n_q * hkv * chunks, kc.ith, kc.nth);
   if (r.begin >= r.end) return;
 
   const VecKernels& vk = vec_kernels();
   RowScratch scratch(kc, dst);
-  float* s = scratch.take<float>(n_kv);
-  float* acc = scratch.take<float>(dv);
-  for (int64_t row = r.begin; row < r.end; ++row) {
+  float* s[kChunk];
+  float* acc[kChunk];
+  for (int64_t c = 0; c < kChunk && c < group; ++c) s[c] = scratch.take<float>(n_kv);
+  for (int64_t c = 0; c < kChunk && c < group; ++c) acc[c] = scratch.take<float>(dv);
+  for (int64_t item = r.begin; item < r.end; ++item) {
     if (kc.cancelled()) return;
-    const int64_t i = row / heads, h = row % heads, g = h / group;
-    const auto* qi = reinterpret_cast<const float*>(row_ptr(q, i, h, 0));
+    const int64_t i = item / (hkv * chunks), g = (item / chunks) % hkv, c0 = (item % chunks) * kChunk;
+    const int64_t nc = std::min(kChunk, group - c0);  // heads g * group + c0 .. + nc
+    const float* qh[kChunk];
+    for (int64_t c = 0; c < nc; ++c) qh[c] = reinterpret_cast<const float*>(row_ptr(q, i, g * group + c0 + c, 0));
     const float* m = mask != nullptr ? reinterpret_cast<const float*>(row_ptr(*mask, i, 0, 0)) : nullptr;
     for (int64_t j = 0; j < n_kv; ++j) {
       if (m != nullptr && m[j] == -INFINITY) {
-        s[j] = -INFINITY;
+        for (int64_t c = 0; c < nc; ++c) s[c][j] = -INFINITY;
         continue;
       }
-      s[j] = scale * dot(qi, reinterpret_cast<const K*>(row_ptr(k, j, g, 0)), d);
+      const K* kj = reinterpret_cast<const K*>(row_ptr(k, j, g, 0));
+      for (int64_t c = 0; c < nc; ++c) s[c][j] = scale * dot(qh[c], kj, d);
     }
-    if (cap > 0.0f) {  // cap * tanh(s / cap); a masked -inf stays -inf
-      vk.scale(s, 1.0f / cap, s, n_kv);
-      vk.tanh(s, s, n_kv);
-      vk.scale(s, cap, s, n_kv);
-      if (m != nullptr)
-        for (int64_t j = 0; j < n_kv; ++j)
-          if (m[j] == -INFINITY) s[j] = -INFINITY;
+    double sum[kChunk];
+    bool visible[kChunk];
+    for (int64_t c = 0; c < nc; ++c) {
+      float* sc = s[c];
+      if (cap > 0.0f) {  // cap * tanh(s / cap); a masked -inf stays -inf
+        vk.scale(sc, 1.0f / cap, sc, n_kv);
+        vk.tanh(sc, sc, n_kv);
+        vk.scale(sc, cap, sc, n_kv);
+        if (m != nullptr)
+          for (int64_t j = 0; j < n_kv; ++j)
+            if (m[j] == -INFINITY) sc[j] = -INFINITY;
+      }
+      float max = -INFINITY;
+      for (int64_t j = 0; j < n_kv; ++j) {
+        if (m != nullptr) sc[j] += m[j];
+        if (sc[j] > max) max = sc[j];
+      }
+      visible[c] = max != -INFINITY;  // else nothing is visible: zeros
+      sum[c] = visible[c] ? vk.exp_sum(sc, max, sc, n_kv) : 0.0;
+      std::memset(acc[c], 0, static_cast<size_t>(dv) * sizeof(float));
     }
-    float max = -INFINITY;
     for (int64_t j = 0; j < n_kv; ++j) {
-      if (m != nullptr) s[j] += m[j];
-      if (s[j] > max) max = s[j];
+      const V* vj = reinterpret_cast<const V*>(row_ptr(v, j, g, 0));
+      for (int64_t c = 0; c < nc; ++c)
+        if (visible[c] && s[c][j] > 0.0f) axpy(s[c][j], vj, acc[c], dv);
     }
-    auto* out = reinterpret_cast<float*>(row_ptr(dst, h, i, 0));
-    if (max == -INFINITY) {  // nothing visible
-      std::memset(out, 0, static_cast<size_t>(dv) * sizeof(float));
-      continue;
+    for (int64_t c = 0; c < nc; ++c) {
+      auto* out = reinterpret_cast<float*>(row_ptr(dst, g * group + c0 + c, i, 0));
+      if (visible[c]) {
+        vk.scale(acc[c], static_cast<float>(1.0 / sum[c]), out, dv);
+      } else {
+        std::memset(out, 0, static_cast<size_t>(dv) * sizeof(float));
+      }
     }
-    const double sum = vk.exp_sum(s, max, s, n_kv);
-    std::memset(acc, 0, static_cast<size_t>(dv) * sizeof(float));
-    for (int64_t j = 0; j < n_kv; ++j)
-      if (s[j] > 0.0f) axpy(s[j], reinterpret_cast<const V*>(row_ptr(v, j, g, 0)), acc, dv);
-    vk.scale(acc, static_cast<float>(1.0 / sum), out, dv);
   }
 }
 
@@ -135,9 +160,13 @@ bool flash_attn_supports(const Tensor& n) {
          n.type == DType::f32 && n.nb[0] == sizeof(float);
 }
 
-// The row's scores and its output accumulator.
+// Scores and an output accumulator for each head of a chunk (at most kChunk:
+// the scratch does not grow with the number of heads).
 size_t flash_attn_scratch_bytes(const Tensor& n, int) {
-  return scratch_piece_bytes(n.src[1]->ne[1], sizeof(float)) + scratch_piece_bytes(n.src[2]->ne[0], sizeof(float));
+  const int64_t heads = n.src[1]->ne[2] > 0 ? n.src[0]->ne[2] / n.src[1]->ne[2] : 0;
+  const auto per_chunk = static_cast<size_t>(std::min(kChunk, std::max<int64_t>(heads, 1)));
+  return per_chunk *
+         (scratch_piece_bytes(n.src[1]->ne[1], sizeof(float)) + scratch_piece_bytes(n.src[2]->ne[0], sizeof(float)));
 }
 
 }  // namespace
