@@ -16,8 +16,13 @@ Tensor* flash_attn(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, 
   require_operand(k, op, "k");
   require_operand(v, op, "v");
   require_dtype(*q, op, "q", {DType::f32});
-  require_dtype(*k, op, "k", {DType::f32, DType::f16});
-  require_dtype(*v, op, "v", {DType::f32, DType::f16});
+  require_dtype(*k, op, "k", {DType::f32, DType::f16, DType::q8_0});
+  require_dtype(*v, op, "v", {DType::f32, DType::f16, DType::q8_0});
+  // A q8_0 row of a head is whole blocks (a cache row of several heads
+  // viewed per head: the head size is a multiple of the block).
+  require(k->ne[0] % traits(k->type).block_size == 0 && v->ne[0] % traits(v->type).block_size == 0, op,
+          "a quantized k or v needs rows of whole blocks (" + std::to_string(kQuantBlock) + " values): k " +
+              shape_string(*k) + ", v " + shape_string(*v));
   require(q->nb[0] == sizeof(float) && k->nb[0] == traits(k->type).unit_bytes &&
               v->nb[0] == traits(v->type).unit_bytes,
           op, "q, k and v need packed rows (element step = dtype size)");

@@ -126,10 +126,11 @@ Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t i
   Tensor* k_written = ops::set_rows(ctx, l.k_cache, ops::reshape(ctx, k, {kv_dim, n}), in.positions);
   Tensor* v_written = ops::set_rows(ctx, l.v_cache, v, in.positions);
   const size_t row = l.k_cache->nb[1];
-  const size_t f16 = sizeof(uint16_t);
-  // keys [hd, n_kv, n_head_kv]: a of mul_mat, kv heads in dim 2 (GQA broadcast).
+  // keys [hd, n_kv, n_head_kv]: a of mul_mat, kv heads in dim 2 (GQA
+  // broadcast); a head's slice of a row is whole blocks of a q8_0 cache.
+  const DType ct = l.k_cache->type;
   const int64_t k_ne[3] = {hd, n_kv, p.n_head_kv};
-  const size_t k_nb[3] = {f16, row, static_cast<size_t>(hd) * f16};
+  const size_t k_nb[3] = {traits(ct).unit_bytes, row, row_bytes(ct, hd)};
   Tensor* keys = ops::view(ctx, k_written, k_ne, k_nb, 0);
   Tensor* qh = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n, n_head]
   Tensor* mask = swa ? in.mask_swa : in.mask;

@@ -60,9 +60,19 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
   }
   layer_part_ = detail::layer_parts(bounds, p.n_layer);
   n_parts_ = static_cast<int>(placement.size());
+  detail::check_cache_type(p, options.cache_type);
+  cache_type_ = options.cache_type;
   fused_attention_ = options.fused_attention;
   for (const LayerPlacement& pl : placement)
-    if (fused_attention_ && pl.first < pl.last) fused_attention_ = detail::runs_flash_attn(*pl.device, p);
+    if (fused_attention_ && pl.first < pl.last)
+      fused_attention_ = detail::runs_flash_attn(*pl.device, p, cache_type_);
+  // The unfused products read the values transposed, which a block type
+  // cannot be: a quantized cache is attended to by flash_attn only.
+  if (cache_type_ != DType::f16 && !fused_attention_)
+    fail(ErrorKind::unsupported, kWhere,
+         "a " + std::string(dtype_name(cache_type_)) + " KV cache needs fused attention, which " +
+             (options.fused_attention ? "a device of the placement does not run (an older worker?)"
+                                      : std::string("LoadOptions::fused_attention turns off")));
 
   const detail::ModelWeights w = detail::describe_weights(file, p, weights_ctx_);
   tok_embd_ = w.tok_embd;
@@ -107,8 +117,8 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
   std::vector<std::vector<Tensor*>> caches(static_cast<size_t>(n_parts_));
   for (int64_t i = 0; i < p.n_layer; ++i) {
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
-    l.k_cache = weights_ctx_.new_tensor(DType::f16, {kv_dim, n_ctx_});
-    l.v_cache = weights_ctx_.new_tensor(DType::f16, {kv_dim, n_ctx_});
+    l.k_cache = weights_ctx_.new_tensor(cache_type_, {kv_dim, n_ctx_});
+    l.v_cache = weights_ctx_.new_tensor(cache_type_, {kv_dim, n_ctx_});
     l.k_cache->name = "cache_k." + std::to_string(i);
     l.v_cache->name = "cache_v." + std::to_string(i);
     auto& c = caches[static_cast<size_t>(layer_part_[static_cast<size_t>(i)])];

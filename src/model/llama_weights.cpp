@@ -210,11 +210,21 @@ void check_n_ctx(int64_t n_ctx) {
     fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
 }
 
-bool runs_flash_attn(const Device& device, const LlamaParams& p) {
+void check_cache_type(const LlamaParams& p, DType cache_type) {
+  if (cache_type != DType::f16 && cache_type != DType::q8_0)
+    fail(ErrorKind::unsupported, kWhere,
+         "KV cache type " + std::string(dtype_name(cache_type)) + " is not one of f16, q8_0");
+  if (p.head_dim % traits(cache_type).block_size != 0)
+    fail(ErrorKind::unsupported, kWhere,
+         "a " + std::string(dtype_name(cache_type)) + " KV cache needs a head size that is a multiple of " +
+             std::to_string(traits(cache_type).block_size) + "; this model's is " + std::to_string(p.head_dim));
+}
+
+bool runs_flash_attn(const Device& device, const LlamaParams& p, DType cache_type) {
   Context ctx;
   Tensor* q = ctx.new_tensor(DType::f32, {p.head_dim, 1, p.n_head});
-  Tensor* k = ctx.new_tensor(DType::f16, {p.head_dim, 1, p.n_head_kv});
-  Tensor* v = ctx.new_tensor(DType::f16, {p.head_dim, 1, p.n_head_kv});
+  Tensor* k = ctx.new_tensor(cache_type, {p.head_dim, 1, p.n_head_kv});
+  Tensor* v = ctx.new_tensor(cache_type, {p.head_dim, 1, p.n_head_kv});
   Tensor* mask = ctx.new_tensor(DType::f32, {1, 1});
   return device.supports_op(*ops::flash_attn(ctx, q, k, v, mask, p.attn_scale, p.attn_softcap));
 }
@@ -248,7 +258,8 @@ std::unique_ptr<Buffer> map_weights(const GgufFile& file, Device& device, std::s
 
 }  // namespace detail
 
-std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx) {
+std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx,
+                                       DType cache_type) {
   const LlamaParams p = LlamaParams::from_gguf(file);
   detail::check_n_ctx(n_ctx);
   Context ctx;
@@ -263,16 +274,18 @@ std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int
     pp.first_layer = bounds[static_cast<size_t>(i)];
     pp.last_layer = bounds[static_cast<size_t>(i) + 1];
     for (const Tensor* t : parts[static_cast<size_t>(i)]) pp.weight_bytes += t->nbytes();
-    pp.kv_cache_bytes = kv_cache_bytes(p, pp.last_layer - pp.first_layer, n_ctx);
+    pp.kv_cache_bytes = kv_cache_bytes(p, pp.last_layer - pp.first_layer, n_ctx, cache_type);
   }
   return plan;
 }
 
-size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx) {
+size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx, DType cache_type) {
+  detail::check_cache_type(p, cache_type);
   // Every factor was checked against the file (weights exist with these
   // shapes) or bounded (n_ctx <= 2^24), but an overflow must still not wrap.
-  size_t bytes = 2 * sizeof(uint16_t);
-  for (int64_t f : {p.head_dim, p.n_head_kv, n_layers, n_ctx})
+  // Bytes of one head's row (whole blocks), times 2 (K and V) and the rest.
+  size_t bytes = 2 * row_bytes(cache_type, p.head_dim);
+  for (int64_t f : {p.n_head_kv, n_layers, n_ctx})
     if (f < 0 || __builtin_mul_overflow(bytes, static_cast<size_t>(f), &bytes))
       fail(ErrorKind::invalid_input, "model", "the KV cache size overflows");
   return bytes;

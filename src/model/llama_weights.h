@@ -47,9 +47,12 @@ std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer);
 // and a separate output matrix in the last, each layer's weights in its part.
 std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::span<const int> layer_part, int n_parts);
 
-// Whether device runs the flash_attn node a layer of p would build (f16
-// caches, an f32 mask), asked with a one-position probe.
-bool runs_flash_attn(const Device& device, const LlamaParams& p);
+// Whether device runs the flash_attn node a layer of p would build (caches
+// of cache_type, an f32 mask), asked with a one-position probe.
+bool runs_flash_attn(const Device& device, const LlamaParams& p, DType cache_type);
+// Throws Error(unsupported) unless LoadOptions::cache_type can hold p's
+// heads (f16; q8_0 with a head size that is a multiple of 32).
+void check_cache_type(const LlamaParams& p, DType cache_type);
 
 // Binds a placement's weights to the file's mapped bytes in place
 // (LoadOptions::map_weights) and returns the read-only buffer holding them,

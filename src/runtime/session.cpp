@@ -71,9 +71,10 @@ LoadPlan Session::plan(int64_t n_ctx) const {
   if (b.size() != n + 1 || b.front() != 0 || b.back() != params_.n_layer)
     fail(ErrorKind::internal, where, "the placement policy returned " + std::to_string(b.size()) + " bounds");
   // Checks every tensor the model reads before anything is allocated.
-  const std::vector<model::PartPlan> parts = model::LlamaModel::plan(*file_, b, n_ctx);
+  const std::vector<model::PartPlan> parts = model::LlamaModel::plan(*file_, b, n_ctx, options_.load.cache_type);
   LoadPlan p;
   p.n_ctx = n_ctx;
+  p.cache_type = options_.load.cache_type;
   p.policy = !options_.split.empty() ? "split " + options_.split
              : options_.placement    ? options_.placement->describe()
                                      : split_by_free_memory()->describe();

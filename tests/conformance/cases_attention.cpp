@@ -1,9 +1,10 @@
-// Cases: flash_attn, fused attention. Keys and values f32 or f16; head sizes
+// Cases: flash_attn, fused attention. Keys and values f32, f16 or q8_0 (as
+// values the blocks hold exactly, so the f32 tolerance applies); head sizes
 // with and without a tail past the vector width; grouped heads (H / H_kv of
 // 1, 2, 8 and 12: the kernel takes up to 8 heads of a group at a time); no mask, a causal one, a random one with a fully masked row;
 // soft-capping; q as the permuted view the model passes and k / v as views
 // of a cache's rows, heads side by side; and the same after set_rows writes
-// into f16 caches, as a layer reads them.
+// into f16 and q8_0 caches, as a layer reads them.
 #include <cmath>
 #include <string>
 
@@ -18,6 +19,10 @@ constexpr double kAttnTol = tol::kMatF32;
 // After set_rows into f16 caches: the reference keeps the written values
 // unrounded, the caches hold them in f16 (measured: 5.6e-9).
 constexpr double kAttnAfterF16WritesTol = 1e-7;
+// After set_rows into q8_0 caches: the reference stores the written rows as
+// the standard quantizer does (cases.h), so only f32 sums differ (measured:
+// 1.1e-7).
+constexpr double kAttnAfterQ8WritesTol = 1e-6;
 
 struct AttnShape {
   int64_t hd, n_head, n_head_kv, n_q, n_kv;
@@ -47,8 +52,9 @@ void add_plain(std::vector<Case>& cases, const AttnShape& s, DType kv, MaskKind 
                      Context& ctx = b.ctx();
                      // q as the model has it, [hd, heads, n_q] permuted to [hd, n_q, heads].
                      Tensor* q = ops::permute(ctx, b.input(DType::f32, {s.hd, s.n_head, s.n_q, 1}), 0, 2, 1, 3);
-                     Tensor* k = b.input(kv, {s.hd, s.n_kv, s.n_head_kv, 1});
-                     Tensor* v = b.input(kv, {s.hd, s.n_kv, s.n_head_kv, 1});
+                     const Init values = kv == DType::q8_0 ? q8_0_grid() : Init{};
+                     Tensor* k = b.input(kv, {s.hd, s.n_kv, s.n_head_kv, 1}, values);
+                     Tensor* v = b.input(kv, {s.hd, s.n_kv, s.n_head_kv, 1}, values);
                      Tensor* mask = nullptr;
                      if (mk == MaskKind::causal) mask = b.input(DType::f32, {s.n_kv, s.n_q, 1, 1}, causal_mask(s.n_q));
                      if (mk == MaskKind::random) mask = b.input(DType::f32, {s.n_kv, s.n_q, 1, 1}, mask_with_dead_row());
@@ -57,25 +63,26 @@ void add_plain(std::vector<Case>& cases, const AttnShape& s, DType kv, MaskKind 
                    }});
 }
 
-// The layer's reads: new rows written into f16 caches [hd * H_kv, n_ctx],
-// then keys and values viewed per head from the writes.
-void add_cache_case(std::vector<Case>& cases) {
-  cases.push_back({"flash_attn f16 caches after set_rows hd=16 heads=4/2 q=3 kv=12", [](CaseBuilder& b) {
+// The layer's reads: new rows written into caches [hd * H_kv, n_ctx] of
+// type ct, then keys and values viewed per head from the writes.
+void add_cache_case(std::vector<Case>& cases, DType ct, int64_t hd, double tol) {
+  const std::string name = "flash_attn " + dtype_str(ct) + " caches after set_rows hd=" + std::to_string(hd) +
+                           " heads=4/2 q=3 kv=12";
+  cases.push_back({name, [ct, hd, tol](CaseBuilder& b) {
                      Context& ctx = b.ctx();
-                     const int64_t hd = 16, hkv = 2, heads = 4, n_q = 3, n_kv = 12;
-                     Tensor* kcache = b.input(DType::f16, {hd * hkv, n_kv, 1, 1});
-                     Tensor* vcache = b.input(DType::f16, {hd * hkv, n_kv, 1, 1});
+                     const int64_t hkv = 2, heads = 4, n_q = 3, n_kv = 12;
+                     Tensor* kcache = b.input(ct, {hd * hkv, n_kv, 1, 1}, ct == DType::q8_0 ? q8_0_grid() : Init{});
+                     Tensor* vcache = b.input(ct, {hd * hkv, n_kv, 1, 1}, ct == DType::q8_0 ? q8_0_grid() : Init{});
                      Tensor* slots = b.input(DType::i32, {n_q, 1, 1, 1}, distinct_indices(n_kv));
                      Tensor* kw = ops::set_rows(ctx, kcache, b.input(DType::f32, {hd * hkv, n_q, 1, 1}), slots);
                      Tensor* vw = ops::set_rows(ctx, vcache, b.input(DType::f32, {hd * hkv, n_q, 1, 1}), slots);
-                     const size_t row = kw->nb[1], head = static_cast<size_t>(hd) * 2;
                      const int64_t ne[3] = {hd, n_kv, hkv};
-                     const size_t nb[3] = {2, row, head};
+                     const size_t nb[3] = {traits(ct).unit_bytes, kw->nb[1], row_bytes(ct, hd)};
                      Tensor* k = ops::view(ctx, kw, ne, nb, 0);
                      Tensor* v = ops::view(ctx, vw, ne, nb, 0);
                      Tensor* q = ops::permute(ctx, b.input(DType::f32, {hd, heads, n_q, 1}), 0, 2, 1, 3);
                      Tensor* mask = b.input(DType::f32, {n_kv, n_q, 1, 1}, causal_mask(n_q));
-                     b.output(ops::flash_attn(ctx, q, k, v, mask, 0.25f), kAttnAfterF16WritesTol);
+                     b.output(ops::flash_attn(ctx, q, k, v, mask, 0.25f), tol);
                    }});
 }
 
@@ -94,12 +101,18 @@ void add_attention_cases(std::vector<Case>& cases) {
       add_plain(cases, s, kv, MaskKind::causal, 0.0f);
     }
   }
+  // q8_0 rows: head sizes of whole blocks.
+  add_plain(cases, shapes[0], DType::q8_0, MaskKind::causal, 0.0f);
+  add_plain(cases, shapes[1], DType::q8_0, MaskKind::random, 0.0f);
+  add_plain(cases, shapes[3], DType::q8_0, MaskKind::causal, 3.0f);
+  add_plain(cases, {32, 12, 1, 2, 41}, DType::q8_0, MaskKind::none, 0.0f);
   add_plain(cases, shapes[0], DType::f16, MaskKind::none, 0.0f);
   add_plain(cases, shapes[1], DType::f16, MaskKind::random, 0.0f);
   add_plain(cases, shapes[2], DType::f32, MaskKind::random, 0.0f);
   add_plain(cases, shapes[1], DType::f16, MaskKind::causal, 5.0f);  // Gemma 2's soft-capped scores
   add_plain(cases, shapes[3], DType::f32, MaskKind::random, 2.0f);
-  add_cache_case(cases);
+  add_cache_case(cases, DType::f16, 16, kAttnAfterF16WritesTol);
+  add_cache_case(cases, DType::q8_0, 32, kAttnAfterQ8WritesTol);
 }
 
 }  // namespace weft::conformance

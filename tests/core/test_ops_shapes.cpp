@@ -231,7 +231,10 @@ TEST(OpShapes, FlashAttnShapesAndParameters) {
   expect_op_error_naming("flash_attn", {"mask"},
                          [&] { ops::flash_attn(ctx, q, k, v, ctx.new_tensor(DType::f16, {40, 8}), 1.0f); });
   expect_op_error_naming("flash_attn", {"k is"},
-                         [&] { ops::flash_attn(ctx, q, ctx.new_tensor(DType::q8_0, {32, 40, 2}), v, mask, 1.0f); });
+                         [&] { ops::flash_attn(ctx, q, ctx.new_tensor(DType::q4_0, {32, 40, 2}), v, mask, 1.0f); });
+  // A q8_0 cache's rows are taken (whole blocks per head).
+  EXPECT_NO_THROW(ops::flash_attn(ctx, q, ctx.new_tensor(DType::q8_0, {32, 40, 2}),
+                                  ctx.new_tensor(DType::q8_0, {32, 40, 2}), mask, 1.0f));
   expect_op_error_naming("flash_attn", {"q is"},
                          [&] { ops::flash_attn(ctx, ctx.new_tensor(DType::f16, {32, 5, 8}), k, v, mask, 1.0f); });
   Tensor* no_heads = ctx.new_tensor(DType::f16, {32, 40, 0});

@@ -117,11 +117,13 @@ inline Reference read_reference(const fs::path& path) {
   return r;
 }
 
-// ||got - want|| / ||want|| over one token's logits.
-inline double normalized_error(const float* got, const double* want, int64_t n) {
+// ||got - want|| / ||want|| over one token's logits (want: a float64
+// reference, or another run's floats).
+template <class Want>
+double normalized_error(const float* got, const Want* want, int64_t n) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const double d = got[i] - want[i];
+    const double d = static_cast<double>(got[i]) - want[i];
     num += d * d;
     den += want[i] * want[i];
   }

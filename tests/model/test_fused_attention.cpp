@@ -27,14 +27,7 @@ using weft::model::LayerPlacement;
 using weft::model::LlamaModel;
 using weft::model::LoadOptions;
 
-double normalized_diff(const float* a, const float* b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using family_files::normalized_error;
 
 // A 9-token prompt (past gemma2's window of 4), then 40 greedy tokens.
 void expect_same(LlamaModel& fused, LlamaModel& unfused) {
@@ -45,7 +38,7 @@ void expect_same(LlamaModel& fused, LlamaModel& unfused) {
   std::vector<float> a = fused.eval(seq, 0), b = unfused.eval(seq, 0);
   ASSERT_EQ(a.size(), b.size());
   for (size_t t = 0; t < seq.size(); ++t)
-    EXPECT_LE(normalized_diff(&a[t * vocab], &b[t * vocab], vocab), kLimit) << "prompt token " << t;
+    EXPECT_LE(normalized_error(&a[t * vocab], &b[t * vocab], vocab), kLimit) << "prompt token " << t;
   for (int step = 0; step < 40; ++step) {
     const int32_t next = weft::model::greedy(&b[b.size() - static_cast<size_t>(vocab)], static_cast<int>(vocab));
     ASSERT_EQ(weft::model::greedy(&a[a.size() - static_cast<size_t>(vocab)], static_cast<int>(vocab)), next)
@@ -54,7 +47,7 @@ void expect_same(LlamaModel& fused, LlamaModel& unfused) {
     const int64_t pos = static_cast<int64_t>(seq.size()) - 1;
     a = fused.eval({&seq.back(), 1}, pos);
     b = unfused.eval({&seq.back(), 1}, pos);
-    ASSERT_LE(normalized_diff(a.data(), b.data(), vocab), kLimit) << "step " << step;
+    ASSERT_LE(normalized_error(a.data(), b.data(), vocab), kLimit) << "step " << step;
   }
 }
 

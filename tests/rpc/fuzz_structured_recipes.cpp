@@ -171,7 +171,8 @@ Out rope(CaseBuilder& b, Rng& rng, std::string& d) {
   return {ops::rope_ext(ctx, x, pos, ff, n_dims, mode, base, sc), nullptr, tol::kRope};
 }
 
-// flash_attn: q packed or the permuted view the model passes; k and v packed
+// flash_attn: q packed or the permuted view the model passes; k and v (f32,
+// f16 or q8_0) packed
 // or per-head views of a cache's rows; grouped heads; no mask, a causal or
 // a random one; a soft-cap half the time.
 Out attention(CaseBuilder& b, Rng& rng, std::string& d) {
@@ -179,15 +180,18 @@ Out attention(CaseBuilder& b, Rng& rng, std::string& d) {
   constexpr int64_t kHeadSizes[] = {8, 16, 32, 40, 64};
   const int64_t hd = one_of(rng, kHeadSizes), hkv = pick(rng, 1, 3), heads = hkv * pick(rng, 1, 3);
   const int64_t nq = pick(rng, 1, 5), nkv = pick(rng, 1, 40);
-  const DType kv = chance(rng, 0.5) ? DType::f16 : DType::f32;
+  // q8_0 rows (whole blocks per head) hold grid values exactly: the same
+  // tolerance as f16 and f32.
+  const DType kv = hd % 32 == 0 && chance(rng, 0.33) ? DType::q8_0 : chance(rng, 0.5) ? DType::f16 : DType::f32;
+  const conformance::Init values = kv == DType::q8_0 ? conformance::q8_0_grid() : conformance::Init{};
   const bool permuted_q = chance(rng, 0.5), cache_view = chance(rng, 0.5);
   Tensor* q = permuted_q ? ops::permute(ctx, b.input(DType::f32, {hd, heads, nq, 1}), 0, 2, 1, 3)
                          : b.input(DType::f32, {hd, nq, heads, 1});
   auto kv_operand = [&] {
-    if (!cache_view) return b.input(kv, {hd, nkv, hkv, 1});
-    Tensor* cache = b.input(kv, {hd * hkv, nkv + pick(rng, 0, 4), 1, 1});
+    if (!cache_view) return b.input(kv, {hd, nkv, hkv, 1}, values);
+    Tensor* cache = b.input(kv, {hd * hkv, nkv + pick(rng, 0, 4), 1, 1}, values);
     const int64_t ne[3] = {hd, nkv, hkv};
-    const size_t nb[3] = {traits(kv).unit_bytes, cache->nb[1], static_cast<size_t>(hd) * traits(kv).unit_bytes};
+    const size_t nb[3] = {traits(kv).unit_bytes, cache->nb[1], row_bytes(kv, hd)};
     return ops::view(ctx, cache, ne, nb, 0);
   };
   Tensor* k = kv_operand();

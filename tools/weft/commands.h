@@ -83,6 +83,7 @@ struct ModelHostArgs {
   double worker_timeout_s = 0;       // a worker silent this long while awaited is dead; 0: no limit
   std::string auth_token_file;       // the workers' shared secret (whitespace trimmed); empty: none
   bool no_mmap = false;              // copy the host's weights instead of using the file's mapping
+  std::string cache_type = "f16";    // the KV cache's element type: f16 or q8_0
 };
 
 // `weft bench model`: prompt processing and generation speed of a model

@@ -22,6 +22,10 @@ void add_model_host_options(CLI::App* cmd, weft::tools::ModelHostArgs& host) {
   cmd->add_flag("--no-mmap", host.no_mmap,
                 "copy this CPU's weights into memory instead of using the mapped file in place "
                 "(then the file may change while the model runs)");
+  cmd->add_option("--cache-type", host.cache_type,
+                  "KV cache element type: f16, or q8_0 (about half the memory; needs fused attention)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f16", "q8_0"}));
   cmd->add_option("--worker-timeout", host.worker_timeout_s,
                   "seconds a worker may stay silent while awaited before it counts as dead (0: no limit)")
       ->capture_default_str()

@@ -54,6 +54,7 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   for (const std::string& d : args.devices) o.devices.push_back(d);
   o.device_options.cpu_threads = args.threads;
   o.load.map_weights = !args.no_mmap;
+  o.load.cache_type = dtype_from_name(args.cache_type).value_or(DType::f16);  // CLI checked the name
   o.device_options.rpc.reply_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.worker_timeout_s * 1000.0));
   if (!args.auth_token_file.empty()) {
@@ -71,10 +72,11 @@ LoadPlan load_with_progress(Session& session, int64_t n_ctx) {
   size_t total = 0;
   for (const DevicePlan& d : plan.devices) {
     total += d.part.weight_bytes;
-    std::fprintf(stderr, "%s (%s): layers [%lld, %lld), %s weights + %s KV cache (%lld positions), %s free\n",
+    std::fprintf(stderr, "%s (%s): layers [%lld, %lld), %s weights + %s %s KV cache (%lld positions), %s free\n",
                  d.label.c_str(), d.device_name.c_str(), static_cast<long long>(d.part.first_layer),
                  static_cast<long long>(d.part.last_layer), format_bytes(d.part.weight_bytes).c_str(),
-                 format_bytes(d.part.kv_cache_bytes).c_str(), static_cast<long long>(n_ctx),
+                 format_bytes(d.part.kv_cache_bytes).c_str(), std::string(dtype_name(plan.cache_type)).c_str(),
+                 static_cast<long long>(n_ctx),
                  format_bytes(d.free_bytes).c_str());
   }
   ProgressBar bar;

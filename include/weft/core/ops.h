@@ -74,9 +74,10 @@ Tensor* rope_ext(Context& ctx, Tensor* a, Tensor* pos, Tensor* freq_factors, int
 //   s_j = softcap * tanh(s_j / softcap)            (when softcap > 0)
 //   s_j += mask[j, i]                              (when there is a mask)
 //   out[:, h, i] = sum_j softmax(s)_j * v[:, j, g]
-// a row whose every s_j is -inf gives zeros. q f32 [D, n_q, H]; k and v f32
-// or f16, [D, n_kv, H_kv] and [Dv, n_kv, H_kv] (rows of a cache, not
-// transposed), each element step its dtype's size; H a multiple of H_kv;
+// a row whose every s_j is -inf gives zeros. q f32 [D, n_q, H]; k and v f32,
+// f16 or q8_0, [D, n_kv, H_kv] and [Dv, n_kv, H_kv] (rows of a cache, not
+// transposed), each element step its dtype's unit (a q8_0 D or Dv a
+// multiple of 32); H a multiple of H_kv;
 // mask nullptr or f32 [n_kv, >= n_q] with packed rows. Result f32
 // [Dv, H, n_q], packed (heads of a token together, as a projection reads
 // them). K and V are read once per query row, the scores never stored.

@@ -149,8 +149,8 @@ struct LlamaLayer {
   Tensor* ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shared]
   Tensor* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shared]
   Tensor* ffn_down_shexp = nullptr;      // [n_ff_shared, n_embd]
-  Tensor* k_cache = nullptr;         // f16 [head_dim * n_head_kv, n_ctx]
-  Tensor* v_cache = nullptr;         // f16 [head_dim * n_head_kv, n_ctx]
+  Tensor* k_cache = nullptr;         // [head_dim * n_head_kv, n_ctx] of LoadOptions::cache_type
+  Tensor* v_cache = nullptr;         // the same
 };
 
 // Layers [first, last) of a split model live on device (their weights and
@@ -186,6 +186,11 @@ struct LoadOptions {
   // no score matrix) when every device of the placement runs it; else, or
   // false, the unfused products and soft_max.
   bool fused_attention = true;
+  // The KV cache's element type: f16, or q8_0 (34 bytes per 32 values: 0.53
+  // of the f16 bytes; needs fused attention on every device of the
+  // placement and a head size that is a multiple of 32). Anything else, or
+  // q8_0 without fused attention, is Error(unsupported) naming why.
+  DType cache_type = DType::f16;
 };
 
 // Which tokens' logits an eval computes and returns: every token's (a
@@ -222,7 +227,8 @@ class LlamaModel {
   // from 0 to n_layer) would hold with a KV cache of n_ctx positions, after
   // the same checks of the file's tensors as the constructors make (and the
   // same errors), without allocating or reading any weight.
-  static std::vector<PartPlan> plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx);
+  static std::vector<PartPlan> plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx,
+                                    DType cache_type = DType::f16);
 
   const LlamaParams& params() const { return params_; }
   int64_t n_ctx() const { return n_ctx_; }
@@ -231,6 +237,7 @@ class LlamaModel {
   // Whether the graphs use flash_attn (LoadOptions::fused_attention and
   // every device supports it).
   bool fused_attention() const { return fused_attention_; }
+  DType cache_type() const { return cache_type_; }
   const LlamaLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
 
   // What build_forward added: the logits f32 [n_vocab, n] ([n_vocab, 1] for
@@ -313,6 +320,7 @@ class LlamaModel {
   std::vector<int> layer_part_;
   size_t mapped_weight_bytes_ = 0;
   bool fused_attention_ = false;
+  DType cache_type_ = DType::f16;
   int n_parts_ = 1;
   // What runs the graphs: one backend per placement; on one device a graph
   // allocator for compute memory (reused across evals), on several the
@@ -328,10 +336,11 @@ class LlamaModel {
   mutable std::vector<float> mask_scratch_;
 };
 
-// Bytes of KV cache (keys and values, f16) that n_layers layers of a model
-// with params p hold for n_ctx positions. Throws Error(invalid_input) if the
-// size does not fit a size_t.
-size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx);
+// Bytes of KV cache (keys and values of cache_type) that n_layers layers of
+// a model with params p hold for n_ctx positions. Throws Error(invalid_input)
+// if the size does not fit a size_t, Error(unsupported) for a cache type
+// LoadOptions does not take or a head size it cannot store.
+size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx, DType cache_type = DType::f16);
 
 // mask[i * n_kv + j] = 0 if key j is visible to query i (j <= n_past + i,
 // and with a sliding window > 0 also n_past + i - j < window), else

@@ -61,6 +61,7 @@ struct DevicePlan {
 
 struct LoadPlan {
   int64_t n_ctx = 0;
+  DType cache_type = DType::f16;  // SessionOptions::load.cache_type
   std::string policy;  // PlacementPolicy::describe()
   std::vector<DevicePlan> devices;
   // "" when every share fits, else the first that does not, as a sentence
