@@ -131,6 +131,20 @@ std::vector<OpCase> op_cases() {
                        return ops::cpy(ctx, ctx.new_tensor(DType::f32, {4096, rows}), ctx.new_tensor(DType::q8_0, {4096, rows}));
                      }, 0});
   }
+  // One decode token's attention in a 1 B model's layer (32 query heads of
+  // 64 over 4 kv heads) after n_kv positions: 4 flops per head, value and
+  // position (q . k and p v).
+  for (int64_t n_kv : {64, 4096}) {
+    for (DType kv : {DType::f16, DType::q8_0}) {
+      cases.push_back({"flash_attn " + std::string(dtype_name(kv)) + " decode kv=" + std::to_string(n_kv),
+                       [=](Context& ctx) {
+                         return ops::flash_attn(ctx, ctx.new_tensor(DType::f32, {64, 1, 32}),
+                                                ctx.new_tensor(kv, {64, n_kv, 4}), ctx.new_tensor(kv, {64, n_kv, 4}),
+                                                nullptr, 0.125f);
+                       },
+                       4.0 * 64 * 32 * static_cast<double>(n_kv)});
+    }
+  }
   for (int64_t tokens : {1, 64}) {
     cases.push_back({"rope f32 [128,32," + std::to_string(tokens) + "]", [=](Context& ctx) {
                        return ops::rope(ctx, ctx.new_tensor(DType::f32, {128, 32, tokens}),

@@ -9,11 +9,7 @@
 // activations to bf16, and the weights are converted exactly while packing.
 #include <immintrin.h>
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
+#include "avx512_diagnostics.h"
 #include "gemm.h"
 
 namespace weft::cpu {

@@ -10,13 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-// GCC 12's AVX-512 intrinsics self-initialize their "undefined" operands,
-// which -Wuninitialized reports at every use (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
+#include "avx512_diagnostics.h"
 #include "vec.h"
 
 namespace weft::cpu {
