@@ -132,9 +132,11 @@ std::vector<OpCase> op_cases() {
                      }, 0});
   }
   // One decode token's attention in a 1 B model's layer (32 query heads of
-  // 64 over 4 kv heads) after n_kv positions: 4 flops per head, value and
-  // position (q . k and p v).
-  for (int64_t n_kv : {64, 4096}) {
+  // 64 over 4 kv heads) after n_kv positions, from a cache laid out as the
+  // model's (a kv head's rows side by side): 4 flops per head, value and
+  // position (q . k and p v). At 32768 positions the keys and values (32 MiB
+  // in f16) outgrow a last-level cache, as a model's layers do together.
+  for (int64_t n_kv : {64, 4096, 32768}) {
     for (DType kv : {DType::f16, DType::q8_0}) {
       cases.push_back({"flash_attn " + std::string(dtype_name(kv)) + " decode kv=" + std::to_string(n_kv),
                        [=](Context& ctx) {

@@ -15,10 +15,11 @@ LlamaModel::Inputs LlamaModel::new_inputs(Context& ctx, int64_t n, int64_t n_kv)
   Inputs in;
   in.tokens = ctx.new_tensor(DType::i32, {n});
   in.positions = ctx.new_tensor(DType::i32, {n});
+  in.kv_rows = ctx.new_tensor(DType::i32, {n, params_.n_head_kv});
   in.mask = ctx.new_tensor(DType::f32, {n_kv, n});
   if (params_.any_swa()) in.mask_swa = ctx.new_tensor(DType::f32, {n_kv, n});
   if (!rope_factors_.empty()) in.rope_factors = ctx.new_tensor(DType::f32, {static_cast<int64_t>(rope_factors_.size())});
-  for (Tensor* t : {in.tokens, in.positions, in.mask, in.mask_swa, in.rope_factors})
+  for (Tensor* t : {in.tokens, in.positions, in.kv_rows, in.mask, in.mask_swa, in.rope_factors})
     if (t) t->flags |= kFlagInput;
   return in;
 }
@@ -31,12 +32,17 @@ void LlamaModel::set_inputs(const Inputs& in, std::span<const int32_t> tokens, i
          std::to_string(n) + " tokens for inputs of " + std::to_string(in.tokens->ne[0]));
   // Host copies kept between calls: no allocation per token.
   std::vector<int32_t>& positions = positions_scratch_;
+  std::vector<int32_t>& kv_rows = kv_rows_scratch_;
   std::vector<float>& mask = mask_scratch_;
   positions.resize(static_cast<size_t>(n));
+  kv_rows.resize(static_cast<size_t>(n * params_.n_head_kv));
   mask.resize(static_cast<size_t>(n_kv * n));
   for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(n_past + i);
+  for (int64_t h = 0; h < params_.n_head_kv; ++h)
+    std::copy(positions.begin(), positions.end(), kv_rows.begin() + h * n);
   tensor_set(*in.tokens, tokens.data(), 0, in.tokens->nbytes());
   tensor_set(*in.positions, positions.data(), 0, in.positions->nbytes());
+  tensor_set(*in.kv_rows, kv_rows.data(), 0, in.kv_rows->nbytes());
   fill_causal_mask(mask, n_kv, n, n_past);
   tensor_set(*in.mask, mask.data(), 0, in.mask->nbytes());
   if (in.mask_swa) {
@@ -73,11 +79,10 @@ namespace {
 Tensor* unfused_attention(Context& ctx, const LlamaParams& p, Tensor* qh, Tensor* keys, Tensor* v_written,
                           Tensor* mask) {
   const int64_t hd = p.head_dim, n_kv = keys->ne[1];
-  const size_t row = v_written->nb[1];
-  const size_t f16 = sizeof(uint16_t);
-  // values transposed [n_kv, hd, n_head_kv], packed so its rows are contiguous.
+  // values transposed [n_kv, hd, n_head_kv] (an f16 cache), packed so its
+  // rows are contiguous.
   const int64_t v_ne[3] = {n_kv, hd, p.n_head_kv};
-  const size_t v_nb[3] = {row, f16, static_cast<size_t>(hd) * f16};
+  const size_t v_nb[3] = {v_written->nb[1], sizeof(uint16_t), v_written->nb[2]};
   Tensor* values_t = ops::cont(ctx, ops::view(ctx, v_written, v_ne, v_nb, 0));
   Tensor* kq = ops::mul_mat(ctx, keys, qh);  // [n_kv, n, n_head]
   if (p.attn_softcap > 0) {  // Gemma 2: cap the scaled logits, then mask and softmax
@@ -107,7 +112,7 @@ Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t i
     const size_t row = qkv->nb[1];
     q = ops::view_3d(ctx, qkv, hd, p.n_head, n, hd * f32, row, 0);
     k = ops::view_3d(ctx, qkv, hd, p.n_head_kv, n, hd * f32, row, static_cast<size_t>(q_dim) * f32);
-    v = ops::view_2d(ctx, qkv, kv_dim, n, row, static_cast<size_t>(q_dim + kv_dim) * f32);
+    v = ops::view_3d(ctx, qkv, hd, p.n_head_kv, n, hd * f32, row, static_cast<size_t>(q_dim + kv_dim) * f32);
   } else {
     q = ops::mul_mat(ctx, l.wq, cur);
     k = ops::mul_mat(ctx, l.wk, cur);
@@ -117,20 +122,20 @@ Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t i
     if (l.bv) v = ops::add(ctx, v, l.bv);
     q = ops::reshape(ctx, q, {hd, p.n_head, n});
     k = ops::reshape(ctx, k, {hd, p.n_head_kv, n});
+    v = ops::reshape(ctx, v, {hd, p.n_head_kv, n});
   }
   q = rope_layer(ctx, p, swa, head_norm(ctx, p, q, l.q_norm), in);
   k = rope_layer(ctx, p, swa, head_norm(ctx, p, k, l.k_norm), in);
 
-  // Write the new rows, then read [0, n_kv) through views of the writes so
-  // the graph orders each read after its write.
-  Tensor* k_written = ops::set_rows(ctx, l.k_cache, ops::reshape(ctx, k, {kv_dim, n}), in.positions);
-  Tensor* v_written = ops::set_rows(ctx, l.v_cache, v, in.positions);
-  const size_t row = l.k_cache->nb[1];
+  // Write the new rows (each kv head's [hd, n] into its rows of the cache
+  // [hd, n_ctx, n_head_kv]), then read [0, n_kv) through views of the
+  // writes so the graph orders each read after its write.
+  Tensor* k_written = ops::set_rows(ctx, l.k_cache, ops::permute(ctx, k, 0, 2, 1, 3), in.kv_rows);
+  Tensor* v_written = ops::set_rows(ctx, l.v_cache, ops::permute(ctx, v, 0, 2, 1, 3), in.kv_rows);
   // keys [hd, n_kv, n_head_kv]: a of mul_mat, kv heads in dim 2 (GQA
-  // broadcast); a head's slice of a row is whole blocks of a q8_0 cache.
-  const DType ct = l.k_cache->type;
+  // broadcast); the first n_kv rows of each head.
   const int64_t k_ne[3] = {hd, n_kv, p.n_head_kv};
-  const size_t k_nb[3] = {traits(ct).unit_bytes, row, row_bytes(ct, hd)};
+  const size_t k_nb[3] = {traits(l.k_cache->type).unit_bytes, l.k_cache->nb[1], l.k_cache->nb[2]};
   Tensor* keys = ops::view(ctx, k_written, k_ne, k_nb, 0);
   Tensor* qh = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n, n_head]
   Tensor* mask = swa ? in.mask_swa : in.mask;

@@ -44,7 +44,6 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
                       const LoadOptions& options) {
   detail::check_n_ctx(n_ctx_);
   const LlamaParams& p = params_;
-  const int64_t kv_dim = p.head_dim * p.n_head_kv;
 
   // Each layer's placement: ranges in order, without gaps, covering every layer.
   std::vector<int64_t> bounds{0};
@@ -117,8 +116,8 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
   std::vector<std::vector<Tensor*>> caches(static_cast<size_t>(n_parts_));
   for (int64_t i = 0; i < p.n_layer; ++i) {
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
-    l.k_cache = weights_ctx_.new_tensor(cache_type_, {kv_dim, n_ctx_});
-    l.v_cache = weights_ctx_.new_tensor(cache_type_, {kv_dim, n_ctx_});
+    l.k_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, n_ctx_, p.n_head_kv});
+    l.v_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, n_ctx_, p.n_head_kv});
     l.k_cache->name = "cache_k." + std::to_string(i);
     l.v_cache->name = "cache_v." + std::to_string(i);
     auto& c = caches[static_cast<size_t>(layer_part_[static_cast<size_t>(i)])];

@@ -86,7 +86,9 @@ void expect_steady_state_free(const std::vector<uint64_t>& counts, int64_t first
   for (size_t i = 1; i < counts.size(); ++i) {
     const int64_t pos = first_pos + static_cast<int64_t>(i);  // the token's position; n_kv = pos + 1
     const bool same_bucket = pos / 32 == (pos - 1) / 32;
-    if (same_bucket) EXPECT_EQ(counts[i], 0u) << "eval at position " << pos;
+    if (same_bucket) {
+      EXPECT_EQ(counts[i], 0u) << "eval at position " << pos;
+    }
     total += counts[i];
   }
   std::printf("allocations: %.2f per token over %zu tokens (graph rebuilt at each 32-row KV bucket)\n",

@@ -149,8 +149,10 @@ struct LlamaLayer {
   Tensor* ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shared]
   Tensor* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shared]
   Tensor* ffn_down_shexp = nullptr;      // [n_ff_shared, n_embd]
-  Tensor* k_cache = nullptr;         // [head_dim * n_head_kv, n_ctx] of LoadOptions::cache_type
-  Tensor* v_cache = nullptr;         // the same
+  // [head_dim, n_ctx, n_head_kv] of LoadOptions::cache_type: a kv head's
+  // rows side by side, so attention over a head reads one run of memory.
+  Tensor* k_cache = nullptr;
+  Tensor* v_cache = nullptr;  // the same
 };
 
 // Layers [first, last) of a split model live on device (their weights and
@@ -260,6 +262,7 @@ class LlamaModel {
   struct Inputs {
     Tensor* tokens = nullptr;
     Tensor* positions = nullptr;
+    Tensor* kv_rows = nullptr;  // i32 [n, n_head_kv]: the positions again, per kv head (the cache rows written)
     Tensor* mask = nullptr;
     Tensor* mask_swa = nullptr;
     Tensor* rope_factors = nullptr;
@@ -333,6 +336,7 @@ class LlamaModel {
   bool reuse_graphs_ = true;
   // set_inputs' host copies, kept so that a token allocates nothing.
   mutable std::vector<int32_t> positions_scratch_;
+  mutable std::vector<int32_t> kv_rows_scratch_;
   mutable std::vector<float> mask_scratch_;
 };
 

@@ -20,6 +20,32 @@ struct Avx2 {
   static V i8(const int8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  // 8 x 8: pairs of rows interleaved, then pairs of pairs (as doubles),
+  // then the 128-bit halves of rows 0-3 and 4-7 exchanged.
+  static void transpose(V* r) {
+    V t[8];
+    for (int k = 0; k < 4; ++k) {
+      t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+      t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    V u[8];  // u[4g + k]: rows 4g..4g+3 at columns k (low half) and 4 + k (high half)
+    for (int g = 0; g < 2; ++g) {
+      u[4 * g] = pairs_lo(t[4 * g], t[4 * g + 2]);
+      u[4 * g + 1] = pairs_hi(t[4 * g], t[4 * g + 2]);
+      u[4 * g + 2] = pairs_lo(t[4 * g + 1], t[4 * g + 3]);
+      u[4 * g + 3] = pairs_hi(t[4 * g + 1], t[4 * g + 3]);
+    }
+    for (int k = 0; k < 4; ++k) {
+      r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+      r[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+    }
+  }
+  static V pairs_lo(V a, V b) {
+    return _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)));
+  }
+  static V pairs_hi(V a, V b) {
+    return _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(a), _mm256_castps_pd(b)));
+  }
 };
 
 constexpr AttnKernels kTable = make_attn_table<Avx2>("avx2");

@@ -13,19 +13,38 @@
 
 namespace weft::cpu {
 
-inline constexpr int64_t kAttnKeyTile = 8;  // keys scored together: one vector of scores
-inline constexpr int kAttnMaxHeads = 8;     // query heads accumulated together
+inline constexpr int64_t kAttnKeyTile = 8;     // keys score_tile scores together: one vector of scores
+inline constexpr int64_t kAttnHeadsTile = 16;  // keys score_heads scores together
+inline constexpr int kAttnMaxHeads = 8;        // query heads scored and accumulated together
+
+// The cache types of K and V rows, indexing AttnKernels::rows.
+enum class AttnRow { f32, f16, q8_0 };
+inline constexpr int kAttnRowTypes = 3;
 
 struct AttnKernels {
   // out[p] = q . kt[p] for p < kAttnKeyTile, over d floats of each.
   void (*score_tile)(const float* q, const float* const* kt, int64_t d, float* out);
-  // For NC = index + 1 heads c: acc[c][e] += p[c][j0 + j] * vt[j][e] over
+  // The same for several heads at once without sums across lanes: kT is
+  // kAttnHeadsTile keys transposed (kT[i * kAttnHeadsTile + p] = k_p[i], by
+  // ByRowType::transpose_keys), and for NC = index + 1 heads c,
+  // s[c][p] = q[c] . k_p for p < kAttnHeadsTile. d a multiple of 16.
+  void (*score_heads[kAttnMaxHeads])(const float* const* q, const float* kT, int64_t d, float* const* s);
+
+  // For NC = index + 1 heads c: acc[c][e] += p[c][j0 + j] * v_j[e] over
   // e < dv and the rows j < n whose mask m[j0 + j] is not -inf (m may be
-  // nullptr: every row).
-  void (*accumulate[kAttnMaxHeads])(float* const* p, const float* const* vt, const float* m, int64_t j0, int64_t n,
-                                     int64_t dv, float* const* acc);
+  // nullptr: every row); v_j is rows[j] in its cache type.
+  using Accumulate = void (*)(float* const* p, const uint8_t* const* rows, const float* m, int64_t j0, int64_t n,
+                              int64_t dv, float* const* acc);
+  // The loops that read cache rows where they are, per cache type.
+  struct ByRowType {
+    // kT as score_heads reads it from kAttnHeadsTile key rows of d values.
+    void (*transpose_keys)(const uint8_t* const* rows, int64_t d, float* kT);
+    Accumulate accumulate[kAttnMaxHeads];
+  };
+  ByRowType rows[kAttnRowTypes];  // indexed by AttnRow
+
   // n values of an f16 row, or of a q8_0 row (n a multiple of 32: d * q,
-  // exact in f32), as f32 at dst.
+  // exact in f32), as f32 at dst: the rows score_tile reads.
   void (*f16_row)(const uint16_t* src, float* dst, int64_t n);
   void (*q8_0_row)(const uint8_t* src, float* dst, int64_t n);
   const char* name;  // "avx2", "avx512"

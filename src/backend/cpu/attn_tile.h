@@ -7,7 +7,8 @@
 // S provides: V (the vector), kWidth (floats per V), load(p),
 // store(p, v), set1(x), mul(a, b), fmadd(a, b, c), fold(v) (the lanes' partial sums
 // as 8 floats: v itself, or its two halves added), f16(p) (kWidth halves)
-// and i8(p) (kWidth signed bytes) as floats.
+// and i8(p) (kWidth signed bytes) as floats, and transpose(r) (r[0..kWidth)
+// as the rows of a square, in place).
 #pragma once
 
 #include <immintrin.h>
@@ -60,8 +61,79 @@ void score_tile(const float* q, const float* const* kt, int64_t d, float* out) {
     for (int64_t p = 0; p < kAttnKeyTile; ++p) out[p] = fma1(q[i], kt[p][i], out[p]);
 }
 
+// A K or V row of its cache type: kWidth values from element e (a multiple
+// of kWidth; for q8_0 inside one 32-value block, as 32 is a multiple of
+// every width), and one value.
+template <class S>
+struct RowF32 {
+  static typename S::V load(const uint8_t* row, int64_t e) { return S::load(reinterpret_cast<const float*>(row) + e); }
+  static float one(const uint8_t* row, int64_t e) {
+    float x;
+    std::memcpy(&x, row + e * 4, sizeof x);
+    return x;
+  }
+};
+template <class S>
+struct RowF16 {
+  static typename S::V load(const uint8_t* row, int64_t e) { return S::f16(reinterpret_cast<const uint16_t*>(row) + e); }
+  static float one(const uint8_t* row, int64_t e) {
+    uint16_t h;
+    std::memcpy(&h, row + e * 2, sizeof h);
+    return half1(h);
+  }
+};
+template <class S>
+struct RowQ8 {  // blocks of a 2-byte f16 scale and 32 signed bytes
+  static const uint8_t* block(const uint8_t* row, int64_t e) { return row + e / 32 * 34; }
+  static float scale(const uint8_t* b) {
+    uint16_t d16;
+    std::memcpy(&d16, b, sizeof d16);
+    return half1(d16);
+  }
+  static typename S::V load(const uint8_t* row, int64_t e) {
+    const uint8_t* b = block(row, e);
+    return S::mul(S::set1(scale(b)), S::i8(reinterpret_cast<const int8_t*>(b + 2 + e % 32)));
+  }
+  static float one(const uint8_t* row, int64_t e) {
+    const uint8_t* b = block(row, e);
+    return scale(b) * static_cast<float>(static_cast<int8_t>(b[2 + e % 32]));
+  }
+};
+
+// Rows converted on the way into the transpose: no f32 copy of the tile.
+template <class S, class R>
+void transpose_keys(const uint8_t* const* rows, int64_t d, float* kT) {
+  constexpr int64_t W = S::kWidth;
+  for (int64_t i0 = 0; i0 < d; i0 += W)
+    for (int64_t p0 = 0; p0 < kAttnHeadsTile; p0 += W) {
+      typename S::V r[W];
+      for (int64_t p = 0; p < W; ++p) r[p] = R::load(rows[p0 + p], i0);
+      S::transpose(r);
+      for (int64_t t = 0; t < W; ++t) S::store(kT + (i0 + t) * kAttnHeadsTile + p0, r[t]);
+    }
+}
+
+// NC independent chains of FMAs (one per head) over a transposed key row
+// loaded once for all of them; the q values are broadcast from memory.
 template <class S, int NC>
-void accumulate_tile(float* const* p, const float* const* vt, const float* m, int64_t j0, int64_t n, int64_t dv,
+void score_heads(const float* const* q, const float* kT, int64_t d, float* const* s) {
+  constexpr int64_t W = S::kWidth;
+  for (int64_t p0 = 0; p0 < kAttnHeadsTile; p0 += W) {
+    typename S::V acc[NC];
+    const typename S::V k0 = S::load(kT + p0);
+    for (int c = 0; c < NC; ++c) acc[c] = S::mul(S::set1(q[c][0]), k0);
+    for (int64_t i = 1; i < d; ++i) {
+      const typename S::V kv = S::load(kT + i * kAttnHeadsTile + p0);
+      for (int c = 0; c < NC; ++c) acc[c] = S::fmadd(S::set1(q[c][i]), kv, acc[c]);
+    }
+    for (int c = 0; c < NC; ++c) S::store(s[c] + p0, acc[c]);
+  }
+}
+
+// Value rows read (and converted) where they are, once per vector of
+// outputs for all NC heads.
+template <class S, class R, int NC>
+void accumulate_tile(float* const* p, const uint8_t* const* rows, const float* m, int64_t j0, int64_t n, int64_t dv,
                      float* const* acc) {
   constexpr int64_t W = S::kWidth;
   const int64_t dw = dv / W * W;
@@ -70,7 +142,7 @@ void accumulate_tile(float* const* p, const float* const* vt, const float* m, in
     for (int c = 0; c < NC; ++c) a[c] = S::load(acc[c] + e);
     for (int64_t j = 0; j < n; ++j) {
       if (m != nullptr && m[j0 + j] == -__builtin_inff()) continue;
-      const typename S::V v = S::load(vt[j] + e);
+      const typename S::V v = R::load(rows[j], e);
       for (int c = 0; c < NC; ++c) a[c] = S::fmadd(S::set1(p[c][j0 + j]), v, a[c]);
     }
     for (int c = 0; c < NC; ++c) S::store(acc[c] + e, a[c]);
@@ -78,7 +150,8 @@ void accumulate_tile(float* const* p, const float* const* vt, const float* m, in
   for (int64_t e = dw; e < dv; ++e)
     for (int64_t j = 0; j < n; ++j) {
       if (m != nullptr && m[j0 + j] == -__builtin_inff()) continue;
-      for (int c = 0; c < NC; ++c) acc[c][e] = fma1(p[c][j0 + j], vt[j][e], acc[c][e]);
+      const float v = R::one(rows[j], e);
+      for (int c = 0; c < NC; ++c) acc[c][e] = fma1(p[c][j0 + j], v, acc[c][e]);
     }
 }
 
@@ -104,11 +177,27 @@ void q8_0_row(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
+template <class S, class R>
+constexpr AttnKernels::Accumulate accumulate_for(int nc) {
+  constexpr AttnKernels::Accumulate all[kAttnMaxHeads] = {
+      accumulate_tile<S, R, 1>, accumulate_tile<S, R, 2>, accumulate_tile<S, R, 3>, accumulate_tile<S, R, 4>,
+      accumulate_tile<S, R, 5>, accumulate_tile<S, R, 6>, accumulate_tile<S, R, 7>, accumulate_tile<S, R, 8>};
+  return all[nc - 1];
+}
+
+template <class S, class R>
+constexpr AttnKernels::ByRowType by_row_type() {
+  AttnKernels::ByRowType t{transpose_keys<S, R>, {}};
+  for (int nc = 1; nc <= kAttnMaxHeads; ++nc) t.accumulate[nc - 1] = accumulate_for<S, R>(nc);
+  return t;
+}
+
 template <class S>
 constexpr AttnKernels make_attn_table(const char* name) {
   return AttnKernels{score_tile<S>,
-                     {accumulate_tile<S, 1>, accumulate_tile<S, 2>, accumulate_tile<S, 3>, accumulate_tile<S, 4>,
-                      accumulate_tile<S, 5>, accumulate_tile<S, 6>, accumulate_tile<S, 7>, accumulate_tile<S, 8>},
+                     {score_heads<S, 1>, score_heads<S, 2>, score_heads<S, 3>, score_heads<S, 4>, score_heads<S, 5>,
+                      score_heads<S, 6>, score_heads<S, 7>, score_heads<S, 8>},
+                     {by_row_type<S, RowF32<S>>(), by_row_type<S, RowF16<S>>(), by_row_type<S, RowQ8<S>>()},
                      f16_row<S>,
                      q8_0_row<S>,
                      name};

@@ -6,14 +6,15 @@
 //   1. scores s_j = scale * q . k_j for the positions the mask leaves
 //      visible, kKeyTile keys at a time: the tile's rows are turned into
 //      f32 once (f32 rows read in place, f16 by F16C, q8_0 dequantized
-//      exactly) and scored for every head of the item, eight dot products
-//      reduced together; a tile the mask hides entirely is skipped (the
+//      exactly) and scored for every head of the item: transposed, one FMA
+//      chain per head, or by dot products, eight reduced together, for
+//      fewer than four heads; a tile the mask hides entirely is skipped (the
 //      causal half of a prompt costs nothing). Then soft-capped when
 //      asked, plus the mask;
 //   2. p_j = exp(s_j - max) and their sum, by the vector kernels (vec.h);
-//   3. out = sum_j p_j v_j / sum: kValueTile value rows turned into f32
-//      once, then a vector of output values of every head accumulated in
-//      registers over the tile.
+//   3. out = sum_j p_j v_j / sum, kValueTile value rows at a time: each
+//      vector of a row read (and converted) once, in place, for a vector of
+//      output values of every head accumulated in registers over the tile.
 //
 // The inner loops of 1 and 3 are attn_kernels.h's, per instruction-set
 // level. K and V are each read once per item from the cache's own rows
@@ -38,11 +39,13 @@ namespace weft::cpu {
 namespace {
 
 constexpr int64_t kChunk = kAttnMaxHeads;    // query heads of one kv head taken together
-constexpr int64_t kKeyTile = kAttnKeyTile;   // key rows scored together (one vector of scores)
+constexpr int64_t kKeyTile = kAttnHeadsTile;  // key rows converted and scored together
 constexpr int64_t kValueTile = 32;           // value rows converted and accumulated together
 constexpr int64_t kKeyPrefetch = 64;         // how far ahead key rows are asked for
 
 bool kv_type(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::q8_0; }
+
+AttnRow row_type(DType t) { return t == DType::f32 ? AttnRow::f32 : t == DType::f16 ? AttnRow::f16 : AttnRow::q8_0; }
 
 // n values of a K or V row (n a multiple of 32 for q8_0) as f32, at dst;
 // returns where they are: the row itself when it is f32.
@@ -101,9 +104,12 @@ void flash_attn_op(const KernelContext& kc, Tensor& dst) {
   for (int64_t c = 0; c < per_item; ++c) s[c] = scratch.take<float>(n_kv + kKeyTile);
   for (int64_t c = 0; c < per_item; ++c) acc[c] = scratch.take<float>(dv);
   float* kbuf = scratch.take<float>(kKeyTile * d);
-  float* vbuf = scratch.take<float>(kValueTile * dv);
+  float* kT = scratch.take<float>(kKeyTile * d);
+  const uint8_t* krows[kKeyTile];
   const float* kt[kKeyTile];
-  const float* vt[kValueTile];
+  const uint8_t* vrows[kValueTile];
+  const AttnKernels::ByRowType& k_loops = ak.rows[static_cast<int>(row_type(k.type))];
+  const AttnKernels::ByRowType& v_loops = ak.rows[static_cast<int>(row_type(v.type))];
   const size_t k_bytes = row_bytes(k.type, d), v_bytes = row_bytes(v.type, dv);
   for (int64_t item = kc.ith; item < n_items; item += kc.nth) {
     if (kc.cancelled()) return;
@@ -112,6 +118,10 @@ void flash_attn_op(const KernelContext& kc, Tensor& dst) {
     const float* qh[kChunk];
     for (int64_t c = 0; c < nc; ++c) qh[c] = reinterpret_cast<const float*>(row_ptr(q, i, g * group + c0 + c, 0));
     const float* m = mask != nullptr ? reinterpret_cast<const float*>(row_ptr(*mask, i, 0, 0)) : nullptr;
+    // Four heads or more score a transposed tile (no sums across lanes, a
+    // key value loaded once for all heads); fewer would leave the FMA
+    // chains too few to hide their latency, and take dot products.
+    const bool by_heads = nc >= 4 && d % 16 == 0;
 
     // 1. Scores, a tile of keys at a time (s has kKeyTile floats of room
     // past n_kv for the last tile's unused lanes, which repeat its last key).
@@ -124,9 +134,18 @@ void flash_attn_op(const KernelContext& kc, Tensor& dst) {
         continue;
       }
       prefetch_rows(k, j0 + kKeyPrefetch, j0 + kKeyPrefetch + kKeyTile, g, k_bytes);
-      for (int64_t j = 0; j < n; ++j) kt[j] = row_as_f32(ak, k.type, row_ptr(k, j0 + j, g, 0), kbuf + j * d, d);
-      for (int64_t j = n; j < kKeyTile; ++j) kt[j] = kt[n - 1];
-      for (int64_t c = 0; c < nc; ++c) ak.score_tile(qh[c], kt, d, s[c] + j0);
+      for (int64_t j = 0; j < n; ++j) krows[j] = row_ptr(k, j0 + j, g, 0);
+      for (int64_t j = n; j < kKeyTile; ++j) krows[j] = krows[n - 1];
+      if (by_heads) {
+        k_loops.transpose_keys(krows, d, kT);
+        float* sj[kChunk];
+        for (int64_t c = 0; c < nc; ++c) sj[c] = s[c] + j0;
+        ak.score_heads[nc - 1](qh, kT, d, sj);
+      } else {
+        for (int64_t j = 0; j < kKeyTile; ++j) kt[j] = row_as_f32(ak, k.type, krows[j], kbuf + j * d, d);
+        for (int64_t c = 0; c < nc; ++c)
+          for (int64_t p0 = 0; p0 < kKeyTile; p0 += kAttnKeyTile) ak.score_tile(qh[c], kt + p0, d, s[c] + j0 + p0);
+      }
       if (m != nullptr)
         for (int64_t j = j0; j < j0 + n; ++j)
           if (m[j] == -INFINITY)
@@ -156,8 +175,8 @@ void flash_attn_op(const KernelContext& kc, Tensor& dst) {
         const int64_t n = std::min(kValueTile, n_kv - j0);
         if (all_hidden(m, j0, n)) continue;
         prefetch_rows(v, j0 + 2 * kValueTile, j0 + 3 * kValueTile, g, v_bytes);
-        for (int64_t j = 0; j < n; ++j) vt[j] = row_as_f32(ak, v.type, row_ptr(v, j0 + j, g, 0), vbuf + j * dv, dv);
-        ak.accumulate[nc - 1](s, vt, m, j0, n, dv, acc);
+        for (int64_t j = 0; j < n; ++j) vrows[j] = row_ptr(v, j0 + j, g, 0);
+        v_loops.accumulate[nc - 1](s, vrows, m, j0, n, dv, acc);
       }
     }
     for (int64_t c = 0; c < nc; ++c) {
@@ -181,13 +200,13 @@ bool flash_attn_supports(const Tensor& n) {
 
 // Scores (with a tile's room) and an output accumulator for each head of a
 // chunk (at most kChunk: the scratch does not grow with the number of
-// heads), and the f32 key and value tiles.
+// heads), and the f32 key tile (for dot products) or its transpose.
 size_t flash_attn_scratch_bytes(const Tensor& n, int) {
   const int64_t heads = n.src[1]->ne[2] > 0 ? n.src[0]->ne[2] / n.src[1]->ne[2] : 0;
   const auto per_chunk = static_cast<size_t>(std::min(kChunk, std::max<int64_t>(heads, 1)));
   const int64_t d = n.src[1]->ne[0], dv = n.src[2]->ne[0], n_kv = n.src[1]->ne[1];
   return per_chunk * (scratch_piece_bytes(n_kv + kKeyTile, sizeof(float)) + scratch_piece_bytes(dv, sizeof(float))) +
-         scratch_piece_bytes(kKeyTile * d, sizeof(float)) + scratch_piece_bytes(kValueTile * dv, sizeof(float));
+         2 * scratch_piece_bytes(kKeyTile * d, sizeof(float));
 }
 
 }  // namespace
