@@ -11,6 +11,7 @@
 
 #include "fma_peak.h"
 #include "gemm.h"
+#include "timing.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/ops.h"
 
@@ -37,22 +38,6 @@ void fill(Tensor& t, std::mt19937& rng) {
   tensor_set(t, bytes.data(), 0, bytes.size());
 }
 
-// The fastest of runs of at least 3 that together take min_seconds, as
-// seconds per repetition of run(reps): other processes on the machine can
-// only slow a run down.
-template <class Run>
-double fastest(Run run, double min_seconds) {
-  const double once = std::max(run(1), 1e-9);
-  const int reps = static_cast<int>(std::clamp(2e-3 / once, 1.0, 1e4));  // runs of at least ~2 ms
-  double best = 1e30, total = 0;
-  for (int i = 0; i < 3 || total < min_seconds; ++i) {
-    const double s = run(reps);
-    total += s;
-    best = std::min(best, s / reps);
-  }
-  return best;
-}
-
 // Seconds per run of the product as a one-node graph on the backend.
 double time_backend(Device& device, Backend& backend, const Product& p, double min_seconds) {
   Context ctx;
@@ -66,14 +51,7 @@ double time_backend(Device& device, Backend& backend, const Product& p, double m
   std::mt19937 rng(7);
   fill(*a, rng);
   fill(*x, rng);
-  backend.compute(graph);  // warm: pages, thread pool, scratch
-  return fastest(
-      [&](int reps) {
-        const auto t0 = Clock::now();
-        for (int r = 0; r < reps; ++r) backend.compute(graph);
-        return std::chrono::duration<double>(Clock::now() - t0).count();
-      },
-      min_seconds);
+  return time_compute(backend, graph, min_seconds);
 }
 
 // gemm()'s operands over plain arrays: packed rows, batch bi of b against

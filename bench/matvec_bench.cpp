@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cache_info.h"
+#include "timing.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/ops.h"
 
@@ -55,17 +56,7 @@ void run_one(DType type, Device& device, Backend& backend, double read_bw, doubl
   for (float& v : xv) v = dist(rng);
   tensor_set(*x, xv.data(), 0, xv.size() * sizeof(float));
 
-  backend.compute(graph);  // warm: page tables, thread pool
-  using Clock = std::chrono::steady_clock;
-  int runs = 0;
-  double seconds = 0;
-  while (runs < 3 || seconds < min_seconds) {
-    const auto t0 = Clock::now();
-    backend.compute(graph);
-    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    ++runs;
-  }
-  const double per_run = seconds / runs;
+  const double per_run = time_compute(backend, graph, min_seconds);
   const double bytes = static_cast<double>(a->nbytes() + x->nbytes() + y->nbytes());
   const double flops = 2.0 * static_cast<double>(kCols) * static_cast<double>(rows);
   char name[96];

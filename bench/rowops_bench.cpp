@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache_info.h"
+#include "timing.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/ops.h"
 
@@ -132,17 +133,7 @@ void run_one(const RowOp& op, int64_t rows, Device& device, Backend& backend, do
   }
   if (out->op == Op::cpy) bytes -= static_cast<double>(out->nbytes());  // the destination leaf is the result
 
-  backend.compute(graph);  // warm: page tables, thread pool
-  using Clock = std::chrono::steady_clock;
-  int runs = 0;
-  double seconds = 0;
-  while (runs < 3 || seconds < min_seconds) {
-    const auto t0 = Clock::now();
-    backend.compute(graph);
-    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    ++runs;
-  }
-  const double per_run = seconds / runs;
+  const double per_run = time_compute(backend, graph, min_seconds);
   const double elements = static_cast<double>(kCols) * static_cast<double>(rows);
   char flops[16] = "-";
   if (op.flops_per_element > 0)
