@@ -372,11 +372,40 @@ TEST(RpcOpSupport, A12WorkerIsNeverAskedAboutFlashAttn) {
   EXPECT_EQ(new_worker.count(rpc::Cmd::supports_op), 1u);
 }
 
+// 1.4 widened flash_attn to q8_0 keys and values: a 1.3 worker's
+// constructor would refuse such a node and end the session, so it is not
+// asked (and the model keeps an f16 cache or says why it cannot).
+TEST(RpcOpSupport, A13WorkerIsNeverAskedAboutQuantizedFlashAttn) {
+  Context ctx;
+  Tensor* q = ctx.new_tensor(DType::f32, {32, 1, 4});
+  Tensor* k16 = ctx.new_tensor(DType::f16, {32, 1, 2});
+  Tensor* k8 = ctx.new_tensor(DType::q8_0, {32, 1, 2});
+  Tensor* mask = ctx.new_tensor(DType::f32, {1, 1});
+  const Tensor* fa16 = ops::flash_attn(ctx, q, k16, k16, mask, 0.2f);
+  const Tensor* fa8 = ops::flash_attn(ctx, q, k8, k8, mask, 0.2f);
+  const Tensor* fa8v = ops::flash_attn(ctx, q, k16, k8, mask, 0.2f);
+  EXPECT_EQ(rpc::minor_needed(*fa16), 3);
+  EXPECT_EQ(rpc::minor_needed(*fa8), 4);
+  EXPECT_EQ(rpc::minor_needed(*fa8v), 4);
+  FakeWorker old_worker(rpc::kCapEvents | rpc::kCapOpSupport, {1}, 3);
+  auto old_devices = make_rpc_devices(old_worker.endpoint);
+  EXPECT_FALSE(old_devices[0]->supports_op(*fa8));
+  EXPECT_FALSE(old_devices[0]->supports_op(*fa8v));
+  EXPECT_FALSE(old_worker.got(rpc::Cmd::supports_op));
+  EXPECT_TRUE(old_devices[0]->supports_op(*fa16));
+  EXPECT_EQ(old_worker.count(rpc::Cmd::supports_op), 1u);
+  FakeWorker new_worker(rpc::kCapEvents | rpc::kCapOpSupport, {1}, 4);
+  auto new_devices = make_rpc_devices(new_worker.endpoint);
+  EXPECT_TRUE(new_devices[0]->supports_op(*fa8));
+  EXPECT_EQ(new_worker.count(rpc::Cmd::supports_op), 1u);
+}
+
 TEST(RpcOpSupport, OpsKnownAtEachMinor) {
   EXPECT_EQ(rpc::ops_known_at_minor(0), static_cast<int>(Op::transpose) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(1), static_cast<int>(Op::transpose) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(2), static_cast<int>(Op::rope_ext) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(3), static_cast<int>(Op::flash_attn) + 1);
+  EXPECT_EQ(rpc::ops_known_at_minor(4), static_cast<int>(Op::flash_attn) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(rpc::kMinor), kOpCount);
   EXPECT_EQ(rpc::ops_known_at_minor(65535), kOpCount);
 }

@@ -92,6 +92,8 @@ class Connection {
   // Whether the worker knows op's number. One that does not refuses the
   // number as malformed and ends the session, so such an op is never sent.
   bool knows_op(Op op) const { return static_cast<int>(op) < ops_known_at_minor(peer_minor_); }
+  // Whether the worker's protocol takes node t at all (minor_needed).
+  bool knows_node(const Tensor& t) const { return minor_needed(t) <= peer_minor_; }
   bool broken() const { return broken_.load(); }
   RpcStats stats() const;
 
@@ -115,7 +117,7 @@ class Connection {
   // itself says (SUPPORTS_OP), asked once per shape class (SupportKey) for
   // the life of this connection: a reconnect asks again. A worker without
   // kCapOpSupport (protocol 1.0) cannot say, and one whose minor version
-  // predates t's op does not know it (knows_op): false, without asking.
+  // predates t (knows_node) does not know it: false, without asking.
   // Thread-safe; two threads may both ask about a new class (the answers
   // agree). Throws Error(disconnected) on a broken connection.
   bool supports_op(uint32_t device, const Tensor& t);

@@ -56,11 +56,11 @@ bool RemoteBackend::copy_tensor_async(Backend& src_backend, const Tensor& src, T
 void RemoteBackend::compute(const Graph& g) {
   // What the worker would refuse by ending the session is refused here.
   for (const Tensor* node : g.nodes()) {
-    if (!connection_->knows_op(node->op)) {
+    if (!connection_->knows_node(*node)) {
       fail(ErrorKind::unsupported, "rpc compute",
-           "tensor '" + node->name + "' (" + op_name(node->op) + ") is an op worker " + connection_->endpoint() +
-               " does not know (it speaks protocol 1." + std::to_string(connection_->peer_minor()) +
-               "): upgrade the worker");
+           "tensor '" + node->name + "' (" + op_name(node->op) + ") is a node worker " + connection_->endpoint() +
+               " does not know (it speaks protocol 1." + std::to_string(connection_->peer_minor()) + ", this needs 1." +
+               std::to_string(minor_needed(*node)) + "): upgrade the worker");
     }
     for (const Tensor* t : std::initializer_list<const Tensor*>{node, node->src[0], node->src[1], node->src[2],
                                                                 node->src[3], node->view_src}) {

@@ -71,7 +71,7 @@ SupportKey SupportKey::of(uint32_t device, const Tensor& node) {
 
 bool Connection::supports_op(uint32_t device, const Tensor& t) {
   if (!has(kCapOpSupport)) return false;  // a 1.0 worker cannot say: it is given nothing to compute
-  if (!knows_op(t.op)) return false;       // asking about an op newer than the worker would end the session
+  if (!knows_node(t)) return false;       // asking about a node newer than the worker would end the session
   const SupportKey key = SupportKey::of(device, t);
   {
     std::lock_guard lock(support_mu_);

@@ -386,4 +386,14 @@ ErrorReply ErrorReply::decode(Reader& r) {
   return m;
 }
 
+uint16_t minor_needed(const Tensor& t) {
+  uint16_t minor = 0;
+  while (minor < kMinor && static_cast<int>(t.op) >= ops_known_at_minor(minor)) ++minor;
+  if (t.op == Op::flash_attn) {
+    for (const Tensor* kv : {t.src[1], t.src[2]})
+      if (kv != nullptr && traits(kv->type).quantized) minor = std::max<uint16_t>(minor, 4);
+  }
+  return minor;
+}
+
 }  // namespace weft::rpc

@@ -13,7 +13,9 @@ namespace weft::rpc {
 
 inline constexpr char kMagic[4] = {'W', 'E', 'F', 'T'};
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 3;  // 1.1: SUPPORTS_OP; 1.2: ops gelu_erf sigmoid softcap rope_ext; 1.3: flash_attn
+// 1.1: SUPPORTS_OP; 1.2: ops gelu_erf sigmoid softcap rope_ext; 1.3: flash_attn;
+// 1.4: flash_attn takes q8_0 k and v.
+inline constexpr uint16_t kMinor = 4;
 
 enum Capability : uint64_t {
   kCapTensorCache = 1u << 0,
