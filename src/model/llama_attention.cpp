@@ -79,10 +79,10 @@ namespace {
 Tensor* unfused_attention(Context& ctx, const LlamaParams& p, Tensor* qh, Tensor* keys, Tensor* v_written,
                           Tensor* mask) {
   const int64_t hd = p.head_dim, n_kv = keys->ne[1];
-  // values transposed [n_kv, hd, n_head_kv] (an f16 cache), packed so its
-  // rows are contiguous.
+  // values transposed [n_kv, hd, n_head_kv], packed so its rows are
+  // contiguous (init() gives a block-type cache fused attention only).
   const int64_t v_ne[3] = {n_kv, hd, p.n_head_kv};
-  const size_t v_nb[3] = {v_written->nb[1], sizeof(uint16_t), v_written->nb[2]};
+  const size_t v_nb[3] = {v_written->nb[1], traits(v_written->type).unit_bytes, v_written->nb[2]};
   Tensor* values_t = ops::cont(ctx, ops::view(ctx, v_written, v_ne, v_nb, 0));
   Tensor* kq = ops::mul_mat(ctx, keys, qh);  // [n_kv, n, n_head]
   if (p.attn_softcap > 0) {  // Gemma 2: cap the scaled logits, then mask and softmax

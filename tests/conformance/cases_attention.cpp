@@ -101,6 +101,13 @@ void add_attention_cases(std::vector<Case>& cases) {
       add_plain(cases, s, kv, MaskKind::causal, 0.0f);
     }
   }
+  // 4 heads per kv head and more: the transposed key tiles, over several
+  // tiles, a partial one, masks and a soft-cap.
+  for (DType kv : {DType::f32, DType::f16, DType::q8_0}) {
+    add_plain(cases, {64, 8, 2, 4, 50}, kv, MaskKind::causal, 0.0f);
+    add_plain(cases, {64, 8, 2, 4, 50}, kv, MaskKind::random, 4.0f);
+  }
+  add_plain(cases, {48, 6, 1, 3, 37}, DType::f16, MaskKind::random, 0.0f);  // 6 heads, d a multiple of 16 only
   // q8_0 rows: head sizes of whole blocks.
   add_plain(cases, shapes[0], DType::q8_0, MaskKind::causal, 0.0f);
   add_plain(cases, shapes[1], DType::q8_0, MaskKind::random, 0.0f);

@@ -121,7 +121,7 @@ void flash_attn_op(const KernelContext& kc, Tensor& dst) {
     // Four heads or more score a transposed tile (no sums across lanes, a
     // key value loaded once for all heads); fewer would leave the FMA
     // chains too few to hide their latency, and take dot products.
-    const bool by_heads = nc >= 4 && d % 16 == 0;
+    const bool by_heads = nc >= 4 && d > 0 && d % 16 == 0;
 
     // 1. Scores, a tile of keys at a time (s has kKeyTile floats of room
     // past n_kv for the last tile's unused lanes, which repeat its last key).
