@@ -5,7 +5,7 @@
 // inline from a shared header but the intrinsics.
 //
 // S provides: V (the vector), kWidth (floats per V), load(p),
-// store(p, v), set1(x), mul(a, b), fmadd(a, b, c), fold(v) (the lanes' partial sums
+// store(p, v), set1(x), add(a, b), mul(a, b), fmadd(a, b, c), fold(v) (the lanes' partial sums
 // as 8 floats: v itself, or its two halves added), f16(p) (kWidth halves)
 // and i8(p) (kWidth signed bytes) as floats, and transpose(r) (r[0..kWidth)
 // as the rows of a square, in place).
@@ -113,20 +113,30 @@ void transpose_keys(const uint8_t* const* rows, int64_t d, float* kT) {
     }
 }
 
-// NC independent chains of FMAs (one per head) over a transposed key row
-// loaded once for all of them; the q values are broadcast from memory.
+// Independent chains of FMAs over transposed key rows, each row loaded once
+// for all NC heads; the q values are broadcast from memory. With few heads
+// each head's sum is split over kChains chains (alternate key values), so
+// that about eight FMAs are in flight to hide their latency.
 template <class S, int NC>
 void score_heads(const float* const* q, const float* kT, int64_t d, float* const* s) {
   constexpr int64_t W = S::kWidth;
+  constexpr int64_t kChains = NC >= 5 ? 1 : NC >= 3 ? 2 : 8 / NC;  // d is a multiple of 16 >= kChains
   for (int64_t p0 = 0; p0 < kAttnHeadsTile; p0 += W) {
-    typename S::V acc[NC];
-    const typename S::V k0 = S::load(kT + p0);
-    for (int c = 0; c < NC; ++c) acc[c] = S::mul(S::set1(q[c][0]), k0);
-    for (int64_t i = 1; i < d; ++i) {
-      const typename S::V kv = S::load(kT + i * kAttnHeadsTile + p0);
-      for (int c = 0; c < NC; ++c) acc[c] = S::fmadd(S::set1(q[c][i]), kv, acc[c]);
+    typename S::V acc[kChains][NC];
+    for (int64_t ch = 0; ch < kChains; ++ch) {
+      const typename S::V k0 = S::load(kT + ch * kAttnHeadsTile + p0);
+      for (int c = 0; c < NC; ++c) acc[ch][c] = S::mul(S::set1(q[c][ch]), k0);
     }
-    for (int c = 0; c < NC; ++c) S::store(s[c] + p0, acc[c]);
+    for (int64_t i = kChains; i < d; i += kChains)
+      for (int64_t ch = 0; ch < kChains; ++ch) {
+        const typename S::V kv = S::load(kT + (i + ch) * kAttnHeadsTile + p0);
+        for (int c = 0; c < NC; ++c) acc[ch][c] = S::fmadd(S::set1(q[c][i + ch]), kv, acc[ch][c]);
+      }
+    for (int c = 0; c < NC; ++c) {
+      typename S::V sum = acc[0][c];
+      for (int64_t ch = 1; ch < kChains; ++ch) sum = S::add(sum, acc[ch][c]);
+      S::store(s[c] + p0, sum);
+    }
   }
 }
 

@@ -8,7 +8,7 @@
 //      f32 once (f32 rows read in place, f16 by F16C, q8_0 dequantized
 //      exactly) and scored for every head of the item: transposed, one FMA
 //      chain per head, or by dot products, eight reduced together, for
-//      fewer than four heads; a tile the mask hides entirely is skipped (the
+//      fewer than three heads; a tile the mask hides entirely is skipped (the
 //      causal half of a prompt costs nothing). Then soft-capped when
 //      asked, plus the mask;
 //   2. p_j = exp(s_j - max) and their sum, by the vector kernels (vec.h);
@@ -118,10 +118,11 @@ void flash_attn_op(const KernelContext& kc, Tensor& dst) {
     const float* qh[kChunk];
     for (int64_t c = 0; c < nc; ++c) qh[c] = reinterpret_cast<const float*>(row_ptr(q, i, g * group + c0 + c, 0));
     const float* m = mask != nullptr ? reinterpret_cast<const float*>(row_ptr(*mask, i, 0, 0)) : nullptr;
-    // Four heads or more score a transposed tile (no sums across lanes, a
-    // key value loaded once for all heads); fewer would leave the FMA
-    // chains too few to hide their latency, and take dot products.
-    const bool by_heads = nc >= 4 && d > 0 && d % 16 == 0;
+    // Three heads or more score a transposed tile (no sums across lanes, a
+    // key value loaded once for all heads; measured on the demo model's 3
+    // heads per kv head, decode after 4000 positions: 78 tokens/s against
+    // 68 by dot products); one or two take dot products.
+    const bool by_heads = nc >= 3 && d > 0 && d % 16 == 0;
 
     // 1. Scores, a tile of keys at a time (s has kKeyTile floats of room
     // past n_kv for the last tile's unused lanes, which repeat its last key).
