@@ -6,8 +6,8 @@
 //   1. scores s_j = scale * q . k_j for the positions the mask leaves
 //      visible, kKeyTile keys at a time: the tile's rows are turned into
 //      f32 once (f32 rows read in place, f16 by F16C, q8_0 dequantized
-//      exactly) and scored for every head of the item: transposed, one FMA
-//      chain per head, or by dot products, eight reduced together, for
+//      exactly) and scored for every head of the item: transposed, by
+//      chains of FMAs per head, or by dot products, eight reduced together, for
 //      fewer than three heads; a tile the mask hides entirely is skipped (the
 //      causal half of a prompt costs nothing). Then soft-capped when
 //      asked, plus the mask;
