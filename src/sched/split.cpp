@@ -67,6 +67,11 @@ class SplitBuilder {
     const Tensor* root = root_of(s);
     const int producer = last_writer_.count(root) ? last_writer_.at(root) : -1;
     const int producer_backend = producer >= 0 ? plan_.splits[static_cast<size_t>(producer)].backend : a_.at(root);
+    // Read after its split's graph ran, directly or by a copy: an output of
+    // that graph, so that its backend neither skips nor fuses it away (the
+    // CPU backend fuses an rms_norm into its only reader) and the planner
+    // keeps it.
+    if (producer >= 0 && producer != current() && root->op != Op::none) exec_tensor(root)->flags |= kFlagOutput;
     if (set_.can_read(split().backend, memory_of(root))) {
       if (producer >= 0 && producer_backend != split().backend) add_unique(split().producers, producer);
       return exec_tensor(s);

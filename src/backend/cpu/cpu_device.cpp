@@ -83,6 +83,8 @@ class CpuBackend final : public Backend {
     work_.clear();  // keeps its capacity: a graph run again allocates nothing
     const std::vector<Tensor*>& work = work_;
     size_t per_thread = plan(g, &work_);
+    fuse_norm_mul(g);
+    const std::vector<const Tensor*>& fused = fused_norm_;
     if (work.empty()) return;
     const auto nth = static_cast<size_t>(pool_.size());
     if (scratch_.size() < per_thread * nth) scratch_.resize(per_thread * nth);
@@ -105,7 +107,11 @@ class CpuBackend final : public Backend {
       cpu::KernelContext kc{ith, n, scratch_.data() + per_thread * static_cast<size_t>(ith), per_thread, cancel};
       for (size_t i = 0; i < work.size(); ++i) {
         try {
-          cpu::compute_node(kc, *work[i]);
+          if (fused[i] != nullptr) {
+            cpu::rms_norm_mul(kc, *work[i], *fused[i]);
+          } else {
+            cpu::compute_node(kc, *work[i]);
+          }
         } catch (...) {
           std::lock_guard lock(error_mutex);
           if (!error) error = std::current_exception();
@@ -151,9 +157,51 @@ class CpuBackend final : public Backend {
     return (per_thread + 63) / 64 * 64;
   }
 
+  // Runs an rms_norm and the mul by its weight row that follows it as one
+  // kernel (cpu::rms_norm_mul) when nothing else reads the norm: no other
+  // node of g (a source or a view's), not a graph output. A tensor another
+  // split or a copy reads after this graph is flagged an output by the
+  // scheduler, so this graph's readers are all there are. Drops the norm
+  // from work_ and sets fused_norm_[i] (parallel to work_) to the norm of
+  // the mul at work_[i]; nullptr elsewhere. Allocates nothing once the
+  // vectors have grown.
+  void fuse_norm_mul(const Graph& g) {
+    candidates_.clear();
+    for (size_t i = 0; i + 1 < work_.size(); ++i)
+      if (cpu::fusable_rms_norm_mul(*work_[i], *work_[i + 1]) && !work_[i]->has_flag(kFlagOutput))
+        candidates_.push_back({work_[i], 0});
+    fused_norm_.assign(work_.size(), nullptr);
+    if (candidates_.empty()) return;
+    auto count = [this](const Tensor* t) {
+      if (t == nullptr || t->op != Op::rms_norm) return;  // the cheap test first: few nodes are norms
+      for (auto& [norm, readers] : candidates_)
+        if (norm == t) ++readers;
+    };
+    for (const Tensor* node : g.nodes()) {
+      for (const Tensor* s : node->src) count(s);
+      if (node->view_src != node->src[0]) count(node->view_src);
+    }
+    size_t out = 0;
+    for (size_t i = 0; i < work_.size(); ++i) {
+      Tensor* node = work_[i];
+      const bool fuse = i + 1 < work_.size() && node->op == Op::rms_norm && work_[i + 1]->src[0] == node &&
+                        std::any_of(candidates_.begin(), candidates_.end(),
+                                    [node](const auto& c) { return c.first == node && c.second == 1; });
+      if (fuse) {
+        fused_norm_[out] = node;  // the mul, next, takes this slot
+        continue;
+      }
+      work_[out++] = node;
+    }
+    work_.resize(out);
+    fused_norm_.resize(out);
+  }
+
   Device& device_;
   cpu::ThreadPool pool_;
   std::vector<Tensor*> work_;  // compute()'s nodes to run, kept between graphs
+  std::vector<const Tensor*> fused_norm_;  // parallel to work_: the norm fused into that mul, or nullptr
+  std::vector<std::pair<const Tensor*, int>> candidates_;  // fuse_norm_mul's norms and their readers
   std::vector<uint8_t> scratch_;
   const std::atomic<bool>* cancel_ = nullptr;
 };

@@ -86,6 +86,16 @@ size_t scratch_bytes(const Tensor& node, int nth);
 // Runs this thread's share of node. Views and Op::none do nothing.
 void compute_node(const KernelContext& kc, Tensor& node);
 
+// rms_norm followed by the mul by a weight row, as one kernel (ops_norm.cpp):
+// whether mul (f32, packed rows) multiplies norm (rms_norm of an f32 tensor)
+// by one f32 row of norm's width, broadcast over the rest; and the fused
+// kernel, which writes mul's result, bit-identical to the two nodes run one
+// after the other (x * s rounded, then times w), and never writes norm. Its
+// scratch is norm's. Only the backend knows whether anything else reads
+// norm (cpu_device.cpp).
+bool fusable_rms_norm_mul(const Tensor& norm, const Tensor& mul);
+void rms_norm_mul(const KernelContext& kc, Tensor& mul, const Tensor& norm);
+
 // The families (ops_*.cpp).
 extern const OpFamily kNoComputeFamily;  // none, view reshape permute transpose (kernels.cpp)
 extern const OpFamily kBinaryFamily;     // add sub mul div

@@ -63,6 +63,38 @@ size_t norm_scratch_bytes(const Tensor& n, int) { return 2 * scratch_piece_bytes
 
 }  // namespace
 
+bool fusable_rms_norm_mul(const Tensor& norm, const Tensor& mul) {
+  const Tensor* w = mul.src[1];
+  return norm.op == Op::rms_norm && norm.type == DType::f32 && is_f32(norm.src[0]) && norm.view_src == nullptr &&
+         mul.op == Op::mul && mul.src[0] == &norm && mul.type == DType::f32 && mul.nb[0] == sizeof(float) &&
+         w != nullptr && w->type == DType::f32 && w->nb[0] == sizeof(float) && w->ne[0] == norm.ne[0] &&
+         w->ne[1] == 1 && w->ne[2] == 1 && w->ne[3] == 1;
+}
+
+// Each row: the sum of squares pass, x * s into the result row, then that
+// row times w in place: the rounding of norm_op then binary_rows, one row
+// read from memory instead of three. The result may be x's memory exactly
+// (the planner's in-place form): a row is read whole before it is written.
+void rms_norm_mul(const KernelContext& kc, Tensor& mul, const Tensor& norm) {
+  const Tensor& a = *norm.src[0];
+  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const float eps = norm.param_f32(0);
+  const auto* w = static_cast<const float*>(mul.src[1]->data);
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  if (r.begin >= r.end) return;
+
+  const VecKernels& k = vec_kernels();
+  RowScratch scratch(kc, norm);
+  float* buf_a = scratch.take<float>(ne0);
+  for (int64_t ir = r.begin; ir < r.end; ++ir) {
+    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+    const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
+    auto* out = reinterpret_cast<float*>(row_ptr(mul, i1, i2, i3));
+    rms_norm_row(k, x, out, ne0, eps);
+    k.binary[static_cast<size_t>(BinaryOp::mul)](out, w, out, ne0);
+  }
+}
+
 const OpFamily kNormFamily{"norm", norm_supports, norm_scratch_bytes, norm_op};
 
 }  // namespace weft::cpu
