@@ -1,6 +1,6 @@
 // The attention inner loops (src/backend/cpu/attn_kernels.h) at every SIMD
-// level this CPU runs, against scalar float64 code written here: the key
-// transposes exact per row type (f32, f16, q8_0), the dot-product and
+// level this CPU runs, against scalar float64 code written here: the row
+// conversions and key transposes exact per row type (f32, f16, q8_0), the dot-product and
 // transposed scores and the value sums within f32 rounding, for 1 to 8
 // heads, head sizes with and without tails, masked rows and partial tiles.
 // The conformance suite runs the whole op at the level the CPU picks; this
@@ -66,6 +66,20 @@ TEST(AttnKernels, TransposedKeysAreTheRowsExactly) {
           for (int64_t p = 0; p < kAttnHeadsTile; ++p)
             ASSERT_EQ(kT[static_cast<size_t>(i * kAttnHeadsTile + p)], rows.values[static_cast<size_t>(p)][static_cast<size_t>(i)])
                 << "i=" << i << " p=" << p;
+      }
+}
+
+TEST(AttnKernels, RowsAsF32AreTheRowsExactly) {
+  std::mt19937 rng(5);
+  for (const AttnKernels* k : levels())
+    for (AttnRow t : {AttnRow::f32, AttnRow::f16, AttnRow::q8_0})
+      for (int64_t d : {8, 40, 64, 96}) {  // tails past a vector for f32 and f16
+        if (t == AttnRow::q8_0 && d % 32 != 0) continue;
+        SCOPED_TRACE(std::string(k->name) + " " + row_name(t) + " d=" + std::to_string(d));
+        const Rows rows = make_rows(t, 1, d, rng);
+        std::vector<float> out(static_cast<size_t>(d), NAN);
+        k->rows[static_cast<int>(t)].to_f32(rows.ptrs[0], out.data(), d);
+        EXPECT_EQ(out, rows.values[0]);
       }
 }
 

@@ -37,16 +37,15 @@ struct AttnKernels {
                               int64_t dv, float* const* acc);
   // The loops that read cache rows where they are, per cache type.
   struct ByRowType {
+    // A row's n values as f32 (n a multiple of 32 for q8_0: d * q, exact):
+    // the rows score_tile reads.
+    void (*to_f32)(const uint8_t* row, float* dst, int64_t n);
     // kT as score_heads reads it from kAttnHeadsTile key rows of d values.
     void (*transpose_keys)(const uint8_t* const* rows, int64_t d, float* kT);
     Accumulate accumulate[kAttnMaxHeads];
   };
   ByRowType rows[kAttnRowTypes];  // indexed by AttnRow
 
-  // n values of an f16 row, or of a q8_0 row (n a multiple of 32: d * q,
-  // exact in f32), as f32 at dst: the rows score_tile reads.
-  void (*f16_row)(const uint16_t* src, float* dst, int64_t n);
-  void (*q8_0_row)(const uint8_t* src, float* dst, int64_t n);
   const char* name;  // "avx2", "avx512"
 };
 

@@ -165,26 +165,13 @@ void accumulate_tile(float* const* p, const uint8_t* const* rows, const float* m
     }
 }
 
-template <class S>
-void f16_row(const uint16_t* src, float* dst, int64_t n) {
+// A row's n values as f32 (the rows score_tile reads), by the same loaders.
+template <class S, class R>
+void row_to_f32(const uint8_t* row, float* dst, int64_t n) {
   constexpr int64_t W = S::kWidth;
-  int64_t i = 0;
-  for (; i + W <= n; i += W) S::store(dst + i, S::f16(src + i));
-  for (; i < n; ++i) dst[i] = half1(src[i]);
-}
-
-// q8_0 blocks: a 2-byte f16 scale, then 32 signed bytes.
-template <class S>
-void q8_0_row(const uint8_t* src, float* dst, int64_t n) {
-  constexpr int64_t W = S::kWidth;
-  constexpr int64_t kBlock = 32, kBlockBytes = 34;
-  for (int64_t b = 0; b < n / kBlock; ++b, src += kBlockBytes) {
-    uint16_t d16;
-    std::memcpy(&d16, src, sizeof d16);
-    const typename S::V d = S::set1(half1(d16));
-    for (int64_t e = 0; e < kBlock; e += W)
-      S::store(dst + b * kBlock + e, S::mul(d, S::i8(reinterpret_cast<const int8_t*>(src + 2 + e))));
-  }
+  int64_t e = 0;
+  for (; e + W <= n; e += W) S::store(dst + e, R::load(row, e));
+  for (; e < n; ++e) dst[e] = R::one(row, e);
 }
 
 template <class S, class R>
@@ -197,7 +184,7 @@ constexpr AttnKernels::Accumulate accumulate_for(int nc) {
 
 template <class S, class R>
 constexpr AttnKernels::ByRowType by_row_type() {
-  AttnKernels::ByRowType t{transpose_keys<S, R>, {}};
+  AttnKernels::ByRowType t{row_to_f32<S, R>, transpose_keys<S, R>, {}};
   for (int nc = 1; nc <= kAttnMaxHeads; ++nc) t.accumulate[nc - 1] = accumulate_for<S, R>(nc);
   return t;
 }
@@ -208,8 +195,6 @@ constexpr AttnKernels make_attn_table(const char* name) {
                      {score_heads<S, 1>, score_heads<S, 2>, score_heads<S, 3>, score_heads<S, 4>, score_heads<S, 5>,
                       score_heads<S, 6>, score_heads<S, 7>, score_heads<S, 8>},
                      {by_row_type<S, RowF32<S>>(), by_row_type<S, RowF16<S>>(), by_row_type<S, RowQ8<S>>()},
-                     f16_row<S>,
-                     q8_0_row<S>,
                      name};
 }
 
