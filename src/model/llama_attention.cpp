@@ -1,6 +1,7 @@
 // The attention half of a block for every family (docs/models.md), and the
 // graph inputs all layers share: positions, the causal and sliding-window
 // masks, and the rope frequency factors.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,7 +12,7 @@
 
 namespace weft::model {
 
-LlamaModel::Inputs LlamaModel::new_inputs(Context& ctx, int64_t n, int64_t n_kv) const {
+LlamaModel::Inputs LlamaModel::new_inputs(Context& ctx, int64_t n, int64_t n_kv, int64_t n_out) const {
   Inputs in;
   in.tokens = ctx.new_tensor(DType::i32, {n});
   in.positions = ctx.new_tensor(DType::i32, {n});
@@ -19,7 +20,8 @@ LlamaModel::Inputs LlamaModel::new_inputs(Context& ctx, int64_t n, int64_t n_kv)
   in.mask = ctx.new_tensor(DType::f32, {n_kv, n});
   if (params_.any_swa()) in.mask_swa = ctx.new_tensor(DType::f32, {n_kv, n});
   if (!rope_factors_.empty()) in.rope_factors = ctx.new_tensor(DType::f32, {static_cast<int64_t>(rope_factors_.size())});
-  for (Tensor* t : {in.tokens, in.positions, in.kv_rows, in.mask, in.mask_swa, in.rope_factors})
+  if (n_out > 0) in.out_rows = ctx.new_tensor(DType::i32, {n_out});
+  for (Tensor* t : {in.tokens, in.positions, in.kv_rows, in.mask, in.mask_swa, in.rope_factors, in.out_rows})
     if (t) t->flags |= kFlagInput;
   return in;
 }
@@ -49,6 +51,55 @@ void LlamaModel::set_inputs(const Inputs& in, std::span<const int32_t> tokens, i
     fill_causal_mask(mask, n_kv, n, n_past, params_.n_swa);
     tensor_set(*in.mask_swa, mask.data(), 0, in.mask_swa->nbytes());
   }
+  if (in.rope_factors) tensor_set(*in.rope_factors, rope_factors_.data(), 0, in.rope_factors->nbytes());
+}
+
+void LlamaModel::set_batch_inputs(const Inputs& in, std::span<const BatchToken> batch, int64_t n_seq) const {
+  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t n_kv = in.mask->ne[0];
+  const int64_t seq_ctx = n_ctx_ / n_seq;
+  if (in.tokens->ne[0] != n || !in.out_rows)
+    fail(ErrorKind::invalid_input, "model",
+         std::to_string(n) + " batch tokens for inputs of " + std::to_string(in.tokens->ne[0]) +
+             (in.out_rows ? "" : " without out_rows"));
+  std::vector<int32_t>& tokens = tokens_scratch_;
+  std::vector<int32_t>& positions = positions_scratch_;
+  std::vector<int32_t>& kv_rows = kv_rows_scratch_;
+  std::vector<int32_t>& out_rows = out_rows_scratch_;
+  std::vector<float>& mask = mask_scratch_;
+  std::vector<float>& mask_swa = mask_swa_scratch_;
+  tokens.resize(static_cast<size_t>(n));
+  positions.resize(static_cast<size_t>(n));
+  kv_rows.resize(static_cast<size_t>(n * params_.n_head_kv));
+  mask.assign(static_cast<size_t>(n_kv * n), -INFINITY);
+  if (in.mask_swa) mask_swa.assign(static_cast<size_t>(n_kv * n), -INFINITY);
+  out_rows.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const BatchToken& b = batch[static_cast<size_t>(i)];
+    const int64_t base = b.seq * seq_ctx, row = base + b.pos;
+    tokens[static_cast<size_t>(i)] = b.token;
+    positions[static_cast<size_t>(i)] = b.pos;
+    for (int64_t h = 0; h < params_.n_head_kv; ++h) kv_rows[static_cast<size_t>(h * n + i)] = static_cast<int32_t>(row);
+    // Visible: this sequence's rows up to its own; a window counts back
+    // from the token's position.
+    float* m = &mask[static_cast<size_t>(i * n_kv)];
+    std::fill(m + base, m + row + 1, 0.0f);
+    if (in.mask_swa) {
+      const int64_t first = std::max(base, row - params_.n_swa + 1);
+      std::fill(&mask_swa[static_cast<size_t>(i * n_kv + first)], &mask_swa[static_cast<size_t>(i * n_kv + row + 1)],
+                0.0f);
+    }
+    if (b.logits) out_rows.push_back(static_cast<int32_t>(i));
+  }
+  if (static_cast<int64_t>(out_rows.size()) != in.out_rows->ne[0])
+    fail(ErrorKind::invalid_input, "model",
+         std::to_string(out_rows.size()) + " tokens ask for logits for inputs of " + std::to_string(in.out_rows->ne[0]));
+  tensor_set(*in.tokens, tokens.data(), 0, in.tokens->nbytes());
+  tensor_set(*in.positions, positions.data(), 0, in.positions->nbytes());
+  tensor_set(*in.kv_rows, kv_rows.data(), 0, in.kv_rows->nbytes());
+  tensor_set(*in.mask, mask.data(), 0, in.mask->nbytes());
+  if (in.mask_swa) tensor_set(*in.mask_swa, mask_swa.data(), 0, in.mask_swa->nbytes());
+  tensor_set(*in.out_rows, out_rows.data(), 0, in.out_rows->nbytes());
   if (in.rope_factors) tensor_set(*in.rope_factors, rope_factors_.data(), 0, in.rope_factors->nbytes());
 }
 

@@ -175,7 +175,10 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     x = ops::add(ctx, x, cur);
   }
   f.segment_begin.push_back(ctx.size());
-  if (rows == LogitRows::last && n > 1) x = ops::view_2d(ctx, x, p.n_embd, 1, x->nb[1], (n - 1) * x->nb[1]);
+  if (in.out_rows)
+    x = ops::get_rows(ctx, x, in.out_rows);  // [n_embd, n_out]
+  else if (rows == LogitRows::last && n > 1)
+    x = ops::view_2d(ctx, x, p.n_embd, 1, x->nb[1], (n - 1) * x->nb[1]);
   x = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), output_norm_);
   f.output_index = ctx.size();
   Tensor* logits = ops::mul_mat(ctx, output_, x);  // [n_vocab, n] or [n_vocab, 1]
@@ -221,15 +224,17 @@ struct LlamaModel::EvalGraph {
   int64_t n;
   int64_t n_kv;
   LogitRows rows;
+  int64_t n_out;  // > 0: a batch's graph (out_rows)
   LlamaModel::Inputs in;
   LlamaModel::Forward forward;
   Tensor* logits;
 
-  EvalGraph(LlamaModel& m, int64_t n_tokens, int64_t kv, LogitRows logit_rows)
+  EvalGraph(LlamaModel& m, int64_t n_tokens, int64_t kv, LogitRows logit_rows, int64_t n_out_rows)
       : n(n_tokens),
         n_kv(kv),
         rows(logit_rows),
-        in(m.new_inputs(ctx, n_tokens, kv)),
+        n_out(n_out_rows),
+        in(m.new_inputs(ctx, n_tokens, kv, n_out_rows)),
         forward(m.build_forward(ctx, g, in, kv - n_tokens, logit_rows)),
         logits(forward.logits) {
     logits->flags |= kFlagOutput;
@@ -239,13 +244,16 @@ struct LlamaModel::EvalGraph {
 // The graph for n tokens reading n_kv cache rows: the last one when its
 // shape matches (and reuse is on), else a new one, allocated (and, split,
 // pinned segment by segment to its placements' backends).
-LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv, LogitRows rows) {
+LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out) {
   if (rows == LogitRows::last && n == 1) rows = LogitRows::all;  // the same graph
-  if (graph_ && reuse_graphs_ && graph_->n == n && graph_->n_kv == n_kv && graph_->rows == rows) return *graph_;
+  if (n_out > 0) rows = LogitRows::all;  // out_rows decides
+  if (graph_ && reuse_graphs_ && graph_->n == n && graph_->n_kv == n_kv && graph_->rows == rows &&
+      graph_->n_out == n_out)
+    return *graph_;
   // Kept only once allocated: a graph whose allocation threw must not be
   // found again by the next eval of its shape.
   graph_.reset();
-  auto fresh = std::make_unique<EvalGraph>(*this, n, n_kv, rows);
+  auto fresh = std::make_unique<EvalGraph>(*this, n, n_kv, rows, n_out);
   EvalGraph& e = *fresh;
   if (!sched_) {
     galloc_->allocate(e.g, GraphLayout{});
@@ -284,6 +292,35 @@ void LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, std::vect
   const int64_t n = static_cast<int64_t>(tokens.size());
   EvalGraph& e = graph_for(n, padded_kv(n_past + n, n_ctx_), rows);
   set_inputs(e.in, tokens, n_past);
+  run_graph(e, logits);
+}
+
+void LlamaModel::eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
+  if (batch.empty()) fail(ErrorKind::invalid_input, kWhere, "eval_batch needs at least one token");
+  if (n_seq <= 0 || n_seq > n_ctx_ || n_ctx_ % n_seq != 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         std::to_string(n_seq) + " sequences do not divide the context of " + std::to_string(n_ctx_));
+  const int64_t seq_ctx = n_ctx_ / n_seq;
+  int64_t n_out = 0, top = 0;
+  for (const BatchToken& b : batch) {
+    if (b.seq < 0 || b.seq >= n_seq || b.pos < 0 || b.pos >= seq_ctx)
+      fail(ErrorKind::invalid_input, kWhere,
+           "token at position " + std::to_string(b.pos) + " of sequence " + std::to_string(b.seq) + " is outside " +
+               std::to_string(n_seq) + " sequences of " + std::to_string(seq_ctx) + " positions");
+    if (b.token < 0 || b.token >= params_.n_vocab)
+      fail(ErrorKind::invalid_input, kWhere,
+           "token id " + std::to_string(b.token) + " is outside the vocabulary of " + std::to_string(params_.n_vocab));
+    n_out += b.logits ? 1 : 0;
+    top = std::max(top, b.seq * seq_ctx + b.pos + 1);
+  }
+  if (n_out == 0) fail(ErrorKind::invalid_input, kWhere, "no token of the batch asks for logits");
+  const int64_t n = static_cast<int64_t>(batch.size());
+  EvalGraph& e = graph_for(n, padded_kv(top, n_ctx_), LogitRows::all, n_out);
+  set_batch_inputs(e.in, batch, n_seq);
+  run_graph(e, logits);
+}
+
+void LlamaModel::run_graph(EvalGraph& e, std::vector<float>& logits) {
   if (!sched_) {
     backends_[0]->compute(e.g);
     backends_[0]->synchronize();

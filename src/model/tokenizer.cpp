@@ -220,6 +220,13 @@ std::string Tokenizer::decode_token(int32_t id) const {
   return d_->kind == TokenizerKind::spm ? detail::spm_decode_token(*d_, id) : detail::bpe_decode_token(*d_, id);
 }
 
+const std::string& Tokenizer::token_text(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= d_->tokens.size())
+    fail(ErrorKind::invalid_input, "tokenizer.token_text",
+         "token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(d_->tokens.size()));
+  return d_->tokens[static_cast<size_t>(id)];
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   std::string out;
   bool first = true;  // no text piece emitted yet

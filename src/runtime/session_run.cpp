@@ -9,6 +9,11 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, int64_t n_past
   return model_->eval(tokens, n_past, rows);
 }
 
+void Session::eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "eval_batch before load");
+  model_->eval_batch(batch, n_seq, logits);
+}
+
 GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate before load");

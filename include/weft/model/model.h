@@ -199,6 +199,18 @@ struct LoadOptions {
 // perplexity, a test against a reference), or the last one's (generation).
 enum class LogitRows { all, last };
 
+// One token of a batch over several sequences (LlamaModel::eval_batch). The
+// KV cache is cut into n_seq equal parts of n_ctx / n_seq rows: sequence s
+// owns rows [s * seq_ctx, (s + 1) * seq_ctx), and its token at position p
+// writes row s * seq_ctx + p and attends to rows s * seq_ctx .. that row,
+// never another sequence's.
+struct BatchToken {
+  int32_t token = 0;
+  int32_t pos = 0;      // position in its sequence, [0, seq_ctx)
+  int32_t seq = 0;      // [0, n_seq)
+  bool logits = false;  // whether eval_batch returns this token's logits
+};
+
 class LlamaModel {
  public:
   // Copies the model's tensors from file into one buffer of
@@ -266,17 +278,24 @@ class LlamaModel {
     Tensor* mask = nullptr;
     Tensor* mask_swa = nullptr;
     Tensor* rope_factors = nullptr;
+    // i32 [n_out]: the tokens whose logits a batch returns (new_inputs with
+    // n_out > 0; build_forward then computes the output for those alone).
+    Tensor* out_rows = nullptr;
   };
-  // Creates them in ctx, flagged as graph inputs.
-  Inputs new_inputs(Context& ctx, int64_t n, int64_t n_kv) const;
+  // Creates them in ctx, flagged as graph inputs (out_rows when n_out > 0).
+  Inputs new_inputs(Context& ctx, int64_t n, int64_t n_kv, int64_t n_out = 0) const;
   // Writes their values, after the tensors are bound to memory.
   void set_inputs(const Inputs& in, std::span<const int32_t> tokens, int64_t n_past) const;
+  // The same for a batch over n_seq sequences (BatchToken): positions,
+  // cache rows and a mask per token's sequence, and out_rows.
+  void set_batch_inputs(const Inputs& in, std::span<const BatchToken> batch, int64_t n_seq) const;
 
   // Adds to g the forward pass for in.tokens (n of them) at positions
   // n_past .. n_past + n - 1. Writes the new keys and values into the caches
   // at rows `positions` and attends over cache rows [0, n_kv). The logits
   // are [n_vocab, n], or [n_vocab, 1] for LogitRows::last (the final norm
-  // and output product then run for the last token alone).
+  // and output product then run for the last token alone), or with
+  // in.out_rows [n_vocab, n_out] for the tokens it names (rows ignored).
   Forward build_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past,
                         LogitRows rows = LogitRows::all);
 
@@ -293,6 +312,17 @@ class LlamaModel {
   void eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
             LogitRows rows = LogitRows::all);
 
+  // One step over several sequences at once (continuous batching: each
+  // sequence has its own part of the cache, BatchToken): evaluates batch
+  // (any mix of sequences and positions; a sequence's tokens in position
+  // order) and writes the logits of the tokens marked `logits`, in batch
+  // order, into logits (n_vocab floats each). Throws Error(invalid_input)
+  // when n_seq does not divide n_ctx, a sequence or position is out of
+  // range, an id is outside the vocabulary, or no token asks for logits.
+  // Reuses its graph as eval() does (same token count, logit count and
+  // 32-row bucket of the highest cache row).
+  void eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
+
   // Reuse of the last graph (on by default); off, every call builds and
   // allocates its graph (a test compares the two).
   void set_reuse_graphs(bool on) { reuse_graphs_ = on; }
@@ -303,7 +333,8 @@ class LlamaModel {
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
   Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in);
   struct EvalGraph;
-  EvalGraph& graph_for(int64_t n, int64_t n_kv, LogitRows rows);
+  EvalGraph& graph_for(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out = 0);
+  void run_graph(EvalGraph& e, std::vector<float>& logits);
 
   LlamaParams params_;
   Device& device_;
@@ -338,6 +369,9 @@ class LlamaModel {
   mutable std::vector<int32_t> positions_scratch_;
   mutable std::vector<int32_t> kv_rows_scratch_;
   mutable std::vector<float> mask_scratch_;
+  mutable std::vector<float> mask_swa_scratch_;
+  mutable std::vector<int32_t> tokens_scratch_;
+  mutable std::vector<int32_t> out_rows_scratch_;
 };
 
 // Bytes of KV cache (keys and values of cache_type) that n_layers layers of

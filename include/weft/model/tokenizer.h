@@ -65,6 +65,10 @@ class Tokenizer {
   // One token's bytes (control tokens give ""); throws Error(invalid_input)
   // for an id outside [0, vocab_size()).
   std::string decode_token(int32_t id) const;
+  // The vocabulary's string for id as the file spells it ("<s>",
+  // "<|im_end|>", "▁the", "Ġthe"): what chat templates call bos_token and
+  // eos_token. Throws Error(invalid_input) for an id outside the vocabulary.
+  const std::string& token_text(int32_t id) const;
   // Tokens decoded as a sequence from the start of a text: for `llama`, the
   // space that add_space_prefix put before the first piece is removed.
   std::string decode(std::span<const int32_t> ids) const;

@@ -120,6 +120,11 @@ class Session {
   std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past,
                           model::LogitRows rows = model::LogitRows::all);
 
+  // One step over several sequences (LlamaModel::eval_batch: n_seq parts
+  // of the KV cache, one per sequence); the logits of the tokens marked
+  // `logits`, in batch order.
+  void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
+
   // Generation from position 0 (run_generation() with this model's eval
   // and end-of-generation tokens). The prompt and up to max_tokens - 1
   // generated tokens must fit n_ctx.
