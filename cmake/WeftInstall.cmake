@@ -19,6 +19,7 @@ include(CMakePackageConfigHelpers)
 # export, the umbrella target and weft.pc; a library missing here fails the
 # configure below. Libraries whose sources are not there yet are skipped.
 set(WEFT_INSTALL_LIBRARIES
+  weft_serve weft_chat_template
   weft_runtime
   weft_model weft_tokenizer weft_sampling weft_gguf
   weft_rpc_server weft_rpc_client weft_rpc_protocol weft_rpc_transport
@@ -82,14 +83,14 @@ install(FILES ${PROJECT_BINARY_DIR}/generated/weftConfig.cmake ${PROJECT_BINARY_
         DESTINATION ${WEFT_INSTALL_CMAKEDIR})
 
 # weft.pc. The libraries are static only, so what they link (libcrypto,
-# libxxhash, threads) is needed by every program and goes in Requires and
+# libxxhash, cpp-httplib, threads; nlohmann_json's headers) is needed by every program and goes in Requires and
 # Libs, not in the .private fields that only `pkg-config --static` reads.
 # The prefix is the one installed to (`cmake --install --prefix P`, or
 # CMAKE_INSTALL_PREFIX), so the file is finished at install time: configure
 # time fills in the rest and leaves @WEFT_PC_PREFIX@ for then.
 list(TRANSFORM _weft_libraries PREPEND "-l" OUTPUT_VARIABLE _weft_pc_flags)
 string(JOIN " " WEFT_PC_LIBS ${_weft_pc_flags})
-set(WEFT_PC_REQUIRES "libcrypto libxxhash")
+set(WEFT_PC_REQUIRES "libcrypto libxxhash cpp-httplib nlohmann_json")
 set(WEFT_PC_PREFIX "@WEFT_PC_PREFIX@")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/weft.pc.in ${PROJECT_BINARY_DIR}/generated/weft.pc.in @ONLY)
 install(CODE "

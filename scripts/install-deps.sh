@@ -8,6 +8,8 @@ packages=(
   dpkg-dev file  # make package: CPack DEB runs dpkg-shlibdeps and file
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libcli11-dev libxxhash-dev libssl-dev
+  libcpp-httplib-dev nlohmann-json3-dev  # weft serve
+  chromium  # tests/serve: headless Chromium loads the chat page
   clang libclang-rt-14-dev
   python3 python3-numpy  # tests: the float64 model-family references (tests/model/families)
 )
@@ -18,6 +20,10 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# tests/serve run the openai npm client: Debian's nodejs and npm unless a
+# node with npm is already installed (e.g. NodeSource's, which bundles npm
+# and conflicts with Debian's npm package).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
 ((${#missing[@]} == 0)) && exit 0
 
 echo "install-deps: installing ${missing[*]}"

@@ -102,6 +102,26 @@ int cmd_bench_model(const BenchModelArgs& args);
 // `weft run`: generates text from a GGUF llama/qwen2 model, its layers split
 // over this CPU and any workers (in proportion to --split, else to each
 // device's free memory), streaming tokens to stdout.
+// `weft serve`: the OpenAI-compatible HTTP server (docs/serve.md) until
+// SIGINT or SIGTERM.
+struct ServeArgs {
+  ModelHostArgs host;
+  int64_t ctx_size = 4096;            // KV positions in all, cut among the slots
+  int parallel = 1;                   // slots decoded together
+  std::string listen_host = "127.0.0.1";
+  int port = 8080;                    // 0: any free port
+  std::string port_file;              // the port written here once listening (tests)
+  std::string api_key_file;           // Bearer key required of every request
+  bool insecure = false;              // a non-loopback address without a key
+  std::string chat_template;          // NAME (built-in) or FILE
+  std::string alias;                  // the model's id in /v1/models
+  size_t max_queue = 64;              // waiting requests beyond the slots; more: 429
+  int max_tokens = 0;                 // per request (0: a slot's context)
+  double timeout_s = 600;             // per request
+  bool quiet = false;                 // no line per request
+};
+int cmd_serve(const ServeArgs& args);
+
 struct RunArgs {
   ModelHostArgs host;
   std::string prompt;

@@ -141,6 +141,32 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--stats", run.stats, "print speeds and RPC traffic to stderr");
   run_cmd->add_flag("--special", run.special, "read special-token strings in the prompt (e.g. <|eot_id|>) as those tokens");
 
+  ServeArgs serve;
+  CLI::App* serve_cmd = app.add_subcommand(
+      "serve", "an OpenAI-compatible HTTP server (chat and completions, streamed) over the model and its workers");
+  add_model_host_options(serve_cmd, serve.host);
+  serve_cmd->add_option("-c,--ctx-size", serve.ctx_size, "KV cache positions in all, cut evenly among the slots")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  serve_cmd->add_option("--parallel", serve.parallel, "requests decoded together (slots)")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  serve_cmd->add_option("--host", serve.listen_host, "address to listen on (other than loopback: --api-key-file or --insecure)")
+      ->capture_default_str();
+  serve_cmd->add_option("--port", serve.port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  serve_cmd->add_option("--port-file", serve.port_file, "write the port here once listening");
+  serve_cmd->add_option("--api-key-file", serve.api_key_file, "file holding the API key clients send as 'Authorization: Bearer KEY'");
+  serve_cmd->add_flag("--insecure", serve.insecure, "allow a non-loopback address without an API key");
+  serve_cmd->add_option("--chat-template", serve.chat_template,
+                        "chat template: a built-in (chatml, gemma, llama2, llama3, mistral, phi3) or a Jinja file "
+                        "(default: the model file's)");
+  serve_cmd->add_option("--alias", serve.alias, "the model's id in /v1/models (default: the file name)");
+  serve_cmd->add_option("--max-queue", serve.max_queue, "requests that may wait for a slot; more get 429")
+      ->capture_default_str()->check(CLI::Range(0, 100000));
+  serve_cmd->add_option("--max-tokens", serve.max_tokens, "most tokens one request may ask for (0: a slot's context)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  serve_cmd->add_option("--timeout", serve.timeout_s, "seconds one request may take")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_flag("-q,--quiet", serve.quiet, "no log line per request");
+
   PerplexityArgs ppl;
   CLI::App* ppl_cmd = app.add_subcommand("perplexity", "perplexity of a GGUF model over a text file, split like `run`");
   add_model_host_options(ppl_cmd, ppl.host);
@@ -174,6 +200,7 @@ int main(int argc, char** argv) {
     if (gguf_info_cmd->parsed()) return cmd_gguf_info(gguf_path);
     if (demo_cmd->parsed()) return cmd_demo(demo);
     if (run_cmd->parsed()) return cmd_run(run);
+    if (serve_cmd->parsed()) return cmd_serve(serve);
     if (ppl_cmd->parsed()) return cmd_perplexity(ppl);
     if (quant_cmd->parsed()) return cmd_quantize(quant);
   } catch (const weft::Error& e) {

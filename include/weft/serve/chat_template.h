@@ -1,0 +1,91 @@
+// Chat templates: the Jinja2 template a model file carries as
+// `tokenizer.chat_template`, which turns a list of chat messages into the
+// prompt text. ChatTemplate interprets the subset of Jinja2 that real chat
+// templates use, configured as Hugging Face transformers configures Jinja2
+// for them (trim_blocks, lstrip_blocks, loop controls, a json.dumps-style
+// tojson, raise_exception, strftime_now), so that a template renders here as
+// it does in Python.
+//
+// Message contents are hostile input: they are only ever values, never parsed
+// as template text. Every render is bounded (output bytes, loop iterations,
+// work, nesting depth) and fails with a weft::Error, never a crash.
+//
+//   auto tpl = weft::serve::ChatTemplate::parse(gguf_chat_template);  // once per model
+//   std::string prompt = tpl.render({{"messages", messages},
+//                                    {"add_generation_prompt", true},
+//                                    {"bos_token", "<s>"}, {"eos_token", "</s>"}});
+//
+// A parsed template is immutable: render() is const and may run on several
+// threads at once.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace weft::serve {
+
+namespace detail {
+struct TemplateBody;
+}
+
+// Caps on one render; exceeding one throws Error(out_of_memory, ...).
+struct ChatTemplateLimits {
+  std::size_t max_output_bytes = std::size_t{16} << 20;  // the rendered text
+  std::size_t max_loop_iterations = 1'000'000;            // all for-loop iterations of a render together
+  std::size_t max_work_bytes = std::size_t{256} << 20;    // bytes and items produced by string and list operations
+  int max_depth = 64;  // nesting of statements, macro calls and values (also the parser's cap on expressions)
+};
+
+// A parsed template. parse() throws weft::Error(ErrorKind::invalid_input,
+// "[chat_template] line N: ...") for a syntax error, and
+// Error(ErrorKind::unsupported, "[chat_template] line N: ... not supported: <construct>")
+// for a construct outside the subset (unknown filters, tests and statements are
+// found at parse time; unknown methods when called).
+class ChatTemplate {
+ public:
+  static ChatTemplate parse(std::string_view source);
+
+  // Renders with the given variables (a JSON object: "messages",
+  // "add_generation_prompt", "bos_token", "eos_token", "tools", ... any keys).
+  // Throws Error(invalid_input, "[chat_template] ...") when the template raises
+  // (raise_exception("msg") puts msg in the error text) or on a runtime type
+  // error naming what was wrong; Error(out_of_memory, ...) when a limit is
+  // exceeded. Objects iterate in the json's order: nlohmann::json sorts keys,
+  // so pass ordered_json to keep the caller's order (tojson of tool schemas).
+  std::string render(const nlohmann::json& variables) const;
+  std::string render(const nlohmann::ordered_json& variables) const;
+
+  void set_limits(const ChatTemplateLimits& limits) { limits_ = limits; }
+  const ChatTemplateLimits& limits() const { return limits_; }
+  // The clock strftime_now() reads (local time); tests pin it. Default: system_clock::now.
+  void set_clock(std::function<std::chrono::system_clock::time_point()> clock) { clock_ = std::move(clock); }
+
+  ChatTemplate(ChatTemplate&&) noexcept;
+  ChatTemplate& operator=(ChatTemplate&&) noexcept;
+  ~ChatTemplate();
+
+ private:
+  explicit ChatTemplate(std::unique_ptr<detail::TemplateBody> body);
+  template <class Json>
+  std::string render_json(const Json& variables) const;
+
+  std::unique_ptr<detail::TemplateBody> body_;  // the parsed statements; owned, immutable
+  ChatTemplateLimits limits_;
+  std::function<std::chrono::system_clock::time_point()> clock_;
+};
+
+// Templates weft ships for --chat-template NAME: "chatml", "llama2", "llama3",
+// "mistral", "gemma", "phi3". Each renders the fixture conversations exactly as
+// the real template of its family does (tests/serve/chat_templates). nullopt
+// for an unknown name.
+std::optional<std::string> builtin_chat_template(std::string_view name);
+std::string builtin_chat_template_names();  // "chatml, gemma, llama2, llama3, mistral, phi3"
+
+}  // namespace weft::serve

@@ -1,0 +1,132 @@
+// A chat's messages into prompt tokens (openai_api.h, chat_prompt): checked,
+// rendered by the model's template, and encoded so that only the template's
+// own markup can become control tokens.
+#include <algorithm>
+#include <string_view>
+
+#include "serve/openai_api.h"
+#include "weft/core/error.h"
+
+namespace weft::serve {
+
+namespace {
+
+constexpr size_t kMaxMessages = 4096;
+
+// A message's content as text: a string, null, or text parts.
+std::string content_text(const Json& content) {
+  if (content.is_null()) return "";
+  if (content.is_string()) return content.get<std::string>();
+  if (content.is_array()) {
+    std::string text;
+    for (const Json& part : content) {
+      if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+          !part["text"].is_string())
+        bad_request("messages", "content parts must be {\"type\": \"text\", \"text\": \"...\"} (this model reads text only)");
+      text += part["text"].get<std::string>();
+    }
+    return text;
+  }
+  bad_request("messages", "a message's content must be a string, an array of text parts, or null");
+}
+
+// The messages as the template reads them: role and content strings, and
+// the tool fields templates use passed through as given.
+Json normalize(const Json& messages, std::vector<std::string>& contents) {
+  if (!messages.is_array() || messages.empty()) bad_request("messages", "'messages' must be a non-empty array");
+  if (messages.size() > kMaxMessages)
+    bad_request("messages", "at most " + std::to_string(kMaxMessages) + " messages per request");
+  Json out = Json::array();
+  for (const Json& m : messages) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      bad_request("messages", "each message must be an object with a string 'role'");
+    Json n = Json::object();
+    n["role"] = m["role"];
+    n["content"] = content_text(m.contains("content") ? m["content"] : Json(nullptr));
+    contents.push_back(n["content"].get<std::string>());
+    for (const char* key : {"name", "tool_calls", "tool_call_id", "reasoning_content"})
+      if (m.contains(key) && !m[key].is_null()) n[key] = m[key];
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx, const Json& extra) {
+  std::vector<std::string> contents;
+  Json vars = Json::object();
+  vars["messages"] = normalize(messages, contents);
+  vars["add_generation_prompt"] = true;
+  vars["bos_token"] = ctx.bos_token;
+  vars["eos_token"] = ctx.eos_token;
+  if (extra.contains("tools")) vars["tools"] = extra["tools"];
+  if (extra.contains("tool_choice")) vars["tool_choice"] = extra["tool_choice"];
+  if (extra.contains("chat_template_kwargs")) {
+    if (!extra["chat_template_kwargs"].is_object())
+      bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (const auto& [k, v] : extra["chat_template_kwargs"].items())
+      if (k != "messages") vars[k] = v;
+  }
+  std::string text;
+  try {
+    text = ctx.chat_template->render(vars);
+  } catch (const Error& e) {
+    throw ApiError(e.kind() == ErrorKind::out_of_memory ? 413 : 400, "invalid_request_error",
+                   std::string("the chat template: ") + e.what(), "messages");
+  }
+  const model::Tokenizer& tok = *ctx.tokenizer;
+  std::vector<int32_t> ids;
+  const std::string_view bos = ctx.bos_token;
+  const bool starts_with_bos = !bos.empty() && std::string_view(text).substr(0, bos.size()) == bos;
+  if (tok.add_bos() && !starts_with_bos && tok.bos() >= 0) ids.push_back(tok.bos());
+  // Most chats: no content spells a special token, and the rendered text
+  // encodes in one piece with the template's markup recognised.
+  std::vector<bool> spells_special;
+  for (const std::string& c : contents)
+    spells_special.push_back(!c.empty() && tok.encode(c, false, true) != tok.encode(c, false, false));
+  if (std::find(spells_special.begin(), spells_special.end(), true) == spells_special.end()) {
+    const std::vector<int32_t> all = tok.encode(text, false, true);
+    ids.insert(ids.end(), all.begin(), all.end());
+    if (ids.empty()) bad_request("messages", "the chat template rendered an empty prompt");
+    return ids;
+  }
+  // Else the template's text with special tokens recognised and each
+  // message's content, found in order, as plain text. A content the
+  // template changed (trimmed, split) and that is not found verbatim is
+  // looked for trimmed; one that spells a special token and is not found
+  // is refused.
+  size_t cursor = 0;
+  auto append = [&](std::string_view part, bool special) {
+    if (part.empty()) return;
+    const std::vector<int32_t> p = tok.encode(part, false, special);
+    ids.insert(ids.end(), p.begin(), p.end());
+  };
+  for (size_t i = 0; i < contents.size(); ++i) {
+    const std::string& c = contents[i];
+    std::string_view want = c;
+    size_t at = want.empty() ? std::string::npos : text.find(want, cursor);
+    if (at == std::string::npos) {
+      const size_t b = want.find_first_not_of(" \t\r\n");
+      const size_t e = want.find_last_not_of(" \t\r\n");
+      if (b != std::string::npos) {
+        want = want.substr(b, e - b + 1);
+        at = text.find(want, cursor);
+      }
+    }
+    if (at == std::string::npos || want.empty()) {
+      if (spells_special[i])
+        bad_request("messages", "message " + std::to_string(i) +
+                                    " spells a special token in text the chat template rewrites");
+      continue;
+    }
+    append(std::string_view(text).substr(cursor, at - cursor), true);
+    append(want, false);
+    cursor = at + want.size();
+  }
+  append(std::string_view(text).substr(cursor), true);
+  if (ids.empty()) bad_request("messages", "the chat template rendered an empty prompt");
+  return ids;
+}
+
+}  // namespace weft::serve

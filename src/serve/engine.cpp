@@ -1,0 +1,382 @@
+// The serving engine's thread: admission, batched steps, sampling and the
+// text each request receives (engine.h).
+#include "serve/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "serve/text_stream.h"
+#include "weft/core/error.h"
+
+namespace weft::serve {
+
+namespace {
+
+constexpr const char* kWhere = "serve";
+constexpr size_t kPenaltyWindow = 64;  // tokens the frequency and presence penalties look back over
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// log-softmax of row at the chosen token, and the k most likely tokens.
+void logprobs_of(std::span<const float> row, int32_t chosen, int k, TokenLogprob& out_chosen,
+                 std::vector<TokenLogprob>& out_top) {
+  float max = -INFINITY;
+  for (float v : row) max = std::max(max, v);
+  double sum = 0;
+  for (float v : row) sum += std::exp(static_cast<double>(v) - max);
+  const double log_z = max + std::log(sum);
+  out_chosen = {chosen, static_cast<float>(row[static_cast<size_t>(chosen)] - log_z)};
+  out_top.clear();
+  if (k <= 0) return;
+  std::vector<int32_t> ids(row.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  const size_t kk = std::min(static_cast<size_t>(k), ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kk), ids.end(), [&](int32_t a, int32_t b) {
+    return row[static_cast<size_t>(a)] > row[static_cast<size_t>(b)] || (row[static_cast<size_t>(a)] ==
+                                                                               row[static_cast<size_t>(b)] && a < b);
+  });
+  for (size_t i = 0; i < kk; ++i)
+    out_top.push_back({ids[i], static_cast<float>(row[static_cast<size_t>(ids[i])] - log_z)});
+}
+
+}  // namespace
+
+std::optional<Event> Request::next(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (done_) return std::nullopt;
+  if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
+  Event e = std::move(events_.front());
+  events_.pop_front();
+  if (e.finished) done_ = true;
+  return e;
+}
+
+void Request::push(Event e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+// A sequence of the batch: its part of the KV cache and, while busy, the
+// request it serves. Engine thread only.
+struct Engine::Slot {
+  int index = 0;
+  std::vector<int32_t> cached;  // tokens whose keys and values are in this slot's rows, in order
+  std::shared_ptr<Request> request;  // null: free
+  Job job;
+  size_t fed = 0;     // prompt tokens in the cache
+  int32_t next = -1;  // the sampled token to feed at the next step
+  int generated = 0;
+  int cached_prefix = 0;
+  std::unique_ptr<model::Sampler> sampler;
+  std::deque<int32_t> window;  // the penalty window
+  TextStream text;
+  Event out;  // tokens (and logprobs) not yet handed over with text
+  Clock::time_point admitted, first_token;
+  bool busy() const { return request != nullptr; }
+  bool prefilled() const { return fed == job.prompt.size(); }
+};
+
+Engine::Engine(Session& session, EngineOptions options) : session_(session), options_(options) {
+  if (!session_.loaded()) fail(ErrorKind::invalid_input, kWhere, "the engine needs a loaded session");
+  const int64_t n_ctx = session_.n_ctx();
+  if (options_.slots < 1 || n_ctx % options_.slots != 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         std::to_string(options_.slots) + " slots do not divide the context of " + std::to_string(n_ctx));
+  if (options_.batch_tokens < 1) fail(ErrorKind::invalid_input, kWhere, "batch_tokens must be at least 1");
+  slot_ctx_ = n_ctx / options_.slots;
+  for (int i = 0; i < options_.slots; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->index = i;
+  }
+  metrics_.slots = options_.slots;
+  thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  for (auto& s : slots_)
+    if (s->busy()) finish(*s, "cancelled");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Pending& p : queue_) {
+    Event e;
+    e.finished = true;
+    e.finish_reason = "cancelled";
+    p.request->push(std::move(e));
+  }
+  queue_.clear();
+  metrics_.queue_length = 0;
+}
+
+std::shared_ptr<Request> Engine::submit(Job job) {
+  const int64_t vocab = session_.params().n_vocab;
+  if (job.prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty");
+  if (static_cast<int64_t>(job.prompt.size()) > slot_ctx_)
+    fail(ErrorKind::invalid_input, kWhere,
+         "the prompt's " + std::to_string(job.prompt.size()) + " tokens do not fit a slot's context of " +
+             std::to_string(slot_ctx_));
+  for (int32_t t : job.prompt)
+    if (t < 0 || t >= vocab)
+      fail(ErrorKind::invalid_input, kWhere,
+           "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(vocab));
+  if (job.max_tokens < 0) fail(ErrorKind::invalid_input, kWhere, "max_tokens must not be negative");
+  model::Sampler check(job.sampler);  // throws naming an impossible option
+  auto request = std::make_shared<Request>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) fail(ErrorKind::disconnected, kWhere, "the server is stopping");
+    // Free slots take requests at once; beyond them max_queue may wait.
+    const size_t free_slots = static_cast<size_t>(metrics_.slots - metrics_.slots_busy);
+    if (queue_.size() >= options_.max_queue + free_slots) {
+      ++metrics_.requests_rejected;
+      return nullptr;
+    }
+    queue_.push_back({std::move(job), request});
+    metrics_.queue_length = queue_.size();
+  }
+  cv_.notify_all();
+  return request;
+}
+
+EngineMetrics Engine::metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return metrics_;
+}
+
+void Engine::run() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); });
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || any_busy; });
+      if (stop_) return;
+    }
+    admit();
+    step();
+  }
+}
+
+void Engine::admit() {
+  const Clock::time_point now = Clock::now();
+  for (auto& s : slots_)  // the client went away, or the deadline passed
+    if (s->busy() && (s->request->cancelled() || now >= s->job.deadline))
+      finish(*s, s->request->cancelled() ? "cancelled" : "timeout");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (!it->request->cancelled() && now < it->job.deadline) {
+      ++it;
+      continue;
+    }
+    Event e;
+    e.finished = true;
+    e.finish_reason = it->request->cancelled() ? "cancelled" : "timeout";
+    e.prompt_tokens = static_cast<int>(it->job.prompt.size());
+    it->request->push(std::move(e));
+    ++metrics_.requests_cancelled;
+    it = queue_.erase(it);
+  }
+  while (!queue_.empty()) {
+    // The free slot sharing the longest prefix with the prompt.
+    Slot* best = nullptr;
+    size_t best_common = 0;
+    for (auto& s : slots_) {
+      if (s->busy()) continue;
+      const size_t common = common_prefix(s->cached, queue_.front().job.prompt);
+      if (!best || common > best_common) best = s.get(), best_common = common;
+    }
+    if (!best) break;
+    Pending p = std::move(queue_.front());
+    queue_.pop_front();
+    Slot& s = *best;
+    s.job = std::move(p.job);
+    s.request = std::move(p.request);
+    // At least the prompt's last token is evaluated: its logits are the first sample's.
+    const size_t keep = std::min(best_common, s.job.prompt.size() - 1);
+    s.cached.resize(keep);
+    s.fed = keep;
+    s.cached_prefix = static_cast<int>(keep);
+    s.generated = 0;
+    s.next = -1;
+    s.sampler = std::make_unique<model::Sampler>(s.job.sampler);
+    s.window.assign(s.job.prompt.end() - static_cast<std::ptrdiff_t>(std::min(kPenaltyWindow, s.job.prompt.size())),
+                    s.job.prompt.end());
+    s.text = TextStream(s.job.stop);
+    s.out = Event{};
+    s.admitted = Clock::now();
+    s.first_token = s.admitted;
+    // What the slot can still hold: the prompt, then tokens fed back.
+    s.job.max_tokens = static_cast<int>(
+        std::min<int64_t>(s.job.max_tokens, slot_ctx_ - static_cast<int64_t>(s.job.prompt.size()) + 1));
+    metrics_.queue_length = queue_.size();
+  }
+  int busy = 0;
+  for (auto& s : slots_) busy += s->busy() ? 1 : 0;
+  metrics_.slots_busy = busy;
+}
+
+bool Engine::step() {
+  batch_.clear();
+  rows_.clear();
+  for (auto& s : slots_)  // a request for no tokens ends before any compute
+    if (s->busy() && s->job.max_tokens == 0) finish(*s, "length");
+  // Decode tokens first (one per generating slot), then prompt chunks
+  // within the step's budget.
+  for (auto& s : slots_) {
+    if (!s->busy() || !s->prefilled()) continue;
+    batch_.push_back({s->next, static_cast<int32_t>(s->cached.size()), s->index, true});
+    s->cached.push_back(s->next);
+    rows_.push_back(s.get());
+  }
+  uint64_t prompt_tokens = 0;
+  int budget = options_.batch_tokens;
+  for (auto& s : slots_) {
+    if (!s->busy() || s->prefilled() || budget == 0) continue;
+    const size_t chunk = std::min(s->job.prompt.size() - s->fed, static_cast<size_t>(budget));
+    for (size_t i = 0; i < chunk; ++i, ++s->fed) {
+      const bool last = s->fed + 1 == s->job.prompt.size();
+      batch_.push_back({s->job.prompt[s->fed], static_cast<int32_t>(s->cached.size()), s->index, last});
+      s->cached.push_back(s->job.prompt[s->fed]);
+      if (last) rows_.push_back(s.get());
+    }
+    budget -= static_cast<int>(chunk);
+    prompt_tokens += chunk;
+  }
+  if (batch_.empty()) return false;
+  // A step of prompt chunks alone still returns one row (dropped).
+  if (rows_.empty()) {
+    batch_.back().logits = true;
+    rows_.push_back(nullptr);
+  }
+  const Clock::time_point t0 = Clock::now();
+  try {
+    session_.eval_batch(batch_, static_cast<int64_t>(slots_.size()), logits_);
+  } catch (const std::exception& e) {
+    // The cache's state is unknown: every busy slot ends, and no slot's
+    // tokens are reused.
+    for (auto& s : slots_) {
+      s->cached.clear();
+      if (s->busy()) finish(*s, "error", e.what());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.last_error = e.what();
+    return true;
+  }
+  const size_t vocab = static_cast<size_t>(session_.params().n_vocab);
+  uint64_t sampled = 0;
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    if (!rows_[r]) continue;
+    emit_token(*rows_[r], std::span<float>(&logits_[r * vocab], vocab));
+    ++sampled;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_.steps += 1;
+  metrics_.busy_seconds += seconds_between(t0, Clock::now());
+  metrics_.prompt_tokens += prompt_tokens;
+  metrics_.generated_tokens += sampled;
+  return true;
+}
+
+void Engine::emit_token(Slot& s, std::span<float> row) {
+  const Job& job = s.job;
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
+  // Penalties over the window (the prompt's tail, then what was generated).
+  if (job.frequency_penalty != 0 || job.presence_penalty != 0) {
+    std::vector<int32_t> seen(s.window.begin(), s.window.end());
+    std::sort(seen.begin(), seen.end());
+    for (size_t i = 0; i < seen.size();) {
+      size_t j = i;
+      while (j < seen.size() && seen[j] == seen[i]) ++j;
+      const int32_t t = seen[i];
+      if (t >= 0 && static_cast<size_t>(t) < row.size())
+        row[static_cast<size_t>(t)] -= job.frequency_penalty * static_cast<float>(j - i) + job.presence_penalty;
+      i = j;
+    }
+  }
+  int32_t token;
+  try {
+    token = static_cast<int32_t>(s.sampler->sample(row));
+  } catch (const std::exception& e) {
+    finish(s, "error", e.what());
+    return;
+  }
+  s.sampler->accept(token);
+  if (s.generated == 0) s.first_token = Clock::now();
+  const model::Tokenizer& tok = session_.tokenizer();
+  if (!job.ignore_eos && tok.is_end_of_generation(token)) {
+    finish(s, "stop");
+    return;
+  }
+  if (job.top_logprobs >= 0) {
+    logprobs_of(row, token, job.top_logprobs, chosen, top);
+    s.out.chosen.push_back(chosen);
+    s.out.top.push_back(std::move(top));
+  }
+  ++s.generated;
+  s.next = token;
+  s.window.push_back(token);
+  if (s.window.size() > kPenaltyWindow) s.window.pop_front();
+  s.out.tokens.push_back(token);
+  const bool stopped = s.text.append(tok.decode_token(token));
+  if (stopped) {
+    finish(s, "stop");
+    return;
+  }
+  std::string ready = s.text.take_ready();
+  if (!ready.empty()) {
+    Event e = std::move(s.out);
+    s.out = Event{};
+    e.text = std::move(ready);
+    s.request->push(std::move(e));
+  }
+  if (s.generated >= job.max_tokens || static_cast<int64_t>(s.cached.size()) >= slot_ctx_) finish(s, "length");
+}
+
+void Engine::finish(Slot& s, const std::string& reason, const std::string& error) {
+  const Clock::time_point now = Clock::now();
+  Event e = std::move(s.out);
+  s.out = Event{};
+  e.text = s.text.take_all();
+  e.finished = true;
+  e.finish_reason = reason;
+  e.error = error;
+  e.prompt_tokens = static_cast<int>(s.job.prompt.size());
+  e.completion_tokens = s.generated;
+  e.cached_tokens = s.cached_prefix;
+  e.prompt_seconds = seconds_between(s.admitted, s.first_token);
+  e.decode_seconds = s.generated > 0 ? seconds_between(s.first_token, now) : 0;
+  s.request->push(std::move(e));
+  s.request.reset();
+  s.sampler.reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reason == "cancelled" || reason == "timeout")
+    ++metrics_.requests_cancelled;
+  else
+    ++metrics_.requests_finished;
+  int busy = 0;
+  for (auto& slot : slots_) busy += slot->busy() ? 1 : 0;
+  metrics_.slots_busy = busy;
+}
+
+}  // namespace weft::serve

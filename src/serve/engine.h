@@ -1,0 +1,172 @@
+// The serving engine: continuous batching of completion requests over one
+// loaded Session. N slots, each a sequence with its own part of the KV
+// cache (LlamaModel::eval_batch); one thread runs a step at a time: it
+// admits queued requests into free slots (the slot whose cached tokens share
+// the longest prefix with the prompt, so a conversation's next turn
+// re-evaluates only what is new), feeds prompt chunks and one decode token
+// per generating slot in one batched graph, samples every slot's row, and
+// hands each request its text as it becomes final. A request that is
+// cancelled (its client went away) or passes its deadline leaves at the
+// next step; a full queue refuses new requests (the HTTP side answers 429).
+//
+//   Engine engine(session, {.slots = 4});
+//   auto r = engine.submit(std::move(job));          // null: queue full
+//   while (auto ev = r->next(std::chrono::milliseconds(100))) { ... }  // pieces, then the finish
+//   r->cancel();                                     // the client went away
+//
+// Thread-safety: submit(), metrics() and every Request method may be called
+// from any thread; the Session is used by the engine's thread alone from
+// construction to destruction (tokenizer() is const and shared).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "weft/model/sampler.h"
+#include "weft/runtime/session.h"
+
+namespace weft::serve {
+
+// What one completion asks of the engine (already tokenized and checked).
+struct Job {
+  std::vector<int32_t> prompt;  // non-empty
+  int max_tokens = 16;          // >= 0; clipped to what the slot's context holds
+  model::SamplerOptions sampler;
+  float frequency_penalty = 0;  // subtracted per occurrence in the penalty window
+  float presence_penalty = 0;   // subtracted once for a token in the window
+  std::vector<std::string> stop;  // stop strings (the text ends before the first match)
+  bool ignore_eos = false;
+  int top_logprobs = -1;  // -1: no logprobs; else the chosen token's and this many alternatives'
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+// One alternative of a token's logprobs.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+// A piece of generated text (UTF-8 complete, never part of a stop string)
+// with the tokens that made it; or the end of the request.
+struct Event {
+  std::string text;
+  std::vector<int32_t> tokens;
+  // With Job::top_logprobs >= 0: per token, its logprob and the top ones.
+  std::vector<TokenLogprob> chosen;
+  std::vector<std::vector<TokenLogprob>> top;
+
+  bool finished = false;
+  std::string finish_reason;  // "stop", "length", "cancelled", "timeout", "error"
+  std::string error;          // with "error"
+  int prompt_tokens = 0;      // with finished
+  int completion_tokens = 0;
+  int cached_tokens = 0;      // prompt tokens reused from the slot's cache
+  double prompt_seconds = 0;  // admission to the first sampled token
+  double decode_seconds = 0;  // from there to the end
+};
+
+// A submitted request: the engine pushes events, the HTTP side pulls them.
+class Request {
+ public:
+  // The next event, waiting up to timeout; nullopt when none came. After the
+  // finished event, nullopt forever.
+  std::optional<Event> next(std::chrono::milliseconds timeout);
+  // Asks the engine to drop the request at its next step (idempotent).
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+ private:
+  friend class Engine;
+  void push(Event e);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  bool done_ = false;  // the finished event was taken
+  std::atomic<bool> cancelled_{false};
+};
+
+struct EngineOptions {
+  int slots = 1;          // sequences decoded together; must divide the session's n_ctx
+  size_t max_queue = 64;  // requests that may wait for a slot (beyond the free ones); then submit() refuses
+  int batch_tokens = 256; // prompt tokens fed per step across slots (decode tokens come first)
+};
+
+// Counters for /metrics (monotonic unless noted).
+struct EngineMetrics {
+  uint64_t requests_finished = 0;
+  uint64_t requests_cancelled = 0;
+  uint64_t requests_rejected = 0;  // queue full
+  uint64_t prompt_tokens = 0;      // evaluated (cached ones not counted)
+  uint64_t generated_tokens = 0;
+  uint64_t steps = 0;
+  double busy_seconds = 0;    // in eval_batch and sampling
+  size_t queue_length = 0;    // now
+  int slots_busy = 0;         // now
+  int slots = 0;
+  std::string last_error;     // the last step that failed, "" if none
+};
+
+class Engine {
+ public:
+  // session must be loaded; its n_ctx is cut into options.slots parts.
+  // Throws Error(invalid_input) when slots < 1 or does not divide n_ctx.
+  Engine(Session& session, EngineOptions options);
+  // shutdown().
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a job; nullptr when the queue is full. Throws Error(invalid_input)
+  // when the prompt is empty or longer than a slot's context,
+  // Error(disconnected) after shutdown().
+  std::shared_ptr<Request> submit(Job job);
+  // Stops the thread; requests still queued or running finish with
+  // "cancelled". Idempotent; the engine stays valid (submit refuses).
+  void shutdown();
+
+  int64_t slot_context() const { return slot_ctx_; }
+  EngineMetrics metrics() const;
+
+ private:
+  struct Slot;
+  struct Pending {
+    Job job;
+    std::shared_ptr<Request> request;
+  };
+  void run();
+  void admit();
+  bool step();  // false when no slot is busy
+  void finish(Slot& s, const std::string& reason, const std::string& error = "");
+  void emit_token(Slot& s, std::span<float> row);  // samples row (penalties applied in place)
+
+  Session& session_;
+  EngineOptions options_;
+  int64_t slot_ctx_ = 0;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  mutable std::mutex mu_;  // guards queue_, stop_, metrics_
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;
+  bool stop_ = false;
+  bool shut_down_ = false;  // engine thread joined (caller's thread only)
+  EngineMetrics metrics_;
+
+  // The engine thread's scratch.
+  std::vector<model::BatchToken> batch_;
+  std::vector<Slot*> rows_;  // the slot of each logits row
+  std::vector<float> logits_;
+  std::thread thread_;  // last: started after everything it reads
+};
+
+}  // namespace weft::serve

@@ -1,0 +1,172 @@
+// Server's lifecycle: options checked, the address bound, the model loaded
+// in the background, everything stopped in order (weft/serve/server.h).
+#include <arpa/inet.h>
+#include <openssl/sha.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "serve/server_impl.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+
+namespace weft::serve {
+
+namespace {
+
+constexpr const char* kWhere = "serve";
+
+std::string sha256(const std::string& s) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), digest);
+  return std::string(reinterpret_cast<const char*>(digest), sizeof digest);
+}
+
+}  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr a{};
+  if (inet_pton(AF_INET, host.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
+  return false;
+}
+
+Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  const ServeOptions& o = impl_->options;
+  if (o.parallel < 1 || o.parallel > 256) fail(ErrorKind::invalid_input, kWhere, "--parallel must be in [1, 256]");
+  if (o.ctx_size < o.parallel || o.ctx_size % o.parallel != 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         "--ctx-size " + std::to_string(o.ctx_size) + " must be a positive multiple of --parallel " +
+             std::to_string(o.parallel) + " (each slot gets ctx-size / parallel positions)");
+  if (o.port < 0 || o.port > 65535) fail(ErrorKind::invalid_input, kWhere, "--port must be in [0, 65535]");
+  if (o.http_threads < 2) fail(ErrorKind::invalid_input, kWhere, "http_threads must be at least 2");
+  if (o.max_tokens < 0) fail(ErrorKind::invalid_input, kWhere, "--max-tokens must not be negative");
+  if (!is_loopback_host(o.host) && o.api_key.empty() && !o.insecure)
+    fail(ErrorKind::invalid_input, kWhere,
+         "serving on " + o.host + " (not loopback) needs --api-key-file, or --insecure to serve without a key");
+  impl_->model_name = o.model_name.empty() ? std::filesystem::path(o.session.model).stem().string() : o.model_name;
+  if (!o.api_key.empty()) impl_->key_digest = sha256(o.api_key);
+}
+
+Server::~Server() { stop(); }
+
+void Server::start() {
+  Impl& s = *impl_;
+  if (s.started_listening) return;
+  s.add_routes();
+  const ServeOptions& o = s.options;
+  s.http.new_task_queue = [n = o.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+  s.http.set_payload_max_length(o.max_body_bytes);
+  s.http.set_read_timeout(o.read_timeout_seconds, 0);
+  s.http.set_write_timeout(o.read_timeout_seconds, 0);
+  s.http.set_keep_alive_timeout(5);
+  if (o.port == 0) {
+    s.port = s.http.bind_to_any_port(o.host);
+    if (s.port <= 0) fail(ErrorKind::invalid_input, kWhere, "cannot bind " + o.host + " to any port");
+  } else {
+    if (!s.http.bind_to_port(o.host, o.port))
+      fail(ErrorKind::invalid_input, kWhere, "cannot bind " + o.host + ":" + std::to_string(o.port));
+    s.port = o.port;
+  }
+  s.started_listening = true;
+  s.http_thread = std::thread([&s] {
+    s.http.listen_after_bind();
+    s.listen_returned.store(true);
+  });
+  // stop() stops only a running listener: wait until it runs.
+  while (!s.http.is_running() && !s.listen_returned.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  s.load_thread = std::thread([&s] { s.load(); });
+}
+
+void Server::Impl::load() {
+  try {
+    auto sess = std::make_unique<Session>(options.session);
+    // The template: --chat-template, else the file's, else ChatML.
+    std::string source = options.chat_template, origin = "--chat-template";
+    if (source.empty()) {
+      auto file = GgufFile::open(options.session.model);
+      if (auto t = file->get_string("tokenizer.chat_template")) source = *t, origin = "the file's";
+    }
+    std::unique_ptr<ChatTemplate> tmpl;
+    if (!source.empty()) {
+      try {
+        tmpl = std::make_unique<ChatTemplate>(ChatTemplate::parse(source));
+      } catch (const Error& e) {
+        if (origin == "--chat-template") throw;
+        std::fprintf(stderr, "[serve] warning: %s chat template cannot be used (%s): using chatml; "
+                     "--chat-template NAME|FILE chooses another\n", origin.c_str(), e.what());
+      }
+    }
+    if (!tmpl) tmpl = std::make_unique<ChatTemplate>(ChatTemplate::parse(*builtin_chat_template("chatml")));
+    sess->load(options.ctx_size, [this](size_t done, size_t total) {
+      std::lock_guard<std::mutex> lock(mu);
+      progress = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+    });
+    const model::Tokenizer& tok = sess->tokenizer();
+    api.tokenizer = &tok;
+    api.chat_template = tmpl.get();
+    api.bos_token = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+    api.eos_token = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+    api.n_vocab = sess->params().n_vocab;
+    api.slot_context = options.ctx_size / options.parallel;
+    api.max_tokens_limit = options.max_tokens;
+    EngineOptions eo;
+    eo.slots = options.parallel;
+    eo.max_queue = options.max_queue;
+    auto eng = std::make_unique<Engine>(*sess, eo);
+    std::lock_guard<std::mutex> lock(mu);
+    session = std::move(sess);
+    chat_template = std::move(tmpl);
+    engine = std::move(eng);
+    state = ServerState::ready;
+    progress = 1;
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    state = ServerState::failed;
+    load_error = e.what();
+    load_exception = std::current_exception();
+  }
+  cv.notify_all();
+}
+
+int Server::port() const { return impl_->port; }
+
+void Server::wait_ready() {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return impl_->state != ServerState::loading; });
+  if (impl_->state == ServerState::failed) std::rethrow_exception(impl_->load_exception);
+}
+
+void Server::wait() {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return impl_->stop_requested; });
+}
+
+void Server::request_stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop_requested = true;
+  }
+  impl_->cv.notify_all();
+}
+
+void Server::stop() {
+  Impl& s = *impl_;
+  if (s.stopped) return;
+  s.stopped = true;
+  request_stop();
+  if (s.load_thread.joinable()) s.load_thread.join();
+  // The engine's thread first: streams waiting on it get their "cancelled"
+  // ends and their handlers return; then the listener and its connections
+  // (joined: no handler runs after), then the engine and the model.
+  if (s.engine) s.engine->shutdown();
+  if (s.started_listening) {
+    s.http.stop();
+    if (s.http_thread.joinable()) s.http_thread.join();
+  }
+  s.engine.reset();
+  s.session.reset();
+}
+
+}  // namespace weft::serve

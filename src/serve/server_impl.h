@@ -1,0 +1,73 @@
+// The server's state, shared by its lifecycle (server.cpp), its routes
+// (routes.cpp) and /metrics (metrics.cpp). Internal to weft_serve.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "serve/engine.h"
+#include "serve/openai_api.h"
+#include "weft/serve/chat_template.h"
+#include "weft/serve/server.h"
+
+namespace weft::serve {
+
+enum class ServerState { loading, ready, failed };
+
+struct Server::Impl {
+  explicit Impl(ServeOptions o) : options(std::move(o)) {}
+
+  ServeOptions options;
+  std::string model_name;
+  std::string key_digest;  // SHA-256 of the API key ("" when none)
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+  httplib::Server http;
+  std::thread http_thread, load_thread;
+  int port = 0;
+  bool started_listening = false;
+  std::atomic<bool> listen_returned{false};
+  bool stopped = false;
+
+  // Loading and the stop request; state and what it guards.
+  std::mutex mu;
+  std::condition_variable cv;
+  ServerState state = ServerState::loading;
+  double progress = 0;
+  std::string load_error;
+  std::exception_ptr load_exception;
+  bool stop_requested = false;
+
+  // Set once by the load thread before state becomes ready; read-only after.
+  std::unique_ptr<Session> session;
+  std::unique_ptr<ChatTemplate> chat_template;
+  std::unique_ptr<Engine> engine;
+  ApiContext api;
+
+  // Requests by route and status (for /metrics).
+  std::mutex counts_mu;
+  std::map<std::pair<std::string, int>, uint64_t> request_counts;
+
+  void load();  // the load thread's body
+  void add_routes();
+  // The engine when ready; else answers 503 (loading) or 500 (failed) into
+  // res and returns null.
+  Engine* ready_engine(httplib::Response& res);
+  bool authorized(const httplib::Request& req) const;
+  void count(const std::string& route, int status);
+  std::string metrics_text();
+};
+
+// Writes an OpenAI-shaped error into res.
+void send_error(httplib::Response& res, const ApiError& e);
+
+}  // namespace weft::serve

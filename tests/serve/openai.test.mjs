@@ -1,0 +1,721 @@
+// `weft serve` end to end through the official `openai` npm client (and
+// plain fetch where the client has no method), against running servers:
+//
+//   node openai.test.mjs --base URL [--workers N]
+//       [--queue-base URL] [--auth-base URL --key-file FILE]
+//       [--weft BINARY --model FILE]
+//
+//   --base        the main server: --parallel 4 (or more), --ctx-size of
+//                 4 x 4096, --alias weft-test
+//   --workers N   the main server splits its layers over N workers: its
+//                 /metrics must show traffic to each
+//   --queue-base  a server started with --parallel 1 --max-queue 1 (the 429 checks)
+//   --auth-base   a server started with --host 0.0.0.0 --api-key-file FILE
+//                 --max-tokens 64 (reached at 127.0.0.1), FILE given as --key-file
+//   --weft, --model  run `weft serve --host 0.0.0.0` without a key file, which
+//                 must exit non-zero naming --api-key-file
+//
+// Run from a folder where `openai` resolves (scripts/install-test-node.sh;
+// tests/serve/run_openai.sh does it all). The model is a tiny random-weight
+// one: its text is gibberish, so every check compares the server with
+// itself (stream against whole, batched against alone, seed against seed).
+// Prints one line per check; exits 1 when any fails (2 on bad usage).
+import {spawnSync} from 'node:child_process';
+import fs from 'node:fs';
+import {isDeepStrictEqual, parseArgs} from 'node:util';
+import OpenAI from 'openai';
+
+const {values: opt} = parseArgs({
+  options: {
+    'base': {type: 'string'},
+    'workers': {type: 'string'},
+    'queue-base': {type: 'string'},
+    'auth-base': {type: 'string'},
+    'key-file': {type: 'string'},
+    'weft': {type: 'string'},
+    'model': {type: 'string'},
+  },
+});
+if (!opt.base || (opt['auth-base'] && !opt['key-file']) || (!opt.weft !== !opt.model)) {
+  console.error('usage: node openai.test.mjs --base URL [--workers N] [--queue-base URL] ' +
+                '[--auth-base URL --key-file FILE] [--weft BINARY --model FILE]');
+  process.exit(2);
+}
+const BASE = opt.base.replace(/\/$/, '');
+const WORKERS = opt.workers ? Number(opt.workers) : 0;
+const TIMEOUT = 30000;  // ms, any one request
+const started = Date.now();
+
+// The whole run's watchdog: a hung server must fail the test, not stall it.
+const watchdog = setTimeout(() => {
+  console.log('FAIL the test did not finish in 240 s');
+  process.exit(1);
+}, 240000);
+
+let failures = 0;
+let checks = 0;
+function check(ok, what, detail = '') {
+  checks++;
+  if (!ok) failures++;
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}${detail ? ': ' + detail : ''}`);
+  return ok;
+}
+const show = (v) => {
+  const s = typeof v === 'string' ? v : JSON.stringify(v);
+  return JSON.stringify(s.length > 160 ? s.slice(0, 160) + '…' : s);
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Runs one part; an exception fails it and the run goes on with the next.
+async function part(name, fn) {
+  const t0 = Date.now();
+  console.log(`# ${name}`);
+  try {
+    await fn();
+  } catch (e) {
+    check(false, `${name}: unexpected exception`, e?.stack ?? String(e));
+  }
+  console.log(`# ${name}: ${((Date.now() - t0) / 1000).toFixed(2)} s`);
+}
+
+function client(base, apiKey = 'none', extra = {}) {
+  return new OpenAI({baseURL: base + '/v1', apiKey, maxRetries: 0, timeout: TIMEOUT, ...extra});
+}
+
+async function fetchJson(url, {method = 'GET', body, key} = {}) {
+  const headers = {};
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const r = await fetch(url, {
+    method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    signal: AbortSignal.timeout(TIMEOUT),
+  });
+  const text = await r.text();
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return {status: r.status, headers: r.headers, text, json};
+}
+
+// /metrics as {name or name{labels}: value}.
+async function metrics(base, key) {
+  const r = await fetchJson(base + '/metrics', {key});
+  if (r.status !== 200) throw new Error(`GET /metrics: ${r.status} ${r.text}`);
+  const out = {};
+  for (const line of r.text.split('\n')) {
+    const m = /^([a-zA-Z_:][^ ]*) ([^ ]+)$/.exec(line);
+    if (m) out[m[1]] = Number(m[2]);
+  }
+  return out;
+}
+const health = async (base) => (await fetchJson(base + '/health')).json;
+
+// Polls cond() (async, truthy when done) every 50 ms for at most ms.
+async function waitFor(cond, ms) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() > end) return v;
+    await sleep(50);
+  }
+}
+
+// A request streamed to its end: the text, its chunks and the usage chunk.
+async function streamChat(c, body) {
+  const s = await c.chat.completions.create({...body, stream: true, stream_options: {include_usage: true}});
+  const out = {text: '', chunks: [], usage: null, finish: null, roles: [], logprobs: [], afterUsage: 0};
+  for await (const ch of s) {
+    out.chunks.push(ch);
+    if (out.usage) out.afterUsage++;
+    if (ch.usage) out.usage = ch.usage;
+    const choice = ch.choices[0];
+    if (!choice) continue;
+    if (choice.delta?.role) out.roles.push([out.chunks.length - 1, choice.delta.role]);
+    if (typeof choice.delta?.content === 'string') out.text += choice.delta.content;
+    if (choice.logprobs?.content) out.logprobs.push(...choice.logprobs.content);
+    if (choice.finish_reason) out.finish = choice.finish_reason;
+  }
+  return out;
+}
+async function streamCompletion(c, body) {
+  const s = await c.completions.create({...body, stream: true, stream_options: {include_usage: true}});
+  const out = {text: '', chunks: [], usage: null, finish: null};
+  for await (const ch of s) {
+    out.chunks.push(ch);
+    if (ch.usage) out.usage = ch.usage;
+    const choice = ch.choices[0];
+    if (!choice) continue;
+    out.text += choice.text ?? '';
+    if (choice.finish_reason) out.finish = choice.finish_reason;
+  }
+  return out;
+}
+const sameCounts = (a, b) => a && b && a.prompt_tokens === b.prompt_tokens &&
+  a.completion_tokens === b.completion_tokens && a.total_tokens === b.total_tokens;
+
+// Expects fn() to throw the client's error class cls with the given status.
+// With param, e.param must be it and (unless inMessage is false) the
+// message must name it.
+async function expectError(what, fn, cls, status, param, inMessage = true) {
+  try {
+    const r = await fn();
+    check(false, what, `succeeded: ${show(r)}`);
+    return null;
+  } catch (e) {
+    const shaped = e instanceof cls && e.status === status && typeof e.error?.message === 'string' &&
+                   typeof e.error?.type === 'string';
+    const named = param === undefined ||
+                  (e.param === param && (!inMessage || new RegExp(`\\b${param}\\b`).test(e.error?.message ?? '')));
+    check(shaped && named, what,
+          `${e.constructor.name} ${e.status} param=${e.param} type=${e.type} message=${show(e.error?.message ?? e.message)}`);
+    return e;
+  }
+}
+
+const api = client(BASE);
+let MODEL = 'weft-test';
+
+await part('models and health', async () => {
+  const h = await health(BASE);
+  check(h?.status === 'ok' && Number.isInteger(h.slots_idle) && h.slots_processing === 0 && h.queue_length === 0,
+        'GET /health is ok and idle', show(h));
+  const list = await api.models.list();
+  const ids = list.data.map((m) => m.id);
+  check(ids.length === 1 && ids[0] === 'weft-test' && list.data[0].object === 'model', 'GET /v1/models lists the alias',
+        show(ids));
+  MODEL = ids[0] ?? MODEL;
+  if (WORKERS) {
+    const m = await metrics(BASE);
+    const sent = Object.entries(m).filter(([k]) => k.startsWith('weft_worker_bytes_sent_total{'));
+    check(sent.length === WORKERS && sent.every(([, v]) => v > 0), `/metrics shows traffic to ${WORKERS} workers`,
+          show(sent));
+  }
+});
+
+const chatBody = (content, extra = {}) => ({
+  model: MODEL, messages: [{role: 'system', content: 'You are terse.'}, {role: 'user', content}], ...extra,
+});
+
+await part('chat completions', async () => {
+  const r = await api.chat.completions.create(chatBody('Say hello.', {temperature: 0, max_tokens: 24}));
+  const ch = r.choices?.[0];
+  check(r.object === 'chat.completion' && typeof r.id === 'string' && r.choices.length === 1, 'chat: one choice',
+        show(r));
+  check(ch?.message?.role === 'assistant' && typeof ch.message.content === 'string', 'chat: content is a string',
+        show(ch?.message));
+  check(['stop', 'length'].includes(ch?.finish_reason), 'chat: finish_reason', ch?.finish_reason);
+  const u = r.usage;
+  check(u && u.prompt_tokens > 0 && u.total_tokens === u.prompt_tokens + u.completion_tokens &&
+        u.completion_tokens <= 24 && Number.isInteger(u.prompt_tokens_details?.cached_tokens) &&
+        u.prompt_tokens_details.cached_tokens <= u.prompt_tokens, 'chat: usage is consistent', show(u));
+  check(ch?.finish_reason !== 'length' || u.completion_tokens === 24, 'chat: "length" means max_tokens tokens',
+        show(u));
+  check(r.timings && typeof r.timings.prompt_ms === 'number' && r.timings.predicted_n === u.completion_tokens,
+        'chat: timings', show(r.timings));
+
+  const e = await api.chat.completions.create(chatBody('Count to ten.', {max_tokens: 8, ignore_eos: true}));
+  check(e.usage?.completion_tokens === 8 && e.choices[0].finish_reason === 'length',
+        'chat: ignore_eos + max_tokens 8 gives 8 tokens and "length"',
+        `${e.usage?.completion_tokens} ${e.choices[0].finish_reason}`);
+  const m = await api.chat.completions.create(chatBody('Count to ten.', {max_completion_tokens: 5, ignore_eos: true}));
+  check(m.usage?.completion_tokens === 5 && m.choices[0].finish_reason === 'length',
+        'chat: max_completion_tokens 5 gives 5 tokens', `${m.usage?.completion_tokens} ${m.choices[0].finish_reason}`);
+
+  // The same request again: its prompt is in a slot's cache now.
+  const again = await api.chat.completions.create(chatBody('Say hello.', {temperature: 0, max_tokens: 24}));
+  check(again.choices[0].message.content === ch?.message?.content, 'chat: greedy is repeatable',
+        `${show(again.choices[0].message.content)} vs ${show(ch?.message?.content)}`);
+  check(again.usage.prompt_tokens_details?.cached_tokens > 0, 'chat: a repeated prompt reuses the cache',
+        show(again.usage));
+});
+
+await part('chat streaming', async () => {
+  const body = chatBody('Tell me a story about a fox.', {temperature: 0, max_tokens: 40, ignore_eos: true});
+  const whole = await api.chat.completions.create(body);
+  const s = await streamChat(api, body);
+  check(s.text === whole.choices[0].message.content, 'chat stream: deltas concatenated equal the whole reply',
+        `${show(s.text)} vs ${show(whole.choices[0].message.content)}`);
+  check(s.roles.length === 1 && s.roles[0][0] === 0 && s.roles[0][1] === 'assistant',
+        'chat stream: the first chunk alone has role "assistant"', show(s.roles));
+  check(s.chunks.every((c) => c.object === 'chat.completion.chunk' && c.id === s.chunks[0].id),
+        'chat stream: chunks share an id and object');
+  check(s.finish === whole.choices[0].finish_reason && s.finish === 'length', 'chat stream: finish_reason',
+        `${s.finish} vs ${whole.choices[0].finish_reason}`);
+  const last = s.chunks[s.chunks.length - 1];
+  check(s.usage && last.choices.length === 0 && s.afterUsage === 0, 'chat stream: include_usage adds a last chunk',
+        show(last));
+  check(sameCounts(s.usage, whole.usage), 'chat stream: usage equals the whole reply\'s',
+        `${show(s.usage)} vs ${show(whole.usage)}`);
+  const withUsage = s.chunks.filter((c) => c.usage).length;
+  check(withUsage === 1, 'chat stream: exactly one chunk carries usage', String(withUsage));
+  check(s.chunks.length > 3, 'chat stream: the text came in several chunks', String(s.chunks.length));
+
+  // Without include_usage: no usage chunk.
+  const plain = await api.chat.completions.create({...body, stream: true});
+  let n = 0, usage = 0, text = '';
+  for await (const c of plain) {
+    n++;
+    if (c.usage) usage++;
+    text += c.choices[0]?.delta?.content ?? '';
+  }
+  check(usage === 0 && text === s.text, 'chat stream without include_usage: no usage chunk, same text',
+        `${usage} usage chunks of ${n}`);
+});
+
+await part('completions', async () => {
+  const prompt = 'Once upon a time, in a land far away,';
+  const body = {model: MODEL, prompt, temperature: 0, max_tokens: 32, ignore_eos: true};
+  const whole = await api.completions.create(body);
+  const c = whole.choices?.[0];
+  check(whole.object === 'text_completion' && typeof c?.text === 'string' && c.text.length > 0,
+        'completion: text is a string', show(c));
+  check(c?.finish_reason === 'length' && whole.usage?.completion_tokens === 32 &&
+        whole.usage.total_tokens === whole.usage.prompt_tokens + 32, 'completion: 32 tokens, "length", usage',
+        show(whole.usage));
+  const s = await streamCompletion(api, body);
+  check(s.text === c?.text, 'completion stream: pieces concatenated equal the whole text',
+        `${show(s.text)} vs ${show(c?.text)}`);
+  check(s.finish === 'length' && sameCounts(s.usage, whole.usage), 'completion stream: finish_reason and usage',
+        `${s.finish} ${show(s.usage)}`);
+  check(s.chunks[s.chunks.length - 1].choices.length === 0, 'completion stream: the usage chunk comes last');
+
+  const tok = await fetchJson(BASE + '/tokenize', {method: 'POST', body: {content: prompt, add_special: true}});
+  const ids = tok.json?.tokens;
+  check(Array.isArray(ids) && ids.length === whole.usage.prompt_tokens,
+        'completion: /tokenize with add_special counts the prompt tokens', `${ids?.length} vs ${whole.usage.prompt_tokens}`);
+  const byIds = await api.completions.create({...body, prompt: ids});
+  check(byIds.choices[0].text === c?.text && byIds.usage.prompt_tokens === whole.usage.prompt_tokens,
+        'completion: the prompt as token ids gives the same text', `${show(byIds.choices[0].text)}`);
+  const s2 = await streamCompletion(api, {...body, prompt: ids});
+  check(s2.text === c?.text, 'completion stream: the prompt as token ids gives the same text', show(s2.text));
+  const batch1 = await api.completions.create({...body, prompt: [prompt]});
+  check(batch1.choices[0].text === c?.text, 'completion: a one-element prompt array gives the same text');
+});
+
+await part('stop strings', async () => {
+  for (const [kind, make, run] of [
+    ['chat', (extra) => chatBody('Write a long poem.', extra),
+     async (b) => {
+       const r = await api.chat.completions.create(b);
+       return {text: r.choices[0].message.content, finish: r.choices[0].finish_reason, usage: r.usage};
+     }],
+    ['chat stream', (extra) => chatBody('Write a long poem.', extra),
+     async (b) => streamChat(api, b)],
+    ['completion', (extra) => ({model: MODEL, prompt: 'The list of words:', ...extra}),
+     async (b) => {
+       const r = await api.completions.create(b);
+       return {text: r.choices[0].text, finish: r.choices[0].finish_reason, usage: r.usage};
+     }],
+    ['completion stream', (extra) => ({model: MODEL, prompt: 'The list of words:', ...extra}),
+     async (b) => streamCompletion(api, b)],
+  ]) {
+    const greedy = {temperature: 0, max_tokens: 48, ignore_eos: true};
+    const full = await run(make(greedy));
+    const text = full.text;
+    // A stop string from the middle of the text, of whole characters and
+    // not starting at its first character.
+    const chars = [...text];
+    let at = Math.floor(chars.length / 2), stop = '';
+    for (; at < chars.length - 4 && !stop; at++) {
+      const cand = chars.slice(at, at + 4).join('');
+      if (!cand.includes('\uFFFD') && cand.trim().length >= 2 && text.indexOf(cand) > 0) stop = cand;
+    }
+    if (!check(stop !== '', `${kind}: a stop string from the greedy text`, show(text))) continue;
+    const expected = text.slice(0, text.indexOf(stop));
+    const r = await run(make({...greedy, stop}));
+    check(r.text === expected && r.finish === 'stop', `${kind}: stop ${JSON.stringify(stop)} ends the text before it`,
+          `${show(r.text)} (${r.finish}) vs ${show(expected)}`);
+    const arr = await run(make({...greedy, stop: ['\u0001never\u0001', stop]}));
+    check(arr.text === expected && arr.finish === 'stop', `${kind}: stop as an array`, `${show(arr.text)} (${arr.finish})`);
+    check(r.usage && r.usage.completion_tokens < full.usage.completion_tokens,
+          `${kind}: a stopped reply counts fewer tokens`, `${r.usage?.completion_tokens} vs ${full.usage?.completion_tokens}`);
+    // A stop string the reply starts with: an empty reply, "stop".
+    const head = chars.slice(0, 3).join('');
+    if (!head.includes('\uFFFD')) {
+      const h = await run(make({...greedy, stop: head}));
+      check(h.text === '' && h.finish === 'stop', `${kind}: stop ${JSON.stringify(head)} the reply starts with`,
+            `${show(h.text)} (${h.finish})`);
+    }
+  }
+});
+
+await part('seed', async () => {
+  const body = (seed) => chatBody('Invent a word.', {temperature: 1.0, seed, max_tokens: 16, ignore_eos: true});
+  const a = (await api.chat.completions.create(body(1234))).choices[0].message.content;
+  const b = (await api.chat.completions.create(body(1234))).choices[0].message.content;
+  check(a === b, 'seed 1234 twice at temperature 1 gives the same text', `${show(a)} vs ${show(b)}`);
+  const s = await streamChat(api, body(1234));
+  check(s.text === a, 'seed 1234 streamed gives the same text', show(s.text));
+  const others = [];
+  for (const seed of [1, 99, 4321]) others.push((await api.chat.completions.create(body(seed))).choices[0].message.content);
+  check(others.some((t) => t !== a), 'another seed gives another text', show(others));
+});
+
+await part('sampling parameters', async () => {
+  const text = async (extra) => (await api.chat.completions.create(
+    chatBody('Say something.', {max_tokens: 24, ignore_eos: true, ...extra}))).choices[0].message.content;
+  const greedy = await text({temperature: 0});
+  for (const [name, extra] of [['top_k 1', {top_k: 1}], ['top_p 0', {top_p: 0}], ['min_p 1', {min_p: 1}]]) {
+    const t = await text({temperature: 1, seed: 7, ...extra});
+    check(t === greedy, `${name} at temperature 1 is greedy`, t === greedy ? '' : `${show(t)} vs ${show(greedy)}`);
+  }
+  const free = await text({temperature: 1, seed: 7});
+  check(free !== greedy, 'temperature 1 without a cut is not greedy', show(free));
+  for (const [name, extra] of [['presence_penalty 2', {presence_penalty: 2}],
+                               ['frequency_penalty 2', {frequency_penalty: 2}],
+                               ['repetition_penalty 3', {repetition_penalty: 3}]]) {
+    const t = await text({temperature: 0, ...extra});
+    check(t !== greedy, `${name} changes the greedy text`, show(t));
+  }
+  const same = await text({temperature: 0, presence_penalty: 0, frequency_penalty: 0, repetition_penalty: 1});
+  check(same === greedy, 'neutral penalties leave the greedy text alone');
+});
+
+await part('context limits', async () => {
+  const slot = (await api.models.list()).data[0]?.meta?.n_ctx_slot;
+  check(Number.isInteger(slot) && slot >= 4000, '/v1/models meta.n_ctx_slot', String(slot));
+  // A prompt of slot - 40 tokens and max_tokens of the whole slot: the
+  // reply ends where the slot's context does, as "length".
+  const promptLen = slot - 40;
+  const prompt = Array.from({length: promptLen}, (_, i) => 300 + (i % 200));
+  const body = {model: MODEL, prompt, temperature: 0, max_tokens: slot, ignore_eos: true};
+  const r = await api.completions.create(body);
+  const u = r.usage;
+  check(r.choices[0].finish_reason === 'length' && u.prompt_tokens === promptLen && u.completion_tokens >= 40 &&
+        u.prompt_tokens + u.completion_tokens <= slot + 1, 'a reply ends at the slot\'s context as "length"', show(u));
+  const s = await streamCompletion(api, body);
+  check(s.text === r.choices[0].text && s.finish === 'length' && sameCounts(s.usage, u),
+        'streamed, it ends at the same place', show(s.usage));
+  const after = await api.chat.completions.create(chatBody('And now?', {max_tokens: 4, ignore_eos: true}));
+  check(after.usage.completion_tokens === 4, 'the server serves after a full slot');
+});
+
+await part('multi-turn chat', async () => {
+  const msgs = [{role: 'system', content: 'Be brief.'}, {role: 'user', content: 'Name a fruit.'}];
+  const first = await api.chat.completions.create({model: MODEL, messages: msgs, temperature: 0, max_tokens: 12,
+                                                   ignore_eos: true});
+  msgs.push(first.choices[0].message, {role: 'user', content: 'Another one?'});
+  const second = await api.chat.completions.create({model: MODEL, messages: msgs, temperature: 0, max_tokens: 12,
+                                                    ignore_eos: true});
+  check(second.usage.prompt_tokens > first.usage.prompt_tokens + first.usage.completion_tokens - 2,
+        'the second turn\'s prompt holds the first turn', `${first.usage.prompt_tokens} + ${first.usage.completion_tokens}` +
+        ` -> ${second.usage.prompt_tokens}`);
+  check(second.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens - 1,
+        'the second turn reuses the first turn\'s cache', show(second.usage));
+  const fresh = await streamChat(api, {model: MODEL, messages: msgs, temperature: 0, max_tokens: 12, ignore_eos: true});
+  check(fresh.text === second.choices[0].message.content, 'the second turn, streamed, gives the same text');
+});
+
+await part('logprobs', async () => {
+  const body = chatBody('Pick a colour.', {temperature: 0, max_tokens: 12, ignore_eos: true, logprobs: true, top_logprobs: 3});
+  const r = await api.chat.completions.create(body);
+  const content = r.choices[0].logprobs?.content;
+  check(Array.isArray(content) && content.length === r.usage.completion_tokens,
+        'logprobs: one entry per generated token', `${content?.length} vs ${r.usage.completion_tokens}`);
+  let shaped = true, sorted = true, greedyTop = true;
+  for (const t of content ?? []) {
+    if (typeof t.token !== 'string' || !(t.logprob <= 0) || !Array.isArray(t.bytes) || t.top_logprobs?.length !== 3 ||
+        !t.top_logprobs.every((x) => typeof x.token === 'string' && x.logprob <= 0)) shaped = false;
+    const lp = t.top_logprobs?.map((x) => x.logprob) ?? [];
+    for (let i = 1; i < lp.length; i++) if (lp[i] > lp[i - 1]) sorted = false;
+    if (!(Math.abs(t.logprob - lp[0]) <= 1e-5)) greedyTop = false;
+  }
+  check(shaped, 'logprobs: token, logprob <= 0, bytes and 3 top_logprobs each', show(content?.[0]));
+  check(sorted, 'logprobs: top_logprobs sorted by logprob, descending');
+  check(greedyTop, 'logprobs: at temperature 0 the chosen token is the top one',
+        show(content?.map((t) => [t.logprob, t.top_logprobs?.[0]?.logprob])));
+  check((content ?? []).map((t) => t.token).join('') === r.choices[0].message.content,
+        'logprobs: the tokens spell the content', show(r.choices[0].message.content));
+  const s = await streamChat(api, body);
+  check(isDeepStrictEqual(s.logprobs, content), 'logprobs: streamed logprobs equal the whole reply\'s',
+        `${s.logprobs.length} entries`);
+  const plain = await api.chat.completions.create({...body, logprobs: undefined, top_logprobs: undefined});
+  check(plain.choices[0].logprobs === null, 'logprobs: null when not asked', show(plain.choices[0].logprobs));
+  const comp = await api.completions.create({model: MODEL, prompt: 'Colours:', temperature: 0, max_tokens: 6,
+                                             ignore_eos: true, logprobs: 2});
+  const lp = comp.choices[0].logprobs;
+  check(lp && lp.tokens?.length === 6 && lp.token_logprobs?.length === 6 && lp.top_logprobs?.length === 6 &&
+        lp.top_logprobs.every((m) => Object.keys(m).length >= 1 && Object.keys(m).length <= 2) &&
+        lp.token_logprobs.every((x) => x <= 0), 'completion logprobs: 6 tokens with top 2 maps', show(lp));
+});
+
+await part('8 concurrent streams', async () => {
+  const prompts = ['apples', 'the sea', 'a robot', 'winter', 'music', 'a city at night', 'mountains', 'time']
+                    .map((p) => `Write about ${p}.`);
+  // Even streams greedy, odd ones sampled at temperature 1 with a seed of
+  // their own: each slot's sampler must keep to its request.
+  const body = (p, i) => chatBody(p, {max_tokens: 40, ignore_eos: true,
+                                      ...(i % 2 ? {temperature: 1, seed: 100 + i} : {temperature: 0})});
+  const before = await metrics(BASE);
+  let busyMax = 0, queueMax = 0, sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const m = await metrics(BASE);
+      busyMax = Math.max(busyMax, m.weft_slots_busy ?? 0);
+      queueMax = Math.max(queueMax, m.weft_queue_length ?? 0);
+      await sleep(20);
+    }
+  })();
+  const t0 = Date.now();
+  const results = await Promise.allSettled(prompts.map((p, i) => streamChat(api, body(p, i))));
+  const together = Date.now() - t0;
+  sampling = false;
+  await sampler;
+  const done = results.filter((r) => r.status === 'fulfilled' && r.value.finish === 'length');
+  check(done.length === 8, 'all 8 concurrent streams completed',
+        results.map((r) => (r.status === 'fulfilled' ? r.value.finish : String(r.reason))).join(', '));
+  const after = await metrics(BASE);
+  check(busyMax > 1, 'the streams overlapped (weft_slots_busy > 1 seen)', `max busy ${busyMax}, max queue ${queueMax}`);
+  check(after.weft_requests_finished_total - before.weft_requests_finished_total >= 8,
+        'weft_requests_finished_total counted them',
+        `${before.weft_requests_finished_total} -> ${after.weft_requests_finished_total}`);
+  check(after.weft_generated_tokens_total - before.weft_generated_tokens_total >= 8 * 40,
+        'weft_generated_tokens_total counted their tokens',
+        `${before.weft_generated_tokens_total} -> ${after.weft_generated_tokens_total}`);
+  const t1 = Date.now();
+  for (let i = 0; i < prompts.length; i++) {
+    const alone = await api.chat.completions.create(body(prompts[i], i));
+    const r = results[i];
+    const text = r.status === 'fulfilled' ? r.value.text : null;
+    check(text === alone.choices[0].message.content,
+          `stream ${i} (${i % 2 ? 'seeded' : 'greedy'}) equals the same request made alone`,
+          text === alone.choices[0].message.content ? '' : `${show(text)} vs ${show(alone.choices[0].message.content)}`);
+  }
+  console.log(`# 8 streams together: ${together} ms; the same 8 one after another: ${Date.now() - t1} ms`);
+});
+
+await part('cancellation', async () => {
+  const before = await metrics(BASE);
+  const s = await api.chat.completions.create(chatBody('Go on forever.', {max_tokens: 2000, ignore_eos: true, stream: true}));
+  const it = s[Symbol.asyncIterator]();
+  let got = 0;
+  for (; got < 3; got++) if ((await it.next()).done) break;
+  check(got === 3, 'cancellation: the long stream started', `${got} chunks`);
+  const busy = await health(BASE);
+  check(busy.slots_processing >= 1, 'cancellation: a slot is processing it', show(busy));
+  s.controller.abort();
+  const t0 = Date.now();
+  const m = await waitFor(async () => {
+    const x = await metrics(BASE);
+    return x.weft_requests_cancelled_total > before.weft_requests_cancelled_total ? x : null;
+  }, 5000);
+  check(m !== null, 'cancellation: weft_requests_cancelled_total increased', `after ${Date.now() - t0} ms`);
+  const h = await waitFor(async () => {
+    const x = await health(BASE);
+    return x.slots_processing === 0 ? x : null;
+  }, 5000);
+  check(h !== null, 'cancellation: /health shows no slot processing', show(h ?? await health(BASE)));
+  const g1 = (await metrics(BASE)).weft_generated_tokens_total;
+  await sleep(300);
+  const g2 = (await metrics(BASE)).weft_generated_tokens_total;
+  check(g1 === g2, 'cancellation: generation stopped', `${g1} -> ${g2}`);
+  check(g2 === (await metrics(BASE)).weft_generated_tokens_total &&
+        (m ?? {}).weft_requests_finished_total === before.weft_requests_finished_total,
+        'cancellation: it stopped before its end (not counted as finished)',
+        `${g2 - before.weft_generated_tokens_total} tokens generated`);
+  const r = await api.chat.completions.create(chatBody('Still there?', {max_tokens: 4, ignore_eos: true}));
+  check(r.usage.completion_tokens === 4, 'cancellation: the next request is served');
+});
+
+await part('cancellation of a whole (non-stream) request', async () => {
+  // A client that gives up on a request answered whole must free its slot
+  // too: the server has nobody to send the text to.
+  const before = await metrics(BASE);
+  const ac = new AbortController();
+  // Settled at once into a value: its rejection must not go unhandled.
+  const pending = api.chat.completions.create(chatBody('Go on forever, whole.', {max_tokens: 4000, ignore_eos: true}),
+                                              {signal: ac.signal}).then((r) => ({r}), (e) => ({e}));
+  const busy = await waitFor(async () => ((await health(BASE)).slots_processing >= 1), 5000);
+  check(busy, 'whole-request cancellation: a slot is processing it');
+  ac.abort();
+  const {e} = await pending;
+  check(e instanceof OpenAI.APIUserAbortError, 'whole-request cancellation: the client gave up',
+        e ? e.constructor.name : 'it finished first');
+  const m = await waitFor(async () => {
+    const x = await metrics(BASE);
+    return x.weft_requests_cancelled_total > before.weft_requests_cancelled_total ? x : null;
+  }, 3000);
+  const now = await metrics(BASE);
+  check(m !== null, 'whole-request cancellation: weft_requests_cancelled_total increased',
+        `cancelled ${before.weft_requests_cancelled_total} -> ${now.weft_requests_cancelled_total}, ` +
+        `finished ${before.weft_requests_finished_total} -> ${now.weft_requests_finished_total}`);
+  const idle = await waitFor(async () => ((await health(BASE)).slots_processing === 0), 10000);
+  const end = await metrics(BASE);
+  check(idle && end.weft_requests_finished_total === before.weft_requests_finished_total,
+        'whole-request cancellation: it stopped before its end (not counted as finished)',
+        `${end.weft_generated_tokens_total - before.weft_generated_tokens_total} tokens generated`);
+});
+
+await part('errors', async () => {
+  const chat = (extra) => () => api.chat.completions.create({...chatBody('hi'), max_tokens: 4, ...extra});
+  await expectError('temperature 5 is a 400 naming temperature', chat({temperature: 5}), OpenAI.BadRequestError, 400,
+                    'temperature');
+  await expectError('n 2 is a 400 naming n', chat({n: 2}), OpenAI.BadRequestError, 400, 'n');
+  await expectError('missing messages is a 400 naming messages',
+                    () => api.chat.completions.create({model: MODEL, max_tokens: 4}), OpenAI.BadRequestError, 400,
+                    'messages');
+  await expectError('max_tokens -1 is a 400 naming max_tokens', chat({max_tokens: -1}), OpenAI.BadRequestError, 400,
+                    'max_tokens');
+  await expectError('top_p 1.5 is a 400 naming top_p', chat({top_p: 1.5}), OpenAI.BadRequestError, 400, 'top_p');
+  await expectError('stop 7 is a 400 naming stop', chat({stop: 7}), OpenAI.BadRequestError, 400, 'stop');
+  await expectError('top_logprobs 21 is a 400 naming top_logprobs', chat({logprobs: true, top_logprobs: 21}),
+                    OpenAI.BadRequestError, 400, 'top_logprobs');
+  await expectError('17 stop strings are a 400 naming stop', chat({stop: Array.from({length: 17}, (_, i) => `s${i}`)}),
+                    OpenAI.BadRequestError, 400, 'stop');
+  await expectError('a message whose content is a number is a 400 with param messages',
+                    () => api.chat.completions.create({model: MODEL, messages: [{role: 'user', content: 5}], max_tokens: 4}),
+                    OpenAI.BadRequestError, 400, 'messages', false);
+  await expectError('messages not an array is a 400 naming messages',
+                    () => api.chat.completions.create({model: MODEL, messages: 'hi', max_tokens: 4}),
+                    OpenAI.BadRequestError, 400, 'messages');
+  await expectError('a stream with temperature 5 is a 400 too', chat({temperature: 5, stream: true}),
+                    OpenAI.BadRequestError, 400, 'temperature');
+  await expectError('missing prompt is a 400 naming prompt',
+                    () => api.completions.create({model: MODEL, max_tokens: 4}), OpenAI.BadRequestError, 400, 'prompt');
+  await expectError('a prompt token out of the vocabulary is a 400',
+                    () => api.completions.create({model: MODEL, prompt: [1, 1000000], max_tokens: 4}),
+                    OpenAI.BadRequestError, 400, 'prompt');
+  await expectError('a prompt longer than a slot is a 400',
+                    () => api.completions.create({model: MODEL, prompt: Array(5000).fill(5), max_tokens: 4}),
+                    OpenAI.BadRequestError, 400);
+  await expectError('GET /v1/nope is a 404 (client)', () => api.get('/nope'), OpenAI.NotFoundError, 404);
+  const nf = await fetchJson(BASE + '/v1/nope');
+  check(nf.status === 404 && /json/.test(nf.headers.get('content-type') ?? '') &&
+        typeof nf.json?.error?.message === 'string' && typeof nf.json?.error?.type === 'string',
+        'GET /v1/nope is a 404 JSON error', `${nf.status} ${show(nf.text)}`);
+  const bad = await fetchJson(BASE + '/v1/chat/completions', {method: 'POST', body: '{"messages": ['});
+  check(bad.status === 400 && typeof bad.json?.error?.message === 'string', 'a body that is not JSON is a 400',
+        `${bad.status} ${show(bad.text)}`);
+  const ok = await api.chat.completions.create(chatBody('hi', {max_tokens: 2}));
+  check(ok.choices.length === 1, 'the server still serves after the errors');
+});
+
+await part('tokenize', async () => {
+  for (const content of ['Hello world, this is weft.', ' leading space and  two', 'ünïcödé ✓ 字']) {
+    const t = await fetchJson(BASE + '/tokenize', {method: 'POST', body: {content}});
+    const ids = t.json?.tokens;
+    check(t.status === 200 && Array.isArray(ids) && ids.length > 0 && ids.every(Number.isInteger),
+          `/tokenize ${JSON.stringify(content)}`, show(t.json));
+    const d = await fetchJson(BASE + '/detokenize', {method: 'POST', body: {tokens: ids}});
+    check(d.status === 200 && d.json?.content === content, `/detokenize gives ${JSON.stringify(content)} back`,
+          show(d.json));
+  }
+  const withBos = await fetchJson(BASE + '/tokenize', {method: 'POST', body: {content: 'Hi', add_special: true}});
+  check(withBos.json?.tokens?.[0] === 1, '/tokenize add_special starts with BOS', show(withBos.json));
+  const bad = await fetchJson(BASE + '/detokenize', {method: 'POST', body: {tokens: [-1]}});
+  check(bad.status === 400 && bad.json?.error?.param === 'tokens', '/detokenize of a bad id is a 400', bad.text);
+});
+
+if (opt['queue-base']) {
+  await part('429 when the queue is full', async () => {
+    const QB = opt['queue-base'].replace(/\/$/, '');
+    const q = client(QB);
+    const h0 = await health(QB);
+    check(h0?.slots_idle === 1 && h0.slots_processing === 0, 'queue server: 1 idle slot', show(h0));
+    const before = await metrics(QB);
+    const long = (content) => chatBody(content, {max_tokens: 3000, ignore_eos: true, stream: true});
+    const s1 = await q.chat.completions.create(long('First.'));
+    const it1 = s1[Symbol.asyncIterator]();
+    await it1.next();
+    const s2 = await q.chat.completions.create(long('Second.'));
+    const queued = await waitFor(async () => {
+      const h = await health(QB);
+      return h.slots_processing === 1 && h.queue_length === 1 ? h : null;
+    }, 5000);
+    check(queued !== null, 'queue server: one request processing, one queued', show(queued ?? await health(QB)));
+    const e = await expectError('the third request is a 429',
+                                () => q.chat.completions.create(chatBody('Third.', {max_tokens: 4})),
+                                OpenAI.RateLimitError, 429);
+    const retry = e?.headers?.get?.('retry-after');
+    check(retry != null && /^\d+$/.test(retry.trim()), '429 has a Retry-After header', String(retry));
+    check(e?.type === 'rate_limit_error', '429 error type is rate_limit_error', String(e?.type));
+    await expectError('a third streamed request is a 429 too',
+                      () => q.chat.completions.create(chatBody('Third.', {max_tokens: 4, stream: true})),
+                      OpenAI.RateLimitError, 429);
+    const raw = await fetchJson(QB + '/v1/completions', {method: 'POST', body: {prompt: 'x', max_tokens: 1}});
+    check(raw.status === 429 && raw.headers.get('retry-after') && typeof raw.json?.error?.message === 'string',
+          'a raw 429 is a JSON error with Retry-After', `${raw.status} ${raw.text}`);
+    const m = await metrics(QB);
+    check(m.weft_requests_rejected_total - before.weft_requests_rejected_total === 3,
+          'weft_requests_rejected_total counted the three', `${before.weft_requests_rejected_total} -> ${m.weft_requests_rejected_total}`);
+    s1.controller.abort();
+    s2.controller.abort();
+    const idle = await waitFor(async () => {
+      const h = await health(QB);
+      return h.slots_processing === 0 && h.queue_length === 0 ? h : null;
+    }, 5000);
+    check(idle !== null, 'queue server: idle again after both streams were aborted', show(idle ?? await health(QB)));
+    const m2 = await waitFor(async () => {
+      const x = await metrics(QB);
+      return x.weft_requests_cancelled_total - before.weft_requests_cancelled_total === 2 ? x : null;
+    }, 3000);
+    check(m2 !== null, 'weft_requests_cancelled_total counted both aborted streams (the running and the queued)',
+          `${before.weft_requests_cancelled_total} -> ${(await metrics(QB)).weft_requests_cancelled_total}`);
+    const r = await q.chat.completions.create(chatBody('Fourth.', {max_tokens: 3, ignore_eos: true}));
+    check(r.usage.completion_tokens === 3, 'queue server: serves again');
+  });
+}
+
+if (opt['auth-base']) {
+  await part('API key', async () => {
+    const AB = opt['auth-base'].replace(/\/$/, '');
+    const key = fs.readFileSync(opt['key-file'], 'utf8').trim();
+    const h = await fetchJson(AB + '/health');
+    check(h.status === 200 && h.json?.status === 'ok', '/health needs no key', h.text);
+    const none = await fetchJson(AB + '/v1/models');
+    check(none.status === 401 && none.json?.error?.type === 'authentication_error' &&
+          typeof none.json.error.message === 'string', 'no key: 401 JSON error', `${none.status} ${none.text}`);
+    check(/bearer/i.test(none.headers.get('www-authenticate') ?? ''), 'no key: WWW-Authenticate: Bearer',
+          String(none.headers.get('www-authenticate')));
+    const noKey = client(AB, 'unused', {defaultHeaders: {Authorization: null}});
+    await expectError('no key: the client throws AuthenticationError',
+                      () => noKey.chat.completions.create(chatBody('hi', {max_tokens: 2})), OpenAI.AuthenticationError, 401);
+    const wrong = client(AB, key + 'x');
+    await expectError('wrong key: 401', () => wrong.chat.completions.create(chatBody('hi', {max_tokens: 2})),
+                      OpenAI.AuthenticationError, 401);
+    await expectError('wrong key, streamed: 401',
+                      () => wrong.chat.completions.create(chatBody('hi', {max_tokens: 2, stream: true})),
+                      OpenAI.AuthenticationError, 401);
+    const prefix = client(AB, key.slice(0, -1));
+    await expectError('a prefix of the key: 401', () => prefix.models.list(), OpenAI.AuthenticationError, 401);
+    const m = await fetchJson(AB + '/metrics');
+    check(m.status === 401, '/metrics needs the key', String(m.status));
+    const t = await fetchJson(AB + '/tokenize', {method: 'POST', body: {content: 'hi'}});
+    check(t.status === 401, '/tokenize needs the key', String(t.status));
+    const right = client(AB, key);
+    const list = await right.models.list();
+    check(list.data.length === 1, 'right key: /v1/models', show(list.data.map((x) => x.id)));
+    const r = await right.chat.completions.create(chatBody('hi', {max_tokens: 3, ignore_eos: true}));
+    check(r.usage.completion_tokens === 3, 'right key: chat');
+    const s = await streamChat(right, chatBody('hi', {max_tokens: 3, ignore_eos: true}));
+    check(s.usage?.completion_tokens === 3, 'right key: chat streamed');
+    await expectError('max_tokens over --max-tokens 64 is a 400 naming max_tokens',
+                      () => right.chat.completions.create(chatBody('hi', {max_tokens: 65})), OpenAI.BadRequestError, 400,
+                      'max_tokens');
+    const capped = await right.chat.completions.create(chatBody('hi', {max_tokens: 64, ignore_eos: true}));
+    check(capped.usage.completion_tokens === 64, 'max_tokens 64 under --max-tokens 64 is served');
+    const tk = await fetchJson(AB + '/tokenize', {method: 'POST', body: {content: 'hi'}, key});
+    check(tk.status === 200, 'right key: /tokenize', tk.text);
+  });
+}
+
+if (opt.weft) {
+  await part('non-loopback host without a key', async () => {
+    const r = spawnSync(opt.weft, ['serve', '-m', opt.model, '--host', '0.0.0.0', '--port', '0', '-t', '1'],
+                        {encoding: 'utf8', timeout: 20000});
+    const out = (r.stdout ?? '') + (r.stderr ?? '');
+    if (r.error) throw r.error;
+    check(r.signal === null && r.status !== 0, 'weft serve --host 0.0.0.0 without --api-key-file exits non-zero',
+          `status ${r.status} signal ${r.signal}`);
+    check(out.includes('--api-key-file'), 'its message names --api-key-file', show(out.trim()));
+  });
+}
+
+clearTimeout(watchdog);
+console.log(`${failures ? 'FAIL' : 'PASS'}: ${checks - failures}/${checks} checks passed${WORKERS ? ` (${WORKERS} workers)` : ''} ` +
+            `in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+process.exit(failures ? 1 : 0);

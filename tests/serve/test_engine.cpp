@@ -1,0 +1,237 @@
+// The serving engine on a tiny demo model: batched requests each equal to
+// the same request run alone (Session::generate), queueing beyond the
+// slots, cancellation, the queue bound, stop strings, prefix reuse and
+// deadlines.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "serve/engine.h"
+#include "weft/core/error.h"
+#include "weft/model/demo_model.h"
+#include "weft/runtime/session.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using weft::serve::Engine;
+using weft::serve::Event;
+using weft::serve::Job;
+using weft::serve::Request;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = new std::string((fs::temp_directory_path() / ("weft_engine_" + std::to_string(::getpid()) + ".gguf")).string());
+    weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
+    spec.n_layer = 2;
+    weft::model::write_demo_model(*path_, spec);
+  }
+  static void TearDownTestSuite() {
+    fs::remove(*path_);
+    delete path_;
+  }
+
+  static std::unique_ptr<weft::Session> session(int64_t n_ctx) {
+    auto s = std::make_unique<weft::Session>(weft::SessionOptions{.model = *path_});
+    s->load(n_ctx);
+    return s;
+  }
+
+  // The i-th test prompt: distinct token ids from the vocabulary.
+  static std::vector<int32_t> prompt(int i, int n = 6) {
+    std::vector<int32_t> p{1};
+    for (int k = 0; k < n; ++k) p.push_back(static_cast<int32_t>(300 + (i * 53 + k * 17) % 290));
+    return p;
+  }
+
+  // Greedy tokens of prompt run alone through Session::generate.
+  static std::vector<int32_t> alone(const std::vector<int32_t>& p, int max_tokens) {
+    auto s = session(128);
+    weft::GenerateOptions o{.max_tokens = max_tokens, .stop_at_end_of_generation = true};
+    return s->generate(p, o).tokens;
+  }
+
+  static Job greedy_job(std::vector<int32_t> p, int max_tokens) {
+    Job j;
+    j.prompt = std::move(p);
+    j.max_tokens = max_tokens;
+    return j;
+  }
+
+  // Every event until the finished one (tokens and text concatenated).
+  struct Outcome {
+    std::vector<int32_t> tokens;
+    std::string text;
+    Event finish;
+  };
+  static Outcome drain(Request& r) {
+    Outcome o;
+    for (int waited = 0; waited < 600; ++waited) {
+      std::optional<Event> e = r.next(100ms);
+      if (!e) continue;
+      o.tokens.insert(o.tokens.end(), e->tokens.begin(), e->tokens.end());
+      o.text += e->text;
+      if (e->finished) {
+        o.finish = *e;
+        return o;
+      }
+    }
+    ADD_FAILURE() << "no finished event within 60 s";
+    return o;
+  }
+
+  static std::string* path_;
+};
+std::string* EngineTest::path_ = nullptr;
+
+TEST_F(EngineTest, OneRequestEqualsGenerate) {
+  auto s = session(256);
+  Engine engine(*s, {.slots = 2});
+  const auto p = prompt(0);
+  Outcome o = drain(*engine.submit(greedy_job(p, 12)));
+  EXPECT_EQ(o.tokens, alone(p, 12));
+  EXPECT_EQ(o.finish.prompt_tokens, static_cast<int>(p.size()));
+  EXPECT_EQ(o.finish.completion_tokens, static_cast<int>(o.tokens.size()));
+  EXPECT_TRUE(o.finish.finish_reason == "length" || o.finish.finish_reason == "stop") << o.finish.finish_reason;
+  std::string decoded;
+  for (int32_t t : o.tokens) decoded += s->tokenizer().decode_token(t);
+  EXPECT_EQ(o.text, decoded);
+}
+
+TEST_F(EngineTest, ConcurrentRequestsEachEqualTheirOwnAlone) {
+  // Six requests on three slots: three wait in the queue and join as
+  // others finish; different lengths make them leave at different steps.
+  auto s = session(3 * 64);
+  Engine engine(*s, {.slots = 3, .max_queue = 8, .batch_tokens = 5});
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 6; ++i) requests.push_back(engine.submit(greedy_job(prompt(i, 4 + i), 6 + 2 * i)));
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_NE(requests[static_cast<size_t>(i)], nullptr);
+    Outcome o = drain(*requests[static_cast<size_t>(i)]);
+    EXPECT_EQ(o.tokens, alone(prompt(i, 4 + i), 6 + 2 * i)) << "request " << i;
+  }
+  const weft::serve::EngineMetrics m = engine.metrics();
+  EXPECT_EQ(m.requests_finished, 6u);
+  EXPECT_EQ(m.slots_busy, 0);
+  EXPECT_EQ(m.queue_length, 0u);
+}
+
+TEST_F(EngineTest, CancelledRequestLeavesAndFreesItsSlot) {
+  auto s = session(128);
+  Engine engine(*s, {.slots = 1});
+  Job long_job = greedy_job(prompt(1), 120);
+  long_job.ignore_eos = true;
+  auto r = engine.submit(long_job);
+  ASSERT_TRUE(r->next(30s).has_value());  // it is generating
+  r->cancel();
+  Outcome o = drain(*r);
+  EXPECT_EQ(o.finish.finish_reason, "cancelled");
+  EXPECT_LT(o.finish.completion_tokens, 120);
+  // The one slot serves the next request.
+  Outcome next = drain(*engine.submit(greedy_job(prompt(2), 4)));
+  EXPECT_EQ(next.tokens, alone(prompt(2), 4));
+  EXPECT_EQ(engine.metrics().requests_cancelled, 1u);
+}
+
+TEST_F(EngineTest, FullQueueRefusesAndCountsIt) {
+  auto s = session(128);
+  Engine engine(*s, {.slots = 1, .max_queue = 1});
+  Job j = greedy_job(prompt(3), 100);
+  j.ignore_eos = true;
+  auto running = engine.submit(j);
+  ASSERT_TRUE(running->next(30s).has_value());  // admitted: the queue is empty again
+  auto waiting = engine.submit(j);
+  ASSERT_NE(waiting, nullptr);
+  EXPECT_EQ(engine.submit(j), nullptr);
+  EXPECT_EQ(engine.metrics().requests_rejected, 1u);
+  running->cancel();
+  waiting->cancel();
+  drain(*running);
+  EXPECT_EQ(drain(*waiting).finish.finish_reason, "cancelled");
+}
+
+TEST_F(EngineTest, StopStringEndsTheTextBeforeIt) {
+  auto s = session(128);
+  Engine engine(*s, {.slots = 1});
+  Job j = greedy_job(prompt(4), 20);
+  j.ignore_eos = true;
+  const Outcome full = drain(*engine.submit(j));
+  ASSERT_GE(full.text.size(), 6u);
+  // A stop string from the middle of the greedy text.
+  const std::string stop = full.text.substr(full.text.size() / 2, 3);
+  j.stop = {stop};
+  const Outcome cut = drain(*engine.submit(j));
+  EXPECT_EQ(cut.finish.finish_reason, "stop");
+  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+}
+
+TEST_F(EngineTest, PromptPrefixIsReusedFromTheSlot) {
+  auto s = session(128);
+  Engine engine(*s, {.slots = 1});
+  std::vector<int32_t> p = prompt(5, 10);
+  Job j = greedy_job(p, 5);
+  j.ignore_eos = true;  // five tokens: the last one sampled, never fed
+  const Outcome first = drain(*engine.submit(j));
+  ASSERT_EQ(first.tokens.size(), 5u);
+  EXPECT_EQ(first.finish.cached_tokens, 0);
+  // The next turn: the first prompt, its answer, and more.
+  std::vector<int32_t> longer = p;
+  longer.insert(longer.end(), first.tokens.begin(), first.tokens.end());
+  longer.push_back(400);
+  const Outcome second = drain(*engine.submit(greedy_job(longer, 5)));
+  EXPECT_EQ(second.finish.cached_tokens, static_cast<int>(p.size() + first.tokens.size()) - 1)
+      << "every token fed before (the prompt and all but the last answer token) is reused";
+  EXPECT_EQ(second.tokens, alone(longer, 5));
+  // The same prompt again: all but its last token.
+  const Outcome again = drain(*engine.submit(greedy_job(longer, 5)));
+  EXPECT_EQ(again.finish.cached_tokens, static_cast<int>(longer.size()) - 1);
+  EXPECT_EQ(again.tokens, second.tokens);
+}
+
+TEST_F(EngineTest, DeadlineEndsARequest) {
+  auto s = session(128);
+  Engine engine(*s, {.slots = 1});
+  Job j = greedy_job(prompt(6), 120);
+  j.ignore_eos = true;
+  j.deadline = std::chrono::steady_clock::now();
+  EXPECT_EQ(drain(*engine.submit(j)).finish.finish_reason, "timeout");
+}
+
+TEST_F(EngineTest, RefusesImpossibleJobs) {
+  auto s = session(128);
+  Engine engine(*s, {.slots = 2});
+  auto expect_invalid = [&](Job j, const std::string& words) {
+    try {
+      engine.submit(std::move(j));
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const weft::Error& e) {
+      EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_invalid(greedy_job({}, 4), "empty");
+  expect_invalid(greedy_job(std::vector<int32_t>(65, 5), 4), "do not fit a slot's context of 64");
+  expect_invalid(greedy_job({1, 100000}, 4), "outside the vocabulary");
+  Job bad = greedy_job(prompt(0), 4);
+  bad.sampler.temperature = -1;
+  expect_invalid(bad, "temperature");
+  EXPECT_THROW(Engine(*s, {.slots = 3}), weft::Error);  // 3 does not divide 128
+}
+
+TEST_F(EngineTest, ZeroMaxTokensFinishesAtOnce) {
+  auto s = session(128);
+  Engine engine(*s, {.slots = 1});
+  const Outcome o = drain(*engine.submit(greedy_job(prompt(0), 0)));
+  EXPECT_EQ(o.finish.finish_reason, "length");
+  EXPECT_TRUE(o.tokens.empty());
+}
+
+}  // namespace

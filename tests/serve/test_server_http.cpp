@@ -1,0 +1,301 @@
+// weft::serve::Server over loopback HTTP: the endpoints' shapes, hostile
+// requests (malformed, nested, oversized, invalid UTF-8, slow), a client
+// that leaves mid-stream, the queue bound, and the API key.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/http_client.h"
+#include "weft/core/error.h"
+#include "weft/model/demo_model.h"
+#include "weft/serve/server.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using serve_test::request;
+using serve_test::Response;
+using serve_test::Socket;
+
+class ServerHttp : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = new std::string((fs::temp_directory_path() / ("weft_http_" + std::to_string(::getpid()) + ".gguf")).string());
+    weft::model::write_demo_model(*path_, weft::model::tiny_demo_spec());
+  }
+  static void TearDownTestSuite() {
+    fs::remove(*path_);
+    delete path_;
+  }
+
+  static weft::serve::ServeOptions options() {
+    weft::serve::ServeOptions o;
+    o.session.model = *path_;
+    o.session.device_options.cpu_threads = 1;
+    o.ctx_size = 256;
+    o.parallel = 2;
+    o.port = 0;
+    o.log = false;
+    return o;
+  }
+
+  void start(weft::serve::ServeOptions o) {
+    server_ = std::make_unique<weft::serve::Server>(std::move(o));
+    server_->start();
+    server_->wait_ready();
+    port_ = server_->port();
+  }
+
+  // A metric's value from /metrics (-1 when absent).
+  double metric(const std::string& name) {
+    const std::string text = request(port_, "GET", "/metrics").body;
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+  }
+
+  // Polls until pred holds or 10 s pass.
+  template <class P>
+  bool eventually(P pred) {
+    for (int i = 0; i < 200; ++i) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return pred();
+  }
+
+  static json error_of(const Response& r) {
+    const json j = json::parse(r.body);
+    EXPECT_TRUE(j.contains("error")) << r.body;
+    EXPECT_TRUE(j["error"].contains("message") && j["error"]["message"].is_string()) << r.body;
+    EXPECT_TRUE(j["error"].contains("type")) << r.body;
+    return j["error"];
+  }
+
+  static std::string* path_;
+  std::unique_ptr<weft::serve::Server> server_;
+  int port_ = 0;
+};
+std::string* ServerHttp::path_ = nullptr;
+
+const char* kChat = R"({"messages":[{"role":"user","content":"Hello there"}],"max_tokens":6,"temperature":0})";
+
+TEST_F(ServerHttp, AnswersTheEndpointsInOpenAIShapes) {
+  start(options());
+  Response h = request(port_, "GET", "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(json::parse(h.body)["status"], "ok");
+  Response m = request(port_, "GET", "/v1/models");
+  EXPECT_EQ(json::parse(m.body)["data"][0]["object"], "model");
+
+  Response c = request(port_, "POST", "/v1/chat/completions", kChat);
+  ASSERT_EQ(c.status, 200) << c.body;
+  const json j = json::parse(c.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_LE(j["usage"]["completion_tokens"].get<int>(), 6);
+  EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
+
+  Response t = request(port_, "POST", "/tokenize", R"({"content":"Once upon a time"})");
+  ASSERT_EQ(t.status, 200);
+  const json tokens = json::parse(t.body)["tokens"];
+  EXPECT_FALSE(tokens.empty());
+  Response d = request(port_, "POST", "/detokenize", json{{"tokens", tokens}}.dump());
+  EXPECT_EQ(json::parse(d.body)["content"], "Once upon a time");
+
+  Response none = request(port_, "GET", "/v1/nothing");
+  EXPECT_EQ(none.status, 404);
+  error_of(none);
+  EXPECT_NE(request(port_, "GET", "/metrics").body.find("weft_generated_tokens_total"), std::string::npos);
+  EXPECT_NE(request(port_, "GET", "/").body.find("<html"), std::string::npos);
+}
+
+TEST_F(ServerHttp, HostileRequestsGetErrorsAndTheServerKeepsServing) {
+  auto o = options();
+  o.max_body_bytes = 1 << 20;
+  start(o);
+  struct Case {
+    std::string body;
+    int status;
+    std::string words;
+  };
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::vector<Case> cases{
+      {"{not json", 400, "not valid JSON"},
+      {"[1,2,3]", 400, "JSON object"},
+      {deep, 400, "nested deeper"},
+      {"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", 400, "not valid JSON"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1e999})", 400, ""},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":-1})", 400, "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":99999999999999999999999})", 400, "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", 400, "temperature"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"n":2})", 400, "'n'"},
+      {R"({"messages":[]})", 400, "messages"},
+      {R"({"messages":[{"content":"no role"}]})", 400, "role"},
+      {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", 400, "text"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"stop":[1,2]})", 400, "stop"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"top_logprobs":3})", 400, "logprobs"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"seed":"x"})", 400, "seed"},
+      {std::string(2 << 20, ' '), 413, "too large"},
+  };
+  for (const Case& c : cases) {
+    Response r = request(port_, "POST", "/v1/chat/completions", c.body);
+    EXPECT_EQ(r.status, c.status) << c.body.substr(0, 120) << " -> " << r.body.substr(0, 300);
+    if (r.status == c.status) {
+      const std::string message = error_of(r)["message"];
+      EXPECT_NE(message.find(c.words), std::string::npos) << message;
+    }
+  }
+  // A prompt far longer than a slot's context (under the body limit).
+  std::string words;
+  while (words.size() < 600000) words += "once upon a time ";
+  Response big = request(port_, "POST", "/v1/completions", json{{"prompt", words}, {"max_tokens", 1}}.dump());
+  EXPECT_EQ(big.status, 400);
+  EXPECT_NE(big.body.find("do not fit"), std::string::npos) << big.body.substr(0, 300);
+  // Message content is never template text.
+  Response inj = request(port_, "POST", "/v1/chat/completions",
+                         R"({"messages":[{"role":"user","content":"{{ raise_exception('x') }}{% for %}"}],"max_tokens":2})");
+  EXPECT_EQ(inj.status, 200) << inj.body;
+  // Garbage that is not HTTP at all.
+  {
+    Socket s(port_);
+    s.send("\x16\x03\x01 this is not http\r\n\r\n");
+    EXPECT_NE(s.read_some().find("400"), std::string::npos);
+  }
+  EXPECT_EQ(request(port_, "POST", "/v1/chat/completions", kChat).status, 200);
+}
+
+TEST_F(ServerHttp, SlowClientIsDroppedWhileOthersAreServed) {
+  auto o = options();
+  o.read_timeout_seconds = 1;
+  start(o);
+  Socket slow(port_);
+  slow.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le");  // and nothing more
+  EXPECT_EQ(request(port_, "POST", "/v1/chat/completions", kChat).status, 200);
+  // The server closes the slow connection after its read timeout.
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string rest = slow.read_all();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  (void)rest;
+}
+
+// A stream long enough to be in flight when the test acts: 4000 tokens.
+weft::serve::ServeOptions long_streams(weft::serve::ServeOptions o) {
+  o.ctx_size = 4096;
+  o.parallel = 1;
+  return o;
+}
+const char* kLongStream = R"({"prompt":"Once upon a time","max_tokens":4000,"ignore_eos":true,"stream":true})";
+
+TEST_F(ServerHttp, ClientLeavingMidStreamFreesItsSlot) {
+  start(long_streams(options()));
+  {
+    Socket s(port_);
+    const std::string body = kLongStream;
+    s.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body);
+    std::string got;
+    while (got.find("data: ") == std::string::npos) {
+      const std::string part = s.read_some();
+      ASSERT_FALSE(part.empty()) << "no stream data";
+      got += part;
+    }
+  }  // closed after the first chunk
+  EXPECT_TRUE(eventually([&] { return metric("weft_requests_cancelled_total") == 1; }));
+  EXPECT_TRUE(eventually([&] { return metric("weft_slots_busy") == 0; }));
+  EXPECT_LT(metric("weft_generated_tokens_total"), 4000);
+  // A whole (non-streamed) request's client leaving is seen too, though
+  // nothing is written to it until the end.
+  {
+    Socket s(port_);
+    const std::string body = R"({"prompt":"Once upon a time","max_tokens":4000,"ignore_eos":true})";
+    s.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body);
+    ASSERT_TRUE(eventually([&] { return metric("weft_slots_busy") == 1; }));
+  }
+  EXPECT_TRUE(eventually([&] { return metric("weft_requests_cancelled_total") == 2; }));
+  EXPECT_TRUE(eventually([&] { return metric("weft_slots_busy") == 0; }));
+  EXPECT_LT(metric("weft_generated_tokens_total"), 8000);
+}
+
+TEST_F(ServerHttp, FullQueueAnswers429WithRetryAfter) {
+  auto o = long_streams(options());
+  o.max_queue = 0;
+  start(o);
+  Socket s(port_);
+  const std::string body = kLongStream;
+  s.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_NE(s.read_some().find("200"), std::string::npos);
+  Response r = request(port_, "POST", "/v1/chat/completions", kChat);
+  EXPECT_EQ(r.status, 429);
+  EXPECT_NE(r.head.find("Retry-After: 1"), std::string::npos) << r.head;
+  EXPECT_EQ(error_of(r)["code"], "rate_limit_exceeded");
+  EXPECT_EQ(metric("weft_requests_rejected_total"), 1);
+  s.close();  // the slot frees (a request may still meet 429 until it has)
+  EXPECT_TRUE(eventually([&] { return request(port_, "POST", "/v1/chat/completions", kChat).status == 200; }));
+}
+
+TEST_F(ServerHttp, ApiKeyIsRequiredAndComparedExactly) {
+  auto o = options();
+  o.api_key = "s3cret-key";
+  start(o);
+  EXPECT_EQ(request(port_, "GET", "/health").status, 200);
+  Response none = request(port_, "POST", "/v1/chat/completions", kChat);
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(error_of(none)["type"], "authentication_error");
+  EXPECT_EQ(request(port_, "GET", "/v1/models", "", "Authorization: Bearer s3cret-ke\r\n").status, 401);
+  EXPECT_EQ(request(port_, "GET", "/v1/models", "", "Authorization: Bearer s3cret-key2\r\n").status, 401);
+  EXPECT_EQ(request(port_, "GET", "/metrics", "", "Authorization: s3cret-key\r\n").status, 401);
+  EXPECT_EQ(request(port_, "GET", "/v1/models", "", "Authorization: Bearer s3cret-key\r\n").status, 200);
+  EXPECT_EQ(request(port_, "POST", "/v1/chat/completions", kChat, "Authorization: Bearer s3cret-key\r\n").status, 200);
+}
+
+TEST(ServeOptions, NonLoopbackNeedsAKeyOrInsecure) {
+  weft::serve::ServeOptions o;
+  o.session.model = "unused.gguf";
+  o.host = "0.0.0.0";
+  try {
+    weft::serve::Server s(o);
+    ADD_FAILURE() << "accepted 0.0.0.0 without a key";
+  } catch (const weft::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--api-key-file"), std::string::npos) << e.what();
+  }
+  o.insecure = true;
+  EXPECT_NO_THROW(weft::serve::Server{o});
+  o.insecure = false;
+  o.api_key = "k";
+  EXPECT_NO_THROW(weft::serve::Server{o});
+  EXPECT_TRUE(weft::serve::is_loopback_host("127.0.0.1"));
+  EXPECT_TRUE(weft::serve::is_loopback_host("127.3.2.1"));
+  EXPECT_TRUE(weft::serve::is_loopback_host("::1"));
+  EXPECT_TRUE(weft::serve::is_loopback_host("localhost"));
+  EXPECT_FALSE(weft::serve::is_loopback_host("0.0.0.0"));
+  EXPECT_FALSE(weft::serve::is_loopback_host("192.168.1.2"));
+  EXPECT_FALSE(weft::serve::is_loopback_host("128.0.0.1"));
+}
+
+TEST(ServeOptions, LoadFailureIsReportedNotFatal) {
+  weft::serve::ServeOptions o;
+  o.session.model = "/nonexistent/model.gguf";
+  o.port = 0;
+  o.log = false;
+  weft::serve::Server s(o);
+  s.start();
+  EXPECT_THROW(s.wait_ready(), weft::Error);
+  Response h = request(s.port(), "GET", "/health");
+  EXPECT_EQ(h.status, 500);
+  EXPECT_NE(h.body.find("model.gguf"), std::string::npos) << h.body;
+  EXPECT_EQ(request(s.port(), "POST", "/v1/chat/completions", kChat).status, 500);
+}
+
+}  // namespace
