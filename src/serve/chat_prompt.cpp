@@ -2,6 +2,7 @@
 // rendered by the model's template, and encoded so that only the template's
 // own markup can become control tokens.
 #include <algorithm>
+#include <random>
 #include <string_view>
 
 #include "serve/openai_api.h"
@@ -41,7 +42,8 @@ Json normalize(const Json& messages, std::vector<std::string>& contents) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       bad_request("messages", "each message must be an object with a string 'role'");
     Json n = Json::object();
-    n["role"] = m["role"];
+    // OpenAI's newer "developer" role is what templates call "system".
+    n["role"] = m["role"] == "developer" ? Json("system") : m["role"];
     n["content"] = content_text(m.contains("content") ? m["content"] : Json(nullptr));
     contents.push_back(n["content"].get<std::string>());
     for (const char* key : {"name", "tool_calls", "tool_call_id", "reasoning_content"})
@@ -91,38 +93,44 @@ std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx, co
     if (ids.empty()) bad_request("messages", "the chat template rendered an empty prompt");
     return ids;
   }
-  // Else the template's text with special tokens recognised and each
-  // message's content, found in order, as plain text. A content the
-  // template changed (trimmed, split) and that is not found verbatim is
-  // looked for trimmed; one that spells a special token and is not found
-  // is refused.
+  // Else render again with each content that spells a special token
+  // replaced by a marker no text contains, and encode the template's text
+  // with special tokens recognised and those contents, where their markers
+  // are, as plain text. A marker the template changed or dropped (it
+  // rewrote the content) is refused: such a content cannot be placed safely.
+  Json marked = vars;
+  std::vector<std::string> markers(contents.size());
+  std::random_device rd;
+  for (size_t i = 0; i < contents.size(); ++i) {
+    if (!spells_special[i]) continue;
+    markers[i] = "\x1f" + std::to_string(rd()) + "-" + std::to_string(rd()) + "-" + std::to_string(i) + "\x1f";
+    marked["messages"][i]["content"] = markers[i];
+  }
+  try {
+    text = ctx.chat_template->render(marked);
+  } catch (const Error& e) {
+    throw ApiError(400, "invalid_request_error", std::string("the chat template: ") + e.what(), "messages");
+  }
+  std::vector<std::pair<size_t, size_t>> at;  // (position, message) of each marker
+  for (size_t i = 0; i < contents.size(); ++i) {
+    if (markers[i].empty()) continue;
+    const size_t p = text.find(markers[i]);
+    if (p == std::string::npos || text.find(markers[i], p + 1) != std::string::npos)
+      bad_request("messages", "message " + std::to_string(i) +
+                                  " spells a special token in text the chat template rewrites or repeats");
+    at.emplace_back(p, i);
+  }
+  std::sort(at.begin(), at.end());
   size_t cursor = 0;
   auto append = [&](std::string_view part, bool special) {
     if (part.empty()) return;
     const std::vector<int32_t> p = tok.encode(part, false, special);
     ids.insert(ids.end(), p.begin(), p.end());
   };
-  for (size_t i = 0; i < contents.size(); ++i) {
-    const std::string& c = contents[i];
-    std::string_view want = c;
-    size_t at = want.empty() ? std::string::npos : text.find(want, cursor);
-    if (at == std::string::npos) {
-      const size_t b = want.find_first_not_of(" \t\r\n");
-      const size_t e = want.find_last_not_of(" \t\r\n");
-      if (b != std::string::npos) {
-        want = want.substr(b, e - b + 1);
-        at = text.find(want, cursor);
-      }
-    }
-    if (at == std::string::npos || want.empty()) {
-      if (spells_special[i])
-        bad_request("messages", "message " + std::to_string(i) +
-                                    " spells a special token in text the chat template rewrites");
-      continue;
-    }
-    append(std::string_view(text).substr(cursor, at - cursor), true);
-    append(want, false);
-    cursor = at + want.size();
+  for (const auto& [p, i] : at) {
+    append(std::string_view(text).substr(cursor, p - cursor), true);
+    append(contents[i], false);
+    cursor = p + markers[i].size();
   }
   append(std::string_view(text).substr(cursor), true);
   if (ids.empty()) bad_request("messages", "the chat template rendered an empty prompt");

@@ -172,8 +172,19 @@ void Engine::run() {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty() || any_busy; });
       if (stop_) return;
     }
-    admit();
-    step();
+    // Whatever a step throws beyond eval_batch's own errors (an allocation
+    // failing) ends the busy requests, not the process.
+    try {
+      admit();
+      step();
+    } catch (const std::exception& e) {
+      for (auto& s : slots_) {
+        s->cached.clear();
+        if (s->busy()) finish(*s, "error", e.what());
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_.last_error = e.what();
+    }
   }
 }
 
@@ -196,14 +207,18 @@ void Engine::admit() {
     ++metrics_.requests_cancelled;
     it = queue_.erase(it);
   }
+  metrics_.queue_length = queue_.size();
   while (!queue_.empty()) {
-    // The free slot sharing the longest prefix with the prompt.
+    // The free slot sharing the longest prefix with the prompt; among
+    // equals the one with the fewest cached tokens to lose, then the lowest
+    // (its rows are read by fewer masks).
     Slot* best = nullptr;
     size_t best_common = 0;
     for (auto& s : slots_) {
       if (s->busy()) continue;
       const size_t common = common_prefix(s->cached, queue_.front().job.prompt);
-      if (!best || common > best_common) best = s.get(), best_common = common;
+      if (!best || common > best_common || (common == best_common && s->cached.size() < best->cached.size()))
+        best = s.get(), best_common = common;
     }
     if (!best) break;
     Pending p = std::move(queue_.front());
@@ -301,8 +316,12 @@ void Engine::emit_token(Slot& s, std::span<float> row) {
   const Job& job = s.job;
   TokenLogprob chosen;
   std::vector<TokenLogprob> top;
+  // Logprobs are the model's own distribution: the row before penalties.
+  const bool penalties = job.frequency_penalty != 0 || job.presence_penalty != 0;
+  std::vector<float> raw;
+  if (job.top_logprobs >= 0 && penalties) raw.assign(row.begin(), row.end());
   // Penalties over the window (the prompt's tail, then what was generated).
-  if (job.frequency_penalty != 0 || job.presence_penalty != 0) {
+  if (penalties) {
     std::vector<int32_t> seen(s.window.begin(), s.window.end());
     std::sort(seen.begin(), seen.end());
     for (size_t i = 0; i < seen.size();) {
@@ -329,7 +348,8 @@ void Engine::emit_token(Slot& s, std::span<float> row) {
     return;
   }
   if (job.top_logprobs >= 0) {
-    logprobs_of(row, token, job.top_logprobs, chosen, top);
+    logprobs_of(raw.empty() ? std::span<const float>(row) : std::span<const float>(raw), token, job.top_logprobs,
+                chosen, top);
     s.out.chosen.push_back(chosen);
     s.out.top.push_back(std::move(top));
   }
@@ -372,6 +392,8 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
   std::lock_guard<std::mutex> lock(mu_);
   if (reason == "cancelled" || reason == "timeout")
     ++metrics_.requests_cancelled;
+  else if (reason == "error")
+    ++metrics_.requests_failed;
   else
     ++metrics_.requests_finished;
   int busy = 0;

@@ -107,6 +107,7 @@ struct EngineMetrics {
   uint64_t requests_finished = 0;
   uint64_t requests_cancelled = 0;
   uint64_t requests_rejected = 0;  // queue full
+  uint64_t requests_failed = 0;    // generation failed (a worker died, ...)
   uint64_t prompt_tokens = 0;      // evaluated (cached ones not counted)
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;

@@ -54,6 +54,8 @@ std::string Server::Impl::metrics_text() {
   o << "weft_requests_finished_total " << m.requests_finished << '\n';
   metric(o, "weft_requests_cancelled_total", "counter", "Completions whose client left or whose time ran out.");
   o << "weft_requests_cancelled_total " << m.requests_cancelled << '\n';
+  metric(o, "weft_requests_failed_total", "counter", "Completions whose generation failed (a worker died, ...).");
+  o << "weft_requests_failed_total " << m.requests_failed << '\n';
   metric(o, "weft_requests_rejected_total", "counter", "Completions refused with 429: the queue was full.");
   o << "weft_requests_rejected_total " << m.requests_rejected << '\n';
   metric(o, "weft_prompt_tokens_total", "counter", "Prompt tokens evaluated (reused cache excluded).");

@@ -67,10 +67,12 @@ int64_t integer(const Json& body, const char* name, int64_t fallback, int64_t lo
     if (u > static_cast<uint64_t>(hi)) bad_request(name, std::string("'") + name + "' must be an integer in " + range);
     return static_cast<int64_t>(u);
   }
-  if (v->is_number_float()) {  // 5.0 is 5
+  if (v->is_number_float()) {  // 5.0 is 5 (converted only when it fits an int64_t)
     const double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) && d <= static_cast<double>(hi))
-      return static_cast<int64_t>(d);
+    if (std::isfinite(d) && d == std::floor(d) && d >= -0x1p63 && d < 0x1p63) {
+      const auto i = static_cast<int64_t>(d);
+      if (i >= lo && i <= hi) return i;
+    }
   }
   bad_request(name, std::string("'") + name + "' must be an integer in " + range);
 }

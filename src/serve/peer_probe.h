@@ -6,12 +6,12 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace weft::serve {
 
 // The connection between remote_addr:remote_port and this process's
-// local_port (the server's listening port: cpp-httplib 0.11 leaves
-// Request::local_port unset).
+// local_port (the server's listening port).
 struct PeerAddress {
   std::string remote_addr;
   int remote_port = -1;
@@ -22,5 +22,15 @@ struct PeerAddress {
 // while it is open, or when no such socket is found (nothing to tell).
 // Reads nothing: data a client sent stays for the server.
 bool peer_connected(const PeerAddress& peer);
+
+// The TCP connections accepted on local port `port` (its listening socket
+// excluded): descriptor and peer. A descriptor is valid only while its
+// connection lives (ConnectionWatchdog uses it at once).
+struct ServerConnection {
+  int fd = -1;
+  std::string remote_addr;
+  int remote_port = -1;
+};
+std::vector<ServerConnection> server_connections(int port);
 
 }  // namespace weft::serve

@@ -54,6 +54,21 @@ Json parse_body(const httplib::Request& req) {
   }
 }
 
+// s with control bytes and backslashes escaped (\xNN): a log line per request.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s.substr(0, 256)) {
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return s.size() > 256 ? out + "..." : out;
+}
+
 std::string random_id(const char* prefix) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   static const char* hex = "0123456789abcdef";
@@ -76,6 +91,52 @@ void guarded(httplib::Response& res, F&& f) {
                                                               : 500;
     send_error(res, ApiError(status, status == 400 ? "invalid_request_error" : "server_error", e.what()));
   }
+}
+
+// One call of a stream's content provider: the next event as SSE lines, or
+// a check that the client is still there when none came. False ends the
+// stream (the client left, or it is complete).
+bool stream_step(Request& request, const CompletionRequest& r, const ResponseMeta& meta, bool& first,
+                 const model::Tokenizer& tok, const PeerAddress& peer, httplib::DataSink& sink) {
+  std::optional<Event> e = request.next(std::chrono::milliseconds(100));
+  if (!e) {  // nothing to write (queued, or a long prompt): is anyone there?
+    if ((sink.is_writable && !sink.is_writable()) || !peer_connected(peer)) {
+      request.cancel();
+      return false;
+    }
+    return true;
+  }
+  auto send = [&](const Json& j) {
+    const std::string line = "data: " + dump_json(j) + "\n\n";
+    return sink.write(line.data(), line.size());
+  };
+  bool ok = true;
+  // A stream cut short (generation failed, or the server is stopping) ends
+  // with an error event rather than a finish_reason clients would take for
+  // a complete reply.
+  const bool failed = e->finished && (e->finish_reason == "error" || e->finish_reason == "cancelled");
+  if (failed) {
+    if (!e->text.empty()) {
+      Event piece = *e;
+      piece.finished = false;
+      ok = send(stream_chunk(r, meta, piece, first, tok));
+    }
+    const ApiError err = e->finish_reason == "error"
+                             ? ApiError(500, "server_error", "generation failed: " + e->error)
+                             : ApiError(503, "unavailable_error", "the request was cancelled: the server is stopping");
+    ok = ok && send(err.body());
+  } else {
+    ok = send(stream_chunk(r, meta, *e, first, tok));
+    if (ok && e->finished && r.include_usage) ok = send(usage_chunk(r, meta, *e));
+  }
+  first = false;
+  if (ok && e->finished) {
+    static const std::string done = "data: [DONE]\n\n";
+    ok = sink.write(done.data(), done.size());
+    sink.done();
+  }
+  if (!ok) request.cancel();
+  return ok;
 }
 
 }  // namespace
@@ -104,19 +165,43 @@ bool Server::Impl::authorized(const httplib::Request& req) const {
   return CRYPTO_memcmp(digest, key_digest.data(), sizeof digest) == 0;
 }
 
-void Server::Impl::count(const std::string& route, int status) {
+void Server::Impl::begin(const httplib::Request& req) { watchdog.request_started({req.remote_addr, req.remote_port, port}); }
+
+void Server::Impl::count(const std::string& path, int status) {
+  // By route: a client's made-up paths must not grow the table.
+  static const char* const routes[] = {"/",           "/favicon.ico",    "/health",           "/metrics",
+                                       "/v1/models",  "/tokenize",       "/detokenize",       "/v1/completions",
+                                       "/completions", "/v1/chat/completions", "/chat/completions"};
+  std::string route = "other";
+  for (const char* r : routes)
+    if (path == r) route = r;
+  if (path.rfind("/v1/models/", 0) == 0) route = "/v1/models/{id}";
   std::lock_guard<std::mutex> lock(counts_mu);
   ++request_counts[{route, status}];
 }
 
 void Server::Impl::add_routes() {
+  // Runs after the headers, before any body is read: the key, and bodies
+  // whose size cpp-httplib would not bound (it checks only Content-Length
+  // against the payload limit: a chunked body, one without a length, or a
+  // compressed one it would inflate are refused here).
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || req.path == "/" || req.path == "/favicon.ico" || authorized(req))
-      return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", "Bearer");
-    send_error(res, ApiError(401, "authentication_error", "a valid API key is required (Authorization: Bearer KEY)",
-                             "", "invalid_api_key"));
-    return httplib::Server::HandlerResponse::Handled;
+    const bool open_path = req.path == "/health" || req.path == "/" || req.path == "/favicon.ico";
+    if (!open_path && !authorized(req)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      send_error(res, ApiError(401, "authentication_error", "a valid API key is required (Authorization: Bearer KEY)",
+                               "", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.has_header("Content-Encoding")) {
+      send_error(res, ApiError(415, "invalid_request_error", "compressed request bodies are not accepted"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.has_header("Transfer-Encoding") || (req.method == "POST" && !req.has_header("Content-Length"))) {
+      send_error(res, ApiError(411, "invalid_request_error", "a request body needs a Content-Length (no chunked bodies)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
   });
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -144,21 +229,27 @@ void Server::Impl::add_routes() {
     send_error(res, ApiError(500, "server_error", what));
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    watchdog.request_done({req.remote_addr, req.remote_port, port});
     count(req.path, res.status);
     if (options.log)
-      std::fprintf(stderr, "[serve] %s %s %d %s\n", req.method.c_str(), req.path.c_str(), res.status,
-                   req.remote_addr.c_str());
+      std::fprintf(stderr, "[serve] %s %s %d %s\n", printable(req.method).c_str(), printable(req.path).c_str(),
+                   res.status, req.remote_addr.c_str());
   });
 
-  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+  http.Get("/", [this](const httplib::Request& req, httplib::Response& res) {
+    begin(req);
     res.set_header("Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'");
     res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
   });
 
   // Browsers ask for an icon with every page: none, and no error.
-  http.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+  http.Get("/favicon.ico", [this](const httplib::Request& req, httplib::Response& res) {
+    begin(req);
+    res.status = 204;
+  });
 
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  http.Get("/health", [this](const httplib::Request& req, httplib::Response& res) {
+    begin(req);
     std::lock_guard<std::mutex> lock(mu);
     if (state == ServerState::loading)
       send_json(res, 503, {{"status", "loading"}, {"progress", progress}});
@@ -171,7 +262,8 @@ void Server::Impl::add_routes() {
     }
   });
 
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  http.Get(R"(/v1/models(/[^/]+)?)", [this](const httplib::Request& req, httplib::Response& res) {
+    begin(req);
     guarded(res, [&] {
       if (!ready_engine(res)) return;
       const model::LlamaParams& p = session->params();
@@ -184,15 +276,24 @@ void Server::Impl::add_routes() {
                    {"n_ctx_slot", options.ctx_size / options.parallel},
                    {"parallel", options.parallel}};
       Json model = {{"id", model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "weft"}, {"meta", meta}};
-      send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
+      if (req.matches[1].length() == 0) {
+        send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
+      } else if (req.matches[1].str().substr(1) == model_name) {  // GET /v1/models/{id}
+        send_json(res, 200, model);
+      } else {
+        throw ApiError(404, "not_found_error", "no model '" + req.matches[1].str().substr(1) + "' (this server has '" +
+                                                   model_name + "')", "model", "model_not_found");
+      }
     });
   });
 
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    begin(req);
     res.set_content(metrics_text(), "text/plain; version=0.0.4");
   });
 
   http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    begin(req);
     guarded(res, [&] {
       if (!ready_engine(res)) return;
       const Json body = parse_body(req);
@@ -211,6 +312,7 @@ void Server::Impl::add_routes() {
   });
 
   http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    begin(req);
     guarded(res, [&] {
       if (!ready_engine(res)) return;
       const Json body = parse_body(req);
@@ -228,6 +330,7 @@ void Server::Impl::add_routes() {
 
   auto completion = [this](bool chat) {
     return [this, chat](const httplib::Request& req, httplib::Response& res) {
+      begin(req);
       guarded(res, [&] {
         Engine* engine = ready_engine(res);
         if (!engine) return;
@@ -273,34 +376,14 @@ void Server::Impl::add_routes() {
             "text/event-stream",
             [request, r, meta, first, &tok, peer = PeerAddress{req.remote_addr, req.remote_port, port}](
                 size_t, httplib::DataSink& sink) {
-              std::optional<Event> e = request->next(std::chrono::milliseconds(100));
-              if (!e) {  // nothing to write (queued, or a long prompt): is anyone there?
-                if ((sink.is_writable && !sink.is_writable()) || !peer_connected(peer)) {
-                  request->cancel();
-                  return false;
-                }
-                return true;
+              // Runs on cpp-httplib's thread outside any handler: nothing may
+              // escape (std::terminate); a failure ends this stream alone.
+              try {
+                return stream_step(*request, r, meta, *first, tok, peer, sink);
+              } catch (...) {
+                request->cancel();
+                return false;
               }
-              auto send = [&](const Json& j) {
-                const std::string line = "data: " + dump_json(j) + "\n\n";
-                return sink.write(line.data(), line.size());
-              };
-              bool ok = true;
-              if (e->finished && e->finish_reason == "error") {
-                if (!e->text.empty()) ok = send(stream_chunk(r, meta, *e, *first, tok));
-                ok = ok && send(ApiError(500, "server_error", "generation failed: " + e->error).body());
-              } else {
-                ok = send(stream_chunk(r, meta, *e, *first, tok));
-                if (ok && e->finished && r.include_usage) ok = send(usage_chunk(r, meta, *e));
-              }
-              *first = false;
-              if (ok && e->finished) {
-                static const std::string done = "data: [DONE]\n\n";
-                ok = sink.write(done.data(), done.size());
-                sink.done();
-              }
-              if (!ok) request->cancel();
-              return ok;
             },
             [request](bool success) {
               if (!success) request->cancel();
@@ -313,5 +396,6 @@ void Server::Impl::add_routes() {
   http.Post("/v1/chat/completions", completion(true));
   http.Post("/chat/completions", completion(true));
 }
+
 
 }  // namespace weft::serve

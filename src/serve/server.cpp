@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -41,6 +42,10 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
   if (o.port < 0 || o.port > 65535) fail(ErrorKind::invalid_input, kWhere, "--port must be in [0, 65535]");
   if (o.http_threads < 2) fail(ErrorKind::invalid_input, kWhere, "http_threads must be at least 2");
   if (o.max_tokens < 0) fail(ErrorKind::invalid_input, kWhere, "--max-tokens must not be negative");
+  if (o.max_queue > 1024) fail(ErrorKind::invalid_input, kWhere, "--max-queue must be at most 1024");
+  if (!(o.request_timeout_seconds > 0 && o.request_timeout_seconds <= 1e7))
+    fail(ErrorKind::invalid_input, kWhere, "--timeout must be in (0, 1e7] seconds");
+  if (o.read_timeout_seconds < 1) fail(ErrorKind::invalid_input, kWhere, "read_timeout_seconds must be at least 1");
   if (!is_loopback_host(o.host) && o.api_key.empty() && !o.insecure)
     fail(ErrorKind::invalid_input, kWhere,
          "serving on " + o.host + " (not loopback) needs --api-key-file, or --insecure to serve without a key");
@@ -55,7 +60,11 @@ void Server::start() {
   if (s.started_listening) return;
   s.add_routes();
   const ServeOptions& o = s.options;
-  s.http.new_task_queue = [n = o.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+  // A waiting completion holds a thread: enough for every slot and queue
+  // place, and some for /health, /metrics and the page beside them.
+  const size_t threads = std::max(static_cast<size_t>(o.http_threads),
+                                  static_cast<size_t>(o.parallel) + o.max_queue + 8);
+  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(o.max_body_bytes);
   s.http.set_read_timeout(o.read_timeout_seconds, 0);
   s.http.set_write_timeout(o.read_timeout_seconds, 0);
@@ -68,6 +77,7 @@ void Server::start() {
       fail(ErrorKind::invalid_input, kWhere, "cannot bind " + o.host + ":" + std::to_string(o.port));
     s.port = o.port;
   }
+  s.watchdog.start(s.port, std::chrono::seconds(o.read_timeout_seconds));
   s.started_listening = true;
   s.http_thread = std::thread([&s] {
     s.http.listen_after_bind();
@@ -163,8 +173,9 @@ void Server::stop() {
   if (s.engine) s.engine->shutdown();
   if (s.started_listening) {
     s.http.stop();
-    if (s.http_thread.joinable()) s.http_thread.join();
+    if (s.http_thread.joinable()) s.http_thread.join();  // the watchdog still ends slow readers
   }
+  s.watchdog.stop();
   s.engine.reset();
   s.session.reset();
 }

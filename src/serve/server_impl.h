@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "serve/connection_watchdog.h"
 #include "serve/engine.h"
 #include "serve/openai_api.h"
 #include "weft/serve/chat_template.h"
@@ -32,6 +33,7 @@ struct Server::Impl {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   httplib::Server http;
+  ConnectionWatchdog watchdog;  // a deadline for reading each request
   std::thread http_thread, load_thread;
   int port = 0;
   bool started_listening = false;
@@ -63,7 +65,8 @@ struct Server::Impl {
   // res and returns null.
   Engine* ready_engine(httplib::Response& res);
   bool authorized(const httplib::Request& req) const;
-  void count(const std::string& route, int status);
+  void begin(const httplib::Request& req);  // a handler starts: the request was read
+  void count(const std::string& path, int status);
   std::string metrics_text();
 };
 

@@ -448,7 +448,7 @@ await part('8 concurrent streams', async () => {
                     .map((p) => `Write about ${p}.`);
   // Even streams greedy, odd ones sampled at temperature 1 with a seed of
   // their own: each slot's sampler must keep to its request.
-  const body = (p, i) => chatBody(p, {max_tokens: 40, ignore_eos: true,
+  const body = (p, i) => chatBody(p, {max_tokens: 120, ignore_eos: true,
                                       ...(i % 2 ? {temperature: 1, seed: 100 + i} : {temperature: 0})});
   const before = await metrics(BASE);
   let busyMax = 0, queueMax = 0, sampling = true;

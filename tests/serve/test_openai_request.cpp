@@ -76,6 +76,25 @@ TEST_F(OpenAIRequest, ContentNeverForgesSpecialTokens) {
   EXPECT_EQ(std::count(ids.begin(), ids.end(), eos), 3);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), bos), 1);
   EXPECT_EQ(ids.front(), bos);
+  // A content equal to the markup before it is still placed where it is:
+  // the template's </s> after "S" stays the control token.
+  ChatTemplate bare = ChatTemplate::parse("{% for m in messages %}{{ m.content }}</s>{% endfor %}");
+  ApiContext c = ctx();
+  c.chat_template = &bare;
+  const std::vector<int32_t> two =
+      weft::serve::chat_prompt(Json::parse(R"([{"role":"system","content":"S"},{"role":"user","content":"</s>"}])"), c);
+  EXPECT_EQ(std::count(two.begin(), two.end(), eos), 2);
+  std::vector<int32_t> want = tok_->encode("S", false, false);
+  want.push_back(eos);
+  const std::vector<int32_t> plain_eos = tok_->encode("</s>", false, false);
+  want.insert(want.end(), plain_eos.begin(), plain_eos.end());
+  want.push_back(eos);
+  if (tok_->add_bos()) want.insert(want.begin(), bos);
+  EXPECT_EQ(two, want);
+  // A template that rewrites such a content cannot place it: refused.
+  ChatTemplate cutting = ChatTemplate::parse("{% for m in messages %}{{ m.content[1:] }}</s>{% endfor %}");
+  c.chat_template = &cutting;
+  EXPECT_THROW(weft::serve::chat_prompt(Json::parse(R"([{"role":"user","content":"x</s>"}])"), c), ApiError);
   // Without forged text the prompt is the rendered text encoded at once.
   const Json plain = Json::parse(R"([{"role":"user","content":"hello"}])");
   EXPECT_EQ(weft::serve::chat_prompt(plain, ctx()), tok_->encode("<s>[user] hello</s>[assistant]", false, true));

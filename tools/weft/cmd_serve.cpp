@@ -2,13 +2,14 @@
 // docs/serve.md) until SIGINT or SIGTERM. The signals are blocked in every
 // thread and taken by sigwait() here, so no handler runs on a server thread.
 #include <signal.h>
-
-#include <cstdio>
 #include <unistd.h>
 
+#include <atomic>
+#include <cctype>
+#include <cstdio>
 #include <fstream>
-#include <thread>
 #include <string>
+#include <thread>
 
 #include "commands.h"
 #include "session_ui.h"
@@ -28,6 +29,12 @@ std::string read_key(const std::string& path) {
   key = b == std::string::npos ? "" : key.substr(b, e - b + 1);
   if (key.empty() || key.find_first_of("\r\n") != std::string::npos)
     fail(ErrorKind::invalid_input, "serve", path + " must hold one non-empty line: the API key");
+  // cpp-httplib percent-decodes header values: a key with '%' (or bytes a
+  // client would have to escape) could never match as sent.
+  for (unsigned char c : key)
+    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '+' || c == '/' || c == '='))
+      fail(ErrorKind::invalid_input, "serve",
+           path + ": the API key may hold letters, digits and - _ . ~ + / = only");
   return key;
 }
 
@@ -79,6 +86,7 @@ int cmd_serve(const ServeArgs& args) {
                args.host.model.c_str());
   // Loading runs in the background (/health says how far); a failure ends
   // the process, naming it.
+  std::atomic<bool> load_failed{false};
   std::thread watcher([&] {
     try {
       server.wait_ready();
@@ -86,16 +94,17 @@ int cmd_serve(const ServeArgs& args) {
                    static_cast<long long>(args.ctx_size / args.parallel));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "weft serve: loading failed: %s\n", e.what());
+      load_failed.store(true);
       kill(getpid(), SIGTERM);
     }
   });
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
-  watcher.join();
+  watcher.join();  // after the load ends (it is not interruptible)
   server.stop();
   std::fprintf(stderr, "weft serve: stopped\n");
-  return 0;
+  return load_failed.load() ? 1 : 0;
 }
 
 }  // namespace weft::tools

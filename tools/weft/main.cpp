@@ -160,11 +160,11 @@ int main(int argc, char** argv) {
                         "(default: the model file's)");
   serve_cmd->add_option("--alias", serve.alias, "the model's id in /v1/models (default: the file name)");
   serve_cmd->add_option("--max-queue", serve.max_queue, "requests that may wait for a slot; more get 429")
-      ->capture_default_str()->check(CLI::Range(0, 100000));
+      ->capture_default_str()->check(CLI::Range(0, 1024));
   serve_cmd->add_option("--max-tokens", serve.max_tokens, "most tokens one request may ask for (0: a slot's context)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--timeout", serve.timeout_s, "seconds one request may take")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1.0, 1e7));
   serve_cmd->add_flag("-q,--quiet", serve.quiet, "no log line per request");
 
   PerplexityArgs ppl;

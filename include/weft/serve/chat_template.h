@@ -6,14 +6,18 @@
 // tojson, raise_exception, strftime_now), so that a template renders here as
 // it does in Python.
 //
+// Deliberate differences from Jinja2: an attribute or item of an undefined
+// value is undefined (Jinja2 raises); upper/lower/title change ASCII letters
+// only; lists cannot be modified (as in transformers' immutable sandbox).
+//
 // Message contents are hostile input: they are only ever values, never parsed
 // as template text. Every render is bounded (output bytes, loop iterations,
 // work, nesting depth) and fails with a weft::Error, never a crash.
 //
 //   auto tpl = weft::serve::ChatTemplate::parse(gguf_chat_template);  // once per model
-//   std::string prompt = tpl.render({{"messages", messages},
-//                                    {"add_generation_prompt", true},
-//                                    {"bos_token", "<s>"}, {"eos_token", "</s>"}});
+//   nlohmann::ordered_json vars = {{"messages", messages}, {"add_generation_prompt", true},
+//                                  {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+//   std::string prompt = tpl.render(vars);  // (a braced list in the call would be ambiguous)
 //
 // A parsed template is immutable: render() is const and may run on several
 // threads at once.

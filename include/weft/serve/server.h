@@ -38,11 +38,11 @@ struct ServeOptions {
   bool insecure = false;
   std::string chat_template;  // template source overriding the file's (empty: the file's, else chatml)
   std::string model_name;     // the id /v1/models lists (empty: the file's name without .gguf)
-  size_t max_queue = 64;            // requests waiting for a slot; beyond it 429
+  size_t max_queue = 64;            // requests waiting for a slot (at most 1024); beyond it 429
   size_t max_body_bytes = 8u << 20; // larger bodies: 413
   int max_tokens = 0;               // the most one request may ask for (0: a slot's context)
   double request_timeout_seconds = 600;  // from arrival to the last token
-  int http_threads = 32;            // connections served at once
+  int http_threads = 32;            // connections served at once (at least parallel + max_queue + 8)
   int read_timeout_seconds = 10;    // a request's headers and body arrive within this (slowloris)
   bool log = true;                  // one line per request on stderr
 };

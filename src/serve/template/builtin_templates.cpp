@@ -96,7 +96,7 @@ std::optional<std::string> builtin_chat_template(std::string_view name) {
 
 std::string builtin_chat_template_names() {
   std::string out;
-  for (const auto& [n, source] : kBuiltins) out += (out.empty() ? "" : ",") + std::string(n);
+  for (const auto& [n, source] : kBuiltins) out += (out.empty() ? "" : ", ") + std::string(n);
   return out;
 }
 

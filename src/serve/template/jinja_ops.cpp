@@ -154,7 +154,7 @@ Value Evaluator::getattr(const Value& obj, const std::string& name) {
     const Value* v = obj.find(name);
     return v ? *v : Value();
   }
-  return Value::none();
+  return Value();  // undefined, also for attributes of undefined
 }
 
 Value Evaluator::getitem(const Value& obj, const Value& key) {

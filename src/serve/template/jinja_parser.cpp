@@ -13,7 +13,7 @@ namespace {
 using K = Token::Kind;
 
 [[noreturn]] void error_at(ErrorKind kind, int line, const std::string& what) {
-  fail(kind, "chat_template", "ln " + std::to_string(line) + ": " + what);
+  fail(kind, "chat_template", "line " + std::to_string(line) + ": " + what);
 }
 
 class Parser {
@@ -75,8 +75,7 @@ class Parser {
       auto s = node_stmt(n == "break" ? Stmt::Kind::break_ : n == "continue" ? Stmt::Kind::continue_ : Stmt::Kind::block, line);
       expect(K::block_end, "%}");
       if (n == "generation") {  // transformers' assistant-mask marker: renders its body
-        Body ignored;
-        parse_body(ignored, {"endgeneration"}, line);
+        parse_body(s->body, {"endgeneration"}, line);
         expect(K::block_end, "%}");
       }
       return s;

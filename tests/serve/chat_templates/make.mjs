@@ -25,9 +25,8 @@
 // lstrip_blocks, loopcontrols, json.dumps-based tojson, raise_exception,
 // strftime_now). Every case is also rendered with @huggingface/jinja (what
 // transformers.js uses) and differences are printed; where the two differ,
-// cases.json keeps Python's output. Known difference: @huggingface/jinja's
-// tojson(indent=N) and its rendering of Python floats/containers; the printout
-// lists the cases concerned.
+// cases.json keeps Python's output. With @huggingface/jinja 0.5.13 the one
+// difference is llama3_1/builtin_tools: it lacks the `reject` filter and fails.
 import fs from 'fs';
 import path from 'path';
 import { createRequire } from 'module';
