@@ -172,8 +172,9 @@ void Engine::run() {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty() || any_busy; });
       if (stop_) return;
     }
-    // Whatever a step throws beyond eval_batch's own errors (an allocation
-    // failing) ends the busy requests, not the process.
+    // A step that throws (eval_batch: a worker died; an allocation failed)
+    // ends the busy requests, not the process. The cache's state is then
+    // unknown: no slot's tokens are reused.
     try {
       admit();
       step();
@@ -284,19 +285,7 @@ bool Engine::step() {
     rows_.push_back(nullptr);
   }
   const Clock::time_point t0 = Clock::now();
-  try {
-    session_.eval_batch(batch_, static_cast<int64_t>(slots_.size()), logits_);
-  } catch (const std::exception& e) {
-    // The cache's state is unknown: every busy slot ends, and no slot's
-    // tokens are reused.
-    for (auto& s : slots_) {
-      s->cached.clear();
-      if (s->busy()) finish(*s, "error", e.what());
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    metrics_.last_error = e.what();
-    return true;
-  }
+  session_.eval_batch(batch_, static_cast<int64_t>(slots_.size()), logits_);  // throws to run()
   const size_t vocab = static_cast<size_t>(session_.params().n_vocab);
   uint64_t sampled = 0;
   for (size_t r = 0; r < rows_.size(); ++r) {

@@ -26,6 +26,13 @@ void metric(std::ostringstream& o, const char* name, const char* type, const cha
   o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
 }
 
+// A metric without labels: its help, type and one value.
+template <class V>
+void single(std::ostringstream& o, const char* name, const char* type, const char* help, V value) {
+  metric(o, name, type, help);
+  o << name << ' ' << value << '\n';
+}
+
 }  // namespace
 
 std::string Server::Impl::metrics_text() {
@@ -42,51 +49,49 @@ std::string Server::Impl::metrics_text() {
   Session* s = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu);
-    metric(o, "weft_model_loaded", "gauge", "1 once the model is loaded and serving.");
-    o << "weft_model_loaded " << (state == ServerState::ready ? 1 : 0) << '\n';
-    metric(o, "weft_model_load_progress", "gauge", "Fraction of the weights loaded.");
-    o << "weft_model_load_progress " << progress << '\n';
+    single(o, "weft_model_loaded", "gauge", "1 once the model is loaded and serving.",
+           (state == ServerState::ready ? 1 : 0));
+    single(o, "weft_model_load_progress", "gauge", "Fraction of the weights loaded.",
+           progress);
     if (state == ServerState::ready) e = engine.get(), s = session.get();
   }
   if (!e) return o.str();
   const EngineMetrics m = e->metrics();
-  metric(o, "weft_requests_finished_total", "counter", "Completions that ran to their end (stop or length).");
-  o << "weft_requests_finished_total " << m.requests_finished << '\n';
-  metric(o, "weft_requests_cancelled_total", "counter", "Completions whose client left or whose time ran out.");
-  o << "weft_requests_cancelled_total " << m.requests_cancelled << '\n';
-  metric(o, "weft_requests_failed_total", "counter", "Completions whose generation failed (a worker died, ...).");
-  o << "weft_requests_failed_total " << m.requests_failed << '\n';
-  metric(o, "weft_requests_rejected_total", "counter", "Completions refused with 429: the queue was full.");
-  o << "weft_requests_rejected_total " << m.requests_rejected << '\n';
-  metric(o, "weft_prompt_tokens_total", "counter", "Prompt tokens evaluated (reused cache excluded).");
-  o << "weft_prompt_tokens_total " << m.prompt_tokens << '\n';
-  metric(o, "weft_generated_tokens_total", "counter", "Tokens generated.");
-  o << "weft_generated_tokens_total " << m.generated_tokens << '\n';
-  metric(o, "weft_steps_total", "counter", "Batched model steps.");
-  o << "weft_steps_total " << m.steps << '\n';
-  metric(o, "weft_busy_seconds_total", "counter", "Seconds spent in batched steps.");
-  o << "weft_busy_seconds_total " << m.busy_seconds << '\n';
-  metric(o, "weft_tokens_per_second", "gauge", "Tokens (prompt and generated) per busy second, since start.");
-  o << "weft_tokens_per_second "
-    << (m.busy_seconds > 0 ? static_cast<double>(m.prompt_tokens + m.generated_tokens) / m.busy_seconds : 0.0) << '\n';
-  metric(o, "weft_queue_length", "gauge", "Requests waiting for a slot.");
-  o << "weft_queue_length " << m.queue_length << '\n';
-  metric(o, "weft_slots_busy", "gauge", "Slots serving a request.");
-  o << "weft_slots_busy " << m.slots_busy << '\n';
-  metric(o, "weft_slots", "gauge", "Slots (requests decoded together).");
-  o << "weft_slots " << m.slots << '\n';
+  single(o, "weft_requests_finished_total", "counter", "Completions that ran to their end (stop or length).",
+         m.requests_finished);
+  single(o, "weft_requests_cancelled_total", "counter", "Completions whose client left or whose time ran out.",
+         m.requests_cancelled);
+  single(o, "weft_requests_failed_total", "counter", "Completions whose generation failed (a worker died, ...).",
+         m.requests_failed);
+  single(o, "weft_requests_rejected_total", "counter", "Completions refused with 429: the queue was full.",
+         m.requests_rejected);
+  single(o, "weft_prompt_tokens_total", "counter", "Prompt tokens evaluated (reused cache excluded).",
+         m.prompt_tokens);
+  single(o, "weft_generated_tokens_total", "counter", "Tokens generated.",
+         m.generated_tokens);
+  single(o, "weft_steps_total", "counter", "Batched model steps.",
+         m.steps);
+  single(o, "weft_busy_seconds_total", "counter", "Seconds spent in batched steps.",
+         m.busy_seconds);
+  single(o, "weft_tokens_per_second", "gauge", "Tokens (prompt and generated) per busy second, since start.",
+         (m.busy_seconds > 0 ? static_cast<double>(m.prompt_tokens + m.generated_tokens) / m.busy_seconds : 0.0));
+  single(o, "weft_queue_length", "gauge", "Requests waiting for a slot.",
+         m.queue_length);
+  single(o, "weft_slots_busy", "gauge", "Slots serving a request.",
+         m.slots_busy);
+  single(o, "weft_slots", "gauge", "Slots (requests decoded together).",
+         m.slots);
   const std::vector<DeviceStats> devices = s->stats();
-  metric(o, "weft_worker_bytes_sent_total", "counter", "Bytes sent to each worker.");
-  for (const DeviceStats& d : devices)
-    if (d.remote) o << "weft_worker_bytes_sent_total{worker=\"" << label(d.label) << "\"} " << d.rpc.bytes_sent << '\n';
-  metric(o, "weft_worker_bytes_received_total", "counter", "Bytes received from each worker.");
-  for (const DeviceStats& d : devices)
-    if (d.remote)
-      o << "weft_worker_bytes_received_total{worker=\"" << label(d.label) << "\"} " << d.rpc.bytes_received << '\n';
-  metric(o, "weft_worker_wait_seconds_total", "counter", "Seconds the host waited for each worker's replies.");
-  for (const DeviceStats& d : devices)
-    if (d.remote)
-      o << "weft_worker_wait_seconds_total{worker=\"" << label(d.label) << "\"} " << d.rpc.wait_seconds << '\n';
+  auto per_worker = [&](const char* name, const char* help, auto value) {
+    metric(o, name, "counter", help);
+    for (const DeviceStats& d : devices)
+      if (d.remote) o << name << "{worker=\"" << label(d.label) << "\"} " << value(d.rpc) << '\n';
+  };
+  per_worker("weft_worker_bytes_sent_total", "Bytes sent to each worker.", [](const RpcStats& r) { return r.bytes_sent; });
+  per_worker("weft_worker_bytes_received_total", "Bytes received from each worker.",
+             [](const RpcStats& r) { return r.bytes_received; });
+  per_worker("weft_worker_wait_seconds_total", "Seconds the host waited for each worker's replies.",
+             [](const RpcStats& r) { return r.wait_seconds; });
   return o.str();
 }
 
