@@ -27,7 +27,8 @@ struct Batch {
   std::vector<SplitInfo> info;
   std::vector<std::unique_ptr<Event>> events;   // per split; null where the device has none
   std::vector<std::vector<uint8_t>> staging;    // host copies the backends may still read
-  std::vector<char> host_synced;                // per split: the host has waited for it already
+  std::vector<char> host_synced;                // per split: the host knows it is done
+  std::vector<std::vector<int>> implied;        // per split: earlier splits done once it is done
   bool submitted = false;
 };
 
@@ -48,6 +49,10 @@ struct Scheduler::Impl {
   std::vector<Batch> batches;                               // one per memory set
   int next_set = 0;
   int current = -1;  // memory set of the last allocated graph
+  // Scratch reused by every compute, so a steady-state token allocates nothing.
+  std::vector<int> last_on_backend;  // the latest split submitted to each backend, this graph
+  std::vector<char> ordered;         // source backends the split being submitted copies from in order
+  std::vector<int> todo;             // mark_done's stack
 
   Backend& backend(int b) { return *set.backends[static_cast<size_t>(b)]; }
 
@@ -68,24 +73,42 @@ struct Scheduler::Impl {
     } else {
       backend(b.plan->splits[static_cast<size_t>(s)].backend).synchronize();
     }
-    b.host_synced[static_cast<size_t>(s)] = 1;
+    mark_done(b, s);
+  }
+
+  // Records that split s is done, and with it every split its completion
+  // implies (its stream's earlier work, what it waited for on the device or
+  // copied in order): the host then never asks a worker about those.
+  void mark_done(Batch& b, int s) {
+    todo.clear();
+    todo.push_back(s);
+    while (!todo.empty()) {
+      const int t = todo.back();
+      todo.pop_back();
+      if (b.host_synced[static_cast<size_t>(t)]) continue;
+      b.host_synced[static_cast<size_t>(t)] = 1;
+      for (int u : b.implied[static_cast<size_t>(t)]) todo.push_back(u);
+    }
   }
 
   // Makes backend `waiter` wait for split s: on the device when the event is
-  // that device's (rule 3), else from the host.
-  void wait_for(Batch& b, Backend& waiter, int s) {
+  // that device's (rule 3), else from the host. Returns true for a device
+  // wait (the waiter's later work implies s is done).
+  bool wait_for(Batch& b, Backend& waiter, int s) {
     auto& ev = b.events[static_cast<size_t>(s)];
     if (ev && &ev->device() == &waiter.device()) {
       waiter.wait_event(*ev);
-    } else {
-      host_wait(b, s);
+      return true;
     }
+    host_wait(b, s);
+    return false;
   }
 
   void finish(Batch& b) {
     if (!b.submitted) return;
     b.submitted = false;
-    for (size_t s = 0; s < b.plan->splits.size(); ++s) host_wait(b, static_cast<int>(s));
+    // Last first: a finished split often implies the ones before it.
+    for (size_t s = b.plan->splits.size(); s-- > 0;) host_wait(b, static_cast<int>(s));
   }
 
   void allocate(const Graph& g) {
@@ -146,11 +169,57 @@ struct Scheduler::Impl {
 
   void copy_input(Batch& b, Backend& dst_backend, const detail::InputCopy& c) {
     if (dst_backend.copy_tensor_async(backend(c.src_backend), *c.src, *c.copy)) return;
-    // Through host memory: the host must see the producer's result first.
-    if (c.producer >= 0) host_wait(b, c.producer);
+    // Through host memory: the host must see the producer's result first,
+    // unless the source's buffer reads after its device's submitted work
+    // (a worker's): then the read itself proves the producer done.
+    Buffer* from = c.src->buffer;
+    const bool ordered_read = c.producer >= 0 && from != nullptr && from->reads_in_stream_order() &&
+                              &from->type().device() ==
+                                  &backend(b.plan->splits[static_cast<size_t>(c.producer)].backend).device();
+    if (c.producer >= 0 && !ordered_read) host_wait(b, c.producer);
     std::vector<uint8_t>& staging = b.staging.emplace_back(c.src->nbytes());
     tensor_get(*c.src, staging.data(), 0, staging.size());
+    if (ordered_read) mark_done(b, c.producer);
     dst_backend.set_tensor_async(*c.copy, staging.data(), 0, staging.size());
+  }
+
+  // Submits split s: its waits (rules 1-3), its input copies, its nodes, its
+  // event. A copy that a backend makes in both streams' order
+  // (copy_tensor_ordered: a worker pushing to another) needs no wait for the
+  // source's backend at all; the host waits only for what nothing orders.
+  void submit_split(Batch& b, size_t s) {
+    const auto& split = b.plan->splits[s];
+    Backend& be = backend(split.backend);
+    std::vector<int>& implied = b.implied[s];
+    if (last_on_backend[static_cast<size_t>(split.backend)] >= 0)
+      implied.push_back(last_on_backend[static_cast<size_t>(split.backend)]);  // one stream is in order
+    ordered.assign(set.backends.size(), 0);
+    for (const auto& c : split.copies) {
+      if (c.src_backend != split.backend && be.copies_ordered_from(backend(c.src_backend)))
+        ordered[static_cast<size_t>(c.src_backend)] = 1;
+    }
+    auto backend_of_split = [&](int w) { return b.plan->splits[static_cast<size_t>(w)].backend; };
+    for (int w : b.info[s].waits_for) {
+      if (ordered[static_cast<size_t>(backend_of_split(w))]) continue;  // the ordered copy waits for it
+      if (wait_for(b, be, w)) implied.push_back(w);
+    }
+    for (const auto& c : split.copies) {
+      if (ordered[static_cast<size_t>(c.src_backend)]) {
+        if (be.copy_tensor_ordered(backend(c.src_backend), *c.src, *c.copy)) {
+          const int last = last_on_backend[static_cast<size_t>(c.src_backend)];
+          if (last >= 0) implied.push_back(last);
+          continue;
+        }
+        // It could not copy these two in order: wait, now, for what was skipped.
+        for (int w : b.info[s].waits_for)
+          if (backend_of_split(w) == c.src_backend) host_wait(b, w);
+      }
+      copy_input(b, be, c);
+    }
+    be.compute(split.graph);
+    b.events[s] = be.device().create_event();
+    if (b.events[s]) be.record_event(*b.events[s]);
+    last_on_backend[static_cast<size_t>(split.backend)] = static_cast<int>(s);
   }
 
   void compute_async(const Graph& g) {
@@ -164,16 +233,13 @@ struct Scheduler::Impl {
     b.staging.clear();
     b.submitted = true;  // from here on, finish() must wait for whatever was submitted
     const auto& splits = b.plan->splits;
+    b.events.clear();
     b.events.resize(splits.size());
     b.host_synced.assign(splits.size(), 0);
-    for (size_t s = 0; s < splits.size(); ++s) {
-      Backend& be = backend(splits[s].backend);
-      for (int w : b.info[s].waits_for) wait_for(b, be, w);
-      for (const auto& c : splits[s].copies) copy_input(b, be, c);
-      be.compute(splits[s].graph);
-      b.events[s] = be.device().create_event();
-      if (b.events[s]) be.record_event(*b.events[s]);
-    }
+    b.implied.resize(splits.size());
+    for (auto& list : b.implied) list.clear();
+    last_on_backend.assign(set.backends.size(), -1);
+    for (size_t s = 0; s < splits.size(); ++s) submit_split(b, s);
   }
 
   void synchronize() {

@@ -81,6 +81,7 @@ struct ModelHostArgs {
   std::vector<std::string> devices;  // more device specs (weft/runtime/devices.h)
   std::string split;                 // layer proportions host,worker1,...; empty: by free memory
   double worker_timeout_s = 0;       // a worker silent this long while awaited is dead; 0: no limit
+  bool no_peer_links = false;        // activations between workers go through this host
   std::string auth_token_file;       // the workers' shared secret (whitespace trimmed); empty: none
   bool no_mmap = false;              // copy the host's weights instead of using the file's mapping
   std::string cache_type = "f16";    // the KV cache's element type: f16 or q8_0

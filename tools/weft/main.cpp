@@ -26,6 +26,8 @@ void add_model_host_options(CLI::App* cmd, weft::tools::ModelHostArgs& host) {
                   "KV cache element type: f16, or q8_0 (about half the memory; needs fused attention)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f16", "q8_0"}));
+  cmd->add_flag("--no-peer-links", host.no_peer_links,
+                "send activations between workers through this host (workers that cannot reach each other)");
   cmd->add_option("--worker-timeout", host.worker_timeout_s,
                   "seconds a worker may stay silent while awaited before it counts as dead (0: no limit)")
       ->capture_default_str()

@@ -55,6 +55,7 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   o.device_options.cpu_threads = args.threads;
   o.load.map_weights = !args.no_mmap;
   o.load.cache_type = dtype_from_name(args.cache_type).value_or(DType::f16);  // CLI checked the name
+  o.device_options.rpc.peer_links = !args.no_peer_links;
   o.device_options.rpc.reply_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.worker_timeout_s * 1000.0));
   if (!args.auth_token_file.empty()) {

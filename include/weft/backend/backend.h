@@ -66,6 +66,11 @@ class Buffer {
     return false;
   }
   virtual void clear(uint8_t value) = 0;
+  // Optional: whether get_tensor returns the bytes as they are after all work
+  // already submitted to backends of this buffer's device (a worker runs a
+  // session's commands in order), so a host reading a result needs no wait
+  // for it first. The default: false.
+  virtual bool reads_in_stream_order() const { return false; }
 };
 
 class BufferType {
@@ -111,6 +116,23 @@ class Backend {
   // runs in this backend's order and does not wait for src_backend: the
   // caller makes sure src is ready (an event wait) and stays untouched.
   virtual bool copy_tensor_async(Backend& src_backend, const Tensor& src, Tensor& dst) {
+    (void)src_backend; (void)src; (void)dst;
+    return false;
+  }
+
+  // Optional: copies between two backends that need no host wait (workers
+  // pushing to each other, docs/rpc-protocol.md section 8). When
+  // copies_ordered_from(src_backend), copy_tensor_ordered copies src (in
+  // src_backend's memory) into dst (in this backend's) in both streams'
+  // order: after all work submitted to src_backend so far is done, and
+  // before work submitted to this backend afterwards. It returns false only
+  // for a pair of tensors it cannot copy so (the caller then waits and
+  // copies another way). The defaults: never.
+  virtual bool copies_ordered_from(const Backend& src_backend) const {
+    (void)src_backend;
+    return false;
+  }
+  virtual bool copy_tensor_ordered(Backend& src_backend, const Tensor& src, Tensor& dst) {
     (void)src_backend; (void)src; (void)dst;
     return false;
   }

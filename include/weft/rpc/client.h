@@ -40,6 +40,10 @@ struct RpcOptions {
   // PING, so a worker's idle timeout (`weft worker --idle-timeout`, 600 s by
   // default) does not end a session the host keeps between uses. 0: never.
   std::chrono::milliseconds keepalive{60000};
+  // Activations between two workers go from one to the other directly over
+  // a peer link (protocol 1.5) when both speak it; false: through this host,
+  // as before 1.5 (workers that cannot reach each other: NAT, firewalls).
+  bool peer_links = true;
 };
 
 // One Device per device the worker serves. endpoint: "host:port" or

@@ -18,8 +18,9 @@ namespace weft::rpc {
 namespace {
 
 std::atomic<int> g_open_connections{0};
+std::atomic<uint64_t> g_connection_serial{0};
 
-constexpr uint64_t kClientCapabilities = kCapTensorCache | kCapEvents | kCapOpSupport;
+constexpr uint64_t kClientCapabilities = kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks;
 constexpr char kAuthContext[] = "weft-auth-v1";
 
 std::string command_name(Cmd cmd) {
@@ -94,7 +95,8 @@ Endpoint parse_endpoint(const std::string& endpoint) {
   return e;
 }
 
-Connection::Connection(std::string endpoint, const RpcOptions& options) : endpoint_(std::move(endpoint)) {
+Connection::Connection(std::string endpoint, const RpcOptions& options, bool counted)
+    : endpoint_(std::move(endpoint)), serial_(g_connection_serial.fetch_add(1) + 1) {
   const Endpoint e = parse_endpoint(endpoint_);
   try {
     TcpOptions tcp;
@@ -108,8 +110,8 @@ Connection::Connection(std::string endpoint, const RpcOptions& options) : endpoi
   if (options.keepalive.count() > 0) {
     keepalive_thread_ = std::thread([this, every = options.keepalive] { keepalive_loop(every); });
   }
-  counted_ = true;
-  g_open_connections.fetch_add(1);
+  counted_ = counted;
+  if (counted_) g_open_connections.fetch_add(1);
 }
 
 Connection::~Connection() {
@@ -147,7 +149,7 @@ RpcStats Connection::stats() const {
 void Connection::handshake(const RpcOptions& options) {
   std::lock_guard lock(mu_);
   HelloRequest hello;
-  hello.capabilities = kClientCapabilities;
+  hello.capabilities = options.peer_links ? kClientCapabilities : kClientCapabilities & ~uint64_t{kCapPeerLinks};
   const Writer w = encoded(hello);
   write_frame(Cmd::hello, w.data().data(), w.data().size(), nullptr, 0);
   const uint32_t length = read_reply_header(Cmd::hello, kMaxPayload);
@@ -439,6 +441,44 @@ std::shared_ptr<Connection> find_connection(const std::string& endpoint) {
   if (!slot) return nullptr;
   std::lock_guard lock(slot->mu);
   return slot->connection.lock();
+}
+
+}  // namespace weft::rpc
+
+namespace weft::rpc {
+
+Connection::PeerRoute Connection::peer_route(Connection& to) {
+  {
+    std::lock_guard lock(peer_mu_);
+    auto it = routes_.find(to.serial_);
+    if (it != routes_.end()) return it->second;
+  }
+  if (!has(kCapPeerLinks) || !to.has(kCapPeerLinks)) {
+    fail(ErrorKind::unsupported, "rpc",
+         "peer link " + endpoint_ + " -> " + to.endpoint_ + ": a worker without peer links (protocol 1.5)");
+  }
+  // No lock is held across the calls (two threads setting up the same pair
+  // at once make two links; the first one recorded is used).
+  PeerConnectRequest req;
+  try {
+    const auto ticket = to.call(PeerTicketRequest{}).ticket;  // the same ticket every time for one session
+    std::copy(ticket.begin(), ticket.end(), req.ticket.begin());
+    {
+      std::lock_guard lock(to.peer_mu_);
+      req.source = ++to.next_source_;
+    }
+    {
+      std::lock_guard lock(peer_mu_);
+      req.link = ++next_link_;
+    }
+    req.endpoint = to.endpoint_;
+    req.label = endpoint_;
+    call(req);
+  } catch (const Error& e) {
+    fail(e.kind(), "rpc", "peer link " + endpoint_ + " -> " + to.endpoint_ + ": " + e.what());
+  }
+  std::lock_guard lock(peer_mu_);
+  return routes_.emplace(to.serial_, PeerRoute{req.link, req.source}).first->second;
 }
 
 }  // namespace weft::rpc

@@ -77,7 +77,8 @@ class Connection {
   // Throws Error(disconnected) when the worker cannot be reached,
   // Error(invalid_input) when it wants a secret we lack or refuses ours,
   // Error(unsupported) for another major version.
-  Connection(std::string endpoint, const RpcOptions& options);
+  // counted: included in open_count() (a worker's peer links are not).
+  Connection(std::string endpoint, const RpcOptions& options, bool counted = true);
   ~Connection();  // shuts the stream down quietly
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -157,6 +158,19 @@ class Connection {
 
   std::vector<DeviceInfo> get_devices();
 
+  // Peer links (docs/rpc-protocol.md section 8). The route from this
+  // connection's worker to `to`'s: the link id this session knows it by and
+  // the source id `to`'s session knows it by. Set up once per pair (a
+  // PEER_TICKET round trip to `to`, a PEER_CONNECT round trip here), then
+  // reused. Throws Error naming both endpoints when the link cannot be made.
+  struct PeerRoute {
+    uint32_t link = 0;
+    uint32_t source = 0;
+  };
+  PeerRoute peer_route(Connection& to);
+  // Event ids for pushes into this connection's session (unique in it).
+  uint64_t next_peer_event() { return next_peer_event_.fetch_add(1) + 1; }
+
   // Process-wide count of live connections.
   static int open_count();
 
@@ -213,6 +227,16 @@ class Connection {
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> round_trips_{0};
+
+  // Peer links: routes out of this session by the destination connection's
+  // serial (a reconnected endpoint is a new session: a new route), and this
+  // session's ticket and source ids for links into it.
+  const uint64_t serial_;
+  std::mutex peer_mu_;
+  std::map<uint64_t, PeerRoute> routes_;
+  uint32_t next_link_ = 0;
+  uint32_t next_source_ = 0;
+  std::atomic<uint64_t> next_peer_event_{0};
   std::atomic<uint64_t> wait_ns_{0};  // in read_reply_header, until the header arrived
   bool counted_ = false;  // included in open_count()
 };

@@ -72,6 +72,8 @@ class RemoteBuffer final : public Buffer {
   // differ, as the CPU's rule).
   bool copy_tensor(const Tensor& src, Tensor& dst) override;
   void clear(uint8_t value) override;
+  // GET_TENSOR runs after every command the session received before it.
+  bool reads_in_stream_order() const override { return true; }
 
   uint64_t handle() const { return handle_; }
   const std::shared_ptr<Connection>& connection() const { return connection_; }
@@ -128,6 +130,11 @@ class RemoteBackend final : public Backend {
 
   void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) override;
   bool copy_tensor_async(Backend& src_backend, const Tensor& src, Tensor& dst) override;
+  // Another worker's backend whose worker and this one both speak peer links
+  // (protocol 1.5): the copy is a PUSH_TO_PEER there and a PEER_WAIT here
+  // (docs/rpc-protocol.md section 8); the host waits for neither.
+  bool copies_ordered_from(const Backend& src_backend) const override;
+  bool copy_tensor_ordered(Backend& src_backend, const Tensor& src, Tensor& dst) override;
   // Encodes g and sends GRAPH_COMPUTE (by id when these bytes were sent
   // before). Throws Error(invalid_input) naming a tensor that is not in a
   // buffer of this connection.
@@ -140,6 +147,9 @@ class RemoteBackend final : public Backend {
   // t's buffer when it is a RemoteBuffer of this connection, else nullptr.
   RemoteBuffer* own_buffer(const Tensor& t) const;
   RemoteEvent* own_event(Event& e) const;
+  // src_backend as a RemoteBackend of another connection that takes peer
+  // links, with this one taking them too; else nullptr.
+  const RemoteBackend* peer_of(const Backend& src_backend) const;
 
   RemoteDevice& device_;
   const std::shared_ptr<Connection> connection_;

@@ -53,6 +53,42 @@ bool RemoteBackend::copy_tensor_async(Backend& src_backend, const Tensor& src, T
   return to != nullptr && to->copy_tensor(src, dst);
 }
 
+const RemoteBackend* RemoteBackend::peer_of(const Backend& src_backend) const {
+  const auto* other = dynamic_cast<const RemoteBackend*>(&src_backend);
+  if (other == nullptr || other->connection_ == connection_) return nullptr;
+  if (!connection_->has(kCapPeerLinks) || !other->connection_->has(kCapPeerLinks)) return nullptr;
+  return other;
+}
+
+bool RemoteBackend::copies_ordered_from(const Backend& src_backend) const {
+  return peer_of(src_backend) != nullptr;
+}
+
+bool RemoteBackend::copy_tensor_ordered(Backend& src_backend, const Tensor& src, Tensor& dst) {
+  const RemoteBackend* from = peer_of(src_backend);
+  RemoteBuffer* to = own_buffer(dst);
+  auto* src_buffer = dynamic_cast<RemoteBuffer*>(src.buffer);
+  // Bytes go as they are: both packed alike (a copy's layout is its source's).
+  if (from == nullptr || to == nullptr || src_buffer == nullptr || src_buffer->connection() != from->connection_ ||
+      src.type != dst.type || !same_shape(src, dst) || !src.is_contiguous() || !dst.is_contiguous()) {
+    return false;
+  }
+  Connection& source = *from->connection_;
+  const Connection::PeerRoute route = source.peer_route(*connection_);
+  const uint64_t event = connection_->next_peer_event();
+  PushToPeerRequest push;
+  push.link = route.link;
+  push.src_handle = src_buffer->handle();
+  push.src_offset = src_buffer->offset_of(src);
+  push.size = src.nbytes();
+  push.dst_handle = to->handle();
+  push.dst_offset = to->offset_of(dst);
+  push.event_id = event;
+  source.send(push);
+  connection_->send(PeerWaitRequest{route.source, event});
+  return true;
+}
+
 void RemoteBackend::compute(const Graph& g) {
   // What the worker would refuse by ending the session is refused here.
   for (const Tensor* node : g.nodes()) {

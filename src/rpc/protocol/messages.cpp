@@ -273,6 +273,111 @@ void EventSyncRequest::encode(Writer& w) const { w.u64(event_id); }
 
 EventSyncRequest EventSyncRequest::decode(Reader& r) { return {r.u64("id")}; }
 
+// --- peer links ---
+
+void PeerTicketReply::encode(Writer& w) const { w.bytes(ticket.data(), ticket.size()); }
+
+PeerTicketReply PeerTicketReply::decode(Reader& r) {
+  PeerTicketReply m;
+  const auto b = r.bytes(kTicketBytes, "ticket");
+  std::copy(b.begin(), b.end(), m.ticket.begin());
+  return m;
+}
+
+void PeerConnectRequest::encode(Writer& w) const {
+  w.u32(link);
+  w.u32(source);
+  w.str(endpoint);
+  w.bytes(ticket.data(), ticket.size());
+  w.str(label);
+}
+
+PeerConnectRequest PeerConnectRequest::decode(Reader& r) {
+  PeerConnectRequest m;
+  m.link = r.u32("link");
+  m.source = r.u32("source");
+  m.endpoint = r.str(kMaxString, "endpoint");
+  const auto b = r.bytes(kTicketBytes, "ticket");
+  std::copy(b.begin(), b.end(), m.ticket.begin());
+  m.label = r.str(kMaxString, "label");
+  return m;
+}
+
+void PeerAttachRequest::encode(Writer& w) const {
+  w.bytes(ticket.data(), ticket.size());
+  w.u32(source);
+  w.str(label);
+}
+
+PeerAttachRequest PeerAttachRequest::decode(Reader& r) {
+  PeerAttachRequest m;
+  const auto b = r.bytes(kTicketBytes, "ticket");
+  std::copy(b.begin(), b.end(), m.ticket.begin());
+  m.source = r.u32("source");
+  m.label = r.str(kMaxString, "label");
+  return m;
+}
+
+void PeerPushRequest::encode_head(Writer& w) const {
+  w.u64(event_id);
+  w.u64(dst_handle);
+  w.u64(dst_offset);
+  w.u64(size);
+  w.u8(flags);
+}
+
+PeerPushRequest PeerPushRequest::decode(Reader& r) {
+  PeerPushRequest m;
+  m.event_id = r.u64("event_id");
+  m.dst_handle = r.u64("dst_handle");
+  m.dst_offset = r.u64("dst_offset");
+  m.size = r.u64("size");
+  m.flags = r.u8("flags");
+  if ((m.flags & ~(kPushLast | kPushFailed)) != 0) {
+    fail(ErrorKind::invalid_input, "rpc " + r.what(), "flags " + std::to_string(m.flags) + " (only bits 0 and 1 exist)");
+  }
+  if (m.size != r.remaining()) {
+    fail(ErrorKind::invalid_input, "rpc " + r.what(),
+         "size " + std::to_string(m.size) + " but " + std::to_string(r.remaining()) + " bytes follow");
+  }
+  m.data = r.bytes(static_cast<size_t>(m.size), "data");
+  return m;
+}
+
+void PushToPeerRequest::encode(Writer& w) const {
+  w.u32(link);
+  w.u64(src_handle);
+  w.u64(src_offset);
+  w.u64(size);
+  w.u64(dst_handle);
+  w.u64(dst_offset);
+  w.u64(event_id);
+}
+
+PushToPeerRequest PushToPeerRequest::decode(Reader& r) {
+  PushToPeerRequest m;
+  m.link = r.u32("link");
+  m.src_handle = r.u64("src_handle");
+  m.src_offset = r.u64("src_offset");
+  m.size = r.u64("size");
+  m.dst_handle = r.u64("dst_handle");
+  m.dst_offset = r.u64("dst_offset");
+  m.event_id = r.u64("event_id");
+  return m;
+}
+
+void PeerWaitRequest::encode(Writer& w) const {
+  w.u32(source);
+  w.u64(event_id);
+}
+
+PeerWaitRequest PeerWaitRequest::decode(Reader& r) {
+  PeerWaitRequest m;
+  m.source = r.u32("source");
+  m.event_id = r.u64("event_id");
+  return m;
+}
+
 // --- op support ---
 
 TensorLayout TensorLayout::of(const Tensor& t) {

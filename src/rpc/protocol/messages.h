@@ -296,6 +296,94 @@ struct PingRequest : EmptyMessage<request_code(Cmd::ping)> {
   static PingRequest decode(Reader&) { return {}; }
 };
 
+// --- peer links (protocol 1.5, capability kCapPeerLinks; section 8) ---
+
+using Ticket = std::array<uint8_t, kTicketBytes>;
+
+struct PeerTicketReply {
+  static constexpr uint16_t kCode = reply_code(Cmd::peer_ticket);
+  Ticket ticket{};
+  void encode(Writer& w) const;
+  static PeerTicketReply decode(Reader& r);
+};
+struct PeerTicketRequest : EmptyMessage<request_code(Cmd::peer_ticket)> {
+  using Reply = PeerTicketReply;
+  static PeerTicketRequest decode(Reader&) { return {}; }
+};
+
+// Host -> worker A: open link `link` to worker B at `endpoint`, attaching
+// to the session `ticket` names there as B's source `source`.
+using PeerConnectReply = EmptyMessage<reply_code(Cmd::peer_connect)>;
+struct PeerConnectRequest {
+  static constexpr uint16_t kCode = request_code(Cmd::peer_connect);
+  using Reply = PeerConnectReply;
+  uint32_t link = 0;
+  uint32_t source = 0;
+  std::string endpoint;  // "host:port" as A dials it
+  Ticket ticket{};
+  std::string label;  // the host's name for A, for B's messages
+  void encode(Writer& w) const;
+  static PeerConnectRequest decode(Reader& r);
+};
+
+// Worker A -> worker B, first on a link: binds the connection to the session
+// the ticket names, as its source `source`.
+using PeerAttachReply = EmptyMessage<reply_code(Cmd::peer_attach)>;
+struct PeerAttachRequest {
+  static constexpr uint16_t kCode = request_code(Cmd::peer_attach);
+  using Reply = PeerAttachReply;
+  Ticket ticket{};
+  uint32_t source = 0;
+  std::string label;
+  void encode(Writer& w) const;
+  static PeerAttachRequest decode(Reader& r);
+};
+
+// Worker A -> worker B on a link: bytes for [dst_offset, + size) of buffer
+// dst_handle of the attached session, part of event `event_id`; flags bit 0:
+// the event's last part; bit 1: A failed, the bytes are its message.
+inline constexpr uint8_t kPushLast = 1;
+inline constexpr uint8_t kPushFailed = 2;
+struct PeerPushRequest {
+  static constexpr uint16_t kCode = request_code(Cmd::peer_push);
+  static constexpr uint32_t kHeadBytes = 8 + 8 + 8 + 8 + 1;
+  uint64_t event_id = 0;
+  uint64_t dst_handle = 0;
+  uint64_t dst_offset = 0;
+  uint64_t size = 0;
+  uint8_t flags = 0;  // decode refuses bits other than kPushLast | kPushFailed
+  std::span<const uint8_t> data;  // size bytes
+  void encode_head(Writer& w) const;
+  static PeerPushRequest decode(Reader& r);
+};
+// The most bytes one PEER_PUSH carries: a larger push goes in parts.
+inline constexpr uint64_t kMaxPushBytes = kMaxSetTensorPayload - PeerPushRequest::kHeadBytes;
+
+// Host -> worker A: push [src_offset, + size) of A's buffer src_handle over
+// link `link` into B's buffer dst_handle at dst_offset, as event event_id.
+struct PushToPeerRequest {
+  static constexpr uint16_t kCode = request_code(Cmd::push_to_peer);
+  uint32_t link = 0;
+  uint64_t src_handle = 0;
+  uint64_t src_offset = 0;
+  uint64_t size = 0;
+  uint64_t dst_handle = 0;
+  uint64_t dst_offset = 0;
+  uint64_t event_id = 0;
+  void encode(Writer& w) const;
+  static PushToPeerRequest decode(Reader& r);
+};
+
+// Host -> worker B: the session's stream waits for event event_id from
+// source `source`, and writes its bytes, before its next command.
+struct PeerWaitRequest {
+  static constexpr uint16_t kCode = request_code(Cmd::peer_wait);
+  uint32_t source = 0;
+  uint64_t event_id = 0;
+  void encode(Writer& w) const;
+  static PeerWaitRequest decode(Reader& r);
+};
+
 // --- op support (protocol 1.1, capability kCapOpSupport) ---
 
 // A tensor's layout as SUPPORTS_OP sends it: the dtype, ne and nb fields of
@@ -324,7 +412,7 @@ struct SupportsOpReply {
 // a client never sends one, not even in SUPPORTS_OP. A minor newer than ours
 // knows every op we do.
 constexpr int ops_known_at_minor(uint16_t minor) {
-  constexpr int kOpsAt[] = {30, 30, 34, 35, 35};  // indexed by minor, up to kMinor
+  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35};  // indexed by minor, up to kMinor
   static_assert(std::size(kOpsAt) == kMinor + 1 && kOpsAt[kMinor] == kOpCount,
                 "a new Op needs a new minor version (wire.h kMinor) and its count here");
   return minor < std::size(kOpsAt) ? kOpsAt[minor] : kOpCount;

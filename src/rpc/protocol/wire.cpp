@@ -29,13 +29,21 @@ bool is_known(uint16_t command) {
     case Cmd::event_wait:
     case Cmd::event_sync:
     case Cmd::ping:
+    case Cmd::peer_ticket:
+    case Cmd::peer_connect:
+    case Cmd::peer_attach:
+    case Cmd::peer_push:
+    case Cmd::push_to_peer:
+    case Cmd::peer_wait:
     case Cmd::error:
       return true;
   }
   return false;
 }
 
-uint32_t payload_limit(Cmd c) { return c == Cmd::set_tensor ? kMaxSetTensorPayload : kMaxPayload; }
+uint32_t payload_limit(Cmd c) {
+  return c == Cmd::set_tensor || c == Cmd::peer_push ? kMaxSetTensorPayload : kMaxPayload;
+}
 
 bool has_reply(Cmd c) {
   switch (c) {
@@ -49,6 +57,9 @@ bool has_reply(Cmd c) {
     case Cmd::synchronize:
     case Cmd::event_sync:
     case Cmd::ping:
+    case Cmd::peer_ticket:
+    case Cmd::peer_connect:
+    case Cmd::peer_attach:
       return true;
     default:
       return false;
@@ -77,6 +88,12 @@ const char* request_name(uint16_t command) {
     case Cmd::event_wait: return "EVENT_WAIT";
     case Cmd::event_sync: return "EVENT_SYNC";
     case Cmd::ping: return "PING";
+    case Cmd::peer_ticket: return "PEER_TICKET";
+    case Cmd::peer_connect: return "PEER_CONNECT";
+    case Cmd::peer_attach: return "PEER_ATTACH";
+    case Cmd::peer_push: return "PEER_PUSH";
+    case Cmd::push_to_peer: return "PUSH_TO_PEER";
+    case Cmd::peer_wait: return "PEER_WAIT";
     case Cmd::error: return "ERROR";
   }
   return nullptr;
@@ -94,6 +111,9 @@ const char* reply_name(uint16_t command) {
     case Cmd::synchronize: return "SYNCHRONIZE reply";
     case Cmd::event_sync: return "EVENT_SYNC reply";
     case Cmd::ping: return "PING reply";
+    case Cmd::peer_ticket: return "PEER_TICKET reply";
+    case Cmd::peer_connect: return "PEER_CONNECT reply";
+    case Cmd::peer_attach: return "PEER_ATTACH reply";
     default: return nullptr;
   }
 }

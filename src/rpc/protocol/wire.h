@@ -14,13 +14,14 @@ namespace weft::rpc {
 inline constexpr char kMagic[4] = {'W', 'E', 'F', 'T'};
 inline constexpr uint16_t kMajor = 1;
 // 1.1: SUPPORTS_OP; 1.2: ops gelu_erf sigmoid softcap rope_ext; 1.3: flash_attn;
-// 1.4: flash_attn takes q8_0 k and v.
-inline constexpr uint16_t kMinor = 4;
+// 1.4: flash_attn takes q8_0 k and v; 1.5: peer links (worker-to-worker pushes).
+inline constexpr uint16_t kMinor = 5;
 
 enum Capability : uint64_t {
   kCapTensorCache = 1u << 0,
   kCapEvents = 1u << 1,
   kCapOpSupport = 1u << 2,  // 1.1: the worker answers SUPPORTS_OP
+  kCapPeerLinks = 1u << 3,  // 1.5: PEER_TICKET, PEER_CONNECT, PUSH_TO_PEER, PEER_WAIT (section 8)
 };
 
 enum class Cmd : uint16_t {
@@ -42,6 +43,12 @@ enum class Cmd : uint16_t {
   event_wait = 0x0041,
   event_sync = 0x0042,
   ping = 0x0050,
+  peer_ticket = 0x0060,
+  peer_connect = 0x0061,
+  peer_attach = 0x0062,
+  peer_push = 0x0063,
+  push_to_peer = 0x0064,
+  peer_wait = 0x0065,
   error = 0xFFFF,
 };
 inline constexpr uint16_t kReplyBit = 0x8000;
@@ -55,6 +62,9 @@ inline constexpr uint32_t kMaxBuffersPerSession = 65536;
 inline constexpr uint32_t kMaxGraphTensors = 262144;
 inline constexpr uint32_t kMaxGraphsPerSession = 64;
 inline constexpr uint32_t kMaxEventsPerSession = 4096;
+inline constexpr uint32_t kMaxPeerLinksPerSession = 64;  // PEER_CONNECT links a session opens
+inline constexpr uint32_t kMaxPeerSources = 64;          // peer links attached to one session
+inline constexpr size_t kTicketBytes = 32;
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kAuthMacBytes = 32;
 inline constexpr size_t kChallengeBytes = 32;

@@ -85,6 +85,7 @@ Session::Session(WorkerShared& shared, Stream& stream, SessionStatus* status)
 }
 
 Session::~Session() {
+  end_peer_links("the session ended");
   // Work still queued may read or write the buffers: wait for it first.
   for (size_t d = 0; d < backends_.size(); ++d) {
     if (backends_[d] == nullptr) continue;
@@ -130,13 +131,14 @@ void Session::shrink_payload() {
 }
 
 void Session::update_status() {
-  status_.holds_state.store(!buffers_.empty() || !graphs_.empty(), std::memory_order_relaxed);
+  // A peer link holds what another session waits for: never evicted as idle.
+  status_.holds_state.store(!buffers_.empty() || !graphs_.empty() || state_ == State::peer, std::memory_order_relaxed);
   status_.idle_since_ms.store(steady_now_ms(), std::memory_order_relaxed);
 }
 
 std::chrono::steady_clock::time_point Session::arm_header_deadline() {
   const auto now = std::chrono::steady_clock::now();
-  const auto deadline = state_ == State::ready ? now + shared_.limits.idle_timeout : handshake_deadline_;
+  const auto deadline = handshaking() ? handshake_deadline_ : now + shared_.limits.idle_timeout;
   stream_.set_read_deadline(deadline);
   return deadline;
 }
@@ -150,7 +152,7 @@ constexpr uint64_t kMinBytesPerMs = 1024;  // 1 MiB/s
 void Session::arm_body_deadline(uint64_t length) {
   auto deadline = std::chrono::steady_clock::now() + shared_.limits.io_timeout +
                   std::chrono::milliseconds(length / kMinBytesPerMs);
-  if (state_ != State::ready) deadline = std::min(deadline, handshake_deadline_);
+  if (handshaking()) deadline = std::min(deadline, handshake_deadline_);
   stream_.set_read_deadline(deadline);
 }
 
@@ -183,6 +185,7 @@ void Session::run() noexcept {
   } catch (...) {
     end = "ended: unknown internal error";
   }
+  end_peer_links(end);
   try {
     shared_.log_line(peer_, end + " (session ended, " + std::to_string(buffers_.size()) + " buffers freed)");
   } catch (...) {
@@ -200,7 +203,7 @@ void Session::loop() {
       between_frames_ = true;  // the usual way a session ends: the client closed
       if (std::chrono::steady_clock::now() >= deadline) {
         const auto& l = shared_.limits;
-        end_reason_ = state_ == State::ready
+        end_reason_ = !handshaking()
                           ? "idle for " + std::to_string(l.idle_timeout.count()) + " ms (the idle timeout): closed"
                           : "handshake not done within " + std::to_string(l.handshake_timeout.count()) +
                                 " ms (the handshake timeout): closed";
@@ -233,8 +236,14 @@ void Session::loop() {
       if (state_ == State::auth && c != Cmd::auth) {
         fail(ErrorKind::invalid_input, name, "not allowed before authentication");
       }
-      if (state_ == State::ready && (c == Cmd::hello || c == Cmd::auth)) {
+      if (!handshaking() && (c == Cmd::hello || c == Cmd::auth)) {
         fail(ErrorKind::invalid_input, name, "the handshake is already done");
+      }
+      if (state_ == State::peer && c != Cmd::peer_push && c != Cmd::ping) {
+        fail(ErrorKind::invalid_input, name, "a peer link only pushes (PEER_PUSH, PING)");
+      }
+      if (state_ == State::ready && c == Cmd::peer_push) {
+        fail(ErrorKind::invalid_input, name, "only a peer link (after PEER_ATTACH) pushes");
       }
       arm_body_deadline(h.length);
       dispatch(c, h.length);
@@ -308,6 +317,12 @@ void Session::dispatch(Cmd c, uint32_t length) {
     case Cmd::event_wait: return on_event_wait();
     case Cmd::event_sync: return on_event_sync();
     case Cmd::ping: return on_ping();
+    case Cmd::peer_ticket: return on_peer_ticket();
+    case Cmd::peer_connect: return on_peer_connect();
+    case Cmd::peer_attach: return on_peer_attach();
+    case Cmd::peer_push: return on_peer_push();
+    case Cmd::push_to_peer: return on_push_to_peer();
+    case Cmd::peer_wait: return on_peer_wait();
     default: fail(ErrorKind::invalid_input, "frame", "unknown command " + hex16(static_cast<uint16_t>(c)));
   }
 }
@@ -332,7 +347,7 @@ void Session::on_hello() {
   if (auth && RAND_bytes(challenge_, sizeof challenge_) != 1) {
     fail(ErrorKind::internal, "HELLO", "cannot draw a random challenge");
   }
-  const uint64_t ours = kCapEvents | kCapOpSupport | (shared_.cache != nullptr ? uint64_t{kCapTensorCache} : 0);
+  const uint64_t ours = kCapEvents | kCapOpSupport | kCapPeerLinks | (shared_.cache != nullptr ? uint64_t{kCapTensorCache} : 0);
   HelloReply r;
   r.capabilities = hello.capabilities & ours;
   r.auth_required = auth;

@@ -28,6 +28,7 @@
 #include "protocol/graph_codec.h"
 #include "protocol/messages.h"
 #include "protocol/wire.h"
+#include "server/peer_inbox.h"
 #include "transport/stream.h"
 #include "weft/backend/backend.h"
 #include "weft/core/error.h"
@@ -36,6 +37,7 @@
 namespace weft::rpc {
 
 class TensorCache;
+class Connection;
 
 // What the worker's slot bookkeeping and its disconnect monitor see of a
 // session; written by the session's thread, read by the worker's.
@@ -63,6 +65,7 @@ struct WorkerShared {
   std::atomic<size_t> memory_in_use{0};
   std::atomic<uint64_t> next_handle{1};  // unique across sessions: one session never names another's buffer
   std::atomic<bool> stopping{false};     // Worker::stop() is closing every session
+  PeerRegistry peers;                    // tickets of the sessions peer links may push into
 
   // Reserves n bytes of the budget; false when they do not fit.
   bool try_reserve(size_t n);
@@ -86,7 +89,9 @@ class Session {
   void run() noexcept;
 
  private:
-  enum class State { hello, auth, ready };
+  // peer: a link another worker opened (PEER_ATTACH); it only pushes.
+  enum class State { hello, auth, ready, peer };
+  bool handshaking() const { return state_ == State::hello || state_ == State::auth; }
   struct Owned {
     std::unique_ptr<Buffer> buffer;
     size_t reserved = 0;  // bytes of the worker's budget
@@ -128,6 +133,14 @@ class Session {
   void on_event_wait();
   void on_event_sync();
   void on_ping();
+  // Peer links (session_peer.cpp).
+  void on_peer_ticket();
+  void on_peer_connect();
+  void on_peer_attach();
+  void on_peer_push();
+  void on_push_to_peer();
+  void on_peer_wait();
+  void end_peer_links(const std::string& why) noexcept;
 
   // Validation (each throws Error(invalid_input) naming the command and value).
   Buffer& live_buffer(uint64_t handle);
@@ -205,6 +218,20 @@ class Session {
   std::unordered_map<uint64_t, uint32_t> events_;  // recorded event id -> device
   std::deque<PendingUpload> uploads_;
   std::optional<Error> deferred_;
+
+  // Peer links: the inbox other workers push into (after PEER_TICKET), the
+  // inbox this session pushes into when it is a link (State::peer), and the
+  // links this session opened (PEER_CONNECT), by the host's link id.
+  struct PeerLink {
+    std::shared_ptr<Connection> connection;
+    std::string endpoint;
+    bool broken = false;
+  };
+  std::shared_ptr<PeerInbox> inbox_;
+  Ticket ticket_{};
+  std::shared_ptr<PeerInbox> attached_;
+  uint32_t source_ = 0;
+  std::unordered_map<uint32_t, PeerLink> links_;
 };
 
 }  // namespace weft::rpc
