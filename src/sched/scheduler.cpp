@@ -53,6 +53,8 @@ struct Scheduler::Impl {
   std::vector<int> last_on_backend;  // the latest split submitted to each backend, this graph
   std::vector<char> ordered;         // source backends the split being submitted copies from in order
   std::vector<int> todo;             // mark_done's stack
+  std::vector<Device*> read_devices; // devices the split being submitted reads results of (ordered reads)
+  std::vector<int> covered_by_read;  // its waits those reads make unnecessary
 
   Backend& backend(int b) { return *set.backends[static_cast<size_t>(b)]; }
 
@@ -167,15 +169,25 @@ struct Scheduler::Impl {
     }
   }
 
-  void copy_input(Batch& b, Backend& dst_backend, const detail::InputCopy& c) {
-    if (dst_backend.copy_tensor_async(backend(c.src_backend), *c.src, *c.copy)) return;
-    // Through host memory: the host must see the producer's result first,
-    // unless the source's buffer reads after its device's submitted work
-    // (a worker's): then the read itself proves the producer done.
+  // Whether copy c is a read of a worker's result into another device: a
+  // read that runs after everything submitted to the source's device
+  // (Buffer::reads_in_stream_order), so it needs no wait first and proves
+  // that device's submitted splits done. Returns that device, or nullptr.
+  Device* ordered_read_device(const Batch& b, Backend& dst_backend, const detail::InputCopy& c) {
     Buffer* from = c.src->buffer;
-    const bool ordered_read = c.producer >= 0 && from != nullptr && from->reads_in_stream_order() &&
-                              &from->type().device() ==
-                                  &backend(b.plan->splits[static_cast<size_t>(c.producer)].backend).device();
+    if (c.producer < 0 || from == nullptr || !from->reads_in_stream_order()) return nullptr;
+    Device& device = from->type().device();
+    if (&device != &backend(b.plan->splits[static_cast<size_t>(c.producer)].backend).device() ||
+        &device == &dst_backend.device())
+      return nullptr;
+    return &device;
+  }
+
+  void copy_input(Batch& b, Backend& dst_backend, const detail::InputCopy& c) {
+    const bool ordered_read = ordered_read_device(b, dst_backend, c) != nullptr;
+    if (!ordered_read && dst_backend.copy_tensor_async(backend(c.src_backend), *c.src, *c.copy)) return;
+    // Through host memory: the host must see the producer's result first,
+    // unless the read itself proves the producer done.
     if (c.producer >= 0 && !ordered_read) host_wait(b, c.producer);
     std::vector<uint8_t>& staging = b.staging.emplace_back(c.src->nbytes());
     tensor_get(*c.src, staging.data(), 0, staging.size());
@@ -186,7 +198,8 @@ struct Scheduler::Impl {
   // Submits split s: its waits (rules 1-3), its input copies, its nodes, its
   // event. A copy that a backend makes in both streams' order
   // (copy_tensor_ordered: a worker pushing to another) needs no wait for the
-  // source's backend at all; the host waits only for what nothing orders.
+  // source's backend at all, nor does a read of a worker's result
+  // (ordered_read_device); the host waits only for what nothing orders.
   void submit_split(Batch& b, size_t s) {
     const auto& split = b.plan->splits[s];
     Backend& be = backend(split.backend);
@@ -194,13 +207,23 @@ struct Scheduler::Impl {
     if (last_on_backend[static_cast<size_t>(split.backend)] >= 0)
       implied.push_back(last_on_backend[static_cast<size_t>(split.backend)]);  // one stream is in order
     ordered.assign(set.backends.size(), 0);
+    read_devices.clear();
+    covered_by_read.clear();
     for (const auto& c : split.copies) {
-      if (c.src_backend != split.backend && be.copies_ordered_from(backend(c.src_backend)))
+      if (c.src_backend != split.backend && be.copies_ordered_from(backend(c.src_backend))) {
         ordered[static_cast<size_t>(c.src_backend)] = 1;
+      } else if (Device* d = ordered_read_device(b, be, c)) {
+        read_devices.push_back(d);
+      }
     }
     auto backend_of_split = [&](int w) { return b.plan->splits[static_cast<size_t>(w)].backend; };
     for (int w : b.info[s].waits_for) {
       if (ordered[static_cast<size_t>(backend_of_split(w))]) continue;  // the ordered copy waits for it
+      Device* d = &backend(backend_of_split(w)).device();
+      if (std::find(read_devices.begin(), read_devices.end(), d) != read_devices.end()) {
+        covered_by_read.push_back(w);  // done once a read from its device returns
+        continue;
+      }
       if (wait_for(b, be, w)) implied.push_back(w);
     }
     for (const auto& c : split.copies) {
@@ -216,6 +239,7 @@ struct Scheduler::Impl {
       }
       copy_input(b, be, c);
     }
+    for (int w : covered_by_read) mark_done(b, w);
     be.compute(split.graph);
     b.events[s] = be.device().create_event();
     if (b.events[s]) be.record_event(*b.events[s]);

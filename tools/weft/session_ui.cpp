@@ -99,6 +99,8 @@ void print_device_stats(const Session& session) {
                  d.label.c_str(), format_bytes(s.bytes_sent).c_str(), format_bytes(s.bytes_received).c_str(),
                  static_cast<unsigned long long>(s.round_trips), s.wait_seconds,
                  static_cast<unsigned long long>(s.support_queries));
+    if (!s.peer_link_failure.empty())
+      std::fprintf(stderr, "worker %s: copies through this host: %s\n", d.label.c_str(), s.peer_link_failure.c_str());
   }
 }
 

@@ -62,6 +62,9 @@ struct RpcStats {
   uint64_t round_trips = 0;  // commands that waited for a reply (handshake included)
   double wait_seconds = 0;   // time callers spent blocked until a reply began to arrive
   uint64_t support_queries = 0;  // SUPPORTS_OP asked (each also a round trip); answers are cached per shape class
+  // Why a peer link out of this worker could not be made (its copies then
+  // go through the host); empty when none failed.
+  std::string peer_link_failure;
 };
 // The counters of the live connection to endpoint; zeros when none is open.
 RpcStats rpc_stats(const std::string& endpoint);

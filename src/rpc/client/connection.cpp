@@ -116,6 +116,10 @@ Connection::Connection(std::string endpoint, const RpcOptions& options, bool cou
 
 Connection::~Connection() {
   try {
+    flush();  // what send_later left (a FREE_BUFFER's neighbours): the worker frees it anyway when we close
+  } catch (...) {
+  }
+  try {
     // First: wakes a keepalive PING blocked on a worker that stopped answering.
     if (stream_) stream_->shutdown();
   } catch (...) {
@@ -143,6 +147,7 @@ RpcStats Connection::stats() const {
   s.round_trips = round_trips_.load();
   s.wait_seconds = static_cast<double>(wait_ns_.load()) * 1e-9;
   s.support_queries = support_queries_.load();
+  s.peer_link_failure = peer_failure();
   return s;
 }
 
@@ -224,16 +229,50 @@ void Connection::write_frame(Cmd cmd, const void* a, size_t na, const void* b, s
          endpoint_ + " " + command_name(cmd) + ": payload of " + std::to_string(length) +
              " bytes is over the limit of " + std::to_string(payload_limit(cmd)));
   }
-  // Header and fields in one small buffer; bulk bytes go out uncopied.
-  std::vector<uint8_t> head(kFrameHeaderBytes + na);
-  encode_header(FrameHeader{static_cast<uint32_t>(length), static_cast<uint16_t>(cmd), 0}, head.data());
-  if (na > 0) std::memcpy(head.data() + kFrameHeaderBytes, a, na);
+  // What waits, the header and fields in one buffer; bulk bytes go out uncopied.
+  const size_t waiting = pending_.size();
+  pending_.resize(waiting + kFrameHeaderBytes + na);
+  encode_header(FrameHeader{static_cast<uint32_t>(length), static_cast<uint16_t>(cmd), 0}, pending_.data() + waiting);
+  if (na > 0) std::memcpy(pending_.data() + waiting + kFrameHeaderBytes, a, na);
   try {
-    stream_->write_all(head.data(), head.size(), b, nb);
+    stream_->write_all(pending_.data(), pending_.size(), b, nb);
   } catch (const Error& e) {
+    pending_.clear();
     fail_broken(cmd, inner_text(e));
   }
-  bytes_sent_ += head.size() + nb;
+  bytes_sent_ += pending_.size() + nb;
+  pending_.clear();
+  if (pending_.capacity() > 4 * kCorkBytes) std::vector<uint8_t>().swap(pending_);  // after a large frame's head
+  last_frame_ = std::chrono::steady_clock::now();
+}
+
+void Connection::send_later(Cmd cmd, const Writer& head, const void* bulk, size_t bulk_size) {
+  std::lock_guard lock(mu_);
+  check_usable(cmd);
+  const size_t na = head.data().size();
+  const size_t frame = kFrameHeaderBytes + na + bulk_size;
+  if (pending_.size() + frame > kCorkBytes) {  // too much to hold: out now, with what waits
+    write_frame(cmd, head.data().data(), na, bulk, bulk_size);
+    return;
+  }
+  const size_t at = pending_.size();
+  pending_.resize(at + frame);
+  encode_header(FrameHeader{static_cast<uint32_t>(na + bulk_size), static_cast<uint16_t>(cmd), 0}, pending_.data() + at);
+  if (na > 0) std::memcpy(pending_.data() + at + kFrameHeaderBytes, head.data().data(), na);
+  if (bulk_size > 0) std::memcpy(pending_.data() + at + kFrameHeaderBytes + na, bulk, bulk_size);
+}
+
+void Connection::flush() {
+  std::lock_guard lock(mu_);
+  if (pending_.empty() || broken_.load()) return;
+  try {
+    stream_->write_all(pending_.data(), pending_.size(), nullptr, 0);
+  } catch (const Error& e) {
+    pending_.clear();
+    fail_broken(Cmd::ping, inner_text(e));
+  }
+  bytes_sent_ += pending_.size();
+  pending_.clear();
   last_frame_ = std::chrono::steady_clock::now();
 }
 
@@ -447,6 +486,11 @@ std::shared_ptr<Connection> find_connection(const std::string& endpoint) {
 
 namespace weft::rpc {
 
+std::string Connection::peer_failure() const {
+  std::lock_guard lock(peer_mu_);
+  return peer_failure_;
+}
+
 Connection::PeerRoute Connection::peer_route(Connection& to) {
   {
     std::lock_guard lock(peer_mu_);
@@ -454,8 +498,9 @@ Connection::PeerRoute Connection::peer_route(Connection& to) {
     if (it != routes_.end()) return it->second;
   }
   if (!has(kCapPeerLinks) || !to.has(kCapPeerLinks)) {
-    fail(ErrorKind::unsupported, "rpc",
-         "peer link " + endpoint_ + " -> " + to.endpoint_ + ": a worker without peer links (protocol 1.5)");
+    PeerRoute none;
+    none.failure = "peer link " + endpoint_ + " -> " + to.endpoint_ + ": a worker without peer links (protocol 1.5)";
+    return none;
   }
   // No lock is held across the calls (two threads setting up the same pair
   // at once make two links; the first one recorded is used).
@@ -475,10 +520,17 @@ Connection::PeerRoute Connection::peer_route(Connection& to) {
     req.label = endpoint_;
     call(req);
   } catch (const Error& e) {
-    fail(e.kind(), "rpc", "peer link " + endpoint_ + " -> " + to.endpoint_ + ": " + e.what());
+    // The workers cannot link (one cannot reach or authenticate to the
+    // other, or a connection failed): this pair's copies go through the host
+    // from now on. A dead connection fails those copies itself.
+    std::lock_guard lock(peer_mu_);
+    PeerRoute none;
+    none.failure = "peer link " + endpoint_ + " -> " + to.endpoint_ + ": " + e.what();
+    if (peer_failure_.empty()) peer_failure_ = none.failure;
+    return routes_.emplace(to.serial_, none).first->second;
   }
   std::lock_guard lock(peer_mu_);
-  return routes_.emplace(to.serial_, PeerRoute{req.link, req.source}).first->second;
+  return routes_.emplace(to.serial_, PeerRoute{req.link, req.source, {}}).first->second;
 }
 
 }  // namespace weft::rpc

@@ -108,6 +108,21 @@ class Connection {
   void send(const M& m) {
     send(static_cast<Cmd>(M::kCode), encoded(m));
   }
+
+  // A command without a reply that may wait in this connection's outgoing
+  // buffer (at most kCorkBytes) until the next frame that goes out at once:
+  // any send(), call() or flush(). So a split's small inputs, waits and
+  // events leave with its GRAPH_COMPUTE in one write (one message per hop).
+  // Only for frames a later frame of the same submission is sure to follow
+  // (the compute they belong to); the bytes are copied.
+  void send_later(Cmd cmd, const Writer& head, const void* bulk = nullptr, size_t bulk_size = 0);
+  template <class M>
+  void send_later(const M& m) {
+    send_later(static_cast<Cmd>(M::kCode), encoded(m));
+  }
+  static constexpr size_t kCorkBytes = size_t{64} << 10;
+  // Writes whatever send_later left waiting.
+  void flush();
   // A message with a reply: sends it and decodes M::Reply (all of it).
   template <class M>
   typename M::Reply call(const M& m) {
@@ -162,12 +177,17 @@ class Connection {
   // connection's worker to `to`'s: the link id this session knows it by and
   // the source id `to`'s session knows it by. Set up once per pair (a
   // PEER_TICKET round trip to `to`, a PEER_CONNECT round trip here), then
-  // reused. Throws Error naming both endpoints when the link cannot be made.
+  // reused. When the link cannot be made (the workers cannot reach or
+  // authenticate to each other), link is 0 and failure says why, for good:
+  // that pair's copies go through the host.
   struct PeerRoute {
     uint32_t link = 0;
     uint32_t source = 0;
+    std::string failure;
   };
   PeerRoute peer_route(Connection& to);
+  // Why a route out of this connection could not be made ("" when none failed).
+  std::string peer_failure() const;
   // Event ids for pushes into this connection's session (unique in it).
   uint64_t next_peer_event() { return next_peer_event_.fetch_add(1) + 1; }
 
@@ -178,6 +198,7 @@ class Connection {
   void call_impl(Cmd cmd, const Writer& head, const std::function<void(Reader&)>& parse);
   // The following run with mu_ held.
   void check_usable(Cmd cmd) const;
+  // Writes what waits in pending_, then this frame, in one write.
   void write_frame(Cmd cmd, const void* a, size_t na, const void* b, size_t nb);
   // Reads the reply header for cmd; an ERROR frame throws (after reading it).
   uint32_t read_reply_header(Cmd cmd, uint32_t limit);
@@ -200,6 +221,7 @@ class Connection {
   mutable std::mutex mu_;  // serializes frames and guards what follows
   std::atomic<bool> broken_{false};
   std::string broken_reason_;  // why, for the fast failures after
+  std::vector<uint8_t> pending_;  // frames send_later left for the next write
   std::chrono::steady_clock::time_point last_frame_;  // when the last frame went out
   std::optional<Error> pending_error_;               // a deferred error the keepalive received
   std::condition_variable keepalive_cv_;             // with mu_: wakes the keepalive to close
@@ -232,8 +254,9 @@ class Connection {
   // serial (a reconnected endpoint is a new session: a new route), and this
   // session's ticket and source ids for links into it.
   const uint64_t serial_;
-  std::mutex peer_mu_;
+  mutable std::mutex peer_mu_;
   std::map<uint64_t, PeerRoute> routes_;
+  std::string peer_failure_;  // the first route that failed, for --stats
   uint32_t next_link_ = 0;
   uint32_t next_source_ = 0;
   std::atomic<uint64_t> next_peer_event_{0};

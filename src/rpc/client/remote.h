@@ -81,7 +81,8 @@ class RemoteBuffer final : public Buffer {
   uint64_t offset_of(const Tensor& t) const;
   // Uploads with pipelined SET_TENSOR frames (split under the frame limit);
   // try_cache first asks the worker's tensor cache (SET_TENSOR_HASH).
-  void upload(uint64_t offset, const void* data, size_t size, bool try_cache);
+  // later: a small upload may wait for the next frame (Connection::send_later).
+  void upload(uint64_t offset, const void* data, size_t size, bool try_cache, bool later = false);
   // Checks [offset_of(t) + offset, + size) and returns its start.
   uint64_t range_of(const Tensor& t, size_t offset, size_t size, const char* what) const;
 

@@ -41,8 +41,10 @@ void RemoteBackend::set_tensor_async(Tensor& t, const void* data, size_t offset,
              t.name + "'");
   }
   // Pipelined, without the cache's round trip: the bytes are written to the
-  // socket before this returns, so the caller's memory is free at once.
-  b->upload(b->range_of(t, offset, size, "rpc set_tensor_async"), data, size, /*try_cache=*/false);
+  // socket, or copied to go with the next frame (a split's inputs go with
+  // its GRAPH_COMPUTE), before this returns, so the caller's memory is free
+  // at once.
+  b->upload(b->range_of(t, offset, size, "rpc set_tensor_async"), data, size, /*try_cache=*/false, /*later=*/true);
 }
 
 bool RemoteBackend::copy_tensor_async(Backend& src_backend, const Tensor& src, Tensor& dst) {
@@ -75,6 +77,7 @@ bool RemoteBackend::copy_tensor_ordered(Backend& src_backend, const Tensor& src,
   }
   Connection& source = *from->connection_;
   const Connection::PeerRoute route = source.peer_route(*connection_);
+  if (route.link == 0) return false;  // these two cannot link: through the host
   const uint64_t event = connection_->next_peer_event();
   PushToPeerRequest push;
   push.link = route.link;
@@ -84,8 +87,8 @@ bool RemoteBackend::copy_tensor_ordered(Backend& src_backend, const Tensor& src,
   push.dst_handle = to->handle();
   push.dst_offset = to->offset_of(dst);
   push.event_id = event;
-  source.send(push);
-  connection_->send(PeerWaitRequest{route.source, event});
+  source.send(push);  // out at once: nothing else of this submission may follow on that connection
+  connection_->send_later(PeerWaitRequest{route.source, event});  // goes with the split's GRAPH_COMPUTE
   return true;
 }
 
@@ -136,7 +139,7 @@ void RemoteBackend::record_event(Event& e) {
     Backend::record_event(e);  // not ours: synchronize, which is always correct
     return;
   }
-  connection_->send(EventRecordRequest{index_, re->id()});
+  connection_->send_later(EventRecordRequest{index_, re->id()});  // goes with the next frame; EVENT_SYNC is one
   re->mark_recorded();
 }
 
@@ -147,7 +150,7 @@ void RemoteBackend::wait_event(Event& e) {
     return;
   }
   if (!re->recorded()) return;  // never recorded: counts as done
-  connection_->send(EventWaitRequest{index_, re->id()});
+  connection_->send_later(EventWaitRequest{index_, re->id()});  // goes with the compute it orders
 }
 
 RemoteEvent::~RemoteEvent() {

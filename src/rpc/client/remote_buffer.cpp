@@ -92,7 +92,7 @@ uint64_t RemoteBuffer::range_of(const Tensor& t, size_t offset, size_t size, con
   return start + offset;
 }
 
-void RemoteBuffer::upload(uint64_t offset, const void* data, size_t size, bool try_cache) {
+void RemoteBuffer::upload(uint64_t offset, const void* data, size_t size, bool try_cache, bool later) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   if (try_cache && size > 0 && size >= cache_min_bytes_ && connection_->has(kCapTensorCache)) {
     // The whole range is offered under its content hash (hashed on all
@@ -106,7 +106,11 @@ void RemoteBuffer::upload(uint64_t offset, const void* data, size_t size, bool t
     const size_t n = std::min(size, kUploadChunk);
     Writer head;
     SetTensorRequest{handle_, offset, n, {}}.encode_head(head);  // the bytes go beside it, uncopied
-    connection_->send(Cmd::set_tensor, head, bytes, n);
+    if (later) {
+      connection_->send_later(Cmd::set_tensor, head, bytes, n);
+    } else {
+      connection_->send(Cmd::set_tensor, head, bytes, n);
+    }
     bytes += n;
     offset += n;
     size -= n;

@@ -62,9 +62,11 @@ void Session::on_peer_connect() {
     connection->call(PeerAttachRequest{req.ticket, req.source, req.label});
   } catch (const Error& e) {
     // Whatever the other worker said, it is not this host's malformed
-    // message: the session stays, the host gets the reason.
+    // message: the session stays, the host gets the reason. Answered here:
+    // the loop takes a thrown disconnected error for the host's own socket.
     const ErrorKind kind = e.kind() == ErrorKind::invalid_input ? ErrorKind::disconnected : e.kind();
-    fail(kind, "PEER_CONNECT", what + ": " + e.what());
+    send_error(kind, "[PEER_CONNECT] " + what + ": " + e.what());
+    return;
   }
   links_[req.link] = PeerLink{std::move(connection), req.endpoint, false};
   if (answer_deferred()) return;
