@@ -97,10 +97,12 @@ ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const 
   r.work = work;
 
   const int nth = r.options.n_threads;
-  log_line(o.log, "measuring memory bandwidth (%d threads) ...\n", nth);
-  r.memory_read_bytes_per_s = measure_memory_bandwidth(nth).read_bytes_per_s;
-  log_line(o.log, "measuring the FMA peak (%d threads) ...\n", nth);
-  r.fma = measure_fma_peak(nth);
+  if (o.measure_limits) {
+    log_line(o.log, "measuring memory bandwidth (%d threads) ...\n", nth);
+    r.memory_read_bytes_per_s = measure_memory_bandwidth(nth).read_bytes_per_s;
+    log_line(o.log, "measuring the FMA peak (%d threads) ...\n", nth);
+    r.fma = measure_fma_peak(nth);
+  }
 
   const std::vector<int32_t> prompt = bench_tokens(session, o.n_prompt, 0x5eed);
   const std::vector<int32_t> gen = bench_tokens(session, o.n_gen, 0x6e6);

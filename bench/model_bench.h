@@ -34,6 +34,7 @@ struct ModelBenchOptions {
   int reps = 5;              // repetitions of each, after one warm-up
   int n_threads = 0;         // threads of the limit measurements (the host CPU's); 0: hardware threads
   std::FILE* log = nullptr;  // progress lines ("measuring memory bandwidth ...") when non-null
+  bool measure_limits = true;  // false: skip the memory bandwidth and FMA peak (a baseline run)
 };
 
 // The KV cache positions a Session needs for these tests: the prompt's, or
@@ -74,7 +75,19 @@ struct ModelBenchResult {
   Spread tg_kernel_seconds_per_token;  // CPU kernel time per token
   Spread tg_host_seconds_per_token;    // the difference: the host's own time
   double tg_fraction = 0;              // tg_bytes_per_s.mean / memory_read_bytes_per_s
+
+  // Over workers (set by the caller, see per_hop_seconds): a token's hops
+  // (host -> each worker holding layers -> host), the same generation test
+  // with every layer on this host, and what each hop costs beyond it.
+  int hops = 0;  // 0: every layer on this host; the fields below are unset
+  double local_tg_seconds_per_token = 0;
+  double tg_seconds_per_hop = 0;
 };
+
+// (remote - local) / hops: the time a token loses per hop between machines.
+inline double per_hop_seconds(double remote_per_token, double local_per_token, int hops) {
+  return hops > 0 ? (remote_per_token - local_per_token) / hops : 0;
+}
 
 // Runs the limits, the warm-up and the tests on a loaded session whose KV
 // cache holds model_bench_context(o) positions. Throws Error(invalid_input)

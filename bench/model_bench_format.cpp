@@ -84,6 +84,11 @@ std::string format_model_bench_text(const ModelBenchResult& r) {
         printf_string("tg%d host: %.1f ± %.1f µs/token outside the CPU kernels (%.3f ms/token wall, %.3f in kernels)\n",
                       n, r.tg_host_seconds_per_token.mean * 1e6, r.tg_host_seconds_per_token.stddev * 1e6,
                       r.tg_seconds_per_token.mean * 1e3, r.tg_kernel_seconds_per_token.mean * 1e3);
+    if (r.hops > 0)
+      out += printf_string(
+          "tg%d per hop: %.1f µs/token over %d hops between machines (%.3f ms/token here, %.3f with every layer on "
+          "this host)\n",
+          n, r.tg_seconds_per_hop * 1e6, r.hops, r.tg_seconds_per_token.mean * 1e3, r.local_tg_seconds_per_token * 1e3);
   }
   return out;
 }
@@ -119,7 +124,13 @@ std::string format_model_bench_json(const ModelBenchResult& r) {
     j += ", \"fraction_of_memory_bandwidth\": " + json_number(r.tg_fraction);
     j += ", \"ms_per_token\": " + json_spread(r.tg_seconds_per_token, 1e3);
     j += ", \"kernel_ms_per_token\": " + json_spread(r.tg_kernel_seconds_per_token, 1e3);
-    j += ", \"host_us_per_token\": " + json_spread(r.tg_host_seconds_per_token, 1e6) + "}";
+    j += ", \"host_us_per_token\": " + json_spread(r.tg_host_seconds_per_token, 1e6);
+    if (r.hops > 0) {
+      j += ", \"hops\": " + std::to_string(r.hops);
+      j += ", \"local_ms_per_token\": " + json_number(r.local_tg_seconds_per_token * 1e3);
+      j += ", \"us_per_hop\": " + json_number(r.tg_seconds_per_hop * 1e6);
+    }
+    j += "}";
   }
   return j + "}\n";
 }

@@ -37,7 +37,14 @@ LlamaModel::LlamaModel(const GgufFile& file, std::span<const LayerPlacement> pla
   init(file, placement, progress, options);
   std::vector<Backend*> list;
   for (const LayerPlacement& pl : placement) list.push_back(backends_.emplace_back(pl.device->create_backend()).get());
-  sched_ = std::make_unique<Scheduler>(list);
+  int stages = 0;
+  for (const LayerPlacement& pl : placement) stages += pl.first < pl.last ? 1 : 0;
+  SchedulerOptions so;
+  if (stages >= 2 && options.pipeline_micro_batch > 0) {
+    micro_batch_ = options.pipeline_micro_batch;
+    so.n_copies = 2;  // micro-batch i + 1 is placed while i is in flight
+  }
+  sched_ = std::make_unique<Scheduler>(list, so);
 }
 
 void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress,
@@ -175,6 +182,13 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     x = ops::add(ctx, x, cur);
   }
   f.segment_begin.push_back(ctx.size());
+  if (rows == LogitRows::none) {  // the KV cache only: the last layer's output ends the graph
+    x->name = "last_layer_out";
+    g.expand(x);
+    f.output_index = ctx.size();
+    f.logits = x;
+    return f;
+  }
   if (in.out_rows)
     x = ops::get_rows(ctx, x, in.out_rows);  // [n_embd, n_out]
   else if (rows == LogitRows::last && n > 1)
@@ -260,6 +274,15 @@ LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv, LogitRows 
     graph_ = std::move(fresh);
     return e;
   }
+  pin_segments(e);
+  // A new graph is always allocated anew (compute_async alone would take a
+  // graph at a freed graph's address for the freed one).
+  sched_->allocate(e.g);
+  graph_ = std::move(fresh);
+  return e;
+}
+
+void LlamaModel::pin_segments(EvalGraph& e) {
   const std::vector<size_t>& begin = e.forward.segment_begin;  // n_layer + 2
   auto& tensors = e.ctx.tensors();
   for (size_t s = 0; s < begin.size(); ++s) {
@@ -274,11 +297,6 @@ LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv, LogitRows 
       sched_->set_backend(t, *backends_[static_cast<size_t>(part)]);
     }
   }
-  // A new graph is always allocated anew (compute_async alone would take a
-  // graph at a freed graph's address for the freed one).
-  sched_->allocate(e.g);
-  graph_ = std::move(fresh);
-  return e;
 }
 
 std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, LogitRows rows) {
@@ -290,6 +308,10 @@ std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_p
 void LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows) {
   check_tokens(tokens, n_past);
   const int64_t n = static_cast<int64_t>(tokens.size());
+  if (sched_ && micro_batch_ > 0 && n > micro_batch_ && rows != LogitRows::all) {
+    eval_pipelined(tokens, n_past, logits, rows);
+    return;
+  }
   EvalGraph& e = graph_for(n, padded_kv(n_past + n, n_ctx_), rows);
   set_inputs(e.in, tokens, n_past);
   run_graph(e, logits);
@@ -320,6 +342,45 @@ void LlamaModel::eval_batch(std::span<const BatchToken> batch, int64_t n_seq, st
   run_graph(e, logits);
 }
 
+// Micro-batches but the last evaluate into the KV cache only, each its own
+// graph in the other memory set, submitted without a wait: allocate() waits
+// only for the micro-batch two back (the last user of that set). The last
+// one, with the logits asked for, is the usual eval, which waits for it;
+// the earlier ones are done before their graphs go.
+void LlamaModel::eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
+                                LogitRows rows) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  std::vector<std::unique_ptr<EvalGraph>> in_flight;
+  auto drain = [&] {
+    for (const auto& e : in_flight) sched_->wait(e->g);
+    in_flight.clear();
+  };
+  int64_t done = 0;
+  try {
+    for (; n - done > micro_batch_; done += micro_batch_) {
+      const int64_t pos = n_past + done;
+      auto e = std::make_unique<EvalGraph>(*this, micro_batch_, padded_kv(pos + micro_batch_, n_ctx_), LogitRows::none,
+                                           0);
+      pin_segments(*e);
+      sched_->allocate(e->g);  // waits for the micro-batch two back
+      set_inputs(e->in, tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(micro_batch_)), pos);
+      sched_->compute_async(e->g);
+      in_flight.push_back(std::move(e));
+    }
+    EvalGraph& last = graph_for(n - done, padded_kv(n_past + n, n_ctx_), rows);
+    set_inputs(last.in, tokens.subspan(static_cast<size_t>(done)), n_past + done);
+    run_graph(last, logits);
+    drain();
+  } catch (...) {
+    try {
+      sched_->synchronize();  // nothing in flight may outlive its graph
+    } catch (const Error&) {  // the first error is the one thrown
+    }
+    in_flight.clear();
+    throw;
+  }
+}
+
 void LlamaModel::run_graph(EvalGraph& e, std::vector<float>& logits) {
   if (!sched_) {
     backends_[0]->compute(e.g);
@@ -329,7 +390,18 @@ void LlamaModel::run_graph(EvalGraph& e, std::vector<float>& logits) {
     // would also send SYNCHRONIZE to every worker. A reused graph keeps the
     // scheduler's plan and memory from its first allocate.
     sched_->compute_async(e.g);
+    if (e.rows != LogitRows::none) {
+      // Read first: from a worker, the read is the wait (one round trip).
+      logits.resize(static_cast<size_t>(e.logits->nelements()));
+      sched_->read_output(e.g, *e.logits, logits.data(), e.logits->nbytes());
+    }
     sched_->wait(e.g);
+    if (e.rows == LogitRows::none) logits.clear();
+    return;
+  }
+  if (e.rows == LogitRows::none) {
+    logits.clear();
+    return;
   }
   logits.resize(static_cast<size_t>(e.logits->nelements()));
   tensor_get(*e.logits, logits.data(), 0, e.logits->nbytes());

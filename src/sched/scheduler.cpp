@@ -264,6 +264,7 @@ struct Scheduler::Impl {
     for (auto& list : b.implied) list.clear();
     last_on_backend.assign(set.backends.size(), -1);
     for (size_t s = 0; s < splits.size(); ++s) submit_split(b, s);
+    for (Backend* be : set.backends) be->flush();  // the whole submission goes out now
   }
 
   void synchronize() {
@@ -328,6 +329,23 @@ void Scheduler::wait(const Graph& g) {
   for (Batch& b : impl_->batches) {
     if (b.graph == &g) impl_->finish(b);
   }
+}
+
+void Scheduler::read_output(const Graph& g, const Tensor& t, void* data, size_t size) {
+  Impl& s = *impl_;
+  Batch* batch = nullptr;
+  for (Batch& b : s.batches)
+    if (b.graph == &g && b.submitted) batch = &b;
+  Buffer* from = t.buffer;
+  if (batch == nullptr || from == nullptr || !from->reads_in_stream_order()) {
+    wait(g);
+    tensor_get(t, data, 0, size);
+    return;
+  }
+  tensor_get(t, data, 0, size);  // after everything submitted to its device
+  const Device& device = from->type().device();
+  for (size_t i = 0; i < batch->plan->splits.size(); ++i)
+    if (&s.backend(batch->plan->splits[i].backend).device() == &device) s.mark_done(*batch, static_cast<int>(i));
 }
 
 const std::vector<SplitInfo>& Scheduler::splits() const {

@@ -190,8 +190,10 @@ TEST(RpcClient, SecondComputeOfAGraphSendsOnlyItsId) {
   auto buf = m.allocate(devices[0]->default_buffer_type());
   const uint64_t s0 = rpc_stats(w.endpoint).bytes_sent;
   backend->compute(m.g);
+  backend->flush();  // a stored graph's id waits for the submission's end (Connection::send_later)
   const uint64_t s1 = rpc_stats(w.endpoint).bytes_sent;
   backend->compute(m.g);
+  backend->flush();
   const uint64_t s2 = rpc_stats(w.endpoint).bytes_sent;
   backend->synchronize();
   EXPECT_GT(s1 - s0, 4 * 100u);                     // the graph: four tensors

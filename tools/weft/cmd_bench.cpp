@@ -47,7 +47,28 @@ int cmd_bench_model(const BenchModelArgs& args) {
   // The Session closed its file after loading; the tensor table tells what
   // each token reads and computes on this host.
   const bench::ModelWork work = bench::model_work(*GgufFile::open(args.host.model), plan);
-  const bench::ModelBenchResult r = bench::run_model_bench(session, work, options);
+  bench::ModelBenchResult r = bench::run_model_bench(session, work, options);
+  // Over workers: the same generation test with every layer here, for what
+  // each hop between machines costs a token.
+  int hops = 0;
+  for (const DevicePlan& d : plan.devices)
+    if (d.label != "host" && d.part.last_layer > d.part.first_layer) ++hops;
+  if (hops > 0 && options.n_gen > 0) {
+    ModelHostArgs local_args = args.host;
+    local_args.workers.clear();
+    local_args.devices.clear();
+    local_args.split.clear();
+    std::fprintf(stderr, "the same generation test with every layer on this host:\n");
+    Session local(session_options(local_args, kWhere));
+    (void)load_with_progress(local, bench::model_bench_context(options));
+    bench::ModelBenchOptions local_options = options;
+    local_options.n_prompt = 0;
+    local_options.measure_limits = false;
+    const bench::ModelBenchResult l = bench::run_model_bench(local, work, local_options);
+    r.hops = hops + 1;  // host -> each worker holding layers -> host
+    r.local_tg_seconds_per_token = l.tg_seconds_per_token.mean;
+    r.tg_seconds_per_hop = bench::per_hop_seconds(r.tg_seconds_per_token.mean, r.local_tg_seconds_per_token, r.hops);
+  }
   const std::string report = args.json ? bench::format_model_bench_json(r) : bench::format_model_bench_text(r);
   std::fputs(report.c_str(), stdout);
   if (!args.json) print_device_stats(session);

@@ -142,6 +142,12 @@ class Backend {
   // Errors raised by the work surface here or at synchronize().
   virtual void compute(const Graph& g) = 0;
   virtual void synchronize() = 0;
+  // Optional: starts whatever submitted work the backend still holds back
+  // (a worker's connection gathers a submission's frames into one write).
+  // A caller that submitted work and will not block on this process's
+  // backends soon calls it; blocking on any of them starts it anyway. The
+  // default does nothing.
+  virtual void flush() {}
 
   // Optional: the host memory this backend needs for its own use (kernel
   // scratch) to run g, beyond g's tensors. It depends on g alone, so a caller

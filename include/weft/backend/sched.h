@@ -69,6 +69,12 @@ class Scheduler {
   // Blocks until the micro-batch that computed g is done (it returns at once
   // if g's memory set has since been given to another graph).
   void wait(const Graph& g);
+  // Reads bytes [0, size) of t, an output of g's last compute, into data,
+  // once the work that computes it is done. When t's buffer reads in stream
+  // order (a worker's: Buffer::reads_in_stream_order) the read itself is the
+  // wait, and it tells the scheduler that every split of that device is
+  // done: a following wait(g) asks that worker nothing more.
+  void read_output(const Graph& g, const Tensor& t, void* data, size_t size);
 
   // About the last allocated graph.
   const std::vector<SplitInfo>& splits() const;

@@ -193,11 +193,20 @@ struct LoadOptions {
   // placement and a head size that is a multiple of 32). Anything else, or
   // q8_0 without fused attention, is Error(unsupported) naming why.
   DType cache_type = DType::f16;
+  // Pipelined prompts: over a placement where two or more devices hold
+  // layers, a prompt of more than this many tokens evaluated for its last
+  // token's logits (LogitRows::last or none) goes in micro-batches of this
+  // many, submitted without waiting, so device k works on micro-batch i
+  // while device k + 1 works on i - 1 (the scheduler keeps two memory sets).
+  // 0: one batch.
+  int64_t pipeline_micro_batch = 64;
 };
 
 // Which tokens' logits an eval computes and returns: every token's (a
-// perplexity, a test against a reference), or the last one's (generation).
-enum class LogitRows { all, last };
+// perplexity, a test against a reference), the last one's (generation), or
+// none (the KV cache only: the last layer's output is computed, no output
+// norm or product, and the logits come back empty).
+enum class LogitRows { all, last, none };
 
 // One token of a batch over several sequences (LlamaModel::eval_batch). The
 // KV cache is cut into n_seq equal parts of n_ctx / n_seq rows: sequence s
@@ -334,7 +343,12 @@ class LlamaModel {
   Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in);
   struct EvalGraph;
   EvalGraph& graph_for(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out = 0);
+  // Pins each segment of a split graph to its placement's backend.
+  void pin_segments(EvalGraph& e);
   void run_graph(EvalGraph& e, std::vector<float>& logits);
+  // eval() of a long prompt in micro-batches that flow through the devices
+  // at once (LoadOptions::pipeline_micro_batch).
+  void eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows);
 
   LlamaParams params_;
   Device& device_;
@@ -356,6 +370,7 @@ class LlamaModel {
   bool fused_attention_ = false;
   DType cache_type_ = DType::f16;
   int n_parts_ = 1;
+  int64_t micro_batch_ = 0;  // > 0: prompts are pipelined (LoadOptions::pipeline_micro_batch)
   // What runs the graphs: one backend per placement; on one device a graph
   // allocator for compute memory (reused across evals), on several the
   // Scheduler (declared after the backends it uses, so destroyed first).

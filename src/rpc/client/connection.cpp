@@ -20,6 +20,17 @@ namespace {
 std::atomic<int> g_open_connections{0};
 std::atomic<uint64_t> g_connection_serial{0};
 
+// Connections with frames waiting (send_later), for flush_all_waiting. Its
+// lock is never held while a connection's mu_ is taken.
+struct Waiting {
+  std::mutex mu;
+  std::vector<std::weak_ptr<Connection>> list;
+};
+Waiting& waiting() {
+  static Waiting* w = new Waiting;  // leaked: connections may close during static destruction
+  return *w;
+}
+
 constexpr uint64_t kClientCapabilities = kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks;
 constexpr char kAuthContext[] = "weft-auth-v1";
 
@@ -249,17 +260,46 @@ void Connection::write_frame(Cmd cmd, const void* a, size_t na, const void* b, s
 void Connection::send_later(Cmd cmd, const Writer& head, const void* bulk, size_t bulk_size) {
   std::lock_guard lock(mu_);
   check_usable(cmd);
-  const size_t na = head.data().size();
-  const size_t frame = kFrameHeaderBytes + na + bulk_size;
+  queue_frame(cmd, head.data().data(), head.data().size(), bulk, bulk_size);
+}
+
+void Connection::queue_frame(Cmd cmd, const void* a, size_t na, const void* b, size_t nb) {
+  const size_t frame = kFrameHeaderBytes + na + nb;
   if (pending_.size() + frame > kCorkBytes) {  // too much to hold: out now, with what waits
-    write_frame(cmd, head.data().data(), na, bulk, bulk_size);
+    write_frame(cmd, a, na, b, nb);
     return;
+  }
+  if (pending_.empty()) {
+    std::weak_ptr<Connection> self = weak_from_this();
+    if (!self.expired()) {
+      Waiting& w = waiting();
+      std::lock_guard lock(w.mu);
+      w.list.push_back(std::move(self));
+    }
   }
   const size_t at = pending_.size();
   pending_.resize(at + frame);
-  encode_header(FrameHeader{static_cast<uint32_t>(na + bulk_size), static_cast<uint16_t>(cmd), 0}, pending_.data() + at);
-  if (na > 0) std::memcpy(pending_.data() + at + kFrameHeaderBytes, head.data().data(), na);
-  if (bulk_size > 0) std::memcpy(pending_.data() + at + kFrameHeaderBytes + na, bulk, bulk_size);
+  encode_header(FrameHeader{static_cast<uint32_t>(na + nb), static_cast<uint16_t>(cmd), 0}, pending_.data() + at);
+  if (na > 0) std::memcpy(pending_.data() + at + kFrameHeaderBytes, a, na);
+  if (nb > 0) std::memcpy(pending_.data() + at + kFrameHeaderBytes + na, b, nb);
+}
+
+void Connection::flush_all_waiting() {
+  std::vector<std::weak_ptr<Connection>> list;
+  {
+    Waiting& w = waiting();
+    std::lock_guard lock(w.mu);
+    list.swap(w.list);
+  }
+  for (const auto& weak : list) {
+    if (auto c = weak.lock()) {
+      try {
+        c->flush();
+      } catch (const Error&) {
+        // That connection is broken now; its own users hear it.
+      }
+    }
+  }
 }
 
 void Connection::flush() {
@@ -368,6 +408,7 @@ void Connection::send(Cmd cmd, const Writer& head, const void* bulk, size_t bulk
 }
 
 void Connection::call_impl(Cmd cmd, const Writer& head, const std::function<void(Reader&)>& parse) {
+  flush_all_waiting();  // about to block: nothing may wait in the host for what the reply waits for
   std::lock_guard lock(mu_);
   check_usable(cmd);
   throw_pending_error();
@@ -387,6 +428,7 @@ void Connection::call_impl(Cmd cmd, const Writer& head, const std::function<void
 
 void Connection::get_tensor(uint64_t handle, uint64_t offset, void* out, size_t size) {
   auto* dst = static_cast<uint8_t*>(out);
+  flush_all_waiting();  // about to block (call_impl says why)
   // One request at a time: each chunk is big enough that a round trip per
   // chunk costs little, and nothing is left in flight when one fails.
   while (size > 0) {
@@ -441,9 +483,12 @@ void Connection::graph_compute(uint32_t device, std::span<const uint8_t> graph) 
     hit->last_use = graph_clock_;
   }
   Writer w;
-  GraphComputeRequest{device, id, has_graph, {}}.encode_head(w);  // the graph goes beside it, uncopied
-  write_frame(Cmd::graph_compute, w.data().data(), w.data().size(), has_graph ? graph.data() : nullptr,
-              has_graph ? graph.size() : 0);
+  GraphComputeRequest{device, id, has_graph, {}}.encode_head(w);  // a new graph goes beside it, uncopied
+  if (has_graph) {
+    write_frame(Cmd::graph_compute, w.data().data(), w.data().size(), graph.data(), graph.size());
+  } else {
+    queue_frame(Cmd::graph_compute, w.data().data(), w.data().size(), nullptr, 0);  // a stored graph's id: it waits
+  }
 }
 
 uint64_t Connection::acquire_event_id() {

@@ -71,7 +71,7 @@ struct Endpoint {
 };
 Endpoint parse_endpoint(const std::string& endpoint);
 
-class Connection {
+class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // Connects and handshakes (HELLO, then AUTH when the worker asks).
   // Throws Error(disconnected) when the worker cannot be reached,
@@ -110,11 +110,13 @@ class Connection {
   }
 
   // A command without a reply that may wait in this connection's outgoing
-  // buffer (at most kCorkBytes) until the next frame that goes out at once:
-  // any send(), call() or flush(). So a split's small inputs, waits and
-  // events leave with its GRAPH_COMPUTE in one write (one message per hop).
-  // Only for frames a later frame of the same submission is sure to follow
-  // (the compute they belong to); the bytes are copied.
+  // buffer (at most kCorkBytes) until the next frame that goes out at once
+  // (any send() or call() here), a flush(), or a call() on ANY connection of
+  // this process: a caller about to block first writes every frame that
+  // waits anywhere, so no worker waits for a frame the host still holds
+  // (flush_all_waiting). So a token's inputs, waits, events, graph ids and
+  // pushes leave in one write per worker (one message per hop). The bytes
+  // are copied.
   void send_later(Cmd cmd, const Writer& head, const void* bulk = nullptr, size_t bulk_size = 0);
   template <class M>
   void send_later(const M& m) {
@@ -123,6 +125,8 @@ class Connection {
   static constexpr size_t kCorkBytes = size_t{64} << 10;
   // Writes whatever send_later left waiting.
   void flush();
+  // flush() of every connection of this process with frames waiting.
+  static void flush_all_waiting();
   // A message with a reply: sends it and decodes M::Reply (all of it).
   template <class M>
   typename M::Reply call(const M& m) {
@@ -200,6 +204,8 @@ class Connection {
   void check_usable(Cmd cmd) const;
   // Writes what waits in pending_, then this frame, in one write.
   void write_frame(Cmd cmd, const void* a, size_t na, const void* b, size_t nb);
+  // Appends a frame to pending_ (at most kCorkBytes in all; else writes).
+  void queue_frame(Cmd cmd, const void* a, size_t na, const void* b, size_t nb);
   // Reads the reply header for cmd; an ERROR frame throws (after reading it).
   uint32_t read_reply_header(Cmd cmd, uint32_t limit);
   void read_payload(Cmd cmd, void* data, size_t n);

@@ -141,6 +141,7 @@ class RemoteBackend final : public Backend {
   // buffer of this connection.
   void compute(const Graph& g) override;
   void synchronize() override;
+  void flush() override;
   void record_event(Event& e) override;
   void wait_event(Event& e) override;
 

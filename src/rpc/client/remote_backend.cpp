@@ -87,8 +87,10 @@ bool RemoteBackend::copy_tensor_ordered(Backend& src_backend, const Tensor& src,
   push.dst_handle = to->handle();
   push.dst_offset = to->offset_of(dst);
   push.event_id = event;
-  source.send(push);  // out at once: nothing else of this submission may follow on that connection
-  connection_->send_later(PeerWaitRequest{route.source, event});  // goes with the split's GRAPH_COMPUTE
+  // Both wait for the submission's flush (or the host's next blocking call):
+  // a token's frames go to each worker in one write.
+  source.send_later(push);
+  connection_->send_later(PeerWaitRequest{route.source, event});
   return true;
 }
 
@@ -127,6 +129,10 @@ void RemoteBackend::compute(const Graph& g) {
     return RemoteLocation{b->handle(), b->offset_of(t)};
   });
   connection_->graph_compute(index_, w.data());
+}
+
+void RemoteBackend::flush() {
+  connection_->flush();
 }
 
 void RemoteBackend::synchronize() {
