@@ -355,6 +355,16 @@ void LlamaModel::eval_pipelined(std::span<const int32_t> tokens, int64_t n_past,
     for (const auto& e : in_flight) sched_->wait(e->g);
     in_flight.clear();
   };
+  // Every memory set sized once for the largest micro-batch: a buffer that
+  // grew mid-prompt would be a call to a worker, which answers only after
+  // the work queued before it, and the pipeline would drain at each one.
+  const int64_t kv_max = padded_kv(n_past + n, n_ctx_);
+  if (kv_max > pipeline_reserved_kv_) {
+    EvalGraph largest(*this, micro_batch_, kv_max, LogitRows::none, 0);
+    pin_segments(largest);
+    sched_->reserve(largest.g);
+    pipeline_reserved_kv_ = kv_max;
+  }
   int64_t done = 0;
   try {
     for (; n - done > micro_batch_; done += micro_batch_) {

@@ -106,6 +106,22 @@ struct Scheduler::Impl {
     return false;
   }
 
+  // Rule 4 for a memory set about to be reused: waits for its previous
+  // micro-batch's splits, except those on a backend whose memory is only
+  // ever touched in its own stream's order (a worker's,
+  // Backend::memory_in_stream_order): whatever the new micro-batch does to
+  // that memory comes after them in that stream. Waiting for those too
+  // would wait, on an in-order worker, for everything queued behind them:
+  // the pipeline would drain at every micro-batch.
+  void release(Batch& b) {
+    if (!b.submitted) return;
+    b.submitted = false;
+    for (size_t s = b.plan->splits.size(); s-- > 0;) {
+      if (backend(b.plan->splits[s].backend).memory_in_stream_order()) continue;
+      host_wait(b, static_cast<int>(s));
+    }
+  }
+
   void finish(Batch& b) {
     if (!b.submitted) return;
     b.submitted = false;
@@ -117,7 +133,7 @@ struct Scheduler::Impl {
     const int m = next_set;
     next_set = (next_set + 1) % options.n_copies;
     Batch& b = batches[static_cast<size_t>(m)];
-    finish(b);  // rule 4: the set's previous micro-batch is done with its memory
+    release(b);  // rule 4: the set's previous micro-batch is done with its memory
     b = Batch{};
     b.graph = &g;
     current = m;
@@ -240,9 +256,13 @@ struct Scheduler::Impl {
       copy_input(b, be, c);
     }
     for (int w : covered_by_read) mark_done(b, w);
+    // The pushes out of the sources go now: their workers are idle until then.
+    for (size_t x = 0; x < ordered.size(); ++x)
+      if (ordered[x]) backend(static_cast<int>(x)).flush();
     be.compute(split.graph);
     b.events[s] = be.device().create_event();
     if (b.events[s]) be.record_event(*b.events[s]);
+    be.flush();  // the split's inputs, waits, compute and event: one write, and the worker starts
     last_on_backend[static_cast<size_t>(split.backend)] = static_cast<int>(s);
   }
 
@@ -319,6 +339,7 @@ void Scheduler::reserve(const Graph& g) {
   ExecPlan plan;
   detail::build_exec_plan(g, detail::assign_backends(g, impl_->set, impl_->pins), impl_->set, plan);
   for (auto& a : impl_->allocators) a->reserve(plan.graph, layout_of(plan));
+  impl_->pins.clear();  // they were g's: its tensors are not the next graph's
 }
 
 void Scheduler::allocate(const Graph& g) { impl_->allocate(g); }

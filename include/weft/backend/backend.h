@@ -142,6 +142,12 @@ class Backend {
   // Errors raised by the work surface here or at synchronize().
   virtual void compute(const Graph& g) = 0;
   virtual void synchronize() = 0;
+  // Optional: whether every access to this backend's device memory (its own
+  // work, copies into and out of it, the host's set and get) runs in this
+  // backend's stream order, as a worker session runs its commands: memory a
+  // finished-or-not earlier submission used may be reused by later work
+  // without a wait. The default: false.
+  virtual bool memory_in_stream_order() const { return false; }
   // Optional: starts whatever submitted work the backend still holds back
   // (a worker's connection gathers a submission's frames into one write).
   // A caller that submitted work and will not block on this process's

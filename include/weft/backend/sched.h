@@ -50,9 +50,12 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Pins t to backend b for the next allocate() (pins are cleared by it).
+  // Pins t to backend b for the next allocate() or reserve() (pins are
+  // cleared by either).
   void set_backend(const Tensor& t, Backend& b);
-  // Sizes every memory set for g without binding anything.
+  // Sizes every memory set for g without binding anything (first waiting for
+  // all work: buffers may be replaced). A graph no larger then allocates no
+  // memory: no call to a worker, so micro-batches in flight keep flowing.
   void reserve(const Graph& g);
   // Assigns and splits g and binds its tensors in the next memory set,
   // first waiting for the micro-batch that used that set. Afterwards the

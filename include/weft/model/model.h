@@ -371,6 +371,7 @@ class LlamaModel {
   DType cache_type_ = DType::f16;
   int n_parts_ = 1;
   int64_t micro_batch_ = 0;  // > 0: prompts are pipelined (LoadOptions::pipeline_micro_batch)
+  int64_t pipeline_reserved_kv_ = 0;  // the KV length the memory sets were last reserved for
   // What runs the graphs: one backend per placement; on one device a graph
   // allocator for compute memory (reused across evals), on several the
   // Scheduler (declared after the backends it uses, so destroyed first).

@@ -142,6 +142,9 @@ class RemoteBackend final : public Backend {
   void compute(const Graph& g) override;
   void synchronize() override;
   void flush() override;
+  // A worker session runs every command, the host's reads and writes
+  // included, in the order received.
+  bool memory_in_stream_order() const override { return true; }
   void record_event(Event& e) override;
   void wait_event(Event& e) override;
 
