@@ -369,13 +369,14 @@ void LlamaModel::eval_pipelined(std::span<const int32_t> tokens, int64_t n_past,
   try {
     for (; n - done > micro_batch_; done += micro_batch_) {
       const int64_t pos = n_past + done;
-      auto e = std::make_unique<EvalGraph>(*this, micro_batch_, padded_kv(pos + micro_batch_, n_ctx_), LogitRows::none,
-                                           0);
-      pin_segments(*e);
-      sched_->allocate(e->g);  // waits for the micro-batch two back
-      set_inputs(e->in, tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(micro_batch_)), pos);
-      sched_->compute_async(e->g);
-      in_flight.push_back(std::move(e));
+      // Kept from the start: a throw mid-submission must not free a graph a
+      // backend may still read (the catch synchronizes first).
+      EvalGraph& e = *in_flight.emplace_back(std::make_unique<EvalGraph>(
+          *this, micro_batch_, padded_kv(pos + micro_batch_, n_ctx_), LogitRows::none, 0));
+      pin_segments(e);
+      sched_->allocate(e.g);  // waits for the micro-batch two back
+      set_inputs(e.in, tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(micro_batch_)), pos);
+      sched_->compute_async(e.g);
     }
     EvalGraph& last = graph_for(n - done, padded_kv(n_past + n, n_ctx_), rows);
     set_inputs(last.in, tokens.subspan(static_cast<size_t>(done)), n_past + done);

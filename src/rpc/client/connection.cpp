@@ -377,6 +377,13 @@ void Connection::keepalive_loop(std::chrono::milliseconds every) {
   std::unique_lock lock(mu_);
   while (!closing_ && !broken_.load()) {
     const auto due = last_frame_ + every;
+    // Not while a submission's frames wait: its PING would hold mu_ for a
+    // round trip the queued frames (a PEER_WAIT for a push the host has yet
+    // to send) could make last until the worker's wait deadline.
+    if (!pending_.empty()) {
+      keepalive_cv_.wait_for(lock, std::min(every, std::chrono::milliseconds(1000)));
+      continue;
+    }
     if (std::chrono::steady_clock::now() < due) {
       keepalive_cv_.wait_until(lock, due);
       continue;
@@ -549,25 +556,28 @@ Connection::PeerRoute Connection::peer_route(Connection& to) {
   }
   // No lock is held across the calls (two threads setting up the same pair
   // at once make two links; the first one recorded is used).
+  // A PEER_TICKET error is the worker's deferred error or a dead
+  // connection: the caller's to hear, like any reply.
   PeerConnectRequest req;
+  const auto ticket = to.call(PeerTicketRequest{}).ticket;  // the same ticket every time for one session
+  std::copy(ticket.begin(), ticket.end(), req.ticket.begin());
+  {
+    std::lock_guard lock(to.peer_mu_);
+    req.source = ++to.next_source_;
+  }
+  {
+    std::lock_guard lock(peer_mu_);
+    req.link = ++next_link_;
+  }
+  req.endpoint = to.endpoint_;
+  req.label = endpoint_;
   try {
-    const auto ticket = to.call(PeerTicketRequest{}).ticket;  // the same ticket every time for one session
-    std::copy(ticket.begin(), ticket.end(), req.ticket.begin());
-    {
-      std::lock_guard lock(to.peer_mu_);
-      req.source = ++to.next_source_;
-    }
-    {
-      std::lock_guard lock(peer_mu_);
-      req.link = ++next_link_;
-    }
-    req.endpoint = to.endpoint_;
-    req.label = endpoint_;
     call(req);
   } catch (const Error& e) {
-    // The workers cannot link (one cannot reach or authenticate to the
-    // other, or a connection failed): this pair's copies go through the host
-    // from now on. A dead connection fails those copies itself.
+    // Only A's own report that the link could not be made (it cannot reach
+    // or authenticate to B) sends this pair through the host from now on;
+    // anything else (a deferred error, a dead connection) is the caller's.
+    if (std::string(e.what()).find("[PEER_CONNECT] peer link ") == std::string::npos) throw;
     std::lock_guard lock(peer_mu_);
     PeerRoute none;
     none.failure = "peer link " + endpoint_ + " -> " + to.endpoint_ + ": " + e.what();

@@ -71,8 +71,11 @@ bool RemoteBackend::copy_tensor_ordered(Backend& src_backend, const Tensor& src,
   RemoteBuffer* to = own_buffer(dst);
   auto* src_buffer = dynamic_cast<RemoteBuffer*>(src.buffer);
   // Bytes go as they are: both packed alike (a copy's layout is its source's).
+  // Larger copies than one push go through the host: the receiver holds a
+  // whole event before it writes it, in an inbox of bounded size.
   if (from == nullptr || to == nullptr || src_buffer == nullptr || src_buffer->connection() != from->connection_ ||
-      src.type != dst.type || !same_shape(src, dst) || !src.is_contiguous() || !dst.is_contiguous()) {
+      src.type != dst.type || !same_shape(src, dst) || !src.is_contiguous() || !dst.is_contiguous() ||
+      src.nbytes() > kMaxPushBytes) {
     return false;
   }
   Connection& source = *from->connection_;

@@ -39,42 +39,54 @@ std::string PeerInbox::attach(uint32_t source, const std::string& label) {
 
 std::string PeerInbox::post(uint32_t source, const PeerPushRequest& push,
                             std::chrono::steady_clock::time_point deadline) {
-  const size_t n = push.data.size();
+  const bool failed = (push.flags & kPushFailed) != 0;
+  // Copied before anything is counted: an allocation failure leaves no trace.
+  Part part{push.dst_handle, push.dst_offset, std::vector<uint8_t>(push.data.begin(), push.data.end())};
+  const size_t n = failed ? 0 : part.bytes.size();  // a failure's bytes are its message, not buffer bytes
   std::unique_lock lock(mu_);
   for (;;) {
     if (closed_) return "the session it pushes into has ended";
-    if (n <= cap_bytes_ - std::min(bytes_, cap_bytes_) && shared_.try_reserve(n)) break;
+    if (shared_.stopping.load()) return "the worker is stopping";
     if (n > cap_bytes_) return "a push of " + std::to_string(n) + " bytes is over the inbox's " + std::to_string(cap_bytes_);
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      return "no room for " + std::to_string(n) + " bytes in time (the session has not taken what waits)";
-    }
+    if (n <= cap_bytes_ - std::min(bytes_, cap_bytes_) && shared_.try_reserve(n)) break;
+    // Room comes when the owner takes an event (a notify) or another session
+    // frees budget (no notify: looked at again every kPollEvery).
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return "no room for " + std::to_string(n) + " bytes in time (the session has not taken what waits)";
+    changed_.wait_until(lock, std::min(deadline, now + kPollEvery));
   }
   bytes_ += n;
-  Source& s = sources_[source];
-  auto it = s.events.find(push.event_id);
-  if (it == s.events.end()) {
-    if (s.events.size() >= kMaxEventsPerSource) {
+  try {
+    Source& s = sources_[source];
+    auto it = s.events.find(push.event_id);
+    if (it == s.events.end()) {
+      if (s.events.size() >= kMaxEventsPerSource) {
+        bytes_ -= n;
+        shared_.release(n);
+        return std::to_string(kMaxEventsPerSource) + " events of this link are waiting already";
+      }
+      it = s.events.emplace(push.event_id, Pending{}).first;
+    }
+    Pending& p = it->second;
+    if (p.complete) {
       bytes_ -= n;
       shared_.release(n);
-      return std::to_string(kMaxEventsPerSource) + " events of this link are waiting already";
+      return "event " + std::to_string(push.event_id) + " was already complete";
     }
-    it = s.events.emplace(push.event_id, Pending{}).first;
-  }
-  Pending& p = it->second;
-  if (p.complete) {
+    if (failed) {
+      p.failure = std::string(part.bytes.begin(), part.bytes.end());
+    } else {
+      p.parts.push_back(std::move(part));
+    }
+    if ((push.flags & kPushLast) != 0 || failed) {
+      p.complete = true;
+      changed_.notify_all();
+    }
+  } catch (...) {
     bytes_ -= n;
     shared_.release(n);
-    return "event " + std::to_string(push.event_id) + " was already complete";
+    throw;
   }
-  if ((push.flags & kPushFailed) != 0) {
-    p.failure = std::string(push.data.begin(), push.data.end());
-    bytes_ -= n;  // a message, not bytes for a buffer
-    shared_.release(n);
-  } else {
-    p.parts.push_back(Part{push.dst_handle, push.dst_offset, std::vector<uint8_t>(push.data.begin(), push.data.end())});
-  }
-  if ((push.flags & kPushLast) != 0 || p.failure) p.complete = true;
-  if (p.complete) changed_.notify_all();
   return "";
 }
 
