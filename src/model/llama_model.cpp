@@ -40,10 +40,13 @@ LlamaModel::LlamaModel(const GgufFile& file, std::span<const LayerPlacement> pla
   int stages = 0;
   for (const LayerPlacement& pl : placement) stages += pl.first < pl.last ? 1 : 0;
   SchedulerOptions so;
-  if (stages >= 2 && options.pipeline_micro_batch > 0) {
-    micro_batch_ = options.pipeline_micro_batch;
-    so.n_copies = 2;  // micro-batch i + 1 is placed while i is in flight
+  if (stages >= 2) {
+    // One memory set per stage (at most 4): micro-batch i + 1 of a prompt,
+    // or another slot's step, is placed while i is in flight.
+    so.n_copies = std::min(stages, 4);
+    if (options.pipeline_micro_batch > 0) micro_batch_ = options.pipeline_micro_batch;
   }
+  n_copies_ = so.n_copies;
   sched_ = std::make_unique<Scheduler>(list, so);
 }
 
@@ -203,7 +206,13 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
   return f;
 }
 
+void LlamaModel::check_idle() const {
+  for (char busy : slot_in_flight_)
+    if (busy) fail(ErrorKind::invalid_input, kWhere, "an eval while a submit_batch step is in flight (finish_batch first)");
+}
+
 void LlamaModel::check_tokens(std::span<const int32_t> tokens, int64_t n_past) const {
+  check_idle();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail(ErrorKind::invalid_input, kWhere, "eval needs at least one token");
   if (n_past < 0 || n_past > n_ctx_ || n > n_ctx_ - n_past)
@@ -262,8 +271,15 @@ LlamaModel::EvalGraph& LlamaModel::graph_for(int64_t n, int64_t n_kv, LogitRows 
   if (rows == LogitRows::last && n == 1) rows = LogitRows::all;  // the same graph
   if (n_out > 0) rows = LogitRows::all;  // out_rows decides
   if (graph_ && reuse_graphs_ && graph_->n == n && graph_->n_kv == n_kv && graph_->rows == rows &&
-      graph_->n_out == n_out)
+      graph_->n_out == n_out) {
+    // Split, its memory set may have gone to a micro-batch or a slot since:
+    // placed again, with its pins.
+    if (sched_ && !sched_->holds(graph_->g)) {
+      pin_segments(*graph_);
+      sched_->allocate(graph_->g);
+    }
     return *graph_;
+  }
   // Kept only once allocated: a graph whose allocation threw must not be
   // found again by the next eval of its shape.
   graph_.reset();
@@ -317,7 +333,7 @@ void LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, std::vect
   run_graph(e, logits);
 }
 
-void LlamaModel::eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
+std::pair<int64_t, int64_t> LlamaModel::check_batch(std::span<const BatchToken> batch, int64_t n_seq) const {
   if (batch.empty()) fail(ErrorKind::invalid_input, kWhere, "eval_batch needs at least one token");
   if (n_seq <= 0 || n_seq > n_ctx_ || n_ctx_ % n_seq != 0)
     fail(ErrorKind::invalid_input, kWhere,
@@ -336,10 +352,90 @@ void LlamaModel::eval_batch(std::span<const BatchToken> batch, int64_t n_seq, st
     top = std::max(top, b.seq * seq_ctx + b.pos + 1);
   }
   if (n_out == 0) fail(ErrorKind::invalid_input, kWhere, "no token of the batch asks for logits");
+  return {n_out, top};
+}
+
+void LlamaModel::eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
+  check_idle();
+  const auto [n_out, top] = check_batch(batch, n_seq);
   const int64_t n = static_cast<int64_t>(batch.size());
   EvalGraph& e = graph_for(n, padded_kv(top, n_ctx_), LogitRows::all, n_out);
   set_batch_inputs(e.in, batch, n_seq);
   run_graph(e, logits);
+}
+
+int LlamaModel::batch_slots() const { return sched_ ? n_copies_ : 1; }
+
+void LlamaModel::submit_batch(int slot, std::span<const BatchToken> batch, int64_t n_seq) {
+  if (slot < 0 || slot >= batch_slots())
+    fail(ErrorKind::invalid_input, kWhere,
+         "slot " + std::to_string(slot) + " is outside [0, " + std::to_string(batch_slots()) + ")");
+  const size_t k = static_cast<size_t>(slot);
+  slot_graphs_.resize(static_cast<size_t>(batch_slots()));
+  slot_in_flight_.resize(slot_graphs_.size());
+  slot_logits_.resize(slot_graphs_.size());
+  if (slot_in_flight_[k])
+    fail(ErrorKind::invalid_input, kWhere, "slot " + std::to_string(slot) + " has a step in flight (finish_batch first)");
+  if (!sched_) {  // one device: the step runs now
+    eval_batch(batch, n_seq, slot_logits_[k]);
+    slot_in_flight_[k] = 1;
+    return;
+  }
+  const auto [n_out, top] = check_batch(batch, n_seq);
+  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t n_kv = padded_kv(top, n_ctx_);
+  std::unique_ptr<EvalGraph>& e = slot_graphs_[k];
+  try {
+    if (!e || !reuse_graphs_ || e->n != n || e->n_kv != n_kv || e->n_out != n_out || !sched_->holds(e->g)) {
+      e.reset();  // its last step is finished: nothing reads it
+      e = std::make_unique<EvalGraph>(*this, n, n_kv, LogitRows::all, n_out);
+      pin_segments(*e);
+      sched_->allocate(e->g, slot);  // the slot's own memory set
+    }
+    set_batch_inputs(e->in, batch, n_seq);
+    // The last stage's part waits for finish_batch, so that the read of
+    // this step's logits is queued on that device before the next slot's
+    // work there (Scheduler::compute_head).
+    sched_->compute_head(e->g);
+    slot_in_flight_[k] = 1;
+  } catch (...) {
+    abandon_slots();
+    throw;
+  }
+}
+
+void LlamaModel::finish_batch(int slot, std::vector<float>& logits) {
+  if (slot < 0 || slot >= static_cast<int>(slot_in_flight_.size()) || !slot_in_flight_[static_cast<size_t>(slot)])
+    fail(ErrorKind::invalid_input, kWhere, "slot " + std::to_string(slot) + " has no step in flight");
+  const size_t k = static_cast<size_t>(slot);
+  if (!sched_) {
+    logits.swap(slot_logits_[k]);
+    slot_in_flight_[k] = 0;
+    return;
+  }
+  EvalGraph& e = *slot_graphs_[k];
+  try {
+    logits.resize(static_cast<size_t>(e.logits->nelements()));
+    sched_->read_output(e.g, *e.logits, logits.data(), e.logits->nbytes());  // submits the tail first
+    sched_->wait(e.g);
+    slot_in_flight_[k] = 0;
+  } catch (...) {
+    abandon_slots();
+    throw;
+  }
+}
+
+// After a failed step: nothing in flight may outlive its graph, and no slot
+// keeps a graph whose memory state is unknown.
+void LlamaModel::abandon_slots() {
+  try {
+    if (sched_) sched_->synchronize();
+  } catch (const Error&) {  // the first error is the one thrown
+  }
+  for (size_t k = 0; k < slot_graphs_.size(); ++k) {
+    slot_graphs_[k].reset();
+    slot_in_flight_[k] = 0;
+  }
 }
 
 // Micro-batches but the last evaluate into the KV cache only, each its own

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 
+#include "generate_step.h"
 #include "weft/core/error.h"
 
 namespace weft {
@@ -27,6 +28,25 @@ std::span<const float> checked(const std::vector<float>& logits, int64_t n_vocab
 }
 
 }  // namespace
+
+namespace detail {
+
+std::optional<StopReason> take_token(int32_t next, int64_t n_past, int64_t n_ctx, const GenerationModel& model,
+                                     const GenerateOptions& options, model::Sampler& sampler, GenerateResult& r,
+                                     const TokenCallback& emit) {
+  if (options.stop_at_end_of_generation && model.is_end_of_generation && model.is_end_of_generation(next))
+    return StopReason::end_of_generation;
+  if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), next) != options.stop_tokens.end())
+    return StopReason::stop_token;
+  sampler.accept(next);
+  r.tokens.push_back(next);
+  if (emit && !emit(next)) return StopReason::callback;
+  if (static_cast<int>(r.tokens.size()) >= options.max_tokens) return StopReason::max_tokens;
+  if (n_past >= n_ctx) return StopReason::context_full;  // no position left for the token just emitted
+  return std::nullopt;
+}
+
+}  // namespace detail
 
 const char* stop_reason_name(StopReason r) {
   switch (r) {
@@ -68,26 +88,8 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
   int64_t n_past = static_cast<int64_t>(prompt.size());
   while (true) {
     const int32_t next = sampler.sample(row);
-    if (options.stop_at_end_of_generation && model.is_end_of_generation && model.is_end_of_generation(next)) {
-      r.stop = StopReason::end_of_generation;
-      break;
-    }
-    if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), next) != options.stop_tokens.end()) {
-      r.stop = StopReason::stop_token;
-      break;
-    }
-    sampler.accept(next);
-    r.tokens.push_back(next);
-    if (on_token && !on_token(next)) {
-      r.stop = StopReason::callback;
-      break;
-    }
-    if (static_cast<int>(r.tokens.size()) >= options.max_tokens) {
-      r.stop = StopReason::max_tokens;
-      break;
-    }
-    if (n_past >= model.n_ctx) {  // no position left for the token just emitted
-      r.stop = StopReason::context_full;
+    if (auto stop = detail::take_token(next, n_past, model.n_ctx, model, options, sampler, r, on_token)) {
+      r.stop = *stop;
       break;
     }
     eval(std::span<const int32_t>(&next, 1), n_past++, logits);

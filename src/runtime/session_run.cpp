@@ -3,6 +3,15 @@
 #include "weft/runtime/session.h"
 
 namespace weft {
+namespace {
+
+GenerationModel generation_model(const model::LlamaParams& p, int64_t n_ctx, const model::Tokenizer& tok) {
+  return {.n_vocab = p.n_vocab,
+          .n_ctx = n_ctx,
+          .is_end_of_generation = [&tok](int32_t t) { return tok.is_end_of_generation(t); }};
+}
+
+}  // namespace
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, int64_t n_past, model::LogitRows rows) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "eval before load");
@@ -17,15 +26,25 @@ void Session::eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq
 GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate before load");
-  const GenerationModel m{
-      .n_vocab = params_.n_vocab,
-      .n_ctx = model_->n_ctx(),
-      .is_end_of_generation = [this](int32_t t) { return tokenizer_->is_end_of_generation(t); },
-  };
+  const GenerationModel m = generation_model(params_, model_->n_ctx(), *tokenizer_);
   auto eval_last = [this](std::span<const int32_t> t, int64_t n_past, std::vector<float>& logits) {
     model_->eval(t, n_past, logits, model::LogitRows::last);
   };
   return run_generation(eval_last, m, prompt, options, on_token);
+}
+
+std::vector<GenerateResult> Session::generate_parallel(std::span<const std::vector<int32_t>> prompts,
+                                                       const GenerateOptions& options,
+                                                       const SequenceTokenCallback& on_token) {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate_parallel before load");
+  const GenerationModel m = generation_model(params_, model_->n_ctx(), *tokenizer_);
+  const BatchedEval eval{
+      .slots = model_->batch_slots(),
+      .submit = [this](int slot, std::span<const model::BatchToken> batch,
+                       int64_t n_seq) { model_->submit_batch(slot, batch, n_seq); },
+      .finish = [this](int slot, std::vector<float>& logits) { model_->finish_batch(slot, logits); },
+  };
+  return run_parallel_generation(eval, m, prompts, options, on_token);
 }
 
 model::PerplexityScore Session::perplexity(

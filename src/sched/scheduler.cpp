@@ -29,7 +29,11 @@ struct Batch {
   std::vector<std::vector<uint8_t>> staging;    // host copies the backends may still read
   std::vector<char> host_synced;                // per split: the host knows it is done
   std::vector<std::vector<int>> implied;        // per split: earlier splits done once it is done
+  std::vector<int> last_on_backend;             // the latest split submitted to each backend, this run
+  std::vector<std::vector<uint64_t>> tickets;   // per split and input copy: a push compute_head started (0: none)
+  size_t n_submitted = 0;                       // splits of this run submitted (compute_head stops early)
   bool submitted = false;
+  bool bound = false;  // graph's tensors are bound to this set (a later allocate elsewhere unbinds)
 };
 
 GraphLayout layout_of(const ExecPlan& plan) {
@@ -50,7 +54,6 @@ struct Scheduler::Impl {
   int next_set = 0;
   int current = -1;  // memory set of the last allocated graph
   // Scratch reused by every compute, so a steady-state token allocates nothing.
-  std::vector<int> last_on_backend;  // the latest split submitted to each backend, this graph
   std::vector<char> ordered;         // source backends the split being submitted copies from in order
   std::vector<int> todo;             // mark_done's stack
   std::vector<Device*> read_devices; // devices the split being submitted reads results of (ordered reads)
@@ -115,6 +118,7 @@ struct Scheduler::Impl {
   // the pipeline would drain at every micro-batch.
   void release(Batch& b) {
     if (!b.submitted) return;
+    submit_rest(b);  // a split never submitted would be "waited for" by a synchronize that proves nothing
     b.submitted = false;
     for (size_t s = b.plan->splits.size(); s-- > 0;) {
       if (backend(b.plan->splits[s].backend).memory_in_stream_order()) continue;
@@ -124,18 +128,33 @@ struct Scheduler::Impl {
 
   void finish(Batch& b) {
     if (!b.submitted) return;
+    submit_rest(b);
     b.submitted = false;
     // Last first: a finished split often implies the ones before it.
     for (size_t s = b.plan->splits.size(); s-- > 0;) host_wait(b, static_cast<int>(s));
   }
 
+  // The memory set g is bound to, or -1.
+  int set_of(const Graph& g) const {
+    for (size_t m = 0; m < batches.size(); ++m)
+      if (batches[m].graph == &g && batches[m].bound) return static_cast<int>(m);
+    return -1;
+  }
+
   void allocate(const Graph& g) {
     const int m = next_set;
     next_set = (next_set + 1) % options.n_copies;
+    allocate_in(g, m);
+  }
+
+  void allocate_in(const Graph& g, int m) {
     Batch& b = batches[static_cast<size_t>(m)];
     release(b);  // rule 4: the set's previous micro-batch is done with its memory
     b = Batch{};
     b.graph = &g;
+    b.bound = true;
+    for (Batch& other : batches)
+      if (&other != &b && other.graph == &g) other.bound = false;  // its tensors move here
     current = m;
     // Tensors bound by an earlier allocate() (to any memory set) are placed anew.
     for (auto list : {g.leafs(), g.nodes()}) {
@@ -220,6 +239,7 @@ struct Scheduler::Impl {
     const auto& split = b.plan->splits[s];
     Backend& be = backend(split.backend);
     std::vector<int>& implied = b.implied[s];
+    std::vector<int>& last_on_backend = b.last_on_backend;
     if (last_on_backend[static_cast<size_t>(split.backend)] >= 0)
       implied.push_back(last_on_backend[static_cast<size_t>(split.backend)]);  // one stream is in order
     ordered.assign(set.backends.size(), 0);
@@ -242,9 +262,14 @@ struct Scheduler::Impl {
       }
       if (wait_for(b, be, w)) implied.push_back(w);
     }
-    for (const auto& c : split.copies) {
+    for (size_t i = 0; i < split.copies.size(); ++i) {
+      const auto& c = split.copies[i];
       if (ordered[static_cast<size_t>(c.src_backend)]) {
-        if (be.copy_tensor_ordered(backend(c.src_backend), *c.src, *c.copy)) {
+        const uint64_t ticket = i < b.tickets[s].size() ? b.tickets[s][i] : 0;
+        if (ticket != 0) {
+          be.wait_pushed(backend(c.src_backend), ticket);  // pushed when compute_head submitted its source
+        }
+        if (ticket != 0 || be.copy_tensor_ordered(backend(c.src_backend), *c.src, *c.copy)) {
           const int last = last_on_backend[static_cast<size_t>(c.src_backend)];
           if (last >= 0) implied.push_back(last);
           continue;
@@ -266,25 +291,91 @@ struct Scheduler::Impl {
     last_on_backend[static_cast<size_t>(split.backend)] = static_cast<int>(s);
   }
 
-  void compute_async(const Graph& g) {
-    if (current < 0 || batches[static_cast<size_t>(current)].graph != &g ||
-        batches[static_cast<size_t>(current)].submitted) {
+  // The batch compute_async(g) and compute_head(g) submit: the set g is
+  // bound to when that run is over (pipelined graphs alternate between sets
+  // and keep their plans); else a new allocation, as a graph resubmitted
+  // while in flight goes to the next set.
+  Batch& batch_for(const Graph& g) {
+    const int m = set_of(g);
+    if (m < 0 || batches[static_cast<size_t>(m)].submitted) {
       allocate(g);
+    } else {
+      current = m;
     }
-    Batch& b = batches[static_cast<size_t>(current)];
+    return batches[static_cast<size_t>(current)];
+  }
+
+  // Starts a run of b: resets its per-run state.
+  void begin_run(Batch& b) {
     // A graph computed again without a new allocate: its last run is done
     // (finish() waited), so the host copies it staged may go.
     b.staging.clear();
     b.submitted = true;  // from here on, finish() must wait for whatever was submitted
-    const auto& splits = b.plan->splits;
+    const size_t n = b.plan->splits.size();
     b.events.clear();
-    b.events.resize(splits.size());
-    b.host_synced.assign(splits.size(), 0);
-    b.implied.resize(splits.size());
+    b.events.resize(n);
+    b.host_synced.assign(n, 0);
+    b.implied.resize(n);
     for (auto& list : b.implied) list.clear();
-    last_on_backend.assign(set.backends.size(), -1);
-    for (size_t s = 0; s < splits.size(); ++s) submit_split(b, s);
+    b.last_on_backend.assign(set.backends.size(), -1);
+    b.tickets.resize(n);
+    for (auto& t : b.tickets) t.clear();
+    b.n_submitted = 0;
+  }
+
+  // Submits b's splits [n_submitted, end).
+  void submit_until(Batch& b, size_t end) {
+    for (; b.n_submitted < end; ++b.n_submitted) submit_split(b, b.n_submitted);
     for (Backend* be : set.backends) be->flush();  // the whole submission goes out now
+  }
+
+  void submit_rest(Batch& b) {
+    if (b.n_submitted < b.plan->splits.size()) submit_until(b, b.plan->splits.size());
+  }
+
+  // Where compute_head stops: the first split of the trailing run on the
+  // final split's backend.
+  static size_t tail_begin(const Batch& b) {
+    const auto& splits = b.plan->splits;
+    size_t t = splits.size();
+    while (t > 0 && splits[t - 1].backend == splits.back().backend) --t;
+    return t;
+  }
+
+  void compute_async(const Graph& g) {
+    Batch& b = batch_for(g);
+    begin_run(b);
+    submit_until(b, b.plan->splits.size());
+  }
+
+  // The pushes into b's splits from `begin` on out of splits before it:
+  // started now, each awaited when its split is submitted, so a source
+  // worker need not wait for the tail's submission to send what it made.
+  void push_early(Batch& b, size_t begin) {
+    const auto& splits = b.plan->splits;
+    ordered.assign(set.backends.size(), 0);
+    for (size_t s = begin; s < splits.size(); ++s) {
+      Backend& be = backend(splits[s].backend);
+      b.tickets[s].assign(splits[s].copies.size(), 0);
+      for (size_t i = 0; i < splits[s].copies.size(); ++i) {
+        const auto& c = splits[s].copies[i];
+        if (c.src_backend == splits[s].backend || c.producer >= static_cast<int>(begin) ||
+            !be.copies_ordered_from(backend(c.src_backend)))
+          continue;
+        b.tickets[s][i] = be.push_ordered(backend(c.src_backend), *c.src, *c.copy);
+        ordered[static_cast<size_t>(c.src_backend)] = 1;
+      }
+    }
+    for (size_t x = 0; x < ordered.size(); ++x)
+      if (ordered[x]) backend(static_cast<int>(x)).flush();
+  }
+
+  void compute_head(const Graph& g) {
+    Batch& b = batch_for(g);
+    begin_run(b);
+    const size_t tail = tail_begin(b);
+    submit_until(b, tail);
+    push_early(b, tail);
   }
 
   void synchronize() {
@@ -343,7 +434,25 @@ void Scheduler::reserve(const Graph& g) {
 }
 
 void Scheduler::allocate(const Graph& g) { impl_->allocate(g); }
+
+void Scheduler::allocate(const Graph& g, int memory_set) {
+  if (memory_set < 0 || memory_set >= impl_->options.n_copies)
+    fail(ErrorKind::invalid_input, "sched",
+         "memory set " + std::to_string(memory_set) + " is outside [0, " + std::to_string(impl_->options.n_copies) +
+             ")");
+  impl_->allocate_in(g, memory_set);
+  impl_->next_set = (memory_set + 1) % impl_->options.n_copies;
+}
+
 void Scheduler::compute_async(const Graph& g) { impl_->compute_async(g); }
+void Scheduler::compute_head(const Graph& g) { impl_->compute_head(g); }
+
+void Scheduler::compute_tail(const Graph& g) {
+  const int m = impl_->set_of(g);
+  if (m < 0 || !impl_->batches[static_cast<size_t>(m)].submitted)
+    fail(ErrorKind::invalid_input, "sched", "compute_tail of a graph without a run in flight (compute_head first)");
+  impl_->submit_rest(impl_->batches[static_cast<size_t>(m)]);
+}
 void Scheduler::synchronize() { impl_->synchronize(); }
 
 void Scheduler::wait(const Graph& g) {
@@ -357,6 +466,7 @@ void Scheduler::read_output(const Graph& g, const Tensor& t, void* data, size_t 
   Batch* batch = nullptr;
   for (Batch& b : s.batches)
     if (b.graph == &g && b.submitted) batch = &b;
+  if (batch != nullptr) s.submit_rest(*batch);  // a read waits for its graph's whole run
   Buffer* from = t.buffer;
   if (batch == nullptr || from == nullptr || !from->reads_in_stream_order()) {
     wait(g);
@@ -368,6 +478,8 @@ void Scheduler::read_output(const Graph& g, const Tensor& t, void* data, size_t 
   for (size_t i = 0; i < batch->plan->splits.size(); ++i)
     if (&s.backend(batch->plan->splits[i].backend).device() == &device) s.mark_done(*batch, static_cast<int>(i));
 }
+
+bool Scheduler::holds(const Graph& g) const { return impl_->set_of(g) >= 0; }
 
 const std::vector<SplitInfo>& Scheduler::splits() const {
   static const std::vector<SplitInfo> kNone;

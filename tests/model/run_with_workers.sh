@@ -53,6 +53,29 @@ for w in "$w1" "$w2"; do
     die "plan lacks worker $w"
 done
 
+# Several sequences decoded together (--parallel, --prompts), pipelined over
+# the two workers: each sequence's text is its own local run's.
+sequence() { awk -v n="$2" '/^--- sequence / { on = ($3 == n) ; next } on' "$1"; }
+"$weft" run -m "$dir/model.gguf" -p "$prompt" -n 24 -t 1 --parallel 3 "${split[@]}" --stats >"$dir/par.out" \
+  2>"$dir/par.err" || { cat "$dir/par.err"; die "run --parallel 3"; }
+greedy_text=$("$weft" run -m "$dir/model.gguf" -p "$prompt" -n 24 -t 1 2>/dev/null)
+for n in 0 1 2; do
+  [[ $(sequence "$dir/par.out" "$n") == "$greedy_text" ]] ||
+    die "sequence $n of --parallel 3 differs: '$(sequence "$dir/par.out" "$n")' vs '$greedy_text'"
+done
+grep -q "^generation: 72 tokens in all; .* tokens/s aggregate" "$dir/par.err" || { cat "$dir/par.err"; die "--parallel --stats"; }
+printf '%s\n\nOnce upon a time\n' "$prompt" >"$dir/prompts.txt"
+"$weft" run -m "$dir/model.gguf" --prompts "$dir/prompts.txt" -n 16 -t 1 "${split[@]}" >"$dir/prompts.out" \
+  2>"$dir/prompts.err" || { cat "$dir/prompts.err"; die "run --prompts"; }
+n=0
+for p in "$prompt" "Once upon a time"; do
+  alone=$("$weft" run -m "$dir/model.gguf" -p "$p" -n 16 -t 1 2>/dev/null)
+  [[ $(sequence "$dir/prompts.out" "$n") == "$alone" ]] || die "--prompts sequence $n differs from its own run"
+  n=$((n + 1))
+done
+[[ $(grep -c '^--- sequence' "$dir/prompts.out") -eq 2 ]] || die "--prompts: want 2 sequences (the empty line is none)"
+echo "run --parallel 3 and --prompts: every sequence equals its own local run"
+
 # A mixture-of-experts model (4 experts, 2 per token), every device holding a layer.
 "$writer" "$dir/moe.gguf" --layers 3 --embd 64 --heads 4 --heads-kv 2 --ff 128 --vocab 600 --ctx 512 --experts 4 \
   --experts-used 2

@@ -17,8 +17,8 @@
 #include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
+#include "rpc/local_workers.h"
 #include "weft/rpc/client.h"
-#include "weft/rpc/worker.h"
 #include "weft/testing/async.h"
 
 namespace {
@@ -63,24 +63,13 @@ class PipelinedPrompt : public ::testing::Test {
     weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
     spec.n_layer = 4;
     weft::model::write_demo_model(path_, spec);
-    for (int i = 0; i < 2; ++i) {
-      cpus_.push_back(weft::make_cpu_device(1));
-      weft::rpc::WorkerOptions o;
-      o.log = false;
-      workers_.push_back(std::make_unique<weft::rpc::Worker>(std::vector<weft::Device*>{cpus_.back().get()}, o));
-      workers_.back()->start();
-    }
   }
-  void TearDown() override {
-    workers_.clear();
-    fs::remove_all(dir_);
-  }
-  std::string endpoint(int i) const { return "127.0.0.1:" + std::to_string(workers_[static_cast<size_t>(i)]->port()); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string endpoint(int i) const { return workers_.endpoint(i); }
 
   fs::path dir_;
   std::string path_;
-  std::vector<std::unique_ptr<weft::Device>> cpus_;
-  std::vector<std::unique_ptr<weft::rpc::Worker>> workers_;
+  weft::testing::LocalWorkers workers_{2};
 };
 
 TEST_F(PipelinedPrompt, MicroBatchesMatchOneBatchOnEveryMix) {

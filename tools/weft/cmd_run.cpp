@@ -1,10 +1,14 @@
 // `weft run`: text generation from a GGUF file, the layers split over this
 // CPU and any `weft worker`s (weft::Session). The plan goes to stderr before
-// loading, the generated text streams to stdout token by token.
+// loading, the generated text streams to stdout token by token; several
+// sequences (--parallel, --prompts) are decoded together and each printed
+// whole when all are done.
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,47 +17,121 @@
 #include "weft/core/error.h"
 
 namespace weft::tools {
+namespace {
+
+constexpr const char* kWhere = "run";
+using Clock = std::chrono::steady_clock;
+
+// The prompts' texts: every non-empty line of --prompts, else the prompt
+// repeated --parallel times.
+std::vector<std::string> prompt_texts(const RunArgs& args) {
+  std::vector<std::string> texts;
+  if (!args.prompts_file.empty()) {
+    std::istringstream in(read_text_file(args.prompts_file, kWhere));
+    for (std::string line; std::getline(in, line);)
+      if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
+    if (texts.empty()) fail(ErrorKind::invalid_input, kWhere, "'" + args.prompts_file + "' has no prompt (no non-empty line)");
+    if (args.parallel != 1 && args.parallel != static_cast<int>(texts.size()))
+      fail(ErrorKind::invalid_input, kWhere,
+           "--parallel " + std::to_string(args.parallel) + " but '" + args.prompts_file + "' has " +
+               std::to_string(texts.size()) + " prompts");
+    return texts;
+  }
+  const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file, kWhere);
+  return std::vector<std::string>(static_cast<size_t>(args.parallel), text);
+}
+
+void print_speeds(size_t prompt_tokens, const GenerateResult& r) {
+  const double gen_s = r.total_seconds - r.prompt_seconds;
+  std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.1f tokens/s)\n", prompt_tokens, r.prompt_seconds,
+               r.prompt_seconds > 0 ? static_cast<double>(prompt_tokens) / r.prompt_seconds : 0.0);
+  std::fprintf(stderr, "generation: %zu tokens in %.3f s (%.1f tokens/s), stopped by %s\n", r.tokens.size(), gen_s,
+               gen_s > 0 ? static_cast<double>(r.tokens.size()) / gen_s : 0.0, stop_reason_name(r.stop));
+}
+
+// Several sequences: generated together, then printed in order. With
+// --stats, the aggregate decode speed counts the tokens sampled after every
+// prompt was done, over the time from then to the last token.
+void run_parallel(Session& session, const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& options,
+                  bool stats) {
+  const model::Tokenizer& tok = session.tokenizer();
+  std::vector<std::pair<int, Clock::time_point>> emitted;  // sequence, when
+  const auto t0 = Clock::now();
+  const std::vector<GenerateResult> results = session.generate_parallel(prompts, options, [&](int seq, int32_t) {
+    emitted.emplace_back(seq, Clock::now());
+    return true;
+  });
+  for (size_t s = 0; s < results.size(); ++s) {
+    std::string text;
+    for (int32_t t : results[s].tokens) text += tok.decode_token(t);
+    std::printf("--- sequence %zu (%s) ---\n%s\n", s, stop_reason_name(results[s].stop), text.c_str());
+  }
+  std::fflush(stdout);
+  if (!stats) return;
+  double prompts_done = 0, end = 0;
+  size_t prompt_tokens = 0, generated = 0;
+  for (size_t s = 0; s < results.size(); ++s) {
+    prompts_done = std::max(prompts_done, results[s].prompt_seconds);
+    end = std::max(end, results[s].total_seconds);
+    prompt_tokens += prompts[s].size();
+    generated += results[s].tokens.size();
+  }
+  size_t decoded = 0;
+  for (const auto& [seq, when] : emitted)
+    if (std::chrono::duration<double>(when - t0).count() > prompts_done) ++decoded;
+  const double decode_s = end - prompts_done;
+  std::fprintf(stderr, "prompts: %zu sequences, %zu tokens in %.3f s (%.1f tokens/s)\n", results.size(), prompt_tokens,
+               prompts_done, prompts_done > 0 ? static_cast<double>(prompt_tokens) / prompts_done : 0.0);
+  std::fprintf(stderr, "generation: %zu tokens in all; %zu after the prompts in %.3f s (%.1f tokens/s aggregate)\n",
+               generated, decoded, decode_s, decode_s > 0 ? static_cast<double>(decoded) / decode_s : 0.0);
+}
+
+}  // namespace
 
 int cmd_run(const RunArgs& args) {
-  constexpr const char* kWhere = "run";
   if (args.n_tokens < 0)
     fail(ErrorKind::invalid_input, kWhere, "--tokens " + std::to_string(args.n_tokens) + " (>= 0)");
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 
-  const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file, kWhere);
+  const std::vector<std::string> texts = prompt_texts(args);
   Session session(session_options(args.host, kWhere));
   const model::Tokenizer& tok = session.tokenizer();
 
-  // The prompt, and a context that holds it and every generated token.
-  const std::vector<int32_t> prompt = tok.encode(text, tok.add_bos(), args.special);
-  if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty and the model adds no bos token");
-  int64_t n_ctx = static_cast<int64_t>(prompt.size()) + std::max(args.n_tokens, 1);
-  if (session.params().n_ctx_train > 0) n_ctx = std::min(n_ctx, session.params().n_ctx_train);
-  if (static_cast<int64_t>(prompt.size()) > n_ctx)
+  // The prompts, and a context with a part per prompt that holds the
+  // longest and every generated token.
+  std::vector<std::vector<int32_t>> prompts;
+  size_t longest = 0;
+  for (const std::string& text : texts) {
+    prompts.push_back(tok.encode(text, tok.add_bos(), args.special));
+    if (prompts.back().empty())
+      fail(ErrorKind::invalid_input, kWhere, "a prompt is empty and the model adds no bos token");
+    longest = std::max(longest, prompts.back().size());
+  }
+  const int64_t n_seq = static_cast<int64_t>(prompts.size());
+  int64_t seq_ctx = static_cast<int64_t>(longest) + std::max(args.n_tokens, 1);
+  if (session.params().n_ctx_train > 0) seq_ctx = std::min(seq_ctx, session.params().n_ctx_train);
+  if (static_cast<int64_t>(longest) > seq_ctx)
     fail(ErrorKind::invalid_input, kWhere,
-         "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context length " + std::to_string(n_ctx));
-  load_with_progress(session, n_ctx);
+         "prompt of " + std::to_string(longest) + " tokens exceeds the context length " + std::to_string(seq_ctx));
+  load_with_progress(session, seq_ctx * n_seq);
 
   GenerateOptions options;
   options.max_tokens = args.n_tokens;
   options.sampler = {.temperature = args.temperature, .seed = args.seed};
-  const GenerateResult r = session.generate(prompt, options, [&tok](int32_t t) {
-    const std::string piece = tok.decode_token(t);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
+  if (n_seq > 1) {
+    run_parallel(session, prompts, options, args.stats);
+  } else {
+    const GenerateResult r = session.generate(prompts[0], options, [&tok](int32_t t) {
+      const std::string piece = tok.decode_token(t);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    std::fputc('\n', stdout);
     std::fflush(stdout);
-    return true;
-  });
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
-
-  if (args.stats) {
-    const double gen_s = r.total_seconds - r.prompt_seconds;
-    std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.1f tokens/s)\n", prompt.size(), r.prompt_seconds,
-                 r.prompt_seconds > 0 ? static_cast<double>(prompt.size()) / r.prompt_seconds : 0.0);
-    std::fprintf(stderr, "generation: %zu tokens in %.3f s (%.1f tokens/s), stopped by %s\n", r.tokens.size(), gen_s,
-                 gen_s > 0 ? static_cast<double>(r.tokens.size()) / gen_s : 0.0, stop_reason_name(r.stop));
-    print_device_stats(session);
+    if (args.stats) print_speeds(prompts[0].size(), r);
   }
+  if (args.stats) print_device_stats(session);
   return 0;
 }
 

@@ -79,12 +79,13 @@ struct ModelHostArgs {
   int threads = 0;                   // host CPU threads; 0 = hardware threads
   std::vector<std::string> workers;  // HOST:PORT, one device each
   std::vector<std::string> devices;  // more device specs (weft/runtime/devices.h)
-  std::string split;                 // layer proportions host,worker1,...; empty: by free memory
+  std::string split;                 // layer proportions host,worker1,...; empty: by placement
   double worker_timeout_s = 0;       // a worker silent this long while awaited is dead; 0: no limit
   bool no_peer_links = false;        // activations between workers go through this host
   std::string auth_token_file;       // the workers' shared secret (whitespace trimmed); empty: none
   bool no_mmap = false;              // copy the host's weights instead of using the file's mapping
   std::string cache_type = "f16";    // the KV cache's element type: f16 or q8_0
+  std::string placement = "speed";   // without --split: "speed" (probed at connect) or "memory"
 };
 
 // `weft bench model`: prompt processing and generation speed of a model
@@ -132,6 +133,8 @@ struct RunArgs {
   uint64_t seed = 0;
   bool stats = false;                // speeds and RPC traffic to stderr
   bool special = false;              // special-token strings in the prompt are those tokens
+  int parallel = 1;                  // sequences decoded together (the prompt repeated)
+  std::string prompts_file;          // one prompt per non-empty line, decoded together
 };
 int cmd_run(const RunArgs& args);
 

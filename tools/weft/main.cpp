@@ -134,7 +134,8 @@ int main(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand("run", "generate text from a GGUF model, its layers split over this CPU and any workers");
   add_model_host_options(run_cmd, run.host);
   CLI::Option* prompt_opt = run_cmd->add_option("-p,--prompt", run.prompt, "prompt text");
-  run_cmd->add_option("-f,--file", run.prompt_file, "read the prompt from this file")->excludes(prompt_opt);
+  CLI::Option* file_opt =
+      run_cmd->add_option("-f,--file", run.prompt_file, "read the prompt from this file")->excludes(prompt_opt);
   run_cmd->add_option("-n,--tokens", run.n_tokens, "tokens to generate (stops early at end of generation)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--temp,--temperature", run.temperature, "sampling temperature (0: greedy)")
@@ -142,6 +143,12 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--seed", run.seed, "sampler seed")->capture_default_str();
   run_cmd->add_flag("--stats", run.stats, "print speeds and RPC traffic to stderr");
   run_cmd->add_flag("--special", run.special, "read special-token strings in the prompt (e.g. <|eot_id|>) as those tokens");
+  run_cmd->add_option("--parallel", run.parallel,
+                      "sequences decoded together, pipelined over the devices (the prompt repeated; seed + i each)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  run_cmd->add_option("--prompts", run.prompts_file, "decode every non-empty line of this file as its own prompt, together")
+      ->excludes(prompt_opt)
+      ->excludes(file_opt);
 
   ServeArgs serve;
   CLI::App* serve_cmd = app.add_subcommand(

@@ -136,6 +136,21 @@ class Backend {
     (void)src_backend; (void)src; (void)dst;
     return false;
   }
+  // The same in two parts, so that the source's part need not wait for the
+  // destination's work to be submitted (steps pipelined over workers,
+  // Scheduler::compute_head): push_ordered queues the copy out of
+  // src_backend now, after all work submitted to it so far, and returns a
+  // ticket (0: it cannot, as copy_tensor_ordered's false); dst is not
+  // touched until wait_pushed(src_backend, ticket) puts the write of dst
+  // into this backend's order, before work submitted to it afterwards.
+  // Each ticket is waited for once. The defaults: never.
+  virtual uint64_t push_ordered(Backend& src_backend, const Tensor& src, Tensor& dst) {
+    (void)src_backend; (void)src; (void)dst;
+    return 0;
+  }
+  virtual void wait_pushed(Backend& src_backend, uint64_t ticket) {
+    (void)src_backend; (void)ticket;
+  }
 
   // Runs every node of g in order. May return before the work is done; the
   // tensors of g (not the Graph object itself) must stay valid until then.

@@ -61,9 +61,23 @@ class Scheduler {
   // first waiting for the micro-batch that used that set. Afterwards the
   // caller may set inputs.
   void allocate(const Graph& g);
-  // Submits g (allocated by the last allocate(); allocates it if not) and
-  // returns without waiting for the backends.
+  // The same in memory set memory_set ([0, n_copies)); the next allocate()
+  // takes the set after it. Graphs that each keep a set of their own (steps
+  // of several sequences in flight at once) are allocated this way.
+  void allocate(const Graph& g, int memory_set);
+  // Submits g and returns without waiting for the backends. g runs in the
+  // memory set it is bound to when its last run there is over (so graphs
+  // that alternate keep their plans); else it is allocated (as allocate()).
   void compute_async(const Graph& g);
+  // compute_async in two parts, for steps pipelined over in-order workers:
+  // the read of step k's output from the last worker must be queued there
+  // before step k + 1's work on that worker, or it would wait for that work
+  // too. compute_head(g) submits g's splits but the trailing run on the
+  // final split's backend; compute_tail(g) submits those (as read_output,
+  // wait and anything that reuses g's memory set do first). Throws
+  // Error(invalid_input) for compute_tail without a run of g in flight.
+  void compute_head(const Graph& g);
+  void compute_tail(const Graph& g);
   void compute(const Graph& g) {
     compute_async(g);
     synchronize();
@@ -78,6 +92,10 @@ class Scheduler {
   // wait, and it tells the scheduler that every split of that device is
   // done: a following wait(g) asks that worker nothing more.
   void read_output(const Graph& g, const Tensor& t, void* data, size_t size);
+
+  // Whether g is bound to a memory set (allocated, and not since moved by
+  // another allocate of that set).
+  bool holds(const Graph& g) const;
 
   // About the last allocated graph.
   const std::vector<SplitInfo>& splits() const;

@@ -22,6 +22,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/backend/alloc.h"
@@ -332,6 +333,23 @@ class LlamaModel {
   // 32-row bucket of the highest cache row).
   void eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
 
+  // Steps of eval_batch pipelined across the devices: up to batch_slots()
+  // steps in flight at once, each in a slot of its own (a graph and a
+  // memory set), so that while device k + 1 works on one slot's step,
+  // device k works on another's. submit_batch puts a step (checked as
+  // eval_batch checks it) in flight in slot without waiting for it;
+  // finish_batch(slot, logits) waits for it and writes its logits, as
+  // eval_batch would. Slots take turns in the order they were submitted,
+  // and a slot's next submit follows its finish: Error(invalid_input)
+  // otherwise, or for a slot outside [0, batch_slots()). Each step's
+  // sequences write only their own cache rows, so steps of different
+  // sequences may be in flight together. On one device a step runs at
+  // submit and there is one slot. eval and eval_batch refuse to run while
+  // a step is in flight (their graph would take a slot's memory set).
+  int batch_slots() const;
+  void submit_batch(int slot, std::span<const BatchToken> batch, int64_t n_seq);
+  void finish_batch(int slot, std::vector<float>& logits);
+
   // Reuse of the last graph (on by default); off, every call builds and
   // allocates its graph (a test compares the two).
   void set_reuse_graphs(bool on) { reuse_graphs_ = on; }
@@ -340,12 +358,17 @@ class LlamaModel {
   void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress,
             const LoadOptions& options);
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
+  void check_idle() const;  // no submit_batch step in flight
+  // eval_batch's checks; returns the number of logit rows and the highest
+  // cache row written, plus one.
+  std::pair<int64_t, int64_t> check_batch(std::span<const BatchToken> batch, int64_t n_seq) const;
   Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in);
   struct EvalGraph;
   EvalGraph& graph_for(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out = 0);
   // Pins each segment of a split graph to its placement's backend.
   void pin_segments(EvalGraph& e);
   void run_graph(EvalGraph& e, std::vector<float>& logits);
+  void abandon_slots();
   // eval() of a long prompt in micro-batches that flow through the devices
   // at once (LoadOptions::pipeline_micro_batch).
   void eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows);
@@ -372,6 +395,12 @@ class LlamaModel {
   int n_parts_ = 1;
   int64_t micro_batch_ = 0;  // > 0: prompts are pipelined (LoadOptions::pipeline_micro_batch)
   int64_t pipeline_reserved_kv_ = 0;  // the KV length the memory sets were last reserved for
+  int n_copies_ = 1;                  // the scheduler's memory sets
+  // submit_batch's slots: each its graph (null until its first step), and
+  // its step in flight (split), or its logits (one device).
+  std::vector<std::unique_ptr<EvalGraph>> slot_graphs_;
+  std::vector<char> slot_in_flight_;
+  std::vector<std::vector<float>> slot_logits_;
   // What runs the graphs: one backend per placement; on one device a graph
   // allocator for compute memory (reused across evals), on several the
   // Scheduler (declared after the backends it uses, so destroyed first).

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "weft/model/model.h"
 #include "weft/model/sampler.h"
 
 namespace weft {
@@ -63,5 +64,33 @@ struct GenerationModel {
 // eval returning the wrong number of logits.
 GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, std::span<const int32_t> prompt,
                               const GenerateOptions& options, const TokenCallback& on_token = {});
+
+// Several sequences decoded together (`weft run --parallel`): a model that
+// keeps up to `slots` steps in flight, each a batch over the sequences
+// (LlamaModel::submit_batch / finish_batch, whose contract this is).
+struct BatchedEval {
+  int slots = 1;
+  std::function<void(int slot, std::span<const model::BatchToken> batch, int64_t n_seq)> submit;
+  std::function<void(int slot, std::vector<float>& logits)> finish;
+};
+// Called with each emitted token of sequence seq; false stops that sequence.
+using SequenceTokenCallback = std::function<bool(int seq, int32_t token)>;
+
+// Generates for every prompt at once. The KV cache is cut into one part per
+// prompt (n_ctx / prompts.size() positions each; BatchToken). Sequence s
+// goes in group s mod G, G = min(slots, prompts): one step per group carries
+// its sequences' next tokens (first, their whole prompts), and the groups'
+// steps are in flight together, so with G stages every device works on some
+// group's step while the host samples another's. Each sequence samples with
+// options.sampler and seed + s, and stops as run_generation would stop it
+// alone (so greedy sequences equal their own single runs); a stopped one
+// leaves its group's steps. Results in prompt order; prompt_seconds is when
+// a sequence's first token was sampled, total_seconds when it stopped, both
+// from the start of the call. Throws as run_generation does for each prompt
+// (one that does not fit its part of the context) and for no prompts.
+std::vector<GenerateResult> run_parallel_generation(const BatchedEval& eval, const GenerationModel& model,
+                                                    std::span<const std::vector<int32_t>> prompts,
+                                                    const GenerateOptions& options,
+                                                    const SequenceTokenCallback& on_token = {});
 
 }  // namespace weft

@@ -131,6 +131,13 @@ class Session {
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                           const TokenCallback& on_token = {});
 
+  // Several prompts generated together (run_parallel_generation over
+  // LlamaModel::submit_batch): n_ctx() must divide into one part per
+  // prompt; over several stages the sequences' steps are pipelined.
+  std::vector<GenerateResult> generate_parallel(std::span<const std::vector<int32_t>> prompts,
+                                                const GenerateOptions& options,
+                                                const SequenceTokenCallback& on_token = {});
+
   // Perplexity over n_chunks chunks of n_ctx() tokens (chunked_perplexity;
   // each chunk's first token replaced by bos when the model adds one).
   model::PerplexityScore perplexity(std::span<const int32_t> tokens, int64_t n_chunks,

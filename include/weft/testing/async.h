@@ -81,5 +81,8 @@ struct ComputeWindow {
   std::chrono::steady_clock::time_point start, end;
 };
 std::vector<ComputeWindow> async_compute_log(Backend& b);
+// The same over every backend the device made, even those since destroyed
+// (a worker's, made and ended inside it), in the order they ended.
+std::vector<ComputeWindow> async_device_compute_log(Device& d);
 
 }  // namespace weft

@@ -48,13 +48,20 @@ bool accessible(const Tensor& t, Device& d) {
          (t.buffer->type().is_host() || &t.buffer->type().device() == &d);
 }
 
+// Every compute window of a device's backends, in the order they ended.
+struct DeviceComputeLog {
+  std::mutex mu;
+  std::vector<ComputeWindow> windows;
+};
+
 // One stream. Every call enqueues and returns; the worker runs the queue in
 // order. math_, rng_ are touched only by the worker; log_ is under
 // log_mutex_. Destroying the backend runs what is still queued first.
 class AsyncBackend final : public Backend {
  public:
-  AsyncBackend(Device& device, std::unique_ptr<Backend> math, DelayPlan delay, uint64_t seed)
-      : device_(device), math_(std::move(math)), delay_(delay), rng_(seed) {}
+  AsyncBackend(Device& device, DeviceComputeLog& device_log, std::unique_ptr<Backend> math, DelayPlan delay,
+               uint64_t seed)
+      : device_(device), device_log_(device_log), math_(std::move(math)), delay_(delay), rng_(seed) {}
   AsyncBackend(const AsyncBackend&) = delete;
   AsyncBackend& operator=(const AsyncBackend&) = delete;
 
@@ -157,10 +164,15 @@ class AsyncBackend final : public Backend {
       std::lock_guard<std::mutex> lock(log_mutex_);
       log_.push_back({start, end});
     }
+    {
+      std::lock_guard<std::mutex> lock(device_log_.mu);
+      device_log_.windows.push_back({start, end});
+    }
     if (error) std::rethrow_exception(error);
   }
 
   Device& device_;
+  DeviceComputeLog& device_log_;   // the device's, which outlives its backends
   std::unique_ptr<Backend> math_;  // a CPU backend, driven from the worker
   const DelayPlan delay_;
   uint64_t rng_;
@@ -210,17 +222,23 @@ class AsyncDevice final : public Device {
     if (math.n_threads < 0) math.n_threads = 0;  // the inner device's default
     // Backend k draws its delays from its own stream, seeded by (seed, k).
     uint64_t seed = options_.seed ^ (next_backend_.fetch_add(1) * 0xd1b54a32d192ed03ull);
-    return std::make_unique<AsyncBackend>(*this, cpu_->create_backend(math),
+    return std::make_unique<AsyncBackend>(*this, log_, cpu_->create_backend(math),
                                           DelayPlan{options_.delay_ms, options_.random_delay_ms}, splitmix64(seed));
   }
 
   std::unique_ptr<Event> create_event() override { return std::make_unique<AsyncEvent>(*this); }
+
+  std::vector<ComputeWindow> compute_log() {
+    std::lock_guard<std::mutex> lock(log_.mu);
+    return log_.windows;
+  }
 
  private:
   const AsyncOptions options_;
   std::unique_ptr<Device> cpu_;  // declared before host_type_, which refers to it
   HostBufferType host_type_;
   std::atomic<uint64_t> next_backend_{0};
+  DeviceComputeLog log_;
 };
 
 }  // namespace
@@ -259,6 +277,13 @@ std::vector<ComputeWindow> async_compute_log(Backend& b) {
     fail(ErrorKind::invalid_input, "async_compute_log", "backend '" + b.name() + "' is not an async backend");
   }
   return backend->compute_log();
+}
+
+std::vector<ComputeWindow> async_device_compute_log(Device& d) {
+  auto* device = dynamic_cast<async::AsyncDevice*>(&d);
+  if (device == nullptr)
+    fail(ErrorKind::invalid_input, "async_device_compute_log", "device '" + d.name() + "' is not an async device");
+  return device->compute_log();
 }
 
 }  // namespace weft

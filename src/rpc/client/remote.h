@@ -136,6 +136,8 @@ class RemoteBackend final : public Backend {
   // (docs/rpc-protocol.md section 8); the host waits for neither.
   bool copies_ordered_from(const Backend& src_backend) const override;
   bool copy_tensor_ordered(Backend& src_backend, const Tensor& src, Tensor& dst) override;
+  uint64_t push_ordered(Backend& src_backend, const Tensor& src, Tensor& dst) override;
+  void wait_pushed(Backend& src_backend, uint64_t ticket) override;
   // Encodes g and sends GRAPH_COMPUTE (by id when these bytes were sent
   // before). Throws Error(invalid_input) naming a tensor that is not in a
   // buffer of this connection.

@@ -67,6 +67,13 @@ bool RemoteBackend::copies_ordered_from(const Backend& src_backend) const {
 }
 
 bool RemoteBackend::copy_tensor_ordered(Backend& src_backend, const Tensor& src, Tensor& dst) {
+  const uint64_t ticket = push_ordered(src_backend, src, dst);
+  if (ticket == 0) return false;
+  wait_pushed(src_backend, ticket);
+  return true;
+}
+
+uint64_t RemoteBackend::push_ordered(Backend& src_backend, const Tensor& src, Tensor& dst) {
   const RemoteBackend* from = peer_of(src_backend);
   RemoteBuffer* to = own_buffer(dst);
   auto* src_buffer = dynamic_cast<RemoteBuffer*>(src.buffer);
@@ -76,11 +83,11 @@ bool RemoteBackend::copy_tensor_ordered(Backend& src_backend, const Tensor& src,
   if (from == nullptr || to == nullptr || src_buffer == nullptr || src_buffer->connection() != from->connection_ ||
       src.type != dst.type || !same_shape(src, dst) || !src.is_contiguous() || !dst.is_contiguous() ||
       src.nbytes() > kMaxPushBytes) {
-    return false;
+    return 0;
   }
   Connection& source = *from->connection_;
   const Connection::PeerRoute route = source.peer_route(*connection_);
-  if (route.link == 0) return false;  // these two cannot link: through the host
+  if (route.link == 0) return 0;  // these two cannot link: through the host
   const uint64_t event = connection_->next_peer_event();
   PushToPeerRequest push;
   push.link = route.link;
@@ -90,11 +97,18 @@ bool RemoteBackend::copy_tensor_ordered(Backend& src_backend, const Tensor& src,
   push.dst_handle = to->handle();
   push.dst_offset = to->offset_of(dst);
   push.event_id = event;
-  // Both wait for the submission's flush (or the host's next blocking call):
+  // It waits for the submission's flush (or the host's next blocking call):
   // a token's frames go to each worker in one write.
   source.send_later(push);
-  connection_->send_later(PeerWaitRequest{route.source, event});
-  return true;
+  return event;
+}
+
+void RemoteBackend::wait_pushed(Backend& src_backend, uint64_t ticket) {
+  const RemoteBackend* from = peer_of(src_backend);
+  if (from == nullptr || ticket == 0)
+    fail(ErrorKind::invalid_input, "rpc", "wait_pushed without a push from that backend");
+  // The route exists: push_ordered made (or found) it.
+  connection_->send_later(PeerWaitRequest{from->connection_->peer_route(*connection_).source, ticket});
 }
 
 void RemoteBackend::compute(const Graph& g) {
