@@ -70,7 +70,10 @@ void log_line(std::FILE* log, const char* format, ...) {
 }  // namespace
 
 int64_t model_bench_context(const ModelBenchOptions& o) {
-  return std::max<int64_t>({1, o.n_prompt, static_cast<int64_t>(o.depth) + o.n_gen});
+  const int64_t parts = o.parallel > 1 ? static_cast<int64_t>(o.parallel) * (o.n_gen + 1) : 0;
+  const int64_t n = std::max<int64_t>({1, o.n_prompt, static_cast<int64_t>(o.depth) + o.n_gen, parts});
+  const int64_t p = std::max(1, o.parallel);
+  return (n + p - 1) / p * p;  // the sequences' parts divide it
 }
 
 ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const ModelBenchOptions& o) {
@@ -80,6 +83,7 @@ ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const 
              " tokens: both >= 0, one > 0");
   if (o.reps < 1) fail(ErrorKind::invalid_input, kWhere, "repetitions " + std::to_string(o.reps) + " (>= 1)");
   if (o.depth < 0) fail(ErrorKind::invalid_input, kWhere, "depth " + std::to_string(o.depth) + " (>= 0)");
+  if (o.parallel < 1) fail(ErrorKind::invalid_input, kWhere, "parallel " + std::to_string(o.parallel) + " (>= 1)");
   if (!session.loaded()) fail(ErrorKind::invalid_input, kWhere, "the session's model is not loaded");
   if (session.n_ctx() < model_bench_context(o))
     fail(ErrorKind::invalid_input, kWhere,
@@ -153,6 +157,25 @@ ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const 
     r.tg_kernel_seconds_per_token = spread(kernel);
     r.tg_host_seconds_per_token = spread(host);
     r.tg_fraction = r.memory_read_bytes_per_s > 0 ? r.tg_bytes_per_s.mean / r.memory_read_bytes_per_s : 0;
+  }
+
+  if (o.n_gen > 0 && o.parallel > 1) {
+    // Each sequence from one token, in its own part of the cache; every
+    // token counted, the end of generation ignored, so each run does the
+    // same work. The first run warms the sequences' graphs up.
+    log_line(o.log, "tg%d x %d sequences: %d repetitions ...\n", o.n_gen, o.parallel, o.reps);
+    std::vector<std::vector<int32_t>> starts;
+    for (int s = 0; s < o.parallel; ++s) starts.push_back({gen[static_cast<size_t>(s) % gen.size()]});
+    GenerateOptions go;
+    go.max_tokens = o.n_gen;
+    go.stop_at_end_of_generation = false;
+    (void)session.generate_parallel(starts, go);
+    std::vector<double> tps;
+    for (int rep = 0; rep < o.reps; ++rep) {
+      const Timed t = timed([&] { (void)session.generate_parallel(starts, go); });
+      tps.push_back(static_cast<double>(o.n_gen) * o.parallel / t.wall);
+    }
+    r.tg_parallel_tokens_per_s = spread(tps);
   }
   return r;
 }

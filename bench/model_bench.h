@@ -35,10 +35,15 @@ struct ModelBenchOptions {
   int n_threads = 0;         // threads of the limit measurements (the host CPU's); 0: hardware threads
   std::FILE* log = nullptr;  // progress lines ("measuring memory bandwidth ...") when non-null
   bool measure_limits = true;  // false: skip the memory bandwidth and FMA peak (a baseline run)
+  // > 1: also generate n_gen tokens for this many sequences at once
+  // (Session::generate_parallel: their steps pipelined over the devices),
+  // each from one token, its own part of the KV cache.
+  int parallel = 1;
 };
 
 // The KV cache positions a Session needs for these tests: the prompt's, or
-// depth + n_gen, whichever is larger (at least 1).
+// depth + n_gen, or parallel parts of n_gen + 1, whichever is largest (at
+// least 1), rounded up to a multiple of parallel.
 int64_t model_bench_context(const ModelBenchOptions& o);
 
 // The mean and sample standard deviation (0 for one sample) of a figure
@@ -75,6 +80,9 @@ struct ModelBenchResult {
   Spread tg_kernel_seconds_per_token;  // CPU kernel time per token
   Spread tg_host_seconds_per_token;    // the difference: the host's own time
   double tg_fraction = 0;              // tg_bytes_per_s.mean / memory_read_bytes_per_s
+  // Several sequences (valid when options.parallel > 1 and n_gen > 0): the
+  // tokens of all of them per second of the whole call.
+  Spread tg_parallel_tokens_per_s;
 
   // Over workers (set by the caller, see per_hop_seconds): a token's hops
   // (host -> each worker holding layers -> host), the same generation test

@@ -84,6 +84,10 @@ std::string format_model_bench_text(const ModelBenchResult& r) {
         printf_string("tg%d host: %.1f ± %.1f µs/token outside the CPU kernels (%.3f ms/token wall, %.3f in kernels)\n",
                       n, r.tg_host_seconds_per_token.mean * 1e6, r.tg_host_seconds_per_token.stddev * 1e6,
                       r.tg_seconds_per_token.mean * 1e3, r.tg_kernel_seconds_per_token.mean * 1e3);
+    if (o.parallel > 1)
+      out += printf_string("tg%d x %d sequences: %.2f ± %.2f tokens/s in all = %.2fx one sequence\n", n, o.parallel,
+                           r.tg_parallel_tokens_per_s.mean, r.tg_parallel_tokens_per_s.stddev,
+                           r.tg_tokens_per_s.mean > 0 ? r.tg_parallel_tokens_per_s.mean / r.tg_tokens_per_s.mean : 0.0);
     if (r.hops > 0)
       out += printf_string(
           "tg%d per hop: %.1f µs/token over %d hops between machines (%.3f ms/token here, %.3f with every layer on "
@@ -125,6 +129,10 @@ std::string format_model_bench_json(const ModelBenchResult& r) {
     j += ", \"ms_per_token\": " + json_spread(r.tg_seconds_per_token, 1e3);
     j += ", \"kernel_ms_per_token\": " + json_spread(r.tg_kernel_seconds_per_token, 1e3);
     j += ", \"host_us_per_token\": " + json_spread(r.tg_host_seconds_per_token, 1e6);
+    if (o.parallel > 1) {
+      j += ", \"parallel\": " + std::to_string(o.parallel);
+      j += ", \"parallel_tokens_per_s\": " + json_spread(r.tg_parallel_tokens_per_s, 1);
+    }
     if (r.hops > 0) {
       j += ", \"hops\": " + std::to_string(r.hops);
       j += ", \"local_ms_per_token\": " + json_number(r.local_tg_seconds_per_token * 1e3);

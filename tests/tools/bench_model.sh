@@ -15,7 +15,7 @@ die() { echo "FAIL: $*"; exit 1; }
 # 3 layers of width 64 (4 heads of 16, 2 KV heads), feed-forward 128, a
 # separate output matrix over 600 tokens.
 "$writer" "$dir/model.gguf" --layers 3 --embd 64 --heads 4 --heads-kv 2 --ff 128 --vocab 600 --ctx 512 --untied
-"$weft" bench model -m "$dir/model.gguf" -p 16 -n 4 -d 6 -r 2 -t 1 --json >"$dir/out.json" 2>"$dir/err.txt" ||
+"$weft" bench model -m "$dir/model.gguf" -p 16 -n 4 -d 6 -r 2 -t 1 --parallel 3 --json >"$dir/out.json" 2>"$dir/err.txt" ||
   { cat "$dir/err.txt"; die "weft bench model"; }
 cat "$dir/out.json"
 
@@ -71,6 +71,7 @@ host = spread(tg, "host_us_per_token")
 check(0 < kernel <= wall, "kernel time %g of wall %g ms" % (kernel, wall))
 check(0 <= host <= wall * 1e3, "host time %g us of wall %g ms" % (host, wall))
 check(abs(host * 1e-3 - (wall - kernel)) <= 1e-3 * wall + 1e-6, "host != wall - kernel")
+check(tg["parallel"] == 3 and spread(tg, "parallel_tokens_per_s") > 0, "tg over 3 sequences")
 if fail:
     print("FAIL: " + "; ".join(fail))
     sys.exit(1)

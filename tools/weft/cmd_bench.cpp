@@ -37,6 +37,7 @@ int cmd_bench_model(const BenchModelArgs& args) {
   options.n_gen = args.n_gen;
   options.depth = args.depth;
   options.reps = args.reps;
+  options.parallel = args.parallel;
   options.n_threads = args.host.threads;  // the host CPU's threads; 0: hardware threads, as the device
   options.log = stderr;
   if (options.n_prompt == 0 && options.n_gen == 0)
@@ -64,6 +65,7 @@ int cmd_bench_model(const BenchModelArgs& args) {
     bench::ModelBenchOptions local_options = options;
     local_options.n_prompt = 0;
     local_options.measure_limits = false;
+    local_options.parallel = 1;
     const bench::ModelBenchResult l = bench::run_model_bench(local, work, local_options);
     r.hops = hops + 1;  // host -> each worker holding layers -> host
     r.local_tg_seconds_per_token = l.tg_seconds_per_token.mean;

@@ -98,6 +98,7 @@ struct BenchModelArgs {
   int depth = 0;       // KV cache positions filled before the generation test
   int reps = 5;        // repetitions of each, after one warm-up
   bool json = false;   // one JSON object on stdout instead of text
+  int parallel = 1;    // > 1: also the generation test over this many sequences at once
 };
 int cmd_bench_model(const BenchModelArgs& args);
 

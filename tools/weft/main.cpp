@@ -87,6 +87,10 @@ int main(int argc, char** argv) {
   bench_model_cmd->add_option("-r,--repetitions", bench_model.reps, "repetitions of each test, after one warm-up")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   bench_model_cmd->add_flag("--json", bench_model.json, "one JSON object on stdout (fields: docs/performance.md)");
+  bench_model_cmd->add_option("--parallel", bench_model.parallel,
+                              "also generate -n tokens for this many sequences at once, pipelined over the devices")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
 
   WorkerArgs worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "serve this machine's CPU to weft hosts over TCP");
