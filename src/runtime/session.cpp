@@ -46,6 +46,7 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
   tokenizer_ = model::Tokenizer::from_gguf(*file_);
   params_ = model::LlamaParams::from_gguf(*file_);
   for (const DeviceSpec& spec : specs_) devices_.push_back(open_device(spec, options_.device_options));
+  if (options_.probe && devices_.size() > 1) probe_devices();
 }
 
 Session::~Session() = default;
@@ -54,32 +55,32 @@ int64_t Session::n_ctx() const {
   return model_ ? model_->n_ctx() : 0;
 }
 
-std::vector<int64_t> Session::bounds(const std::vector<size_t>& free_bytes) const {
-  const PlacementInput in{.n_layer = params_.n_layer, .free_bytes = free_bytes};
-  if (!options_.split.empty()) return split_by_weights(parse_split(options_.split, devices_.size()))->layer_bounds(in);
-  if (options_.placement) return options_.placement->layer_bounds(in);
-  return split_by_free_memory()->layer_bounds(in);
-}
-
 LoadPlan Session::plan(int64_t n_ctx) const {
   const std::string& where = options_.name;
   if (!file_) fail(ErrorKind::invalid_input, where, "the model is loaded already: its file is closed");
   const size_t n = devices_.size();
   std::vector<size_t> free_bytes(n);  // asked once: a worker's answer is a round trip
   for (size_t i = 0; i < n; ++i) free_bytes[i] = devices_[i]->memory().free;
-  const std::vector<int64_t> b = bounds(free_bytes);
+  const PlacementInput in = placement_input(free_bytes, n_ctx);
+  LoadPlan p;
+  const std::vector<int64_t> b = bounds(in, p.policy);
   if (b.size() != n + 1 || b.front() != 0 || b.back() != params_.n_layer)
     fail(ErrorKind::internal, where, "the placement policy returned " + std::to_string(b.size()) + " bounds");
   // Checks every tensor the model reads before anything is allocated.
   const std::vector<model::PartPlan> parts = model::LlamaModel::plan(*file_, b, n_ctx, options_.load.cache_type);
-  LoadPlan p;
   p.n_ctx = n_ctx;
   p.cache_type = options_.load.cache_type;
-  p.policy = !options_.split.empty() ? "split " + options_.split
-             : options_.placement    ? options_.placement->describe()
-                                     : split_by_free_memory()->describe();
   for (size_t i = 0; i < n; ++i)
     p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
+  if (!in.speeds.empty()) {
+    const TimePrediction t = predict_time(b, in);
+    p.predicted_seconds = t.total();
+    for (size_t i = 0; i < n; ++i) {
+      p.devices[i].speed = in.speeds[i];
+      p.devices[i].predicted_seconds = t.compute_seconds[i];
+      p.devices[i].predicted_link_seconds = t.link_seconds[i];
+    }
+  }
   return p;
 }
 

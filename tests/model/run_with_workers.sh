@@ -2,7 +2,8 @@
 # `weft run` and `weft perplexity` end to end: a small model with a
 # vocabulary, generated on this CPU alone and split 1,1,1 over this CPU and
 # two `weft worker` processes, must give the same text (greedy, and sampled
-# with a seed) and the same perplexity; --stats must report each worker; a
+# with a seed) and the same perplexity, as must the default placement by
+# speed, whose plan shows predicted times; --stats must report each worker; a
 # killed worker must end `weft run` with a clear error, not a crash.
 # Usage: run_with_workers.sh WEFT_BINARY WRITE_TEST_MODEL_BINARY
 set -euo pipefail
@@ -75,6 +76,28 @@ for p in "$prompt" "Once upon a time"; do
 done
 [[ $(grep -c '^--- sequence' "$dir/prompts.out") -eq 2 ]] || die "--prompts: want 2 sequences (the empty line is none)"
 echo "run --parallel 3 and --prompts: every sequence equals its own local run"
+
+# Without --split: placed by speed (each device probed at connect); the plan
+# shows each stage's predicted time and what the probe measured, and the
+# text is the same. --placement memory: the old policy, no probe.
+num='[0-9.e+-]*'
+greedy_text=$("$weft" run -m "$dir/model.gguf" -p "$prompt" -n 24 -t 1 2>/dev/null)
+speed_text=$("$weft" run -m "$dir/model.gguf" -p "$prompt" -n 24 -t 1 --worker "$w1" --worker "$w2" --stats \
+  2>"$dir/speed.err") || { cat "$dir/speed.err"; die "run placed by speed"; }
+cat "$dir/speed.err"
+[[ $speed_text == "$greedy_text" ]] || die "the text placed by speed differs: '$speed_text' vs '$greedy_text'"
+grep -q "^placement: by speed; predicted $num ms/token ($num ms compute, $num ms links)$" "$dir/speed.err" ||
+  die "the plan lacks the predicted time per token"
+grep -q "^host (.*): layers .* free, predicted $num ms/token.*; measured: matvec $num GB/s$" "$dir/speed.err" ||
+  die "the plan lacks the host's predicted time"
+for w in "$w1" "$w2"; do
+  grep -q "^$w (.*): layers .* free, predicted $num ms/token.*; measured: matvec $num GB/s, round trip $num ms, link $num GB/s$" \
+    "$dir/speed.err" || die "the plan lacks worker $w's predicted time"
+done
+"$weft" run -m "$dir/model.gguf" -p "$prompt" -n 4 -t 1 --worker "$w1" --worker "$w2" --placement memory >/dev/null \
+  2>"$dir/memory.err" || { cat "$dir/memory.err"; die "run placed by free memory"; }
+grep -q "^placement: by free memory$" "$dir/memory.err" || die "--placement memory is not by free memory"
+grep -q "predicted" "$dir/memory.err" && die "--placement memory predicted times"
 
 # A mixture-of-experts model (4 experts, 2 per token), every device holding a layer.
 "$writer" "$dir/moe.gguf" --layers 3 --embd 64 --heads 4 --heads-kv 2 --ff 128 --vocab 600 --ctx 512 --experts 4 \

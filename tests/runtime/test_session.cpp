@@ -133,6 +133,58 @@ TEST_F(SessionTest, ShareThatDoesNotFitIsRefusedBeforeLoading) {
   EXPECT_LT(s.stats()[1].rpc.bytes_sent, 4096u);
 }
 
+TEST_F(SessionTest, ProbedPlacementPredictsEachStage) {
+  weft::Session local(options({"cpu:1"}));
+  const std::vector<int32_t> want = greedy(local, 8);
+  const std::string endpoint = start_worker();
+  weft::Session s(options({"cpu:1", "rpc://" + endpoint}));
+  const weft::LoadPlan plan = s.plan(32);
+  EXPECT_EQ(plan.policy, "by speed");
+  ASSERT_EQ(plan.devices.size(), 2u);
+  EXPECT_TRUE(std::isfinite(plan.predicted_seconds) && plan.predicted_seconds > 0) << plan.predicted_seconds;
+  const weft::DeviceSpeed& host = plan.devices[0].speed;
+  const weft::DeviceSpeed& worker = plan.devices[1].speed;
+  EXPECT_TRUE(std::isfinite(host.seconds_per_byte) && host.seconds_per_byte > 0) << host.seconds_per_byte;
+  EXPECT_EQ(host.latency_seconds, 0);  // no link to this host's own CPU
+  EXPECT_EQ(host.bytes_per_second, 0);
+  EXPECT_TRUE(std::isfinite(worker.seconds_per_byte) && worker.seconds_per_byte > 0) << worker.seconds_per_byte;
+  EXPECT_TRUE(std::isfinite(worker.latency_seconds) && worker.latency_seconds > 0) << worker.latency_seconds;
+  EXPECT_TRUE(std::isfinite(worker.bytes_per_second) && worker.bytes_per_second > 0) << worker.bytes_per_second;
+  double sum = 0;
+  for (const weft::DevicePlan& d : plan.devices) {
+    EXPECT_TRUE(std::isfinite(d.predicted_seconds) && d.predicted_seconds >= 0) << d.predicted_seconds;
+    sum += d.predicted_seconds + d.predicted_link_seconds;
+  }
+  EXPECT_GT(plan.devices[1].predicted_link_seconds, 0);  // the worker takes part: it holds the output norm
+  EXPECT_LE(sum, plan.predicted_seconds * (1 + 1e-12));  // and the hop back, when there is one
+  EXPECT_LT(s.stats()[1].rpc.bytes_sent, (size_t{4} << 20) + 65536);  // the probe's upload is bounded
+  EXPECT_EQ(greedy(s, 8), want);
+
+  // --split still decides, and is predicted; without the probe nothing is.
+  weft::Session split(options({"cpu:1", "rpc://" + endpoint}, "1,1"));
+  const weft::LoadPlan sp = split.plan(32);
+  EXPECT_EQ(sp.policy, "split 1,1");
+  EXPECT_EQ(sp.devices[1].part.first_layer, 2);
+  EXPECT_GT(sp.predicted_seconds, 0);
+  weft::SessionOptions o = options({"cpu:1", "rpc://" + endpoint});
+  o.probe = false;
+  weft::Session unprobed(o);
+  const weft::LoadPlan up = unprobed.plan(32);
+  EXPECT_EQ(up.policy, "by free memory");
+  EXPECT_EQ(up.predicted_seconds, 0);
+  EXPECT_FALSE(up.devices[1].speed.measured());
+}
+
+TEST_F(SessionTest, FailedProbeFallsBackToFreeMemoryAndSaysWhy) {
+  const std::string endpoint = start_worker(8 << 10);
+  weft::Session s(options({"cpu:1", "rpc://" + endpoint}));
+  const weft::LoadPlan plan = s.plan(64);
+  EXPECT_EQ(plan.policy.rfind("by free memory (the probe of " + endpoint + " failed: [probe] ", 0), 0u) << plan.policy;
+  EXPECT_NE(plan.policy.find("too little to measure"), std::string::npos) << plan.policy;
+  EXPECT_EQ(plan.predicted_seconds, 0);
+  EXPECT_LT(s.stats()[1].rpc.bytes_sent, 4096u);  // it stopped before uploading anything
+}
+
 TEST_F(SessionTest, PerplexityAgreesLocalAndSplit) {
   weft::Session local(options({"cpu:1"}));
   const std::vector<int32_t> tokens = local.tokenizer().encode(

@@ -203,6 +203,7 @@ int cmd_demo(const DemoArgs& args) {
     split_options.devices = {"cpu", "rpc://" + w1.endpoint(), "rpc://" + w2.endpoint()};
     split_options.split = args.split.empty() ? "1,1,1" : args.split;
     split_options.device_options.cpu_threads = args.threads;
+    split_options.probe = false;  // a fixed split, and a plan printed without predicted times: no probe
     SessionOptions local_options = split_options;
     local_options.devices = {"cpu"};
     local_options.split.clear();

@@ -94,7 +94,9 @@ int cmd_run(const RunArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 
   const std::vector<std::string> texts = prompt_texts(args);
-  Session session(session_options(args.host, kWhere));
+  SessionOptions so = session_options(args.host, kWhere);
+  so.pipelined = texts.size() > 1;  // by speed: balance the stages, which all work at once
+  Session session(std::move(so));
   const model::Tokenizer& tok = session.tokenizer();
 
   // The prompts, and a context with a part per prompt that holds the

@@ -103,8 +103,8 @@ struct BenchModelArgs {
 int cmd_bench_model(const BenchModelArgs& args);
 
 // `weft run`: generates text from a GGUF llama/qwen2 model, its layers split
-// over this CPU and any workers (in proportion to --split, else to each
-// device's free memory), streaming tokens to stdout.
+// over this CPU and any workers (in proportion to --split, else by
+// --placement: docs/placement.md), streaming tokens to stdout.
 // `weft serve`: the OpenAI-compatible HTTP server (docs/serve.md) until
 // SIGINT or SIGTERM.
 struct ServeArgs {

@@ -18,7 +18,12 @@ void add_model_host_options(CLI::App* cmd, weft::tools::ModelHostArgs& host) {
   cmd->add_option("--worker", host.workers, "HOST:PORT of a weft worker (repeatable)");
   cmd->add_option("--auth-token-file", host.auth_token_file, "file holding the workers' shared secret");
   cmd->add_option("--device", host.devices, "another device after the workers: rpc://HOST:PORT/N, cpu:THREADS, ... (repeatable)");
-  cmd->add_option("--split", host.split, "layer proportions host,worker1,... (default: by free memory)");
+  cmd->add_option("--split", host.split, "layer proportions host,worker1,... (default: by --placement)");
+  cmd->add_option("--placement", host.placement,
+                  "without --split: speed (each device's speed and link measured at connect; the least predicted "
+                  "time per token that fits) or memory (in proportion to free memory, no probe)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"speed", "memory"}));
   cmd->add_flag("--no-mmap", host.no_mmap,
                 "copy this CPU's weights into memory instead of using the mapped file in place "
                 "(then the file may change while the model runs)");

@@ -11,14 +11,18 @@
 
 namespace weft::tools {
 
-// --model, --threads, --worker/--device, --split, --worker-timeout as the
-// Session's options: this CPU first, then each worker's device 0, then each
-// --device spec. what names the command in errors.
+// --model, --threads, --worker/--device, --split, --placement,
+// --worker-timeout as the Session's options: this CPU first, then each
+// worker's device 0, then each --device spec. what names the command in
+// errors.
 SessionOptions session_options(const ModelHostArgs& args, const char* what);
 
-// Prints the plan (one line per device: layers, weights, KV cache, free
-// memory), loads the model with a progress bar when stderr is a terminal,
-// then prints how long the weights took. Returns the plan it loaded.
+// Prints the plan (with two or more devices a line naming the placement
+// and the predicted time per token; then one line per device: layers,
+// weights, KV cache, free memory, and when probed the stage's predicted
+// time and what the probe measured), loads the model with a progress bar
+// when stderr is a terminal, then prints how long the weights took.
+// Returns the plan it loaded.
 LoadPlan load_with_progress(Session& session, int64_t n_ctx);
 
 // One line per remote device: bytes sent and received, round trips, waiting.

@@ -13,7 +13,8 @@
 //
 // Layers go to the devices in order (device 0 also holds the token
 // embedding, the last the output), by options.split when given, else by the
-// placement policy (default: in proportion to free memory). The Session
+// placement policy (default: where the predicted time per token is least,
+// from a short probe of each device at connect; docs/placement.md). The Session
 // owns the devices and the model (which owns its backends and, when split,
 // its Scheduler). Not thread-safe: one caller at a time.
 #pragma once
@@ -41,7 +42,16 @@ struct SessionOptions {
   std::string model;                          // GGUF file
   std::vector<std::string> devices{"cpu"};    // device specs (weft/runtime/devices.h), in layer order
   std::string split;                          // "a,b,..." one weight per device; empty: placement
-  std::shared_ptr<const PlacementPolicy> placement;  // when split is empty; null: split_by_free_memory()
+  std::shared_ptr<const PlacementPolicy> placement;  // when split is empty; null: by speed (see probe)
+  // With two or more devices, measure each at connect (runtime/probe.h: a
+  // fraction of a second each) for the default placement, split_by_speed(),
+  // and the plan's predicted times. false, or a failed probe: no
+  // prediction, and the default placement is split_by_free_memory().
+  bool probe = true;
+  // The speed placement's goal: false, one sequence's time per token (the
+  // stages take turns); true, the slowest stage's (several sequences in
+  // flight keep every stage busy: `weft run --parallel`).
+  bool pipelined = false;
   DeviceOptions device_options;               // CPU threads, RPC options
   model::LoadOptions load;                    // weights in place on the host CPU, or copied
   std::string name = "session";               // names the caller in errors: "[run] ..."
@@ -53,6 +63,11 @@ struct DevicePlan {
   std::string device_name;  // Device::name()
   model::PartPlan part;     // its layers, weight and KV cache bytes
   size_t free_bytes = 0;    // what the device reported (0: unknown)
+  DeviceSpeed speed;        // what the probe measured (zeros: not probed)
+  // Predicted seconds per generated token (predict_time; 0: no prediction):
+  // its layers' compute, and the hops into it.
+  double predicted_seconds = 0;
+  double predicted_link_seconds = 0;
   // Weights plus KV cache, saturated at SIZE_MAX.
   size_t need_bytes() const;
   // Whether it fits: true when the device reports no free memory.
@@ -62,7 +77,9 @@ struct DevicePlan {
 struct LoadPlan {
   int64_t n_ctx = 0;
   DType cache_type = DType::f16;  // SessionOptions::load.cache_type
-  std::string policy;  // PlacementPolicy::describe()
+  std::string policy;  // PlacementPolicy::describe(), and why the default fell back to free memory
+  // Predicted seconds per generated token, every stage and hop (0: none).
+  double predicted_seconds = 0;
   std::vector<DevicePlan> devices;
   // "" when every share fits, else the first that does not, as a sentence
   // ("10.0.0.2:50052 has 8.0 KiB free but its share needs 1.2 MiB").
@@ -147,7 +164,11 @@ class Session {
   std::vector<DeviceStats> stats() const;
 
  private:
-  std::vector<int64_t> bounds(const std::vector<size_t>& free_bytes) const;
+  // session_place.cpp: the probe at connect, and the bounds and policy
+  // description for a plan.
+  void probe_devices();
+  PlacementInput placement_input(const std::vector<size_t>& free_bytes, int64_t n_ctx) const;
+  std::vector<int64_t> bounds(const PlacementInput& in, std::string& policy) const;
 
   SessionOptions options_;
   std::vector<DeviceSpec> specs_;
@@ -155,6 +176,8 @@ class Session {
   std::unique_ptr<model::Tokenizer> tokenizer_;
   model::LlamaParams params_;
   std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<DeviceSpeed> speeds_;  // per device, when every probe succeeded
+  std::string probe_failure_;        // why not, when a probe failed
   std::unique_ptr<model::LlamaModel> model_;  // declared after the devices it uses: destroyed first
 };
 

@@ -1,0 +1,116 @@
+// Session: the probe at connect, and what a plan's placement policy is given
+// (include/weft/runtime/session.h, docs/placement.md).
+#include <algorithm>
+#include <string>
+
+#include "weft/core/error.h"
+#include "weft/runtime/probe.h"
+#include "weft/runtime/session.h"
+
+namespace weft {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Weight bytes a token reads in layer il: all but the experts, and of those
+// the share a token uses.
+size_t layer_read_bytes(const GgufFile& file, const model::LlamaParams& p, int64_t il) {
+  const std::string prefix = "blk." + std::to_string(il) + ".";
+  double bytes = 0;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    const bool experts = t.name.find("_exps.") != std::string::npos && p.n_expert > 0;
+    bytes += static_cast<double>(t.nbytes) *
+             (experts ? static_cast<double>(p.n_expert_used) / static_cast<double>(p.n_expert) : 1.0);
+  }
+  return static_cast<size_t>(bytes);
+}
+
+// The probe's product is the largest matrix of layer 0 (its dtype, its
+// rows), as big as the layers' reads per token, within 1 to 32 MiB.
+ProbeOptions probe_options(const GgufFile& file, const model::LlamaParams& params, const RpcOptions& rpc) {
+  ProbeOptions o;
+  size_t layers = 0;
+  for (int64_t l = 0; l < params.n_layer; ++l) layers += layer_read_bytes(file, params, l);
+  o.weight_bytes = std::clamp(layers, kMiB, 32 * kMiB);
+  const GgufTensorInfo* big = nullptr;
+  for (const GgufTensorInfo& t : file.tensors())
+    if (t.name.rfind("blk.0.", 0) == 0 && t.supported && t.n_dims >= 2 && (big == nullptr || t.nbytes > big->nbytes))
+      big = &t;
+  if (big != nullptr) {
+    o.weight_type = big->type;
+    o.row_length = big->ne[0];
+  }
+  if (rpc.cache_min_bytes > 1) o.upload_chunk = std::min(o.upload_chunk, rpc.cache_min_bytes - 1);
+  return o;
+}
+
+// What each layer costs: LlamaModel::plan with a part of its own per layer,
+// and the embedding and the output in parts of their own.
+ModelCosts model_costs(const GgufFile& file, const model::LlamaParams& p, int64_t n_ctx, DType cache_type) {
+  std::vector<int64_t> bounds{0};
+  for (int64_t l = 0; l <= p.n_layer; ++l) bounds.push_back(l);
+  bounds.push_back(p.n_layer);
+  const std::vector<model::PartPlan> parts = model::LlamaModel::plan(file, bounds, n_ctx, cache_type);
+  ModelCosts c;
+  c.first_bytes = parts.front().weight_bytes;
+  c.last_bytes = parts.back().weight_bytes;
+  for (size_t i = 1; i + 1 < parts.size(); ++i) {
+    c.layer_bytes.push_back(parts[i].weight_bytes + parts[i].kv_cache_bytes);
+    c.layer_read_bytes.push_back(layer_read_bytes(file, p, static_cast<int64_t>(i) - 1));
+  }
+  c.output_on_first = file.find_tensor("output.weight") == nullptr;  // tied: the embedding's matrix
+  const GgufTensorInfo* out = file.find_tensor(c.output_on_first ? "token_embd.weight" : "output.weight");
+  c.output_read_bytes = out != nullptr ? out->nbytes : 0;
+  c.activation_bytes = static_cast<size_t>(p.n_embd) * sizeof(float);
+  c.logits_bytes = static_cast<size_t>(p.n_vocab) * sizeof(float);
+  return c;
+}
+
+}  // namespace
+
+void Session::probe_devices() {
+  const ProbeOptions o = probe_options(*file_, params_, options_.device_options.rpc);
+  std::vector<DeviceSpeed> speeds;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    try {
+      speeds.push_back(probe_device(*devices_[i], o));
+    } catch (const Error& e) {
+      probe_failure_ = "the probe of " + specs_[i].label() + " failed: " + e.what();
+      return;
+    }
+  }
+  speeds_ = std::move(speeds);
+}
+
+PlacementInput Session::placement_input(const std::vector<size_t>& free_bytes, int64_t n_ctx) const {
+  PlacementInput in{.n_layer = params_.n_layer, .free_bytes = free_bytes};
+  if (speeds_.empty()) return in;
+  in.speeds = speeds_;
+  in.costs = model_costs(*file_, params_, n_ctx, options_.load.cache_type);
+  in.peer_links = options_.device_options.rpc.peer_links;
+  in.pipelined = options_.pipelined;
+  return in;
+}
+
+std::vector<int64_t> Session::bounds(const PlacementInput& in, std::string& policy) const {
+  if (!options_.split.empty()) {
+    policy = "split " + options_.split;
+    return split_by_weights(parse_split(options_.split, devices_.size()))->layer_bounds(in);
+  }
+  if (options_.placement) {
+    policy = options_.placement->describe();
+    return options_.placement->layer_bounds(in);
+  }
+  if (in.speeds.empty()) {
+    policy = split_by_free_memory()->describe();
+    if (!probe_failure_.empty()) policy += " (" + probe_failure_ + ")";
+    return split_by_free_memory()->layer_bounds(in);
+  }
+  SpeedPlacement s = place_by_speed(in);
+  policy = split_by_speed()->describe();
+  if (!s.fallback.empty()) policy += ", fell back to free memory: " + s.fallback;
+  return std::move(s.bounds);
+}
+
+}  // namespace weft
