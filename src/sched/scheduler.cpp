@@ -333,12 +333,20 @@ struct Scheduler::Impl {
     if (b.n_submitted < b.plan->splits.size()) submit_until(b, b.plan->splits.size());
   }
 
-  // Where compute_head stops: the first split of the trailing run on the
-  // final split's backend.
-  static size_t tail_begin(const Batch& b) {
+  // Where compute_head stops: at the last split on an in-order worker
+  // (memory_in_stream_order), or rather the first of the run of splits on
+  // its backend that ends there; without one, at the trailing run on the
+  // final split's backend. The output is read from that worker, or by the
+  // splits after it (a tied output product on the host reads the worker's
+  // last result): that read must be queued on the worker before the next
+  // step's work there.
+  size_t tail_begin(const Batch& b) {
     const auto& splits = b.plan->splits;
     size_t t = splits.size();
-    while (t > 0 && splits[t - 1].backend == splits.back().backend) --t;
+    while (t > 0 && !backend(splits[t - 1].backend).memory_in_stream_order()) --t;
+    const int last = t > 0 ? splits[t - 1].backend : splits.back().backend;
+    if (t == 0) t = splits.size();
+    while (t > 0 && splits[t - 1].backend == last) --t;
     return t;
   }
 

@@ -72,8 +72,10 @@ class Scheduler {
   // compute_async in two parts, for steps pipelined over in-order workers:
   // the read of step k's output from the last worker must be queued there
   // before step k + 1's work on that worker, or it would wait for that work
-  // too. compute_head(g) submits g's splits but the trailing run on the
-  // final split's backend; compute_tail(g) submits those (as read_output,
+  // too. compute_head(g) submits g's splits up to the run on the last
+  // in-order worker that ends the graph or feeds the splits that end it (or,
+  // with no worker, up to the final backend's trailing run);
+  // compute_tail(g) submits the rest (as read_output,
   // wait and anything that reuses g's memory set do first). Throws
   // Error(invalid_input) for compute_tail without a run of g in flight.
   void compute_head(const Graph& g);
