@@ -55,10 +55,10 @@ test-asan: deps build/asan/build.ninja
 # scheduler; check_sched_cpu_rpc and ConformanceSuiteThroughScheduler the RPC
 # client and worker), one quantization matrix (its threaded path has its own
 # test), and the end-to-end runs of the weft tool over worker processes
-# (demo, run_with_workers: minutes of model compute under TSan; the same
+# (demo, run_with_workers, netsim: minutes of model compute under TSan; the same
 # client, worker and pool code runs in check_sched_cpu_rpc). tests/tsan.supp
 # suppresses reports inside Debian's uninstrumented cpp-httplib.
-TSAN_SKIP = ^(check_cpu|check_cpu_1thread|check_cpu_3threads|check_async|check_sched_cpu_async|check_sched_cpu_async_copy|check_rpc|RpcClient\.ConformanceSuite|AsyncDevice\.PassesTheConformanceSuite|QuantizeFile\.EveryMixWritesItsPlan|demo|run_with_workers)$$
+TSAN_SKIP = ^(check_cpu|check_cpu_1thread|check_cpu_3threads|check_async|check_sched_cpu_async|check_sched_cpu_async_copy|check_rpc|RpcClient\.ConformanceSuite|AsyncDevice\.PassesTheConformanceSuite|QuantizeFile\.EveryMixWritesItsPlan|demo|run_with_workers|netsim)$$
 test-tsan: deps build/tsan/build.ninja
 	@cmake --build build/tsan -j $(JOBS)
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
