@@ -198,7 +198,8 @@ struct LoadOptions {
   // layers, a prompt of more than this many tokens evaluated for its last
   // token's logits (LogitRows::last or none) goes in micro-batches of this
   // many, submitted without waiting, so device k works on micro-batch i
-  // while device k + 1 works on i - 1 (the scheduler keeps two memory sets).
+  // while device k + 1 works on i - 1 (the scheduler keeps a memory set per
+  // stage, at most 4; submit_batch's slots are those sets).
   // 0: one batch.
   int64_t pipeline_micro_batch = 64;
 };
