@@ -90,6 +90,13 @@ struct ModelBenchResult {
   int hops = 0;  // 0: every layer on this host; the fields below are unset
   double local_tg_seconds_per_token = 0;
   double tg_seconds_per_hop = 0;
+
+  // With an expert split (set by the caller): the same tests with each
+  // layer's own slice computed before the other devices' are sent
+  // (LoadOptions::experts_overlap false), for what overlapping them saves.
+  bool experts_split = false;
+  double serial_pp_tokens_per_s = 0;
+  double serial_tg_seconds_per_token = 0;
 };
 
 // (remote - local) / hops: the time a token loses per hop between machines.

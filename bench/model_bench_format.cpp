@@ -94,6 +94,18 @@ std::string format_model_bench_text(const ModelBenchResult& r) {
           "this host)\n",
           n, r.tg_seconds_per_hop * 1e6, r.hops, r.tg_seconds_per_token.mean * 1e3, r.local_tg_seconds_per_token * 1e3);
   }
+  if (r.experts_split) {
+    if (o.n_prompt > 0)
+      out += printf_string("pp%d experts: %.2f tokens/s overlapped, %.2f serialised = %.2fx\n", o.n_prompt,
+                           r.pp_tokens_per_s.mean, r.serial_pp_tokens_per_s,
+                           r.serial_pp_tokens_per_s > 0 ? r.pp_tokens_per_s.mean / r.serial_pp_tokens_per_s : 0.0);
+    if (o.n_gen > 0) {
+      const double saved = r.serial_tg_seconds_per_token - r.tg_seconds_per_token.mean;
+      out += printf_string("tg%d experts: %.3f ms/token overlapped, %.3f serialised: %.3f ms (%.0f%%) saved\n", o.n_gen,
+                           r.tg_seconds_per_token.mean * 1e3, r.serial_tg_seconds_per_token * 1e3, saved * 1e3,
+                           r.serial_tg_seconds_per_token > 0 ? 100.0 * saved / r.serial_tg_seconds_per_token : 0.0);
+    }
+  }
   return out;
 }
 
@@ -139,6 +151,12 @@ std::string format_model_bench_json(const ModelBenchResult& r) {
       j += ", \"us_per_hop\": " + json_number(r.tg_seconds_per_hop * 1e6);
     }
     j += "}";
+  }
+  if (r.experts_split) {
+    j += ", \"experts\": {\"pp_tokens_per_s_overlapped\": " + json_number(r.pp_tokens_per_s.mean);
+    j += ", \"pp_tokens_per_s_serialised\": " + json_number(r.serial_pp_tokens_per_s);
+    j += ", \"tg_ms_per_token_overlapped\": " + json_number(r.tg_seconds_per_token.mean * 1e3);
+    j += ", \"tg_ms_per_token_serialised\": " + json_number(r.serial_tg_seconds_per_token * 1e3) + "}";
   }
   return j + "}\n";
 }

@@ -222,7 +222,7 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b) {
   return new_result(ctx, op, DType::f32, {a->ne[1], b->ne[1], b->ne[2], b->ne[3]}, {a, b});
 }
 
-Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids) {
+Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids, int32_t id_base) {
   constexpr Op op = Op::mul_mat_id;
   require_operand(as, op, "as");
   require_operand(b, op, "b");
@@ -236,7 +236,9 @@ Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids) {
   require(b->ne[3] == 1 && b->ne[0] == as->ne[0] && b->ne[2] == ids->ne[1] &&
               (b->ne[1] == 1 || b->ne[1] == ids->ne[0]),
           op, "b " + shape_string(*b) + " does not fit as " + shape_string(*as) + " and ids " + shape_string(*ids));
-  return new_result(ctx, op, DType::f32, {as->ne[1], ids->ne[0], ids->ne[1], 1}, {as, b, ids});
+  Tensor* t = new_result(ctx, op, DType::f32, {as->ne[1], ids->ne[0], ids->ne[1], 1}, {as, b, ids});
+  t->op_params[0] = id_base;
+  return t;
 }
 
 }  // namespace weft::ops

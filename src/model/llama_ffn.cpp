@@ -37,10 +37,27 @@ Tensor* shared_expert(Context& ctx, const LlamaParams& p, const LlamaLayer& l, T
   return ops::mul(ctx, out, gate);
 }
 
+// The weighted sum over the k selected experts of those one slice holds
+// ([e.first, e.first + count); the whole stack with first 0): f32 [n_embd,
+// n]. x: [n_embd, 1, n]; selected: i32 [k, n]; weights: [1, k, n]. A pair
+// routed elsewhere adds zeros and costs nothing (mul_mat_id's id_base).
+Tensor* experts_sum(Context& ctx, const LlamaParams& p, const LlamaLayer::ExpertSlice& e, Tensor* x,
+                    Tensor* selected, Tensor* weights) {
+  const int64_t n = selected->ne[1];
+  Tensor* gate = ops::mul_mat_id(ctx, e.gate, x, selected, e.first);  // [n_ff_expert, k, n]
+  Tensor* up = ops::mul_mat_id(ctx, e.up, x, selected, e.first);      // [n_ff_expert, k, n]
+  Tensor* out = ops::mul_mat_id(ctx, e.down, gated(ctx, p, gate, up), selected, e.first);  // [n_embd, k, n]
+  out = ops::mul(ctx, out, weights);
+  // Sum over the k experts: rows of the transposed view [k, n_embd, n].
+  out = ops::sum_rows(ctx, ops::transpose(ctx, out));  // [1, n_embd, n]
+  return ops::reshape(ctx, out, {p.n_embd, n});
+}
+
 // Routing: softmax over all experts, top k, the k probabilities (summing to
 // 1 when p.expert_weights_norm), weighted sum of the k experts' outputs
 // (mul_mat_id runs each token through its own k experts).
-Tensor* moe_ffn(Context& ctx, const LlamaParams& p, const LlamaLayer& l, Tensor* cur) {
+Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur, int home_part,
+                bool overlap, std::vector<LlamaModel::NodeRange>* slice_nodes) {
   const int64_t n = cur->ne[1], n_expert = p.n_expert, k = p.n_expert_used;
   Tensor* probs = ops::soft_max(ctx, ops::mul_mat(ctx, l.ffn_gate_inp, cur), nullptr, 1.0f);  // [n_expert, n]
   Tensor* selected = ops::top_k(ctx, probs, static_cast<int>(k));                             // i32 [k, n]
@@ -49,22 +66,34 @@ Tensor* moe_ffn(Context& ctx, const LlamaParams& p, const LlamaLayer& l, Tensor*
   weights = ops::reshape(ctx, weights, {k, n});
   if (p.expert_weights_norm) weights = ops::div(ctx, weights, ops::sum_rows(ctx, weights));
 
-  Tensor* x = ops::reshape(ctx, cur, {p.n_embd, 1, n});               // one input row per token, shared by its experts
-  Tensor* gate = ops::mul_mat_id(ctx, l.ffn_gate_exps, x, selected);  // [n_ff_expert, k, n]
-  Tensor* up = ops::mul_mat_id(ctx, l.ffn_up_exps, x, selected);      // [n_ff_expert, k, n]
-  Tensor* out = ops::mul_mat_id(ctx, l.ffn_down_exps, gated(ctx, p, gate, up), selected);  // [n_embd, k, n]
-  out = ops::mul(ctx, out, ops::reshape(ctx, weights, {1, k, n}));
-  // Sum over the k experts: rows of the transposed view [k, n_embd, n].
-  out = ops::sum_rows(ctx, ops::transpose(ctx, out));  // [1, n_embd, n]
-  out = ops::reshape(ctx, out, {p.n_embd, n});
+  Tensor* x = ops::reshape(ctx, cur, {p.n_embd, 1, n});  // one input row per token, shared by its experts
+  weights = ops::reshape(ctx, weights, {1, k, n});
+  Tensor* out = nullptr;
+  if (l.expert_slices.empty()) {
+    out = experts_sum(ctx, p, {-1, 0, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps}, x, selected, weights);
+  } else {
+    g.expand(weights);  // the routing, whole, before any slice
+    // Two passes over the slices: the other devices' first (each submitted
+    // as it is reached, so they run while the home part computes its own).
+    for (const bool home : {!overlap, overlap}) {
+      for (const LlamaLayer::ExpertSlice& e : l.expert_slices) {
+        if ((e.part == home_part) != home) continue;
+        const size_t begin = ctx.size();
+        Tensor* part = experts_sum(ctx, p, e, x, selected, weights);
+        if (slice_nodes) slice_nodes->push_back({begin, ctx.size(), e.part});
+        out = out ? ops::add(ctx, out, part) : part;
+      }
+    }
+  }
   if (l.ffn_gate_inp_shexp) out = ops::add(ctx, out, shared_expert(ctx, p, l, cur));
   return out;
 }
 
 }  // namespace
 
-Tensor* build_ffn(Context& ctx, const LlamaParams& p, const LlamaLayer& l, Tensor* cur) {
-  return p.n_expert > 0 ? moe_ffn(ctx, p, l, cur) : dense_ffn(ctx, p, l, cur);
+Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur, int home_part,
+                  bool overlap, std::vector<LlamaModel::NodeRange>* slice_nodes) {
+  return p.n_expert > 0 ? moe_ffn(ctx, g, p, l, cur, home_part, overlap, slice_nodes) : dense_ffn(ctx, p, l, cur);
 }
 
 }  // namespace weft::model::detail

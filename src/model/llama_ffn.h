@@ -2,6 +2,8 @@
 // (FACTS.md, "Llama-family files"), as LlamaModel::build_forward adds it.
 #pragma once
 
+#include <vector>
+
 #include "weft/core/context.h"
 #include "weft/model/model.h"
 
@@ -17,6 +19,17 @@ namespace weft::model::detail {
 // p.expert_weights_norm), the sum of their gated outputs weighted by those,
 // plus the shared expert when the layer has one. Uses only ops the CPU
 // backend (and so the RPC worker) supports.
-Tensor* build_ffn(Context& ctx, const LlamaParams& p, const LlamaLayer& l, Tensor* cur);
+//
+// With l.expert_slices (an expert split): each slice's weighted sum over the
+// pairs routed to it (mul_mat_id with the slice's id_base), the parts added
+// on the layer's device. Slices on parts other than home_part come first,
+// so their devices start before the home part computes its own (overlap
+// false: the home slice first); each slice's nodes are appended to
+// slice_nodes, to run on its part's device. The routing is added to g first
+// (g.expand), so that it is one run of the home device's nodes before the
+// slices rather than interleaved with them (each switch of device is a
+// split, and a remote split is a message).
+Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur, int home_part = 0,
+                  bool overlap = true, std::vector<LlamaModel::NodeRange>* slice_nodes = nullptr);
 
 }  // namespace weft::model::detail

@@ -83,7 +83,15 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
              (options.fused_attention ? "a device of the placement does not run (an older worker?)"
                                       : std::string("LoadOptions::fused_attention turns off")));
 
-  const detail::ModelWeights w = detail::describe_weights(file, p, weights_ctx_);
+  detail::ModelWeights w = detail::describe_weights(file, p, weights_ctx_);
+  if (!options.expert_split.empty()) {
+    if (options.expert_split.size() != placement.size())
+      fail(ErrorKind::invalid_input, kWhere,
+           "an expert split of " + std::to_string(options.expert_split.size()) + " counts for " +
+               std::to_string(placement.size()) + " placements");
+    detail::split_experts(w, p, options.expert_split, weights_ctx_);
+  }
+  experts_overlap_ = options.experts_overlap;
   tok_embd_ = w.tok_embd;
   output_norm_ = w.output_norm;
   output_ = w.output;
@@ -100,7 +108,7 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
     Device& device = *placement[static_cast<size_t>(i)].device;
     BufferType& bt = device.default_buffer_type();
     if (options.map_weights) {
-      if (auto mapped = detail::map_weights(file, device, weights[static_cast<size_t>(i)])) {
+      if (auto mapped = detail::map_weights(file, w, device, weights[static_cast<size_t>(i)])) {
         size_t part_bytes = 0;
         for (const Tensor* t : weights[static_cast<size_t>(i)]) part_bytes += t->nbytes();
         mapped_weight_bytes_ += part_bytes;
@@ -114,8 +122,7 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
     if (!buf) continue;
     buf->set_usage(BufferUsage::weights);
     for (Tensor* t : weights[static_cast<size_t>(i)]) {
-      const GgufTensorInfo* info = file.find_tensor(t->name);
-      tensor_set(*t, file.tensor_data(*info), 0, t->nbytes());
+      tensor_set(*t, w.data(file, *t), 0, t->nbytes());
       done += t->nbytes();
       if (progress) progress(done, total);
     }
@@ -180,7 +187,7 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     Tensor* cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.attn_norm);
     x = ops::add(ctx, x, build_attention(ctx, l, il, cur, in));
     cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.ffn_norm);
-    cur = detail::build_ffn(ctx, p, l, cur);
+    cur = detail::build_ffn(ctx, g, p, l, cur, layer_part_[static_cast<size_t>(il)], experts_overlap_, &f.expert_nodes);
     if (l.ffn_post_norm) cur = ops::mul(ctx, ops::rms_norm(ctx, cur, p.rms_eps), l.ffn_post_norm);
     x = ops::add(ctx, x, cur);
   }
@@ -313,6 +320,11 @@ void LlamaModel::pin_segments(EvalGraph& e) {
       sched_->set_backend(t, *backends_[static_cast<size_t>(part)]);
     }
   }
+  // An expert slice runs where its weights are, not on its layer's device.
+  for (const NodeRange& r : e.forward.expert_nodes)
+    for (size_t i = r.begin; i < r.end; ++i)
+      if (tensors[i].op != Op::none && e.g.contains(&tensors[i]))
+        sched_->set_backend(tensors[i], *backends_[static_cast<size_t>(r.part)]);
 }
 
 std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, LogitRows rows) {

@@ -168,6 +168,47 @@ std::vector<float> llama3_rope_factors(const LlamaParams& p) {
   return f;
 }
 
+const uint8_t* ModelWeights::data(const GgufFile& file, const Tensor& t) const {
+  const GgufTensorInfo* info = file.find_tensor(t.name);
+  const auto it = slice_offset.find(&t);
+  const size_t offset = it == slice_offset.end() ? 0 : it->second;
+  if (info == nullptr || offset > info->nbytes || t.nbytes() > info->nbytes - offset)
+    fail(ErrorKind::internal, kWhere, file.path() + ": weight " + t.name + " is not where it was described");
+  return static_cast<const uint8_t*>(file.tensor_data(*info)) + offset;
+}
+
+void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_t> counts, Context& ctx) {
+  if (p.n_expert == 0) fail(ErrorKind::invalid_input, kWhere, "an expert split of a model without experts");
+  int64_t sum = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] < 0 || counts[i] > p.n_expert)
+      fail(ErrorKind::invalid_input, kWhere,
+           "expert split: part " + std::to_string(i) + " holds " + std::to_string(counts[i]) + " of " +
+               std::to_string(p.n_expert) + " experts");
+    sum += counts[i];
+  }
+  if (sum != p.n_expert)
+    fail(ErrorKind::invalid_input, kWhere,
+         "expert split: the parts hold " + std::to_string(sum) + " experts; the model has " +
+             std::to_string(p.n_expert));
+  for (LlamaLayer& l : w.layers) {
+    int64_t first = 0;
+    for (size_t i = 0; i < counts.size(); first += counts[i], ++i) {
+      if (counts[i] == 0) continue;
+      auto slice = [&](const Tensor* whole) {
+        Tensor* t = ctx.new_tensor(whole->type, {whole->ne[0], whole->ne[1], counts[i]});
+        t->name = whole->name;  // its bytes are a run of that file tensor's
+        t->flags |= kFlagWeight;
+        w.slice_offset[t] = static_cast<size_t>(first) * whole->nb[2];
+        return t;
+      };
+      l.expert_slices.push_back({static_cast<int>(i), static_cast<int32_t>(first), slice(l.ffn_gate_exps),
+                                 slice(l.ffn_up_exps), slice(l.ffn_down_exps)});
+    }
+    l.ffn_gate_exps = l.ffn_up_exps = l.ffn_down_exps = nullptr;
+  }
+}
+
 std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer) {
   if (bounds.size() < 2)
     fail(ErrorKind::invalid_input, kWhere,
@@ -201,6 +242,8 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
                       l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_inp_shexp, l.ffn_gate_shexp,
                       l.ffn_up_shexp, l.ffn_down_shexp})
       if (t) parts[static_cast<size_t>(layer_part[i])].push_back(t);
+    for (const LlamaLayer::ExpertSlice& e : l.expert_slices)
+      for (Tensor* t : {e.gate, e.up, e.down}) parts[static_cast<size_t>(e.part)].push_back(t);
   }
   return parts;
 }
@@ -229,7 +272,8 @@ bool runs_flash_attn(const Device& device, const LlamaParams& p, DType cache_typ
   return device.supports_op(*ops::flash_attn(ctx, q, k, v, mask, p.attn_scale, p.attn_softcap));
 }
 
-std::unique_ptr<Buffer> map_weights(const GgufFile& file, Device& device, std::span<Tensor* const> tensors) {
+std::unique_ptr<Buffer> map_weights(const GgufFile& file, const ModelWeights& w, Device& device,
+                                    std::span<Tensor* const> tensors) {
   BufferType& bt = device.default_buffer_type();
   // The host CPU reads the mapping directly; any other device (a GPU stand-in
   // with host-visible memory included) keeps its own copy.
@@ -238,16 +282,15 @@ std::unique_ptr<Buffer> map_weights(const GgufFile& file, Device& device, std::s
   uintptr_t lo = UINTPTR_MAX, hi = 0;
   for (const Tensor* t : tensors) {
     if (t->view_src != nullptr || t->buffer != nullptr) return nullptr;
-    const GgufTensorInfo* info = file.find_tensor(t->name);
-    if (info == nullptr || info->nbytes != t->nbytes() || bt.alloc_size(*t) != t->nbytes()) return nullptr;
-    const auto p = reinterpret_cast<uintptr_t>(file.tensor_data(*info));
+    if (bt.alloc_size(*t) != t->nbytes()) return nullptr;
+    const auto p = reinterpret_cast<uintptr_t>(w.data(file, *t));
     if (p % kAlign != 0) return nullptr;
     lo = std::min(lo, p);
     hi = std::max(hi, p + t->nbytes());
   }
   auto buf = wrap_host_memory(bt, file.mapping(), reinterpret_cast<const void*>(lo), hi - lo);
   for (Tensor* t : tensors)
-    bind_tensor(*t, *buf, reinterpret_cast<uintptr_t>(file.tensor_data(*file.find_tensor(t->name))) - lo);
+    bind_tensor(*t, *buf, reinterpret_cast<uintptr_t>(w.data(file, *t)) - lo);
   // Read ahead so the first token does not fault page by page (advice only:
   // a failure changes nothing).
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -259,11 +302,18 @@ std::unique_ptr<Buffer> map_weights(const GgufFile& file, Device& device, std::s
 }  // namespace detail
 
 std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx,
-                                       DType cache_type) {
+                                       DType cache_type, std::span<const int64_t> expert_split) {
   const LlamaParams p = LlamaParams::from_gguf(file);
   detail::check_n_ctx(n_ctx);
   Context ctx;
-  const detail::ModelWeights w = detail::describe_weights(file, p, ctx);
+  detail::ModelWeights w = detail::describe_weights(file, p, ctx);
+  if (!expert_split.empty()) {
+    if (expert_split.size() + 1 != bounds.size())
+      fail(ErrorKind::invalid_input, "model",
+           "an expert split of " + std::to_string(expert_split.size()) + " counts for " +
+               std::to_string(bounds.size() - 1) + " parts");
+    detail::split_experts(w, p, expert_split, ctx);
+  }
   (void)detail::rope_factors(file, p, n_ctx);  // checked as loading will
   const std::vector<int> layer_part = detail::layer_parts(bounds, p.n_layer);
   const int n_parts = static_cast<int>(bounds.size() - 1);
@@ -273,6 +323,7 @@ std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int
     PartPlan& pp = plan[static_cast<size_t>(i)];
     pp.first_layer = bounds[static_cast<size_t>(i)];
     pp.last_layer = bounds[static_cast<size_t>(i) + 1];
+    if (!expert_split.empty()) pp.n_experts = expert_split[static_cast<size_t>(i)];
     for (const Tensor* t : parts[static_cast<size_t>(i)]) pp.weight_bytes += t->nbytes();
     pp.kv_cache_bytes = kv_cache_bytes(p, pp.last_layer - pp.first_layer, n_ctx, cache_type);
   }

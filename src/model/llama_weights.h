@@ -5,6 +5,7 @@
 #pragma once
 
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "weft/core/context.h"
@@ -18,6 +19,12 @@ struct ModelWeights {
   Tensor* output_norm = nullptr;
   Tensor* output = nullptr;        // == tok_embd when the file ties them
   std::vector<LlamaLayer> layers;  // without KV caches
+  // Where each expert slice's bytes start within its file tensor (the
+  // tensor of the same name); any other weight is a file tensor whole.
+  std::unordered_map<const Tensor*, size_t> slice_offset;
+
+  // The file bytes weight t is loaded from (t->nbytes() of them).
+  const uint8_t* data(const GgufFile& file, const Tensor& t) const;
 };
 
 // Creates in ctx the metadata of every weight the model reads (named, flagged
@@ -37,6 +44,13 @@ std::vector<float> rope_factors(const GgufFile& file, const LlamaParams& p, int6
 // Llama 3.1's factors from rope.scaling.factor, original_context_length and
 // the low/high frequency factors.
 std::vector<float> llama3_rope_factors(const LlamaParams& p);
+
+// Cuts every layer's stacked experts by part (LoadOptions::expert_split):
+// counts has one entry per part, each >= 0, summing to p.n_expert; each part
+// with a nonzero count gets a slice (LlamaLayer::ExpertSlice) described in
+// ctx, and the layer's whole ffn_*_exps go. Throws Error(invalid_input)
+// naming what does not fit (a dense model, a count, the sum).
+void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_t> counts, Context& ctx);
 
 // Each layer's part from placement-style ranges: parts + 1 boundaries, from
 // 0, non-decreasing, ending at n_layer. Throws Error(invalid_input) naming
@@ -59,7 +73,8 @@ void check_cache_type(const LlamaParams& p, DType cache_type);
 // after asking the kernel to read them ahead (MADV_WILLNEED). nullptr (bind
 // nothing) when device is not the host CPU, or a tensor's bytes are not
 // 32-byte aligned in the file; the caller then copies.
-std::unique_ptr<Buffer> map_weights(const GgufFile& file, Device& device, std::span<Tensor* const> tensors);
+std::unique_ptr<Buffer> map_weights(const GgufFile& file, const ModelWeights& w, Device& device,
+                                    std::span<Tensor* const> tensors);
 
 // Throws Error(invalid_input) unless 0 < n_ctx <= 2^24.
 void check_n_ctx(int64_t n_ctx);

@@ -63,7 +63,7 @@ std::unique_ptr<PlacementPolicy> split_by_free_memory() {
   return std::make_unique<FreeMemoryPolicy>();
 }
 
-std::vector<double> parse_split(const std::string& spec, size_t n_parts) {
+std::vector<double> parse_split(const std::string& spec, size_t n_parts, const std::string& flag) {
   std::vector<double> w;
   size_t start = 0;
   while (start <= spec.size()) {
@@ -72,7 +72,7 @@ std::vector<double> parse_split(const std::string& spec, size_t n_parts) {
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
     if (item.empty() || *end != '\0' || !(v >= 0) || v > 1e18)
-      fail(ErrorKind::invalid_input, kWhere, "--split '" + spec + "': '" + item + "' is not a weight >= 0");
+      fail(ErrorKind::invalid_input, kWhere, flag + " '" + spec + "': '" + item + "' is not a weight >= 0");
     w.push_back(v);
     start = comma + 1;
   }
@@ -80,7 +80,8 @@ std::vector<double> parse_split(const std::string& spec, size_t n_parts) {
   for (double v : w) total += v;
   if (w.size() != n_parts || !(total > 0))
     fail(ErrorKind::invalid_input, kWhere,
-         "--split '" + spec + "' needs " + std::to_string(n_parts) + " weights (one per device, the host first), not all zero");
+         flag + " '" + spec + "' needs " + std::to_string(n_parts) +
+             " weights (one per device, the host first), not all zero");
   return w;
 }
 

@@ -42,6 +42,7 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
   if (!options_.split.empty() && options_.placement)
     fail(ErrorKind::invalid_input, where, "both a split and a placement policy: give one");
   if (!options_.split.empty()) (void)parse_split(options_.split, specs_.size());  // refuse a bad split before connecting
+  if (!options_.experts_split.empty()) (void)parse_split(options_.experts_split, specs_.size(), "--experts-split");
   file_ = GgufFile::open(options_.model);
   tokenizer_ = model::Tokenizer::from_gguf(*file_);
   params_ = model::LlamaParams::from_gguf(*file_);
@@ -66,13 +67,28 @@ LoadPlan Session::plan(int64_t n_ctx) const {
   const std::vector<int64_t> b = bounds(in, p.policy);
   if (b.size() != n + 1 || b.front() != 0 || b.back() != params_.n_layer)
     fail(ErrorKind::internal, where, "the placement policy returned " + std::to_string(b.size()) + " bounds");
+  std::vector<int64_t> experts;  // per device, with an expert split
+  if (!options_.experts_split.empty()) {
+    if (params_.n_expert == 0)
+      fail(ErrorKind::invalid_input, where, "--experts-split: " + options_.model + " has no experts");
+    const std::vector<int64_t> eb =
+        layer_bounds(parse_split(options_.experts_split, n, "--experts-split"), params_.n_expert);
+    std::string counts;
+    for (size_t i = 0; i < n; ++i) {
+      experts.push_back(eb[i + 1] - eb[i]);
+      counts += (i ? " + " : "") + std::to_string(experts.back());
+    }
+    p.policy += "; experts " + counts + " of " + std::to_string(params_.n_expert) + " per layer (--experts-split " +
+                options_.experts_split + ")";
+  }
   // Checks every tensor the model reads before anything is allocated.
-  const std::vector<model::PartPlan> parts = model::LlamaModel::plan(*file_, b, n_ctx, options_.load.cache_type);
+  const std::vector<model::PartPlan> parts =
+      model::LlamaModel::plan(*file_, b, n_ctx, options_.load.cache_type, experts);
   p.n_ctx = n_ctx;
   p.cache_type = options_.load.cache_type;
   for (size_t i = 0; i < n; ++i)
     p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
-  if (!in.speeds.empty()) {
+  if (!in.speeds.empty() && experts.empty()) {  // the prediction knows layers, not expert slices
     const TimePrediction t = predict_time(b, in);
     p.predicted_seconds = t.total();
     for (size_t i = 0; i < n; ++i) {
@@ -99,13 +115,20 @@ void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
          "a plan for " + std::to_string(p.devices.size()) + " devices; this session has " + std::to_string(n));
   if (const std::string problem = p.problem(); !problem.empty()) fail(ErrorKind::out_of_memory, where, problem);
   const int64_t n_ctx = p.n_ctx;
+  model::LoadOptions load = options_.load;
+  load.expert_split.clear();
+  int64_t experts = 0;
+  for (const DevicePlan& d : p.devices) experts += d.part.n_experts;
+  if (experts > 0)  // the plan's expert split
+    for (const DevicePlan& d : p.devices) load.expert_split.push_back(d.part.n_experts);
   if (n == 1) {
-    model_ = std::make_unique<model::LlamaModel>(*file_, *devices_[0], n_ctx, progress, options_.load);
+    load.expert_split.clear();  // one device holds every expert anyway
+    model_ = std::make_unique<model::LlamaModel>(*file_, *devices_[0], n_ctx, progress, load);
   } else {
     std::vector<model::LayerPlacement> placement;
     for (size_t i = 0; i < n; ++i)
       placement.push_back({devices_[i].get(), p.devices[i].part.first_layer, p.devices[i].part.last_layer});
-    model_ = std::make_unique<model::LlamaModel>(*file_, placement, n_ctx, progress, options_.load);
+    model_ = std::make_unique<model::LlamaModel>(*file_, placement, n_ctx, progress, load);
   }
   file_.reset();  // the model and the tokenizer hold copies (or the mapping, for mapped weights)
 }

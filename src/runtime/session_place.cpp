@@ -102,6 +102,12 @@ std::vector<int64_t> Session::bounds(const PlacementInput& in, std::string& poli
     policy = options_.placement->describe();
     return options_.placement->layer_bounds(in);
   }
+  if (!options_.experts_split.empty()) {  // this host routes: every layer's other weights here
+    policy = "layers on " + specs_.front().label();
+    std::vector<int64_t> b(in.free_bytes.size() + 1, in.n_layer);
+    b.front() = 0;
+    return b;
+  }
   if (in.speeds.empty()) {
     policy = split_by_free_memory()->describe();
     if (!probe_failure_.empty()) policy += " (" + probe_failure_ + ")";

@@ -2,6 +2,8 @@
 // nodes, and create input copies for memory a split's backend cannot read.
 #include <algorithm>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "sched_impl.h"
 #include "weft/core/error.h"
@@ -23,12 +25,42 @@ class SplitBuilder {
       plan_.buffer_of[leaf] = buffer_of_backend(a_.at(leaf));
     }
     // Cut where the backend of a computing node changes; views compute
-    // nothing and stay in the current run.
+    // nothing and stay in the current run. Cut too before a node that reads
+    // a result of another backend's run which the nodes before it in this
+    // run do not read: a split waits for its inputs before its first node,
+    // so the nodes before it run while that other backend still works (an
+    // expert split's own slice, computed while a worker computes its slice,
+    // before the sum that reads both).
     std::vector<std::pair<int, std::vector<Tensor*>>> runs;
+    std::unordered_map<const Tensor*, int> run_of;  // caller's root -> the run computing it
+    std::vector<int> awaited;                       // other backends' runs the current run reads
+    bool computes = false;                          // the current run has a computing node
     for (Tensor* node : g_.nodes()) {
       const int b = a_.at(node);
-      if (runs.empty() || (!op_is_view(node->op) && b != runs.back().first)) runs.emplace_back(b, std::vector<Tensor*>{});
+      const bool view = op_is_view(node->op);
+      bool cut = runs.empty() || (!view && b != runs.back().first);
+      std::vector<int> reads;
+      if (!view) {
+        for (const Tensor* src : node->src) {
+          if (src == nullptr) continue;
+          const auto it = run_of.find(root_of(src));
+          if (it != run_of.end() && runs[static_cast<size_t>(it->second)].first != b) reads.push_back(it->second);
+        }
+      }
+      if (!cut && computes) {
+        for (int r : reads) cut = cut || std::find(awaited.begin(), awaited.end(), r) == awaited.end();
+      }
+      if (cut) {
+        runs.emplace_back(b, std::vector<Tensor*>{});
+        awaited.clear();
+        computes = false;
+      }
+      for (int r : reads) add_unique(awaited, r);
       runs.back().second.push_back(node);
+      if (!view) {
+        computes = true;
+        run_of[root_of(node)] = static_cast<int>(runs.size()) - 1;
+      }
     }
     for (const auto& [backend, nodes] : runs) {
       start_split(backend);

@@ -134,6 +134,9 @@ struct MoeCase {
   bool shared_b;  // n_b == 1 (every expert reads the same row of b)
   Layout lb = Layout::packed;
   bool exact = false;  // b is q8_act_grid() (quantized weights only)
+  // > 0: as holds a slice of experts [id_base, id_base + n_expert) of
+  // n_expert + id_base + 2, and ids name all of them (an expert split).
+  int32_t id_base = 0;
 };
 const MoeCase kMoeCases[] = {
     {64, 16, 4, 2, 3, true},
@@ -141,6 +144,8 @@ const MoeCase kMoeCases[] = {
     {128, 7, 8, 3, 5, false},
     {64, 5, 3, 1, 1, true},
     {64, 8, 4, 2, 4, false, Layout::strided},
+    {64, 16, 3, 2, 6, false, Layout::packed, false, 2},
+    {64, 16, 2, 3, 5, true, Layout::packed, false, 1},
 };
 // Quantized weights only: rows of 256 k.
 const MoeCase kQuantMoeCases[] = {
@@ -157,12 +162,15 @@ void add_moe_case(std::vector<Case>& cases, DType w, const MoeCase& c, bool exac
   const int64_t n_b = c.shared_b ? 1 : c.n_used;
   const Shape as_ne = {c.k, c.m, c.n_expert, 1}, b_ne = {c.k, n_b, c.n_tokens, 1};
   std::string name = "mul_mat_id " + dtype_str(w) + " " + shape_str(as_ne) + "x" + shape_str(b_ne) +
-                     " n_used=" + std::to_string(c.n_used) + layout_suffix(c.lb, "b") + (exact ? " b=q8grid" : "");
+                     " n_used=" + std::to_string(c.n_used) + layout_suffix(c.lb, "b") + (exact ? " b=q8grid" : "") +
+                     (c.id_base > 0 ? " id_base=" + std::to_string(c.id_base) : "");
   cases.push_back({name, [w, c, as_ne, b_ne, exact](CaseBuilder& b) {
                      Tensor* as = b.input(w, as_ne);
                      Tensor* x = operand(b, DType::f32, b_ne, c.lb, exact ? q8_act_grid() : Init{});
-                     Tensor* ids = b.input(DType::i32, {c.n_used, c.n_tokens, 1, 1}, indices(c.n_expert));
-                     b.output(ops::mul_mat_id(b.ctx(), as, x, ids), exact ? tol::kMatQuantExact : matmul_tol(w));
+                     const int64_t n_ids = c.id_base > 0 ? c.n_expert + c.id_base + 2 : c.n_expert;
+                     Tensor* ids = b.input(DType::i32, {c.n_used, c.n_tokens, 1, 1}, indices(n_ids));
+                     b.output(ops::mul_mat_id(b.ctx(), as, x, ids, c.id_base),
+                              exact ? tol::kMatQuantExact : matmul_tol(w));
                    }});
 }
 

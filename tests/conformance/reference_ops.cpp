@@ -236,9 +236,15 @@ void Reference::eval(const Tensor& node) {
     }
     case Op::mul_mat_id: {
       Accessor as = access(*s0), b = access(*s1), ids = access(*s2);
-      const int64_t K = s0->ne[0], n_b = s1->ne[1];
+      const int64_t K = s0->ne[0], n_b = s1->ne[1], base = node.op_params[0];
       for_each(ne, [&](int64_t m, int64_t e, int64_t t, int64_t) {
-        const int64_t ex = index_value(ids.at(e, t, 0, 0), s0->ne[2], "expert id");
+        // A slice of experts (id_base): an id outside it gives zeros.
+        const double id = ids.at(e, t, 0, 0) - static_cast<double>(base);
+        if (base != 0 && (id < 0 || id >= static_cast<double>(s0->ne[2]))) {
+          out.push_back(0.0);
+          return;
+        }
+        const int64_t ex = index_value(id, s0->ne[2], "expert id");
         double sum = 0.0;
         for (int64_t k = 0; k < K; ++k) sum += as.at(k, m, ex, 0) * b.at(k, e % n_b, t, 0);
         out.push_back(sum);

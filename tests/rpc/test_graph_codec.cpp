@@ -495,6 +495,22 @@ TEST_F(RpcGraphCodec, RejectsResultsThatContradictTheOp) {
   g[2].view_src = 0;
   g[2].view_offs = 4;
   expect_rejected(g, {2}, {"tensor 2", "view_offs"});
+  g[2].view_offs = 0;
+  g[2].op_params[3] = 7;  // a parameter add does not read (a newer peer's meaning)
+  expect_rejected(g, {2}, {"tensor 2", "op_params[3] is 7", "the op gives 0"});
+}
+
+// mul_mat_id's id_base (1.6) survives the round trip, and the decoded node
+// reads it: ids outside the slice give zeros.
+TEST_F(RpcGraphCodec, MulMatIdKeepsItsIdBase) {
+  std::vector<Rec> g = {leaf(DType::f32, {4, 3, 2}), leaf(DType::f32, {4, 1, 2}, 128), leaf(DType::i32, {2, 2}, 192),
+                        node(Op::mul_mat_id, DType::f32, {3, 2, 2}, {0, 1, 2}, 256)};
+  g[3].op_params[0] = 5;
+  auto d = decode(encode(g, {3}));
+  ASSERT_EQ(d->graph.nodes().size(), 1u);
+  EXPECT_EQ(d->graph.nodes()[0]->op_params[0], 5);
+  g[3].op_params[1] = 1;
+  expect_rejected(g, {3}, {"tensor 3", "op_params[1] is 1"});
 }
 
 TEST_F(RpcGraphCodec, RejectsViewsReachingOutsideTheirSource) {

@@ -400,6 +400,24 @@ TEST(RpcOpSupport, A13WorkerIsNeverAskedAboutQuantizedFlashAttn) {
   EXPECT_EQ(new_worker.count(rpc::Cmd::supports_op), 1u);
 }
 
+// 1.6 gave mul_mat_id an id_base (a slice of experts), which a 1.5 worker's
+// constructor would drop: such a node is never sent to one, so an expert
+// split refuses that worker rather than computing the wrong experts.
+TEST(RpcOpSupport, A15WorkerIsNeverGivenAnExpertSlice) {
+  Context ctx;
+  Tensor* as = ctx.new_tensor(DType::f32, {32, 8, 2});
+  Tensor* b = ctx.new_tensor(DType::f32, {32, 1, 3});
+  Tensor* ids = ctx.new_tensor(DType::i32, {2, 3});
+  const Tensor* whole = ops::mul_mat_id(ctx, as, b, ids);
+  const Tensor* slice = ops::mul_mat_id(ctx, as, b, ids, 2);
+  EXPECT_EQ(rpc::minor_needed(*whole), 0);
+  EXPECT_EQ(rpc::minor_needed(*slice), 6);
+  FakeWorker old_worker(rpc::kCapEvents | rpc::kCapOpSupport, {1}, 5);
+  auto old_devices = make_rpc_devices(old_worker.endpoint);
+  EXPECT_FALSE(old_devices[0]->supports_op(*slice));
+  EXPECT_FALSE(old_worker.got(rpc::Cmd::supports_op));
+}
+
 TEST(RpcOpSupport, OpsKnownAtEachMinor) {
   EXPECT_EQ(rpc::ops_known_at_minor(0), static_cast<int>(Op::transpose) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(1), static_cast<int>(Op::transpose) + 1);

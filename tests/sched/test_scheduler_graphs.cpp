@@ -97,6 +97,55 @@ TEST(SchedulerPipeline, CopiesGiveTheSameResultsAsOne) {
   EXPECT_EQ(run_pipeline(4, 100), one);
 }
 
+// A run of one backend's nodes is cut before a node that reads another
+// backend's result the nodes before it do not read: those nodes are a split
+// that waits for nothing, so they run while the other backend works (an
+// expert split's own slice beside a worker's). The result is the CPU's alone.
+TEST(SchedulerSplits, ARunIsCutWhereItFirstReadsAnotherBackend) {
+  auto cpu = make_cpu_device(1);
+  AsyncOptions ao;
+  ao.random_delay_ms = 2;
+  auto async = make_async_device(ao);
+  auto cb = cpu->create_backend();
+  auto ab = async->create_backend();
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {32, 4});
+  x->flags |= kFlagInput;
+  Tensor* w = ctx.new_tensor(DType::f32, {32, 32});
+  w->flags |= kFlagInput;
+  Tensor* far = ops::mul_mat(ctx, w, x);              // on the async device
+  Tensor* near = ops::silu(ctx, ops::scale(ctx, x, 2.0f));  // on the CPU, reads only x
+  Tensor* sum = ops::add(ctx, far, near);             // on the CPU, reads both
+  sum->flags |= kFlagOutput;
+  Graph g;
+  g.expand(sum);
+  ASSERT_EQ(g.nodes().front(), far);  // the async node comes first
+  Scheduler sched({ab.get(), cb.get()});
+  for (Tensor* n : g.nodes()) sched.set_backend(*n, n == far ? *ab : *cb);
+  sched.allocate(g);
+  const auto& splits = sched.splits();
+  ASSERT_EQ(splits.size(), 3u);
+  EXPECT_EQ(splits[0].backend, 0);
+  EXPECT_EQ(splits[1].backend, 1);
+  EXPECT_TRUE(splits[1].waits_for.empty());  // scale and silu: no wait
+  EXPECT_EQ(splits[2].backend, 1);
+  EXPECT_EQ(splits[2].waits_for, std::vector<int>{0});  // the add waits for the async product
+  std::mt19937 rng(3);
+  fill(*x, rng);
+  fill(*w, rng);
+  const std::vector<float> xs = read(*x), ws = read(*w);
+  sched.compute(g);
+  const std::vector<float> got = read(*sum);
+  for (int t = 0; t < 4; ++t)
+    for (int m = 0; m < 32; ++m) {
+      double dot = 0;
+      for (int k = 0; k < 32; ++k) dot += double{ws[static_cast<size_t>(m * 32 + k)]} * xs[static_cast<size_t>(t * 32 + k)];
+      const double v = 2.0 * xs[static_cast<size_t>(t * 32 + m)];
+      const double want = dot + v / (1.0 + std::exp(-v));
+      ASSERT_NEAR(got[static_cast<size_t>(t * 32 + m)], want, 1e-4) << t << "," << m;
+    }
+}
+
 // A random graph; the same seed builds the same graph.
 struct RandomGraph {
   Context ctx;

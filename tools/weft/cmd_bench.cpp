@@ -71,6 +71,22 @@ int cmd_bench_model(const BenchModelArgs& args) {
     r.local_tg_seconds_per_token = l.tg_seconds_per_token.mean;
     r.tg_seconds_per_hop = bench::per_hop_seconds(r.tg_seconds_per_token.mean, r.local_tg_seconds_per_token, r.hops);
   }
+  // An expert split: the same tests with each layer's own slice first, for
+  // what overlapping the devices' slices saves.
+  if (!args.host.experts_split.empty()) {
+    std::fprintf(stderr, "the same tests with the experts serialised (the host's slice before the others):\n");
+    SessionOptions serial_options = session_options(args.host, kWhere);
+    serial_options.load.experts_overlap = false;
+    Session serial(serial_options);
+    (void)load_with_progress(serial, bench::model_bench_context(options));
+    bench::ModelBenchOptions serial_bench = options;
+    serial_bench.measure_limits = false;
+    serial_bench.parallel = 1;
+    const bench::ModelBenchResult s = bench::run_model_bench(serial, work, serial_bench);
+    r.experts_split = true;
+    r.serial_pp_tokens_per_s = s.pp_tokens_per_s.mean;
+    r.serial_tg_seconds_per_token = s.tg_seconds_per_token.mean;
+  }
   const std::string report = args.json ? bench::format_model_bench_json(r) : bench::format_model_bench_text(r);
   std::fputs(report.c_str(), stdout);
   if (!args.json) print_device_stats(session);

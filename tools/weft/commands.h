@@ -86,6 +86,7 @@ struct ModelHostArgs {
   bool no_mmap = false;              // copy the host's weights instead of using the file's mapping
   std::string cache_type = "f16";    // the KV cache's element type: f16 or q8_0
   std::string placement = "speed";   // without --split: "speed" (probed at connect) or "memory"
+  std::string experts_split;         // expert proportions host,worker1,...; empty: experts with their layer
 };
 
 // `weft bench model`: prompt processing and generation speed of a model

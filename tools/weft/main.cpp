@@ -24,6 +24,10 @@ void add_model_host_options(CLI::App* cmd, weft::tools::ModelHostArgs& host) {
                   "time per token that fits) or memory (in proportion to free memory, no probe)")
       ->capture_default_str()
       ->check(CLI::IsMember({"speed", "memory"}));
+  cmd->add_option("--experts-split", host.experts_split,
+                  "mixture-of-experts models: each layer's experts in these proportions over host,worker1,... "
+                  "(this host routes and computes its share while the others run; the other weights stay on "
+                  "this host unless --split places them)");
   cmd->add_flag("--no-mmap", host.no_mmap,
                 "copy this CPU's weights into memory instead of using the mapped file in place "
                 "(then the file may change while the model runs)");

@@ -73,6 +73,7 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   o.model = args.model;
   o.name = what;
   o.split = args.split;
+  o.experts_split = args.experts_split;
   if (args.placement == "memory") {  // the CLI checked the name; "speed" is the Session's default
     o.probe = false;
     if (args.split.empty()) o.placement = split_by_free_memory();
@@ -109,11 +110,15 @@ LoadPlan load_with_progress(Session& session, int64_t n_ctx) {
     std::fprintf(stderr, "%s\n", line.c_str());
   }
   size_t total = 0;
+  bool expert_split = false;
+  for (const DevicePlan& d : plan.devices) expert_split = expert_split || d.part.n_experts > 0;
   for (const DevicePlan& d : plan.devices) {
     total += d.part.weight_bytes;
-    std::fprintf(stderr, "%s (%s): layers [%lld, %lld), %s weights + %s %s KV cache (%lld positions), %s free%s\n",
+    const std::string experts =
+        expert_split ? ", " + std::to_string(d.part.n_experts) + " experts of each layer" : std::string();
+    std::fprintf(stderr, "%s (%s): layers [%lld, %lld)%s, %s weights + %s %s KV cache (%lld positions), %s free%s\n",
                  d.label.c_str(), d.device_name.c_str(), static_cast<long long>(d.part.first_layer),
-                 static_cast<long long>(d.part.last_layer), format_bytes(d.part.weight_bytes).c_str(),
+                 static_cast<long long>(d.part.last_layer), experts.c_str(), format_bytes(d.part.weight_bytes).c_str(),
                  format_bytes(d.part.kv_cache_bytes).c_str(), std::string(dtype_name(plan.cache_type)).c_str(),
                  static_cast<long long>(n_ctx),
                  format_bytes(d.free_bytes).c_str(), prediction(d).c_str());

@@ -98,9 +98,14 @@ Tensor* top_k(Context& ctx, Tensor* a, int k);
 Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
 // Expert-selected product. as: [K, M, n_expert] any dtype; b: f32
 // [K, n_b, n_tokens] with n_b == 1 or n_b == n_used; ids: i32 [n_used,
-// n_tokens], each in [0, n_expert). Result f32 [M, n_used, n_tokens]:
-// out[:, e, t] = as[:, :, ids[e, t]] * b[:, e % n_b, t].
-Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids);
+// n_tokens]. Result f32 [M, n_used, n_tokens]: with x = ids[e, t] - id_base,
+// out[:, e, t] = as[:, :, x] * b[:, e % n_b, t] when x is in [0, n_expert),
+// else zeros (nothing computed). id_base (op_params[0]) lets as hold a slice
+// of a layer's experts, [id_base, id_base + n_expert), while ids name the
+// layer's: each device of an expert split computes only the pairs routed to
+// its own slice (docs/experts-split.md). Peers older than protocol 1.6 take
+// only id_base 0.
+Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids, int32_t id_base = 0);
 
 // a: [K, R, B, 1] any dtype; idx: i32 [n, B]. Result f32 [K, n, B, 1] with
 // out[:, i, j] = a[:, idx[i, j], j].

@@ -150,6 +150,17 @@ struct LlamaLayer {
   Tensor* ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shared]
   Tensor* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shared]
   Tensor* ffn_down_shexp = nullptr;      // [n_ff_shared, n_embd]
+  // With LoadOptions::expert_split: the stacked experts cut by placement
+  // (ffn_*_exps are then nullptr): each slice holds experts [first, first +
+  // ne[2]) of the layer on placement `part`'s device.
+  struct ExpertSlice {
+    int part = 0;
+    int32_t first = 0;
+    Tensor* gate = nullptr;  // [n_embd, n_ff_expert, count]
+    Tensor* up = nullptr;
+    Tensor* down = nullptr;  // [n_ff_expert, n_embd, count]
+  };
+  std::vector<ExpertSlice> expert_slices;
   // [head_dim, n_ctx, n_head_kv] of LoadOptions::cache_type: a kv head's
   // rows side by side, so attention over a head reads one run of memory.
   Tensor* k_cache = nullptr;
@@ -168,6 +179,7 @@ struct LayerPlacement {
 struct PartPlan {
   int64_t first_layer = 0;
   int64_t last_layer = 0;
+  int64_t n_experts = 0;  // its experts of each layer, with an expert split (else 0)
   size_t weight_bytes = 0;
   size_t kv_cache_bytes = 0;
 };
@@ -202,6 +214,18 @@ struct LoadOptions {
   // stage, at most 4; submit_batch's slots are those sets).
   // 0: one batch.
   int64_t pipeline_micro_batch = 64;
+  // Experts spread over devices (`weft run --experts-split`,
+  // docs/experts-split.md): empty, or one count per placement summing to
+  // n_expert. Placement i's device then holds experts [c_0 + ... + c_(i-1),
+  // + c_i) of every mixture-of-experts layer and computes the (token,
+  // expert) pairs routed to them; the layer's own device routes, sends the
+  // other slices their inputs, computes its own slice while they run, and
+  // adds the parts. Error(invalid_input) for counts that do not fit.
+  std::vector<int64_t> expert_split;
+  // With expert_split: false computes the layer's own slice before the
+  // others are sent (serialised, what `weft bench model` measures the
+  // overlap against).
+  bool experts_overlap = true;
 };
 
 // Which tokens' logits an eval computes and returns: every token's (a
@@ -252,8 +276,9 @@ class LlamaModel {
   // from 0 to n_layer) would hold with a KV cache of n_ctx positions, after
   // the same checks of the file's tensors as the constructors make (and the
   // same errors), without allocating or reading any weight.
+  // expert_split as LoadOptions::expert_split (one count per part).
   static std::vector<PartPlan> plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx,
-                                    DType cache_type = DType::f16);
+                                    DType cache_type = DType::f16, std::span<const int64_t> expert_split = {});
 
   const LlamaParams& params() const { return params_; }
   int64_t n_ctx() const { return n_ctx_; }
@@ -271,10 +296,19 @@ class LlamaModel {
   // output. segment_begin has n_layer + 2 entries; a segment ends where the
   // next begins (the last at ctx.size()). output_index: where the output
   // product (and the final soft-cap, when the family has one) begins.
+  // expert_nodes: the nodes of each expert slice (LoadOptions::expert_split),
+  // ctx indices [begin, end), which run on placement part's device rather
+  // than their layer's.
+  struct NodeRange {
+    size_t begin = 0;
+    size_t end = 0;
+    int part = 0;
+  };
   struct Forward {
     Tensor* logits = nullptr;
     std::vector<size_t> segment_begin;
     size_t output_index = 0;
+    std::vector<NodeRange> expert_nodes;
   };
 
   // The inputs of one forward pass of n tokens reading n_kv cache rows
@@ -392,6 +426,7 @@ class LlamaModel {
   std::vector<int> layer_part_;
   size_t mapped_weight_bytes_ = 0;
   bool fused_attention_ = false;
+  bool experts_overlap_ = true;
   DType cache_type_ = DType::f16;
   int n_parts_ = 1;
   int64_t micro_batch_ = 0;  // > 0: prompts are pipelined (LoadOptions::pipeline_micro_batch)

@@ -109,8 +109,8 @@ TimePrediction predict_time(std::span<const int64_t> bounds, const PlacementInpu
 double stage_seconds(const TimePrediction& t);
 
 // "a,b,c" -> n_parts weights, each finite and >= 0, not all zero. Throws
-// Error(invalid_input) naming the spec.
-std::vector<double> parse_split(const std::string& spec, size_t n_parts);
+// Error(invalid_input) naming the spec and flag (the option it came from).
+std::vector<double> parse_split(const std::string& spec, size_t n_parts, const std::string& flag = "--split");
 
 // n_parts + 1 boundaries: part i holds layers [bounds[i], bounds[i+1]), in
 // proportion to w (cumulative shares rounded to the nearest layer; the last

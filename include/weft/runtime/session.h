@@ -42,6 +42,13 @@ struct SessionOptions {
   std::string model;                          // GGUF file
   std::vector<std::string> devices{"cpu"};    // device specs (weft/runtime/devices.h), in layer order
   std::string split;                          // "a,b,..." one weight per device; empty: placement
+  // Experts spread over devices (docs/experts-split.md): "a,b,..." one
+  // weight per device; each mixture-of-experts layer's experts cut in those
+  // proportions (model::LoadOptions::expert_split). The layers' other
+  // weights go where split or placement puts them; with neither, all on the
+  // first device (this host routes every token). Empty: experts stay with
+  // their layer.
+  std::string experts_split;
   std::shared_ptr<const PlacementPolicy> placement;  // when split is empty; null: by speed (see probe)
   // With two or more devices, measure each at connect (runtime/probe.h: a
   // fraction of a second each) for the default placement, split_by_speed(),

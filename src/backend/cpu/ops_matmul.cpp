@@ -248,8 +248,10 @@ bool mul_mat_uses_gemm(const Tensor& node) {
   return gemm_preferred(a.type, a.ne[1], a.ne[0], node.src[1]->ne[1]);
 }
 
-int32_t expert_id(const Tensor& ids, int64_t e, int64_t t) {
-  return *reinterpret_cast<const int32_t*>(elem_ptr(ids, e, t, 0, 0));
+// The expert of pair (e, t) within as: ids[e, t] - id_base (op_params[0]),
+// in 64 bits so that no id and base overflow; outside [0, n_expert): none.
+int64_t expert_id(const Tensor& ids, int64_t e, int64_t t, int64_t id_base) {
+  return int64_t{*reinterpret_cast<const int32_t*>(elem_ptr(ids, e, t, 0, 0))} - id_base;
 }
 
 size_t xbuf_bytes(const Tensor& b) {
@@ -296,13 +298,15 @@ void mul_mat_op(const KernelContext& kc, Tensor& dst) {
   engine.run(kc.ith, kc.nth);
 }
 
-// An id outside [0, n_expert) cannot be reported from a worker thread, so its
-// output column is written as zeros.
+// A pair whose expert is outside as (another device's slice of an expert
+// split, or a bad id, which a worker thread could not report) is written as
+// zeros and costs nothing more.
 void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& as = *dst.src[0];
   const Tensor& b = *dst.src[1];
   const Tensor& ids = *dst.src[2];
   const int64_t n_expert = as.ne[2];
+  const int64_t base = dst.op_params[0];
   const int64_t n_used = ids.ne[0];
   const int64_t n_tokens = ids.ne[1];
   const int64_t n_pairs = n_used * n_tokens;
@@ -320,7 +324,7 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   std::fill(count, count + n_expert + 1, 0);
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t e = 0; e < n_used; ++e) {
-      const int32_t id = expert_id(ids, e, t);
+      const int64_t id = expert_id(ids, e, t, base);
       if (id >= 0 && id < n_expert) ++count[id];
     }
   int64_t n_active = 0;
@@ -334,14 +338,14 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   }
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t e = 0; e < n_used; ++e) {
-      const int32_t id = expert_id(ids, e, t);
+      const int64_t id = expert_id(ids, e, t, base);
       if (id >= 0 && id < n_expert) pairs[count[id]++] = t * n_used + e;
     }
 
   const Range zr = split_range(n_pairs, kc.ith, kc.nth);
   for (int64_t p = zr.begin; p < zr.end; ++p) {
     const int64_t e = p % n_used, t = p / n_used;
-    const int32_t id = expert_id(ids, e, t);
+    const int64_t id = expert_id(ids, e, t, base);
     if (id < 0 || id >= n_expert) {
       float* out = reinterpret_cast<float*>(row_ptr(dst, e, t, 0));
       std::fill(out, out + dst.ne[0], 0.0f);

@@ -292,6 +292,15 @@ class Decoder {
     for (int k = 0; k < kMaxSrc; ++k) {
       if (t->src[k] != src[k]) tensor_fail(i, what() + "src[" + num(k) + "] is not what the op takes there");
     }
+    // A parameter a compute op does not read must be 0: a newer peer's
+    // meaning is never silently dropped (protocol 1.6). Views are rebuilt
+    // from their layout, and what they carry in op_params no kernel reads.
+    for (int k = 0; k < kMaxOpParams && !op_is_view(op); ++k) {
+      if (t->op_params[k] != w.op_params[k]) {
+        tensor_fail(i, what() + "op_params[" + num(k) + "] is " + std::to_string(w.op_params[k]) +
+                           ", but the op gives " + std::to_string(t->op_params[k]));
+      }
+    }
     if (t->view_src != view_src) {
       tensor_fail(i, what() + "view_src is " + (view_src ? "tensor " + num(w.view_src - 1) : std::string("none")) +
                          ", but the op gives " + (t->view_src ? t->view_src->name : std::string("none")));
@@ -499,7 +508,7 @@ Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], c
     case Op::argsort: return ops::argsort(ctx, a, static_cast<SortOrder>(p[0]));
     case Op::top_k: return ops::top_k(ctx, a, p[0]);
     case Op::mul_mat: return ops::mul_mat(ctx, a, b);
-    case Op::mul_mat_id: return ops::mul_mat_id(ctx, a, b, c);
+    case Op::mul_mat_id: return ops::mul_mat_id(ctx, a, b, c, p[0]);
     case Op::get_rows: return ops::get_rows(ctx, a, b);
     case Op::set_rows: return ops::set_rows(ctx, a, b, c);
     case Op::cpy: return ops::cpy(ctx, a, b);

@@ -498,6 +498,7 @@ uint16_t minor_needed(const Tensor& t) {
     for (const Tensor* kv : {t.src[1], t.src[2]})
       if (kv != nullptr && traits(kv->type).quantized) minor = std::max<uint16_t>(minor, 4);
   }
+  if (t.op == Op::mul_mat_id && t.op_params[0] != 0) minor = std::max<uint16_t>(minor, 6);
   return minor;
 }
 

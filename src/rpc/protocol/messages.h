@@ -412,7 +412,7 @@ struct SupportsOpReply {
 // a client never sends one, not even in SUPPORTS_OP. A minor newer than ours
 // knows every op we do.
 constexpr int ops_known_at_minor(uint16_t minor) {
-  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35};  // indexed by minor, up to kMinor
+  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35, 35};  // indexed by minor, up to kMinor
   static_assert(std::size(kOpsAt) == kMinor + 1 && kOpsAt[kMinor] == kOpCount,
                 "a new Op needs a new minor version (wire.h kMinor) and its count here");
   return minor < std::size(kOpsAt) ? kOpsAt[minor] : kOpCount;
@@ -420,7 +420,8 @@ constexpr int ops_known_at_minor(uint16_t minor) {
 
 // The minor version a peer must speak to take node t: its op's
 // (ops_known_at_minor), or later where a later minor widened what the op's
-// constructor accepts (1.4: flash_attn with q8_0 k or v). An older peer's
+// constructor accepts (1.4: flash_attn with q8_0 k or v; 1.6: mul_mat_id
+// with an id_base, which an older peer would ignore). An older peer's
 // constructor refuses the node, which ends the session, so a client never
 // sends it one, not even in SUPPORTS_OP.
 uint16_t minor_needed(const Tensor& t);

@@ -14,8 +14,10 @@ namespace weft::rpc {
 inline constexpr char kMagic[4] = {'W', 'E', 'F', 'T'};
 inline constexpr uint16_t kMajor = 1;
 // 1.1: SUPPORTS_OP; 1.2: ops gelu_erf sigmoid softcap rope_ext; 1.3: flash_attn;
-// 1.4: flash_attn takes q8_0 k and v; 1.5: peer links (worker-to-worker pushes).
-inline constexpr uint16_t kMinor = 5;
+// 1.4: flash_attn takes q8_0 k and v; 1.5: peer links (worker-to-worker pushes);
+// 1.6: mul_mat_id's id_base (a slice of experts), nonzero op_params an op
+// does not read refused.
+inline constexpr uint16_t kMinor = 6;
 
 enum Capability : uint64_t {
   kCapTensorCache = 1u << 0,

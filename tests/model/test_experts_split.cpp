@@ -1,0 +1,193 @@
+// Experts spread over devices (LoadOptions::expert_split,
+// docs/experts-split.md): every layer's experts cut into slices on the host
+// and on workers in this process, each slice computing only the pairs routed
+// to it. The logits must equal the float64 reference of tiny_moe.h and the
+// tokens the local run's, on every cut, with the slices overlapped or run
+// one after another; bad cuts are refused with what was wrong; the plan
+// counts each device's slice.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "model/llama_reference.h"
+#include "model/tiny_moe.h"
+#include "rpc/local_workers.h"
+#include "weft/backend/cpu.h"
+#include "weft/core/error.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/demo_model.h"
+#include "weft/model/model.h"
+#include "weft/rpc/client.h"
+
+namespace {
+
+using llama_reference::TempFile;
+using tiny_moe::kExperts;
+using tiny_moe::kLayers;
+using tiny_moe::kVocab;
+using tiny_moe::MoeSpec;
+using tiny_moe::TinyMoe;
+using weft::model::LayerPlacement;
+using weft::model::LlamaModel;
+
+struct Cut {
+  std::string what;
+  std::vector<LayerPlacement> layers;
+  std::vector<int64_t> experts;
+};
+
+std::string describe(const std::vector<int64_t>& counts) {
+  std::string s;
+  for (int64_t c : counts) s += (s.empty() ? "" : ",") + std::to_string(c);
+  return s;
+}
+
+// The prompt, then 3 greedy steps through the KV cache.
+void run(LlamaModel& m, std::vector<int32_t>& seq, std::vector<float>& logits) {
+  llama_reference::eval_with_steps([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, seq, 3,
+                                   kVocab, logits);
+}
+
+class ExpertsSplit : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tiny_ = std::make_unique<TinyMoe>(MoeSpec{}, file_.path);
+    file = weft::GgufFile::open(file_.path);
+    w0 = weft::make_rpc_devices(workers_.endpoint(0));
+    w1 = weft::make_rpc_devices(workers_.endpoint(1));
+  }
+
+  std::vector<Cut> cuts() const {
+    weft::Device* h = cpu.get();
+    weft::Device* a = w0.at(0).get();
+    weft::Device* b = w1.at(0).get();
+    return {
+        {"host routes, half the experts on a worker", {{h, 0, kLayers}, {a, kLayers, kLayers}}, {2, 2}},
+        {"host routes, experts over three devices", {{h, 0, kLayers}, {a, kLayers, kLayers}, {b, kLayers, kLayers}},
+         {1, 2, 1}},
+        {"the host holds no expert", {{h, 0, kLayers}, {a, kLayers, kLayers}, {b, kLayers, kLayers}}, {0, 3, 1}},
+        {"layers split too (layer 1 routes on the worker)", {{h, 0, 1}, {a, 1, kLayers}}, {3, 1}},
+    };
+  }
+
+  TempFile file_{"experts_split"};
+  std::unique_ptr<TinyMoe> tiny_;
+  std::unique_ptr<weft::GgufFile> file;
+  std::unique_ptr<weft::Device> cpu = weft::make_cpu_device(2);
+  weft::testing::LocalWorkers workers_{2};
+  std::vector<std::unique_ptr<weft::Device>> w0, w1;
+};
+
+TEST_F(ExpertsSplit, MatchesTheReferenceOnEveryCut) {
+  const std::vector<int32_t> prompt = {3, 14, 15, 9, 26, 5};
+  std::vector<int32_t> ref_seq = prompt;
+  std::vector<float> ref_logits;
+  {
+    LlamaModel m(*file, *cpu, 16);
+    run(m, ref_seq, ref_logits);
+  }
+  const std::vector<std::vector<double>> ref = tiny_->forward(ref_seq);
+  EXPECT_GT(tiny_->min_gap, 1e-5);         // no near-tie a rounding could route differently
+  EXPECT_GE(tiny_->routes.size(), 3u);     // tokens go to different experts
+  for (const Cut& cut : cuts()) {
+    for (bool overlap : {true, false}) {
+      SCOPED_TRACE(cut.what + ", experts " + describe(cut.experts) + (overlap ? ", overlapped" : ", serialised"));
+      weft::model::LoadOptions o;
+      o.expert_split = cut.experts;
+      o.experts_overlap = overlap;
+      LlamaModel m(*file, cut.layers, 16, {}, o);
+      for (int64_t l = 0; l < kLayers; ++l) {
+        EXPECT_EQ(m.layer(l).ffn_gate_exps, nullptr);
+        size_t slices = 0;
+        for (int64_t c : cut.experts) slices += c > 0 ? 1 : 0;
+        EXPECT_EQ(m.layer(l).expert_slices.size(), slices);
+      }
+      std::vector<int32_t> seq = prompt;
+      std::vector<float> logits;
+      run(m, seq, logits);
+      EXPECT_EQ(seq, ref_seq);
+      llama_reference::expect_close(logits, ref, 1e-6, "experts_split");
+    }
+  }
+}
+
+// Several sequences in one batch (eval_batch) route token by token too.
+TEST_F(ExpertsSplit, BatchesOfSequencesMatchTheirSingleRuns) {
+  weft::model::LoadOptions o;
+  o.expert_split = {2, 1, 1};
+  const Cut cut = cuts()[1];
+  LlamaModel split(*file, cut.layers, 32, {}, o);
+  LlamaModel local(*file, *cpu, 16);
+  const std::vector<std::vector<int32_t>> prompts = {{3, 14, 15}, {9, 26, 5}};
+  std::vector<weft::model::BatchToken> batch;
+  for (int s = 0; s < 2; ++s)
+    for (int i = 0; i < 3; ++i)
+      batch.push_back({prompts[static_cast<size_t>(s)][static_cast<size_t>(i)], i, s, i == 2});
+  std::vector<float> got;
+  split.eval_batch(batch, 2, got);
+  ASSERT_EQ(got.size(), 2 * static_cast<size_t>(kVocab));
+  for (int s = 0; s < 2; ++s) {
+    const std::vector<float> want = local.eval(prompts[static_cast<size_t>(s)], 0, weft::model::LogitRows::last);
+    for (size_t j = 0; j < want.size(); ++j)
+      ASSERT_NEAR(got[static_cast<size_t>(s) * want.size() + j], want[j], 1e-5) << "sequence " << s << ", logit " << j;
+  }
+}
+
+// Counts that do not cut n_expert experts over the placements, and a model
+// without experts, are refused with what was wrong.
+TEST_F(ExpertsSplit, BadCutsAreNamed) {
+  const std::vector<LayerPlacement> pl{{cpu.get(), 0, kLayers}, {w0.at(0).get(), kLayers, kLayers}};
+  const std::vector<std::pair<std::vector<int64_t>, std::string>> bad{
+      {{2, 1}, "the parts hold 3 experts; the model has 4"},
+      {{2, 2, 0}, "an expert split of 3 counts for 2 placements"},
+      {{-1, 5}, "part 0 holds -1 of 4 experts"},
+  };
+  for (const auto& [counts, needle] : bad) {
+    weft::model::LoadOptions o;
+    o.expert_split = counts;
+    try {
+      LlamaModel m(*file, pl, 16, {}, o);
+      ADD_FAILURE() << "loaded with experts " << describe(counts);
+    } catch (const weft::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+  TempFile dense("experts_split_dense");
+  weft::model::write_demo_model(dense.path, weft::model::tiny_demo_spec());
+  auto dense_file = weft::GgufFile::open(dense.path);
+  weft::model::LoadOptions o;
+  o.expert_split = {1, 1};
+  EXPECT_THROW(
+      {
+        try {
+          LlamaModel m(*dense_file, pl, 16, {}, o);
+        } catch (const weft::Error& e) {
+          EXPECT_NE(std::string(e.what()).find("a model without experts"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      weft::Error);
+}
+
+// The plan puts each slice's bytes on its part: the host keeps the dense
+// weights and its experts, a worker only its experts.
+TEST_F(ExpertsSplit, PlanCountsEachSlice) {
+  const int64_t bounds[] = {0, kLayers, kLayers};
+  const int64_t experts[] = {1, 3};
+  const auto whole = LlamaModel::plan(*file, bounds, 16);
+  const auto split = LlamaModel::plan(*file, bounds, 16, weft::DType::f16, experts);
+  ASSERT_EQ(split.size(), 2u);
+  size_t expert_bytes = 0;
+  for (const auto& [name, r] : tiny_->t)
+    if (name.find("_exps.") != std::string::npos) expert_bytes += r.bytes.size();
+  const size_t output_norm = tiny_->t.at("output_norm.weight").bytes.size();  // the last part's
+  EXPECT_EQ(whole[1].weight_bytes, output_norm);
+  EXPECT_EQ(split[1].weight_bytes, output_norm + expert_bytes / kExperts * 3);
+  EXPECT_EQ(split[0].weight_bytes, whole[0].weight_bytes - expert_bytes / kExperts * 3);
+  EXPECT_EQ(split[0].n_experts, 1);
+  EXPECT_EQ(split[1].n_experts, 3);
+  EXPECT_EQ(split[1].kv_cache_bytes, 0u);
+}
+
+}  // namespace
