@@ -3,8 +3,9 @@
 # vocabulary, generated on this CPU alone and split 1,1,1 over this CPU and
 # two `weft worker` processes, must give the same text (greedy, and sampled
 # with a seed) and the same perplexity, as must the default placement by
-# speed, whose plan shows predicted times; --stats must report each worker; a
-# killed worker must end `weft run` with a clear error, not a crash.
+# speed, whose plan shows predicted times, and a mixture-of-experts model's
+# experts cut over the three (--experts-split); --stats must report each
+# worker; a killed worker must end `weft run` with a clear error, not a crash.
 # Usage: run_with_workers.sh WEFT_BINARY WRITE_TEST_MODEL_BINARY
 set -euo pipefail
 # shellcheck source=../lib/worker.sh
@@ -107,6 +108,19 @@ moe_split=$("$weft" run -m "$dir/moe.gguf" -p "$prompt" -n 24 -t 1 "${split[@]}"
   { cat "$dir/moe.err"; die "split MoE run"; }
 [[ $moe_local == "$moe_split" ]] || die "split MoE text differs: local '$moe_local', split '$moe_split'"
 echo "run MoE: identical: $(printf '%s' "$moe_split" | cat -v)"
+# The same model's experts cut over this host and both workers (every layer
+# here): the same text, the plan shows each device's experts, and --stats
+# each worker's round trips (a layer's slice is one).
+moe_experts=$("$weft" run -m "$dir/moe.gguf" -p "$prompt" -n 24 -t 1 --worker "$w1" --worker "$w2" \
+  --experts-split 2,1,1 --stats 2>"$dir/moe.err") || { cat "$dir/moe.err"; die "MoE run with --experts-split"; }
+[[ $moe_local == "$moe_experts" ]] || die "--experts-split text differs: local '$moe_local', split '$moe_experts'"
+grep -q "^placement: layers on host; experts 2 + 1 + 1 of 4 per layer (--experts-split 2,1,1)$" "$dir/moe.err" ||
+  { cat "$dir/moe.err"; die "--experts-split plan line"; }
+for w in "$w1" "$w2"; do
+  grep -q "^$w (.*): layers \[3, 3), 1 experts of each layer, " "$dir/moe.err" || die "plan lacks worker $w's experts"
+  grep -q "^worker $w: .* [0-9]* round trips" "$dir/moe.err" || die "--stats lacks worker $w"
+done
+echo "run MoE --experts-split 2,1,1: identical"
 
 # Perplexity over a text of a few chunks: equal to 4 decimals.
 for _ in $(seq 40); do echo "Once upon a time, a quick brown fox met a lazy dog by the river. 1234, 5678!"; done >"$dir/text.txt"
