@@ -234,12 +234,15 @@ Out mul_mat(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
     const int64_t n_b = chance(rng, 0.5) ? 1 : n_used, m = size(rng, 24);
     const Shape bs = {k, n_b, n_tok, 1};
     const Acts x_acts = activations(m * n_used * n_tok, chance(rng, 0.7) ? Layout::packed : Layout::strided);
+    // Half the time a slice of the layer's experts (an expert split): ids
+    // name n_exp + 3 experts, as holds [id_base, id_base + n_exp).
+    const int32_t id_base = chance(rng, 0.5) ? static_cast<int32_t>(pick(rng, 1, 2)) : 0;
     d += "mul_mat_id " + dtype_str(w) + " " + shape_str({k, m, n_exp, 1}) + "x" + shape_str(bs) +
-         " n_used=" + std::to_string(n_used) + lay(x_acts.layout, "b");
+         " n_used=" + std::to_string(n_used) + " id_base=" + std::to_string(id_base) + lay(x_acts.layout, "b");
     Tensor* as = b.input(w, {k, m, n_exp, 1});
     Tensor* x = conformance::operand(b, DType::f32, bs, x_acts.layout, x_acts.init);
-    Tensor* ids = b.input(DType::i32, {n_used, n_tok, 1, 1}, conformance::indices(n_exp));
-    return {ops::mul_mat_id(ctx, as, x, ids), nullptr, x_acts.tol};
+    Tensor* ids = b.input(DType::i32, {n_used, n_tok, 1, 1}, conformance::indices(id_base > 0 ? n_exp + 3 : n_exp));
+    return {ops::mul_mat_id(ctx, as, x, ids, id_base), nullptr, x_acts.tol};
   }
   const int64_t a2 = chance(rng, 0.7) ? 1 : 2, a3 = chance(rng, 0.8) ? 1 : 2;
   const Shape as = {k, size(rng, 40), a2, a3};

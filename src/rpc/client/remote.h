@@ -161,6 +161,7 @@ class RemoteBackend final : public Backend {
   RemoteDevice& device_;
   const std::shared_ptr<Connection> connection_;
   const uint32_t index_;
+  Writer graph_bytes_;  // compute()'s encoding, kept so a token allocates nothing for it
 };
 
 class RemoteDevice final : public Device {

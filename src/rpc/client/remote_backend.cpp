@@ -131,7 +131,8 @@ void RemoteBackend::compute(const Graph& g) {
       }
     }
   }
-  Writer w;
+  Writer& w = graph_bytes_;
+  w.data().clear();
   encode_graph(w, g, [&](const Tensor& t) -> RemoteLocation {
     RemoteBuffer* b = own_buffer(t);
     if (b == nullptr) {

@@ -56,6 +56,8 @@ class Encoder {
 
   void run(Writer& w) {
     std::vector<const Tensor*> computing;
+    computing.reserve(g_.nodes().size());
+    index_.reserve(2 * g_.nodes().size());  // the nodes and about as many leafs and views
     for (const Tensor* t : g_.nodes()) {
       if (!op_is_view(t->op)) computing.push_back(t);
     }

@@ -146,19 +146,6 @@ FrameHeader decode_header(const uint8_t in[kFrameHeaderBytes]) {
 
 // Writer
 
-void Writer::u16(uint16_t v) {
-  data_.push_back(static_cast<uint8_t>(v));
-  data_.push_back(static_cast<uint8_t>(v >> 8));
-}
-
-void Writer::u32(uint32_t v) {
-  for (int i = 0; i < 4; ++i) data_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-void Writer::u64(uint64_t v) {
-  for (int i = 0; i < 8; ++i) data_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
 void Writer::f32(float v) { u32(std::bit_cast<uint32_t>(v)); }
 
 void Writer::str(std::string_view s) {

@@ -93,9 +93,11 @@ FrameHeader decode_header(const uint8_t in[kFrameHeaderBytes]);
 class Writer {
  public:
   void u8(uint8_t v) { data_.push_back(v); }
-  void u16(uint16_t v);
-  void u32(uint32_t v);
-  void u64(uint64_t v);
+  // Little-endian; inline, as a graph's encoding is thousands of them per
+  // token.
+  void u16(uint16_t v) { put(v); }
+  void u32(uint32_t v) { put(v); }
+  void u64(uint64_t v) { put(v); }
   void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
   void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
   void f32(float v);
@@ -107,6 +109,13 @@ class Writer {
   const std::vector<uint8_t>& data() const { return data_; }
 
  private:
+  template <class T>
+  void put(T v) {
+    uint8_t b[sizeof(T)];
+    for (size_t i = 0; i < sizeof(T); ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+    data_.insert(data_.end(), b, b + sizeof(T));
+  }
+
   std::vector<uint8_t> data_;
 };
 
