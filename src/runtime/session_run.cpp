@@ -1,5 +1,9 @@
 // Session: evaluation, generation, perplexity and stats (include/weft/runtime/session.h).
+#include <optional>
+
+#include "weft/backend/cpu.h"
 #include "weft/core/error.h"
+#include "weft/rpc/client.h"
 #include "weft/runtime/session.h"
 
 namespace weft {
@@ -65,6 +69,22 @@ std::vector<DeviceStats> Session::stats() const {
     DeviceStats s{.label = spec.label(), .remote = spec.kind == DeviceSpecKind::rpc};
     if (s.remote) s.rpc = rpc_stats(spec.endpoint);
     out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<DeviceCompute> Session::compute_stats() const {
+  std::vector<DeviceCompute> out;
+  for (const DeviceSpec& spec : specs_) {
+    DeviceCompute c;
+    if (spec.kind == DeviceSpecKind::rpc) {
+      if (const std::optional<WorkerCompute> w = rpc_compute_stats(spec.endpoint, static_cast<uint32_t>(spec.index)))
+        c = {w->seconds, w->graphs};
+    } else if (spec.kind == DeviceSpecKind::cpu) {
+      const CpuComputeStats s = cpu_compute_stats();
+      c = {s.seconds, s.graphs};
+    }
+    out.push_back(c);
   }
   return out;
 }

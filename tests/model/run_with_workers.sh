@@ -53,7 +53,10 @@ for w in "$w1" "$w2"; do
   grep -q "^worker $w: .* sent, .* received, [0-9]* round trips, [0-9.]* s waiting" "$dir/split.err" || die "--stats lacks worker $w"
   grep -q "^$w (.*): layers \[[0-9]*, [0-9]*), .* weights + .* KV cache (.* positions), .* free" "$dir/split.err" ||
     die "plan lacks worker $w"
+  grep -q "^stage $w: measured [0-9.e+-]* ms/token computing ([0-9]* graphs)" "$dir/split.err" ||
+    die "--stats lacks worker $w's measured time per token"
 done
+grep -q "^stage host: measured [0-9.e+-]* ms/token computing" "$dir/split.err" || die "--stats lacks the host's stage time"
 
 # Several sequences decoded together (--parallel, --prompts), pipelined over
 # the two workers: each sequence's text is its own local run's.

@@ -416,6 +416,9 @@ TEST(RpcOpSupport, A15WorkerIsNeverGivenAnExpertSlice) {
   auto old_devices = make_rpc_devices(old_worker.endpoint);
   EXPECT_FALSE(old_devices[0]->supports_op(*slice));
   EXPECT_FALSE(old_worker.got(rpc::Cmd::supports_op));
+  // Nor is it asked COMPUTE_STATS, which it would refuse by ending the session.
+  EXPECT_FALSE(rpc_compute_stats(old_worker.endpoint, 0).has_value());
+  EXPECT_FALSE(old_worker.got(rpc::Cmd::compute_stats));
 }
 
 TEST(RpcOpSupport, OpsKnownAtEachMinor) {

@@ -294,6 +294,33 @@ TEST(WorkerSessions, StoredGraphsAreCappedLeastRecentlyUsedFirst) {
   expect_fatal(c);
 }
 
+// COMPUTE_STATS (1.6) counts this session's GRAPH_COMPUTEs per device and
+// the time they took; another session's are not its own; a bad device ends
+// the session like any bad index.
+TEST(WorkerSessions, ComputeStatsCountThisSessionsGraphs) {
+  auto cpu = make_cpu_device(1);
+  Worker worker({cpu.get()}, quiet());
+  worker.start();
+  Conn c(worker.port());
+  c.handshake();
+  ComputeStatsReply none = c.call(ComputeStatsRequest{0});
+  EXPECT_EQ(none.graphs, 0u);
+  EXPECT_EQ(none.compute_ns, 0u);
+  TestGraph graph(16, 4, 2);
+  const uint64_t h = c.alloc(0, graph.bytes);
+  const Bytes encoded = graph.encode(h);
+  c.compute(0, 0, &encoded);
+  for (int i = 0; i < 4; ++i) c.compute(0, 0, nullptr);
+  const ComputeStatsReply five = c.call(ComputeStatsRequest{0});  // after the work queued before it
+  EXPECT_EQ(five.graphs, 5u);
+  EXPECT_GT(five.compute_ns, 0u);
+  Conn other(worker.port());
+  other.handshake();
+  EXPECT_EQ(other.call(ComputeStatsRequest{0}).graphs, 0u);
+  c.send(ComputeStatsRequest{1});
+  expect_fatal(c);
+}
+
 TEST(WorkerSessions, EventsAcrossDevices) {
   auto cpu0 = make_cpu_device(1);
   auto cpu1 = make_cpu_device(1);

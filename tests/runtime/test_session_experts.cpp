@@ -66,7 +66,15 @@ TEST_F(SessionExperts, PlanAndTokensOverAWorker) {
   EXPECT_EQ(plan.devices[1].part.kv_cache_bytes, 0u);
   EXPECT_GT(plan.devices[1].part.weight_bytes, plan.devices[0].part.weight_bytes / 2);
   EXPECT_EQ(plan.predicted_seconds, 0.0);  // the prediction does not model slices
+  const std::vector<weft::DeviceCompute> before = split.compute_stats();
   EXPECT_EQ(greedy(split, 8), want);
+  // Each device says what it computed: the worker a slice of both layers
+  // for the prompt and every token but the last (sampled, not evaluated).
+  const std::vector<weft::DeviceCompute> after = split.compute_stats();
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_GE(after[0].seconds, before[0].seconds);
+  EXPECT_GE(after[1].graphs - before[1].graphs, 2u * 8u);
+  EXPECT_GT(after[1].seconds, before[1].seconds);
   const std::vector<weft::DeviceStats> stats = split.stats();
   ASSERT_EQ(stats.size(), 2u);
   EXPECT_GT(stats[1].rpc.round_trips, 8u);  // a round trip per layer and token

@@ -115,7 +115,7 @@ int cmd_run(const RunArgs& args) {
   if (static_cast<int64_t>(longest) > seq_ctx)
     fail(ErrorKind::invalid_input, kWhere,
          "prompt of " + std::to_string(longest) + " tokens exceeds the context length " + std::to_string(seq_ctx));
-  load_with_progress(session, seq_ctx * n_seq);
+  const LoadPlan plan = load_with_progress(session, seq_ctx * n_seq);
 
   GenerateOptions options;
   options.max_tokens = args.n_tokens;
@@ -123,7 +123,11 @@ int cmd_run(const RunArgs& args) {
   if (n_seq > 1) {
     run_parallel(session, prompts, options, args.stats);
   } else {
-    const GenerateResult r = session.generate(prompts[0], options, [&tok](int32_t t) {
+    // With --stats, what each device computes per generated token: from the
+    // first token (the prompt is done) to the last.
+    std::vector<DeviceCompute> at_first_token;
+    const GenerateResult r = session.generate(prompts[0], options, [&](int32_t t) {
+      if (args.stats && at_first_token.empty()) at_first_token = session.compute_stats();
       const std::string piece = tok.decode_token(t);
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -131,7 +135,11 @@ int cmd_run(const RunArgs& args) {
     });
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    if (args.stats) print_speeds(prompts[0].size(), r);
+    if (args.stats) {
+      print_speeds(prompts[0].size(), r);
+      if (!at_first_token.empty() && r.tokens.size() > 1)
+        print_stage_times(plan, at_first_token, session.compute_stats(), static_cast<int64_t>(r.tokens.size()) - 1);
+    }
   }
   if (args.stats) print_device_stats(session);
   return 0;

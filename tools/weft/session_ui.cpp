@@ -134,6 +134,25 @@ LoadPlan load_with_progress(Session& session, int64_t n_ctx) {
   return plan;
 }
 
+void print_stage_times(const LoadPlan& plan, const std::vector<DeviceCompute>& before,
+                       const std::vector<DeviceCompute>& after, int64_t steps) {
+  if (plan.devices.size() < 2 || before.size() != plan.devices.size() || after.size() != before.size() || steps <= 0)
+    return;
+  for (size_t i = 0; i < before.size(); ++i) {
+    const DevicePlan& d = plan.devices[i];
+    std::string line = "stage " + d.label + ": ";
+    if (before[i].seconds < 0 || after[i].seconds < 0) {
+      line += "compute time not reported (a worker older than protocol 1.6, or another kind of device)";
+    } else {
+      const double per_step = (after[i].seconds - before[i].seconds) / static_cast<double>(steps);
+      line += "measured " + ms(per_step) + "/token computing (" +
+              std::to_string(after[i].graphs - before[i].graphs) + " graphs)";
+      if (d.predicted_seconds > 0) line += ", predicted " + ms(d.predicted_seconds);
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
 void print_device_stats(const Session& session) {
   for (const DeviceStats& d : session.stats()) {
     if (!d.remote) continue;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "weft/runtime/session.h"
@@ -27,6 +28,12 @@ LoadPlan load_with_progress(Session& session, int64_t n_ctx);
 
 // One line per remote device: bytes sent and received, round trips, waiting.
 void print_device_stats(const Session& session);
+
+// With two or more devices, one line per device: the seconds it computed
+// per step between two Session::compute_stats() snapshots over `steps`
+// evals, beside the plan's predicted time for its stage (when probed).
+void print_stage_times(const LoadPlan& plan, const std::vector<DeviceCompute>& before,
+                       const std::vector<DeviceCompute>& after, int64_t steps);
 
 // The whole file's bytes. Throws Error(invalid_input) naming the file when it
 // cannot be opened or read; what names the command.

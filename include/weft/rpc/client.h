@@ -69,4 +69,15 @@ struct RpcStats {
 // The counters of the live connection to endpoint; zeros when none is open.
 RpcStats rpc_stats(const std::string& endpoint);
 
+// What the worker at endpoint says its device computed for this process's
+// session (COMPUTE_STATS, protocol 1.6): the graphs it ran and the seconds
+// in its compute calls (a CPU device's compute time). nullopt when no
+// connection is open, the worker is older than 1.6, or the question fails
+// (the connection's state is then what the failure made it).
+struct WorkerCompute {
+  uint64_t graphs = 0;
+  double seconds = 0;
+};
+std::optional<WorkerCompute> rpc_compute_stats(const std::string& endpoint, uint32_t device);
+
 }  // namespace weft

@@ -102,6 +102,16 @@ struct DeviceStats {
   RpcStats rpc;
 };
 
+// What one device has computed: totals to compare between two calls of
+// Session::compute_stats(). A worker's are its device's for this process's
+// session (COMPUTE_STATS, protocol 1.6), this CPU's all of this process's
+// CPU kernels (cpu_compute_stats()). seconds < 0: unknown (a worker older
+// than 1.6, another kind of device).
+struct DeviceCompute {
+  double seconds = -1;
+  uint64_t graphs = 0;
+};
+
 // "512 B", "8.0 KiB", "106.9 MiB", "21.4 GiB": for plans and messages.
 std::string format_bytes(size_t bytes);
 
@@ -169,6 +179,9 @@ class Session {
 
   // Per device, in device order.
   std::vector<DeviceStats> stats() const;
+  // Per device, in device order. A round trip to each worker, after the
+  // work it was given: call it from the thread that runs the model.
+  std::vector<DeviceCompute> compute_stats() const;
 
  private:
   // session_place.cpp: the probe at connect, and the bounds and policy

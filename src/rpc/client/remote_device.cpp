@@ -76,4 +76,15 @@ RpcStats rpc_stats(const std::string& endpoint) {
   return connection ? connection->stats() : RpcStats{};
 }
 
+std::optional<WorkerCompute> rpc_compute_stats(const std::string& endpoint, uint32_t device) {
+  std::shared_ptr<rpc::Connection> connection = rpc::find_connection(endpoint);
+  if (!connection || connection->broken() || connection->peer_minor() < 6) return std::nullopt;
+  try {
+    const rpc::ComputeStatsReply r = connection->call(rpc::ComputeStatsRequest{device});
+    return WorkerCompute{r.graphs, static_cast<double>(r.compute_ns) * 1e-9};
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace weft

@@ -269,6 +269,22 @@ void SynchronizeRequest::encode(Writer& w) const { w.u32(device); }
 
 SynchronizeRequest SynchronizeRequest::decode(Reader& r) { return {r.u32("device")}; }
 
+void ComputeStatsRequest::encode(Writer& w) const { w.u32(device); }
+
+ComputeStatsRequest ComputeStatsRequest::decode(Reader& r) { return {r.u32("device")}; }
+
+void ComputeStatsReply::encode(Writer& w) const {
+  w.u64(graphs);
+  w.u64(compute_ns);
+}
+
+ComputeStatsReply ComputeStatsReply::decode(Reader& r) {
+  ComputeStatsReply m;
+  m.graphs = r.u64("graphs");
+  m.compute_ns = r.u64("compute_ns");
+  return m;
+}
+
 void EventSyncRequest::encode(Writer& w) const { w.u64(event_id); }
 
 EventSyncRequest EventSyncRequest::decode(Reader& r) { return {r.u64("id")}; }

@@ -261,6 +261,24 @@ struct SynchronizeRequest {
   static SynchronizeRequest decode(Reader& r);
 };
 
+// What a device did for this session (protocol 1.6): the GRAPH_COMPUTEs it
+// ran and the time spent in its compute calls (for a CPU device, the
+// compute itself), so a host can show each stage's measured time.
+struct ComputeStatsReply {
+  static constexpr uint16_t kCode = reply_code(Cmd::compute_stats);
+  uint64_t graphs = 0;
+  uint64_t compute_ns = 0;
+  void encode(Writer& w) const;
+  static ComputeStatsReply decode(Reader& r);
+};
+struct ComputeStatsRequest {
+  static constexpr uint16_t kCode = request_code(Cmd::compute_stats);
+  using Reply = ComputeStatsReply;
+  uint32_t device = 0;
+  void encode(Writer& w) const;
+  static ComputeStatsRequest decode(Reader& r);
+};
+
 // EVENT_RECORD and EVENT_WAIT carry the same fields.
 template <Cmd C>
 struct DeviceEventRequest {

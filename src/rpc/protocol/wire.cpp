@@ -25,6 +25,7 @@ bool is_known(uint16_t command) {
     case Cmd::memset_tensor:
     case Cmd::graph_compute:
     case Cmd::synchronize:
+    case Cmd::compute_stats:
     case Cmd::event_record:
     case Cmd::event_wait:
     case Cmd::event_sync:
@@ -55,6 +56,7 @@ bool has_reply(Cmd c) {
     case Cmd::set_tensor_hash:
     case Cmd::get_tensor:
     case Cmd::synchronize:
+    case Cmd::compute_stats:
     case Cmd::event_sync:
     case Cmd::ping:
     case Cmd::peer_ticket:
@@ -84,6 +86,7 @@ const char* request_name(uint16_t command) {
     case Cmd::memset_tensor: return "MEMSET_TENSOR";
     case Cmd::graph_compute: return "GRAPH_COMPUTE";
     case Cmd::synchronize: return "SYNCHRONIZE";
+    case Cmd::compute_stats: return "COMPUTE_STATS";
     case Cmd::event_record: return "EVENT_RECORD";
     case Cmd::event_wait: return "EVENT_WAIT";
     case Cmd::event_sync: return "EVENT_SYNC";
@@ -109,6 +112,7 @@ const char* reply_name(uint16_t command) {
     case Cmd::set_tensor_hash: return "SET_TENSOR_HASH reply";
     case Cmd::get_tensor: return "GET_TENSOR reply";
     case Cmd::synchronize: return "SYNCHRONIZE reply";
+    case Cmd::compute_stats: return "COMPUTE_STATS reply";
     case Cmd::event_sync: return "EVENT_SYNC reply";
     case Cmd::ping: return "PING reply";
     case Cmd::peer_ticket: return "PEER_TICKET reply";

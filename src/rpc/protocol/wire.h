@@ -16,7 +16,7 @@ inline constexpr uint16_t kMajor = 1;
 // 1.1: SUPPORTS_OP; 1.2: ops gelu_erf sigmoid softcap rope_ext; 1.3: flash_attn;
 // 1.4: flash_attn takes q8_0 k and v; 1.5: peer links (worker-to-worker pushes);
 // 1.6: mul_mat_id's id_base (a slice of experts), nonzero op_params an op
-// does not read refused.
+// does not read refused, COMPUTE_STATS.
 inline constexpr uint16_t kMinor = 6;
 
 enum Capability : uint64_t {
@@ -41,6 +41,7 @@ enum class Cmd : uint16_t {
   memset_tensor = 0x0024,
   graph_compute = 0x0030,
   synchronize = 0x0031,
+  compute_stats = 0x0032,  // 1.6
   event_record = 0x0040,
   event_wait = 0x0041,
   event_sync = 0x0042,

@@ -81,6 +81,8 @@ Session::Session(WorkerShared& shared, Stream& stream, SessionStatus* status)
   }
   backends_.resize(shared_.devices.size());
   pending_work_.assign(shared_.devices.size(), false);
+  graphs_run_.assign(shared_.devices.size(), 0);
+  compute_ns_.assign(shared_.devices.size(), 0);
   scratch_charged_.assign(shared_.devices.size(), 0);
 }
 
@@ -313,6 +315,7 @@ void Session::dispatch(Cmd c, uint32_t length) {
     case Cmd::memset_tensor: return on_memset_tensor();
     case Cmd::graph_compute: return on_graph_compute();
     case Cmd::synchronize: return on_synchronize();
+    case Cmd::compute_stats: return on_compute_stats();
     case Cmd::event_record: return on_event_record();
     case Cmd::event_wait: return on_event_wait();
     case Cmd::event_sync: return on_event_sync();

@@ -129,6 +129,7 @@ class Session {
   void on_memset_tensor();
   void on_graph_compute();
   void on_synchronize();
+  void on_compute_stats();
   void on_event_record();
   void on_event_wait();
   void on_event_sync();
@@ -212,6 +213,8 @@ class Session {
   std::unordered_map<uint64_t, Owned> buffers_;
   std::vector<std::unique_ptr<Backend>> backends_;  // by device index, created on first use
   std::vector<bool> pending_work_;                  // backend may still be running something
+  std::vector<uint64_t> graphs_run_;                // per device: GRAPH_COMPUTEs run (COMPUTE_STATS)
+  std::vector<uint64_t> compute_ns_;                // per device: time in its compute calls
   std::unordered_map<uint64_t, StoredGraph> graphs_;
   std::unordered_map<uint64_t, uint64_t> dropped_graphs_;  // graph id -> freed handle, for messages
   uint64_t use_clock_ = 0;

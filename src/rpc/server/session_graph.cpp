@@ -127,11 +127,15 @@ void Session::compute_stored(StoredGraph& stored) {
   pending_work_[device] = true;
   be.set_cancel_flag(&status_.cancel);
   status_.computing.store(true);
+  const auto start = std::chrono::steady_clock::now();
   try {
     be.compute(stored.graph->graph);
   } catch (...) {
     defer_current_exception();  // a kernel's failure is not the client's: reported by the next reply
   }
+  compute_ns_[device] += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  ++graphs_run_[device];
   status_.computing.store(false);
 }
 
@@ -163,6 +167,14 @@ void Session::on_synchronize() {
   sync_device(device);
   if (answer_deferred()) return;
   reply_empty();
+}
+
+void Session::on_compute_stats() {
+  const uint32_t device = parse<ComputeStatsRequest>(payload_).device;
+  check_device(device);
+  sync_device(device);  // the work it was given is counted whole
+  if (answer_deferred()) return;
+  reply(ComputeStatsReply{graphs_run_[device], compute_ns_[device]});
 }
 
 // --- events ---
