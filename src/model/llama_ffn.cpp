@@ -75,12 +75,15 @@ Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& 
     g.expand(weights);  // the routing, whole, before any slice
     // Two passes over the slices: the other devices' first (each submitted
     // as it is reached, so they run while the home part computes its own).
+    // Each slice is added to g whole, in that order, before any sum reads
+    // it: a sum of two remote parts must not come before the home slice.
     for (const bool home : {!overlap, overlap}) {
       for (const LlamaLayer::ExpertSlice& e : l.expert_slices) {
         if ((e.part == home_part) != home) continue;
         const size_t begin = ctx.size();
         Tensor* part = experts_sum(ctx, p, e, x, selected, weights);
         if (slice_nodes) slice_nodes->push_back({begin, ctx.size(), e.part});
+        g.expand(part);
         out = out ? ops::add(ctx, out, part) : part;
       }
     }
