@@ -3,10 +3,11 @@
 // and on workers in this process, each slice computing only the pairs routed
 // to it. The logits must equal the float64 reference of tiny_moe.h and the
 // tokens the local run's, on every cut, with the slices overlapped or run
-// one after another; bad cuts are refused with what was wrong; the plan
-// counts each device's slice.
+// one after another; a dead worker is an error naming it; bad cuts are
+// refused with what was wrong; the plan counts each device's slice.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,27 @@ TEST_F(ExpertsSplit, BatchesOfSequencesMatchTheirSingleRuns) {
     for (size_t j = 0; j < want.size(); ++j)
       ASSERT_NEAR(got[static_cast<size_t>(s) * want.size() + j], want[j], 1e-5) << "sequence " << s << ", logit " << j;
   }
+}
+
+// A worker that dies while it holds a slice ends the next eval with an error
+// naming it (no hang, no abort), and the model can then be destroyed.
+TEST_F(ExpertsSplit, ADeadWorkerEndsTheEvalWithAnErrorNamingIt) {
+  weft::model::LoadOptions o;
+  o.expert_split = {2, 2};
+  const std::vector<LayerPlacement> pl{{cpu.get(), 0, kLayers}, {w0.at(0).get(), kLayers, kLayers}};
+  auto m = std::make_unique<LlamaModel>(*file, pl, 16, weft::model::LoadProgress{}, o);
+  const std::vector<int32_t> prompt = {3, 14, 15};
+  EXPECT_EQ(m->eval(prompt, 0).size(), prompt.size() * static_cast<size_t>(kVocab));
+  const std::string dead = workers_.endpoint(0);
+  workers_.worker(0).stop();
+  const int32_t next = 9;
+  try {
+    (void)m->eval({&next, 1}, static_cast<int64_t>(prompt.size()));
+    ADD_FAILURE() << "an eval went on without the worker holding half the experts";
+  } catch (const weft::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dead), std::string::npos) << e.what();
+  }
+  m.reset();
 }
 
 // Counts that do not cut n_expert experts over the placements, and a model
