@@ -45,6 +45,25 @@ Tensor* set_rows(Context& ctx, Tensor* dst, Tensor* src, Tensor* idx) {
   return new_alias(ctx, op, dst, {dst, src, idx});
 }
 
+Tensor* routed_rows(Context& ctx, Tensor* x, Tensor* ids, int32_t first, int32_t count) {
+  constexpr Op op = Op::routed_rows;
+  require_operand(x, op, "x");
+  require_operand(ids, op, "ids");
+  require_dtype(*x, op, "x", {DType::f32});
+  require_dtype(*ids, op, "ids", {DType::i32});
+  require(x->rows_contiguous() && x->ne[2] == 1 && x->ne[3] == 1, op,
+          "x " + shape_string(*x) + " must be [K, n] with packed rows");
+  require(ids->ne[2] == 1 && ids->ne[3] == 1 && ids->ne[1] == x->ne[1], op,
+          "ids " + shape_string(*ids) + " must be [n_used, n] for x " + shape_string(*x));
+  require(first >= 0 && count > 0 && count <= INT32_MAX - first, op,
+          "experts [" + std::to_string(first) + ", +" + std::to_string(count) + ") is not a range of ids");
+  Tensor* t = new_result(ctx, op, DType::f32, {x->ne[0], x->ne[1], 1, 1}, {x, ids});
+  t->op_params[0] = first;
+  t->op_params[1] = count;
+  t->flags |= kFlagSparseRows;
+  return t;
+}
+
 Tensor* cpy(Context& ctx, Tensor* a, Tensor* b) {
   constexpr Op op = Op::cpy;
   require_operand(a, op, "a");

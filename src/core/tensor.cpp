@@ -15,6 +15,8 @@ const char* op_name(Op op) {
       "gelu_erf", "sigmoid",  "softcap",   "rope_ext",
       // appended (protocol 1.3)
       "flash_attn",
+      // appended (protocol 1.7)
+      "routed_rows",
   };
   const auto i = static_cast<size_t>(op);
   return i < kNames.size() ? kNames[i] : "unknown";

@@ -41,8 +41,10 @@ Tensor* shared_expert(Context& ctx, const LlamaParams& p, const LlamaLayer& l, T
 // ([e.first, e.first + count); the whole stack with first 0): f32 [n_embd,
 // n]. x: [n_embd, 1, n]; selected: i32 [k, n]; weights: [1, k, n]. A pair
 // routed elsewhere adds zeros and costs nothing (mul_mat_id's id_base).
+// packed: the sum as a packed [n_embd, n] flagged kFlagSparseRows (the rows
+// of tokens routed elsewhere are zeros), for a slice whose sum travels.
 Tensor* experts_sum(Context& ctx, const LlamaParams& p, const LlamaLayer::ExpertSlice& e, Tensor* x,
-                    Tensor* selected, Tensor* weights) {
+                    Tensor* selected, Tensor* weights, bool packed = false) {
   const int64_t n = selected->ne[1];
   Tensor* gate = ops::mul_mat_id(ctx, e.gate, x, selected, e.first);  // [n_ff_expert, k, n]
   Tensor* up = ops::mul_mat_id(ctx, e.up, x, selected, e.first);      // [n_ff_expert, k, n]
@@ -50,14 +52,18 @@ Tensor* experts_sum(Context& ctx, const LlamaParams& p, const LlamaLayer::Expert
   out = ops::mul(ctx, out, weights);
   // Sum over the k experts: rows of the transposed view [k, n_embd, n].
   out = ops::sum_rows(ctx, ops::transpose(ctx, out));  // [1, n_embd, n]
-  return ops::reshape(ctx, out, {p.n_embd, n});
+  out = ops::reshape(ctx, out, {p.n_embd, n});
+  if (!packed) return out;
+  out = ops::cont(ctx, out);
+  out->flags |= kFlagSparseRows;
+  return out;
 }
 
 // Routing: softmax over all experts, top k, the k probabilities (summing to
 // 1 when p.expert_weights_norm), weighted sum of the k experts' outputs
 // (mul_mat_id runs each token through its own k experts).
-Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur, int home_part,
-                bool overlap, std::vector<LlamaModel::NodeRange>* slice_nodes) {
+Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur,
+                const ExpertsBuild& build) {
   const int64_t n = cur->ne[1], n_expert = p.n_expert, k = p.n_expert_used;
   Tensor* probs = ops::soft_max(ctx, ops::mul_mat(ctx, l.ffn_gate_inp, cur), nullptr, 1.0f);  // [n_expert, n]
   Tensor* selected = ops::top_k(ctx, probs, static_cast<int>(k));                             // i32 [k, n]
@@ -77,12 +83,18 @@ Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& 
     // as it is reached, so they run while the home part computes its own).
     // Each slice is added to g whole, in that order, before any sum reads
     // it: a sum of two remote parts must not come before the home slice.
-    for (const bool home : {!overlap, overlap}) {
+    for (const bool home : {!build.overlap, build.overlap}) {
       for (const LlamaLayer::ExpertSlice& e : l.expert_slices) {
-        if ((e.part == home_part) != home) continue;
+        if ((e.part == build.home_part) != home) continue;
+        const bool travels = build.routed_rows && e.part != build.home_part;
+        Tensor* slice_x = x;
+        if (travels) {  // on the home part, before the slice's own nodes
+          const auto count = static_cast<int32_t>(e.gate->ne[2]);
+          slice_x = ops::reshape(ctx, ops::routed_rows(ctx, cur, selected, e.first, count), {p.n_embd, 1, n});
+        }
         const size_t begin = ctx.size();
-        Tensor* part = experts_sum(ctx, p, e, x, selected, weights);
-        if (slice_nodes) slice_nodes->push_back({begin, ctx.size(), e.part});
+        Tensor* part = experts_sum(ctx, p, e, slice_x, selected, weights, travels);
+        if (build.slice_nodes) build.slice_nodes->push_back({begin, ctx.size(), e.part});
         g.expand(part);
         out = out ? ops::add(ctx, out, part) : part;
       }
@@ -94,9 +106,9 @@ Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& 
 
 }  // namespace
 
-Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur, int home_part,
-                  bool overlap, std::vector<LlamaModel::NodeRange>* slice_nodes) {
-  return p.n_expert > 0 ? moe_ffn(ctx, g, p, l, cur, home_part, overlap, slice_nodes) : dense_ffn(ctx, p, l, cur);
+Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur,
+                  const ExpertsBuild& e) {
+  return p.n_expert > 0 ? moe_ffn(ctx, g, p, l, cur, e) : dense_ffn(ctx, p, l, cur);
 }
 
 }  // namespace weft::model::detail

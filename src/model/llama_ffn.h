@@ -22,14 +22,23 @@ namespace weft::model::detail {
 //
 // With l.expert_slices (an expert split): each slice's weighted sum over the
 // pairs routed to it (mul_mat_id with the slice's id_base), the parts added
-// on the layer's device. Slices on parts other than home_part come first,
-// so their devices start before the home part computes its own (overlap
+// on the layer's device, e.home_part. Slices on other parts come first, so
+// their devices start before the home part computes its own (e.overlap
 // false: the home slice first); each slice's nodes are appended to
-// slice_nodes, to run on its part's device. The routing is added to g first
-// (g.expand), so that it is one run of the home device's nodes before the
-// slices rather than interleaved with them (each switch of device is a
-// split, and a remote split is a message).
-Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur, int home_part = 0,
-                  bool overlap = true, std::vector<LlamaModel::NodeRange>* slice_nodes = nullptr);
+// e.slice_nodes, to run on its part's device. The routing is added to g
+// first (g.expand), so that it is one run of the home device's nodes before
+// the slices rather than interleaved with them (each switch of device is a
+// split, and a remote split is a message). With e.routed_rows, each other
+// part's slice reads routed_rows of the input, computed on the home part,
+// and its sum is a packed [n_embd, n]: both are flagged kFlagSparseRows, so
+// each device is sent only its tokens' rows and sends back only theirs.
+struct ExpertsBuild {
+  int home_part = 0;
+  bool overlap = true;
+  bool routed_rows = false;
+  std::vector<LlamaModel::NodeRange>* slice_nodes = nullptr;
+};
+Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur,
+                  const ExpertsBuild& e = {});
 
 }  // namespace weft::model::detail

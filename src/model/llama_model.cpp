@@ -85,11 +85,9 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
 
   detail::ModelWeights w = detail::describe_weights(file, p, weights_ctx_);
   if (!options.expert_split.empty()) {
-    if (options.expert_split.size() != placement.size())
-      fail(ErrorKind::invalid_input, kWhere,
-           "an expert split of " + std::to_string(options.expert_split.size()) + " counts for " +
-               std::to_string(placement.size()) + " placements");
-    detail::split_experts(w, p, options.expert_split, weights_ctx_);
+    detail::split_experts(w, p, options.expert_split, placement.size(), weights_ctx_);
+    for (const LayerPlacement& pl : placement)
+      routes_rows_.push_back(options.experts_routed_rows && detail::runs_routed_rows(*pl.device, p) ? 1 : 0);
   }
   experts_overlap_ = options.experts_overlap;
   tok_embd_ = w.tok_embd;
@@ -187,7 +185,9 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     Tensor* cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.attn_norm);
     x = ops::add(ctx, x, build_attention(ctx, l, il, cur, in));
     cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.ffn_norm);
-    cur = detail::build_ffn(ctx, g, p, l, cur, layer_part_[static_cast<size_t>(il)], experts_overlap_, &f.expert_nodes);
+    const int part = layer_part_[static_cast<size_t>(il)];
+    const bool routed_rows = !routes_rows_.empty() && routes_rows_[static_cast<size_t>(part)] != 0;
+    cur = detail::build_ffn(ctx, g, p, l, cur, {part, experts_overlap_, routed_rows, &f.expert_nodes});
     if (l.ffn_post_norm) cur = ops::mul(ctx, ops::rms_norm(ctx, cur, p.rms_eps), l.ffn_post_norm);
     x = ops::add(ctx, x, cur);
   }

@@ -177,7 +177,12 @@ const uint8_t* ModelWeights::data(const GgufFile& file, const Tensor& t) const {
   return static_cast<const uint8_t*>(file.tensor_data(*info)) + offset;
 }
 
-void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_t> counts, Context& ctx) {
+void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_t> counts, size_t n_parts,
+                   Context& ctx) {
+  if (counts.size() != n_parts)
+    fail(ErrorKind::invalid_input, kWhere,
+         "an expert split of " + std::to_string(counts.size()) + " counts for " + std::to_string(n_parts) +
+             " placements");
   if (p.n_expert == 0) fail(ErrorKind::invalid_input, kWhere, "an expert split of a model without experts");
   int64_t sum = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
@@ -272,6 +277,13 @@ bool runs_flash_attn(const Device& device, const LlamaParams& p, DType cache_typ
   return device.supports_op(*ops::flash_attn(ctx, q, k, v, mask, p.attn_scale, p.attn_softcap));
 }
 
+bool runs_routed_rows(const Device& device, const LlamaParams& p) {
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {p.n_embd, 2});
+  Tensor* ids = ctx.new_tensor(DType::i32, {std::max<int64_t>(p.n_expert_used, 1), 2});
+  return device.supports_op(*ops::routed_rows(ctx, x, ids, 0, 1));
+}
+
 std::unique_ptr<Buffer> map_weights(const GgufFile& file, const ModelWeights& w, Device& device,
                                     std::span<Tensor* const> tensors) {
   BufferType& bt = device.default_buffer_type();
@@ -307,13 +319,7 @@ std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int
   detail::check_n_ctx(n_ctx);
   Context ctx;
   detail::ModelWeights w = detail::describe_weights(file, p, ctx);
-  if (!expert_split.empty()) {
-    if (expert_split.size() + 1 != bounds.size())
-      fail(ErrorKind::invalid_input, "model",
-           "an expert split of " + std::to_string(expert_split.size()) + " counts for " +
-               std::to_string(bounds.size() - 1) + " parts");
-    detail::split_experts(w, p, expert_split, ctx);
-  }
+  if (!expert_split.empty()) detail::split_experts(w, p, expert_split, bounds.size() - 1, ctx);
   (void)detail::rope_factors(file, p, n_ctx);  // checked as loading will
   const std::vector<int> layer_part = detail::layer_parts(bounds, p.n_layer);
   const int n_parts = static_cast<int>(bounds.size() - 1);

@@ -46,11 +46,13 @@ std::vector<float> rope_factors(const GgufFile& file, const LlamaParams& p, int6
 std::vector<float> llama3_rope_factors(const LlamaParams& p);
 
 // Cuts every layer's stacked experts by part (LoadOptions::expert_split):
-// counts has one entry per part, each >= 0, summing to p.n_expert; each part
-// with a nonzero count gets a slice (LlamaLayer::ExpertSlice) described in
-// ctx, and the layer's whole ffn_*_exps go. Throws Error(invalid_input)
-// naming what does not fit (a dense model, a count, the sum).
-void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_t> counts, Context& ctx);
+// counts has one entry per part (n_parts of them), each >= 0, summing to
+// p.n_expert; each part with a nonzero count gets a slice
+// (LlamaLayer::ExpertSlice) described in ctx, and the layer's whole
+// ffn_*_exps go. Throws Error(invalid_input) naming what does not fit (the
+// number of counts, a dense model, a count, the sum).
+void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_t> counts, size_t n_parts,
+                   Context& ctx);
 
 // Each layer's part from placement-style ranges: parts + 1 boundaries, from
 // 0, non-decreasing, ending at n_layer. Throws Error(invalid_input) naming
@@ -64,6 +66,9 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
 // Whether device runs the flash_attn node a layer of p would build (caches
 // of cache_type, an f32 mask), asked with a one-position probe.
 bool runs_flash_attn(const Device& device, const LlamaParams& p, DType cache_type);
+// Whether device computes routed_rows (an expert split's rows for a slice
+// on another device; a worker older than protocol 1.7 does not).
+bool runs_routed_rows(const Device& device, const LlamaParams& p);
 // Throws Error(unsupported) unless LoadOptions::cache_type can hold p's
 // heads (f16; q8_0 with a head size that is a multiple of 32).
 void check_cache_type(const LlamaParams& p, DType cache_type);

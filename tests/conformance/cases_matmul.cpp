@@ -1,4 +1,4 @@
-// Cases: mul_mat and mul_mat_id for every weight dtype; token generation
+// Cases: mul_mat and mul_mat_id for every weight dtype, routed_rows; token generation
 // (N = 1) and batches, broadcast over dims 2 and 3, non-contiguous operands.
 // Quantized weights: see tol::kMatQuant for the tolerance and when a case
 // takes exactly representable activations instead.
@@ -191,11 +191,35 @@ void add_mul_mat_id(std::vector<Case>& cases) {
   }
 }
 
+// The rows an expert slice [first, first + count) of n_ids experts reads:
+// ids drawn over every expert, so some tokens route to the slice and some
+// do not.
+void add_routed_rows(std::vector<Case>& cases) {
+  struct RoutedCase {
+    int64_t k, n_used, n_tokens, n_ids;
+    int32_t first, count;
+  };
+  const RoutedCase kCases[] = {
+      {16, 2, 9, 8, 2, 3}, {64, 1, 5, 4, 0, 1}, {33, 3, 12, 16, 13, 3}, {8, 2, 1, 6, 0, 6}, {128, 2, 40, 8, 6, 2},
+  };
+  for (const RoutedCase& c : kCases) {
+    std::string name = "routed_rows f32 [" + std::to_string(c.k) + "," + std::to_string(c.n_tokens) +
+                       "] n_used=" + std::to_string(c.n_used) + " experts [" + std::to_string(c.first) + ",+" +
+                       std::to_string(c.count) + ") of " + std::to_string(c.n_ids);
+    cases.push_back({name, [c](CaseBuilder& b) {
+                       Tensor* x = b.input(DType::f32, {c.k, c.n_tokens, 1, 1});
+                       Tensor* ids = b.input(DType::i32, {c.n_used, c.n_tokens, 1, 1}, indices(c.n_ids));
+                       b.output(ops::routed_rows(b.ctx(), x, ids, c.first, c.count), tol::kExact);
+                     }});
+  }
+}
+
 }  // namespace
 
 void add_matmul_cases(std::vector<Case>& cases) {
   add_mul_mat(cases);
   add_mul_mat_id(cases);
+  add_routed_rows(cases);
 }
 
 }  // namespace weft::conformance

@@ -273,6 +273,17 @@ void Reference::eval(const Tensor& node) {
       }
       break;
     }
+    case Op::routed_rows: {
+      // Column t of x when some ids[e, t] is in [first, first + count), else zeros.
+      Accessor x = access(*s0), ids = access(*s1);
+      const double first = node.param_i32(0), end = first + node.param_i32(1);
+      for_each(ne, [&](int64_t k, int64_t t, int64_t, int64_t) {
+        bool routed = false;
+        for (int64_t e = 0; e < s1->ne[0]; ++e) routed = routed || (ids.at(e, t, 0, 0) >= first && ids.at(e, t, 0, 0) < end);
+        out.push_back(routed ? x.at(k, t, 0, 0) : 0.0);
+      });
+      break;
+    }
     case Op::cpy:
     case Op::cont:
       out = values(*s0);  // logical order in, logical order out

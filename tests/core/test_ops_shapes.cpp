@@ -254,6 +254,27 @@ TEST(OpShapes, FlashAttnShapesAndParameters) {
                          [&] { ops::flash_attn(ctx, q, k, nullptr, mask, 1.0f); });
 }
 
+TEST(OpShapes, RoutedRowsShapesAndRange) {
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {8, 5});
+  Tensor* ids = ctx.new_tensor(DType::i32, {2, 5});
+  Tensor* r = ops::routed_rows(ctx, x, ids, 3, 2);
+  EXPECT_TRUE(same_shape(*r, *x));
+  EXPECT_EQ(r->param_i32(0), 3);
+  EXPECT_EQ(r->param_i32(1), 2);
+  EXPECT_TRUE(r->has_flag(kFlagSparseRows));
+  expect_op_error_naming("routed_rows", {"ids", "i32[2,4,1,1]"},
+                         [&] { ops::routed_rows(ctx, x, ctx.new_tensor(DType::i32, {2, 4}), 0, 1); });
+  expect_op_error_naming("routed_rows", {"x"},
+                         [&] { ops::routed_rows(ctx, ctx.new_tensor(DType::f32, {8, 5, 2}), ids, 0, 1); });
+  expect_op_error_naming("routed_rows", {"x"}, [&] { ops::routed_rows(ctx, ops::transpose(ctx, x), ids, 0, 1); });
+  expect_op_error_naming("routed_rows", {"ids"},
+                         [&] { ops::routed_rows(ctx, x, ctx.new_tensor(DType::f32, {2, 5}), 0, 1); });
+  expect_op_error_naming("routed_rows", {"experts [-1"}, [&] { ops::routed_rows(ctx, x, ids, -1, 2); });
+  expect_op_error_naming("routed_rows", {"experts [2, +0)"}, [&] { ops::routed_rows(ctx, x, ids, 2, 0); });
+  expect_op_error_naming("routed_rows", {"experts"}, [&] { ops::routed_rows(ctx, x, ids, INT32_MAX, 2); });
+}
+
 TEST(OpShapes, NewTensorRejectsImpossibleShapes) {
   Context ctx;
   EXPECT_THROW(ctx.new_tensor(DType::q8_0, {31}), Error);

@@ -82,6 +82,8 @@ Tensor* build(Context& ctx, Op op, DType ta, DType tb, bool s) {
     case Op::set_rows:
       return ops::set_rows(ctx, operand(ctx, ta, {K, 4, 2}, s), operand(ctx, tb, {K, 3, 2}, s),
                            operand(ctx, i32, {3, 2}, s));
+    case Op::routed_rows:  // ids of dtype tb
+      return ops::routed_rows(ctx, operand(ctx, ta, {K, 3}, s), operand(ctx, tb, {2, 3}, s), 1, 2);
     case Op::cpy: return ops::cpy(ctx, operand(ctx, ta, {K, 3}, s), operand(ctx, tb, {K, 3}, s));
     case Op::cont: return repeat ? nullptr : ops::cont(ctx, operand(ctx, ta, {K, 3}, s));
     case Op::concat: return ops::concat(ctx, operand(ctx, ta, {K, 3}, s), operand(ctx, tb, {K, 2}, s), 1);

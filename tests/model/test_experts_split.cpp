@@ -7,6 +7,7 @@
 // refused with what was wrong; the plan counts each device's slice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,6 +112,57 @@ TEST_F(ExpertsSplit, MatchesTheReferenceOnEveryCut) {
       llama_reference::expect_close(logits, ref, 1e-6, "experts_split");
     }
   }
+}
+
+// A worker holding expert 3 of 4 is sent the rows of the tokens routed to
+// expert 3 and sends back only theirs (routed_rows, SET_TENSOR_ROWS and
+// GET_TENSOR_ROWS): against the same prompt with every row sent, the bytes
+// each way differ by exactly the unrouted rows less the row lists, and the
+// logits are the same bits.
+TEST_F(ExpertsSplit, EachWorkerIsSentOnlyItsTokensRows) {
+  const std::vector<int32_t> prompt = {3, 14, 15, 9, 26, 5, 11, 30};
+  const auto n = static_cast<int64_t>(prompt.size());
+  tiny_->choices.clear();
+  (void)tiny_->forward(prompt);
+  std::vector<int64_t> routed(kLayers, 0);  // tokens that chose expert 3, by layer
+  for (const auto& [layer, chosen] : tiny_->choices)
+    routed[static_cast<size_t>(layer)] += std::count(chosen.begin(), chosen.end(), 3);
+  int64_t total = 0;
+  for (int64_t r : routed) total += r;
+  ASSERT_GT(total, 0);
+  ASSERT_LT(total, n * kLayers);  // some rows stay home
+
+  const std::string endpoint = workers_.endpoint(0);
+  auto measure = [&](bool routed_rows, std::vector<float>& logits) {
+    weft::model::LoadOptions o;
+    o.expert_split = {3, 1};
+    o.experts_routed_rows = routed_rows;
+    const std::vector<LayerPlacement> layers = {{cpu.get(), 0, kLayers}, {w0.at(0).get(), kLayers, kLayers}};
+    LlamaModel m(*file, layers, 16, {}, o);
+    (void)m.eval(prompt, 0);  // the first eval asks SUPPORTS_OP and sends the graph; the second only its id
+    const weft::RpcStats before = weft::rpc_stats(endpoint);
+    logits = m.eval(prompt, 0);
+    const weft::RpcStats after = weft::rpc_stats(endpoint);
+    return std::pair{after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received};
+  };
+  std::vector<float> whole_logits, rows_logits;
+  const auto [whole_sent, whole_received] = measure(false, whole_logits);
+  const auto [rows_sent, rows_received] = measure(true, rows_logits);
+  EXPECT_EQ(rows_logits, whole_logits);
+
+  constexpr int64_t kRow = tiny_moe::kDim * 4;
+  int64_t saved_sent = 0, saved_received = 0;
+  for (int64_t r : routed) {
+    // In: SET_TENSOR (24 bytes of fields, every row) or, with a row left
+    // out, SET_TENSOR_ROWS (32 bytes of fields, a number per listed row);
+    // the GET_TENSOR_ROWS request has 4 bytes more than GET_TENSOR's.
+    saved_sent += r == n ? 0 : n * kRow + 24 - (32 + r * (4 + kRow));
+    saved_sent -= 4;
+    // Out: every row, or the listed ones with their count and numbers.
+    saved_received += n * kRow - (4 + r * (4 + kRow));
+  }
+  EXPECT_EQ(static_cast<int64_t>(whole_sent - rows_sent), saved_sent);
+  EXPECT_EQ(static_cast<int64_t>(whole_received - rows_received), saved_received);
 }
 
 // Several sequences in one batch (eval_batch) route token by token too.

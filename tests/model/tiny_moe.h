@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/llama_reference.h"
@@ -41,6 +42,8 @@ struct TinyMoe {
   // distinct sets of experts chosen.
   mutable double min_gap = INFINITY;
   mutable std::set<std::vector<int>> routes;
+  // Every routing forward() made, in order: (layer, the experts chosen).
+  mutable std::vector<std::pair<int64_t, std::vector<int>>> choices;
 
   TinyMoe(const MoeSpec& s, const std::string& path) : spec(s) {
     std::mt19937 rng(4321);
@@ -106,6 +109,7 @@ struct TinyMoe {
     std::vector<int> chosen(order.begin(), order.begin() + kUsed);
     std::sort(chosen.begin(), chosen.end());
     routes.insert(chosen);
+    choices.emplace_back(l, chosen);
     double kept = 0;
     for (int64_t j = 0; j < kUsed; ++j) kept += p[order[j]];
     std::vector<double> out(kDim, 0.0);

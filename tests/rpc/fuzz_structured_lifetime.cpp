@@ -112,11 +112,100 @@ void bad_indices(Rng& rng, std::string& desc) {
   EXPECT_EQ(got, want) << "[" << desc << "] rows with an index out of range are not as the kernel documents";
 }
 
+// SET_TENSOR_ROWS and GET_TENSOR_ROWS (1.7) at random rows and ranges,
+// well-formed or broken one way; COMPUTE_STATS on a device that may not
+// exist; PEER_TICKET, and PUSH_TO_PEER and PEER_WAIT naming a link or
+// source that was never made. A well-formed rows message writes and reads
+// what a model of the buffer says; anything else ends the session.
+void rows_and_newer_commands(Rng& rng, std::string& desc) {
+  auto c = env->fresh();
+  const int kind = static_cast<int>(pick(rng, 0, 3));
+  if (kind == 1) {
+    const auto device = static_cast<uint32_t>(pick(rng, 0, kDevices));
+    desc += "COMPUTE_STATS device " + std::to_string(device);
+    c->send(ComputeStatsRequest{device});
+    if (device < kDevices) {
+      const auto r = parse<ComputeStatsReply>(c->expect_reply(Cmd::compute_stats));
+      EXPECT_EQ(r.graphs, 0u) << desc;
+    } else {
+      expect_fatal(*c);
+    }
+    return;
+  }
+  if (kind == 2) {
+    desc += "PEER_TICKET, then PUSH_TO_PEER on a link never opened";
+    const PeerTicketReply ticket = c->call(PeerTicketRequest{});
+    EXPECT_EQ(ticket.ticket.size(), kTicketBytes) << desc;
+    const uint64_t h = c->alloc(0, 64);
+    c->send(PushToPeerRequest{static_cast<uint32_t>(pick(rng, 0, 70)), h, 0, 16, h, 0, 1});
+    expect_fatal(*c);
+    return;
+  }
+  if (kind == 3) {
+    desc += "PEER_WAIT on a source never attached";
+    c->send(PeerWaitRequest{static_cast<uint32_t>(pick(rng, 0, 70)), static_cast<uint64_t>(pick(rng, 0, 5))});
+    expect_fatal(*c);
+    return;
+  }
+  const uint64_t row_bytes = static_cast<uint64_t>(pick(rng, 1, 40));
+  const auto n_rows = static_cast<uint32_t>(pick(rng, 0, 12));
+  const uint64_t size = row_bytes * n_rows + static_cast<uint64_t>(pick(rng, 0, 20));
+  const uint64_t offset = static_cast<uint64_t>(pick(rng, 0, static_cast<int64_t>(size - row_bytes * n_rows)));
+  const uint64_t h = c->alloc(static_cast<uint32_t>(pick(rng, 0, 1)), std::max<uint64_t>(size, 1));
+  Bytes model = random_bytes(rng, std::max<uint64_t>(size, 1));
+  c->set(h, 0, model.data(), model.size());
+  SetTensorRowsRequest req{h, offset, row_bytes, n_rows, {}, {}};
+  for (uint32_t r = 0; r < n_rows; ++r)
+    if (chance(rng, 0.5)) req.rows.push_back(r);
+  Bytes data = random_bytes(rng, req.rows.size() * row_bytes);
+  // One way to break it, or none.
+  const int broken = static_cast<int>(pick(rng, 0, 9));
+  desc += std::to_string(req.rows.size()) + " of " + std::to_string(n_rows) + " rows of " +
+          std::to_string(row_bytes) + " bytes at " + std::to_string(offset) + " of " + std::to_string(size) +
+          ", broken " + std::to_string(broken);
+  if (broken == 1 && req.rows.size() >= 2) std::swap(req.rows[0], req.rows[1]);
+  if (broken == 2) req.rows.push_back(n_rows + static_cast<uint32_t>(pick(rng, 0, 3)));
+  if (broken == 3) data.push_back(1);
+  if (broken == 4 && !data.empty()) data.pop_back();
+  if (broken == 5) req.offset = size - row_bytes * n_rows + 1;
+  if (broken == 6) req.row_bytes = 0;
+  const bool valid = broken == 0 || (broken == 1 && req.rows.size() < 2) || (broken == 4 && data.empty() && req.rows.empty());
+  if (broken == 2) data.resize(req.rows.size() * row_bytes);
+  req.data = data;
+  if (broken == 7) {  // GET_TENSOR_ROWS past the end instead
+    c->send(GetTensorRowsRequest{h, size - row_bytes * n_rows + 1, row_bytes, n_rows});
+    expect_fatal(*c);
+    return;
+  }
+  c->send(req);
+  if (!valid) {
+    expect_fatal(*c);
+    return;
+  }
+  for (uint32_t r = 0; r < n_rows; ++r)
+    std::fill_n(model.begin() + static_cast<ptrdiff_t>(offset + r * row_bytes), row_bytes, 0);
+  for (size_t i = 0; i < req.rows.size(); ++i)
+    std::copy_n(data.begin() + static_cast<ptrdiff_t>(i * row_bytes), row_bytes,
+                model.begin() + static_cast<ptrdiff_t>(offset + req.rows[i] * row_bytes));
+  EXPECT_EQ(c->get(h, 0, model.size()), model) << desc;
+  c->send(GetTensorRowsRequest{h, offset, row_bytes, n_rows});
+  const Bytes reply = c->expect_reply(Cmd::get_tensor_rows);
+  Reader r(reply, "GET_TENSOR_ROWS reply");
+  const GetTensorRowsReply got = GetTensorRowsReply::decode(r, row_bytes, n_rows);
+  EXPECT_EQ(got.rows, nonzero_rows(model.data() + offset, row_bytes, n_rows)) << desc;
+  for (size_t i = 0; i < got.rows.size(); ++i)
+    EXPECT_TRUE(std::equal(got.data.begin() + static_cast<ptrdiff_t>(i * row_bytes),
+                           got.data.begin() + static_cast<ptrdiff_t>((i + 1) * row_bytes),
+                           model.begin() + static_cast<ptrdiff_t>(offset + got.rows[i] * row_bytes)))
+        << desc << ", row " << got.rows[i];
+}
+
 }  // namespace
 
 void run_lifetime(Rng& rng, std::string& desc) {
-  const int kind = static_cast<int>(pick(rng, 0, 14));
+  const int kind = static_cast<int>(pick(rng, 0, 15));
   if (kind == 12) return bad_indices(rng, desc);
+  if (kind == 15) return rows_and_newer_commands(rng, desc);
   if (kind >= 13) return run_support(rng, desc);
   auto c = env->fresh();
   switch (kind) {

@@ -229,6 +229,17 @@ Out mul_mat(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
       return Acts{conformance::q8_act_grid(), conformance::tol::kMatQuantExact, Layout::packed};
     return Acts{Init{}, conformance::matmul_tol(w), drawn};
   };
+  if (chance(rng, 0.08)) {  // routed_rows: the rows an expert slice reads
+    const int64_t n_used = pick(rng, 1, 3), n_tok = pick(rng, 1, 9), n_ids = pick(rng, 2, 9);
+    const auto first = static_cast<int32_t>(pick(rng, 0, n_ids - 1));
+    const auto count = static_cast<int32_t>(pick(rng, 1, n_ids - first));
+    d += "routed_rows f32 [" + std::to_string(k) + "," + std::to_string(n_tok) + "] n_used=" +
+         std::to_string(n_used) + " experts [" + std::to_string(first) + ",+" + std::to_string(count) + ") of " +
+         std::to_string(n_ids);
+    Tensor* x = b.input(DType::f32, {k, n_tok, 1, 1});
+    Tensor* ids = b.input(DType::i32, {n_used, n_tok, 1, 1}, conformance::indices(n_ids));
+    return {ops::routed_rows(ctx, x, ids, first, count), nullptr, tol::kExact};
+  }
   if (chance(rng, 0.25)) {  // mul_mat_id
     const int64_t n_exp = pick(rng, 1, 4), n_used = pick(rng, 1, n_exp), n_tok = pick(rng, 1, 4);
     const int64_t n_b = chance(rng, 0.5) ? 1 : n_used, m = size(rng, 24);

@@ -427,6 +427,8 @@ TEST(RpcOpSupport, OpsKnownAtEachMinor) {
   EXPECT_EQ(rpc::ops_known_at_minor(2), static_cast<int>(Op::rope_ext) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(3), static_cast<int>(Op::flash_attn) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(4), static_cast<int>(Op::flash_attn) + 1);
+  EXPECT_EQ(rpc::ops_known_at_minor(6), static_cast<int>(Op::flash_attn) + 1);
+  EXPECT_EQ(rpc::ops_known_at_minor(7), static_cast<int>(Op::routed_rows) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(rpc::kMinor), kOpCount);
   EXPECT_EQ(rpc::ops_known_at_minor(65535), kOpCount);
 }

@@ -153,10 +153,10 @@ TEST(RpcWire, CommandTable) {
   const Cmd with_reply[] = {Cmd::hello,       Cmd::auth,       Cmd::get_devices, Cmd::alloc_buffer,
                             Cmd::supports_op, Cmd::set_tensor_hash, Cmd::get_tensor, Cmd::synchronize,
                             Cmd::event_sync,  Cmd::ping,       Cmd::peer_ticket, Cmd::peer_connect,
-                            Cmd::peer_attach, Cmd::compute_stats};
+                            Cmd::peer_attach, Cmd::compute_stats, Cmd::get_tensor_rows};
   const Cmd without[] = {Cmd::free_buffer,   Cmd::clear_buffer, Cmd::set_tensor,   Cmd::copy_tensor,
                          Cmd::memset_tensor, Cmd::graph_compute, Cmd::event_record, Cmd::event_wait,
-                         Cmd::peer_push,     Cmd::push_to_peer,  Cmd::peer_wait};
+                         Cmd::peer_push,     Cmd::push_to_peer,  Cmd::peer_wait,    Cmd::set_tensor_rows};
   for (Cmd c : with_reply) {
     EXPECT_TRUE(is_known(static_cast<uint16_t>(c)));
     EXPECT_TRUE(has_reply(c)) << cmd_name(static_cast<uint16_t>(c));
@@ -169,7 +169,7 @@ TEST(RpcWire, CommandTable) {
   EXPECT_FALSE(has_reply(Cmd::error));
   int known = 0;
   for (uint32_t c = 0; c <= 0xFFFF; ++c) known += is_known(static_cast<uint16_t>(c));
-  EXPECT_EQ(known, 26);  // 25 requests and ERROR; reply codes are not requests
+  EXPECT_EQ(known, 28);  // 27 requests and ERROR; reply codes are not requests
   EXPECT_STREQ(cmd_name(0x0014), "SUPPORTS_OP");
   EXPECT_STREQ(cmd_name(0x8014), "SUPPORTS_OP reply");
   EXPECT_STREQ(cmd_name(0x8032), "COMPUTE_STATS reply");
@@ -178,6 +178,10 @@ TEST(RpcWire, CommandTable) {
 
   EXPECT_EQ(payload_limit(Cmd::set_tensor), 64u << 20);
   EXPECT_EQ(payload_limit(Cmd::peer_push), 64u << 20);
+  EXPECT_EQ(payload_limit(Cmd::set_tensor_rows), 64u << 20);
+  EXPECT_EQ(payload_limit(Cmd::get_tensor_rows), 16u << 20);
+  EXPECT_STREQ(cmd_name(0x0025), "SET_TENSOR_ROWS");
+  EXPECT_STREQ(cmd_name(0x8026), "GET_TENSOR_ROWS reply");
   EXPECT_EQ(payload_limit(Cmd::graph_compute), 16u << 20);
   EXPECT_EQ(payload_limit(Cmd::hello), 16u << 20);
 

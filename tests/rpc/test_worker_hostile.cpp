@@ -346,6 +346,81 @@ std::vector<Case> cases() {
                    w.u8(0);
                  });
                }});
+  // SET_TENSOR_ROWS: handle, offset, row_bytes, n_rows, count, rows, data.
+  auto rows_fields = [](Writer& w, uint64_t h, uint64_t offset, uint64_t row_bytes, uint32_t n_rows,
+                        std::vector<uint32_t> rows, size_t data_bytes) {
+    w.u64(h);
+    w.u64(offset);
+    w.u64(row_bytes);
+    w.u32(n_rows);
+    w.u32(static_cast<uint32_t>(rows.size()));
+    for (uint32_t r : rows) w.u32(r);
+    const Bytes data(data_bytes, 7);
+    w.bytes(data.data(), data.size());
+  };
+  v.push_back({"set_tensor_rows_not_ascending", [rows_fields] {
+                 attack_fields(Cmd::set_tensor_rows,
+                               [&](Writer& w, uint64_t h) { rows_fields(w, h, 0, 8, 8, {3, 1}, 16); });
+               }});
+  v.push_back({"set_tensor_rows_repeated_row", [rows_fields] {
+                 attack_fields(Cmd::set_tensor_rows,
+                               [&](Writer& w, uint64_t h) { rows_fields(w, h, 0, 8, 8, {2, 2}, 16); });
+               }});
+  v.push_back({"set_tensor_rows_row_past_n_rows", [rows_fields] {
+                 attack_fields(Cmd::set_tensor_rows,
+                               [&](Writer& w, uint64_t h) { rows_fields(w, h, 0, 8, 4, {1, 4}, 16); });
+               }});
+  v.push_back({"set_tensor_rows_past_end", [rows_fields] {
+                 attack_fields(Cmd::set_tensor_rows,
+                               [&](Writer& w, uint64_t h) { rows_fields(w, h, 8, 8, 8, {0}, 8); });
+               }});
+  v.push_back({"set_tensor_rows_data_short", [rows_fields] {
+                 attack_fields(Cmd::set_tensor_rows,
+                               [&](Writer& w, uint64_t h) { rows_fields(w, h, 0, 8, 8, {0, 5}, 15); });
+               }});
+  v.push_back({"set_tensor_rows_data_long", [rows_fields] {
+                 attack_fields(Cmd::set_tensor_rows,
+                               [&](Writer& w, uint64_t h) { rows_fields(w, h, 0, 8, 8, {0, 5}, 17); });
+               }});
+  v.push_back({"set_tensor_rows_count_over_payload", [] {
+                 attack_fields(Cmd::set_tensor_rows, [](Writer& w, uint64_t h) {
+                   w.u64(h);
+                   w.u64(0);
+                   w.u64(1);
+                   w.u32(UINT32_MAX);
+                   w.u32(UINT32_MAX);  // four billion rows listed in a few bytes
+                   w.u32(0);
+                 });
+               }});
+  v.push_back({"set_tensor_rows_range_overflow", [rows_fields] {
+                 attack_fields(Cmd::set_tensor_rows, [&](Writer& w, uint64_t h) {
+                   rows_fields(w, h, 0, uint64_t{1} << 40, 1u << 30, {}, 0);
+                 });
+               }});
+  v.push_back({"set_tensor_rows_zero_row_bytes", [rows_fields] {
+                 attack_fields(Cmd::set_tensor_rows,
+                               [&](Writer& w, uint64_t h) { rows_fields(w, h, 0, 0, 8, {}, 0); });
+               }});
+  v.push_back({"get_tensor_rows_past_end", [] {
+                 attack_fields(Cmd::get_tensor_rows, [](Writer& w, uint64_t h) {
+                   w.u64(h);
+                   w.u64(16);
+                   w.u64(8);
+                   w.u32(7);
+                 });
+               }});
+  v.push_back({"get_tensor_rows_reply_over_a_frame", [] {
+                 // 17 MiB of one-byte rows fits the buffer, but listing them could not fit a reply.
+                 attack_fields(
+                     Cmd::get_tensor_rows,
+                     [](Writer& w, uint64_t h) {
+                       w.u64(h);
+                       w.u64(0);
+                       w.u64(1);
+                       w.u32(17u << 20);
+                     },
+                     17u << 20);
+               }});
   v.push_back({"copy_dst_past_end", [] {
                  attack_fields(Cmd::copy_tensor, [](Writer& w, uint64_t h) {
                    w.u64(h);

@@ -113,6 +113,12 @@ Tensor* get_rows(Context& ctx, Tensor* a, Tensor* idx);
 // Writes rows of src (f32 [K, n, B]) into dst ([K, R, B], any dtype except
 // i32) at rows idx (i32 [n, B]); returns a view of dst that carries the write.
 Tensor* set_rows(Context& ctx, Tensor* dst, Tensor* src, Tensor* idx);
+// The rows an expert slice reads: x f32 [K, n] with packed rows; ids i32
+// [n_used, n] (a routing, as mul_mat_id takes). Result f32 [K, n]: column t
+// is x's when some ids[e, t] is in [first, first + count), else zeros. The
+// result is flagged kFlagSparseRows: a device that sends it to the slice's
+// device sends only the routed rows. i[0] = first >= 0, i[1] = count > 0.
+Tensor* routed_rows(Context& ctx, Tensor* x, Tensor* ids, int32_t first, int32_t count);
 // Copies a into b converting dtype, element by element in logical order;
 // returns a view of b that carries the write. Same element count; for a
 // quantized b the shapes must match. a may be f32, f16, bf16 (or i32 into i32).

@@ -40,8 +40,10 @@ enum class Op : uint8_t {
   gelu_erf, sigmoid, softcap, rope_ext,
   // Appended (protocol 1.3): fused attention.
   flash_attn,
+  // Appended (protocol 1.7): the rows a slice of experts reads.
+  routed_rows,
 };
-inline constexpr int kOpCount = static_cast<int>(Op::flash_attn) + 1;
+inline constexpr int kOpCount = static_cast<int>(Op::routed_rows) + 1;
 
 const char* op_name(Op op);
 inline bool op_is_view(Op op) {
@@ -52,6 +54,11 @@ enum TensorFlag : uint32_t {
   kFlagInput = 1u << 0,   // set from outside before compute
   kFlagOutput = 1u << 1,  // read after compute; never reused by the allocator
   kFlagWeight = 1u << 2,  // lives in a weights buffer
+  // A hint to whoever moves the tensor between devices: many of its rows are
+  // expected to be all zero bytes, so a transfer may carry only the others
+  // (the receiver's copy is still equal, byte for byte). Never sent to a
+  // worker; set by routed_rows and by the model on an expert slice's sum.
+  kFlagSparseRows = 1u << 3,
 };
 
 enum class SortOrder : int32_t { ascending = 0, descending = 1 };

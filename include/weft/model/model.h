@@ -226,6 +226,11 @@ struct LoadOptions {
   // others are sent (serialised, what `weft bench model` measures the
   // overlap against).
   bool experts_overlap = true;
+  // With expert_split: each other device's slice is sent only the rows of
+  // the tokens routed to it, and sends back only theirs (routed_rows and
+  // kFlagSparseRows: SET_TENSOR_ROWS and GET_TENSOR_ROWS on a 1.7 worker).
+  // false: every row, as before (what the bench compares bytes against).
+  bool experts_routed_rows = true;
 };
 
 // Which tokens' logits an eval computes and returns: every token's (a
@@ -427,6 +432,9 @@ class LlamaModel {
   size_t mapped_weight_bytes_ = 0;
   bool fused_attention_ = false;
   bool experts_overlap_ = true;
+  // Per placement, with an expert split: whether its device computes
+  // routed_rows, so that its layers send other slices only their rows.
+  std::vector<char> routes_rows_;
   DType cache_type_ = DType::f16;
   int n_parts_ = 1;
   int64_t micro_batch_ = 0;  // > 0: prompts are pipelined (LoadOptions::pipeline_micro_batch)

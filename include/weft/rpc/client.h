@@ -44,6 +44,10 @@ struct RpcOptions {
   // a peer link (protocol 1.5) when both speak it; false: through this host,
   // as before 1.5 (workers that cannot reach each other: NAT, firewalls).
   bool peer_links = true;
+  // Tensors flagged kFlagSparseRows (an expert slice's input and output)
+  // travel as their nonzero rows when the worker speaks 1.7
+  // (SET_TENSOR_ROWS, GET_TENSOR_ROWS); false: whole, as any tensor.
+  bool sparse_rows = true;
 };
 
 // One Device per device the worker serves. endpoint: "host:port" or

@@ -50,6 +50,7 @@ constexpr const OpFamily* family_for(Op op) {
     case Op::mul_mat_id: return &kMulMatIdFamily;
     case Op::get_rows: return &kGetRowsFamily;
     case Op::set_rows: return &kSetRowsFamily;
+    case Op::routed_rows: return &kRoutedRowsFamily;
     case Op::cpy: return &kCpyFamily;
     case Op::cont: return &kContFamily;
     case Op::concat: return &kConcatFamily;

@@ -110,7 +110,8 @@ extern const OpFamily kConcatFamily;     // concat
 extern const OpFamily kMulMatFamily;     // mul_mat
 extern const OpFamily kMulMatIdFamily;   // mul_mat_id (ops_matmul.cpp)
 extern const OpFamily kGetRowsFamily;    // get_rows
-extern const OpFamily kSetRowsFamily;    // set_rows (ops_rows.cpp)
+extern const OpFamily kSetRowsFamily;    // set_rows
+extern const OpFamily kRoutedRowsFamily; // routed_rows (ops_rows.cpp)
 extern const OpFamily kCpyFamily;        // cpy
 extern const OpFamily kContFamily;       // cont (ops_copy.cpp)
 extern const OpFamily kAttentionFamily;  // flash_attn

@@ -1,5 +1,6 @@
 // Row gather (get_rows) and scatter (set_rows).
 #include <algorithm>
+#include <cstring>
 
 #include "kernels.h"
 #include "row_f32.h"
@@ -58,6 +59,29 @@ void set_rows_op(const KernelContext& kc, Tensor& dst) {
   }
 }
 
+// out[:, t] = x[:, t] when some ids[e, t] is in [first, first + count),
+// else zeros. Each thread owns a range of t.
+void routed_rows_op(const KernelContext& kc, Tensor& dst) {
+  const Tensor& x = *dst.src[0];
+  const Tensor& ids = *dst.src[1];
+  const int64_t first = dst.op_params[0], end = first + int64_t{dst.op_params[1]};
+  const size_t row_bytes = static_cast<size_t>(dst.ne[0]) * sizeof(float);
+  const Range r = split_range(dst.ne[1], kc.ith, kc.nth);
+  for (int64_t t = r.begin; t < r.end; ++t) {
+    bool routed = false;
+    for (int64_t e = 0; e < ids.ne[0] && !routed; ++e) {
+      const int64_t id = index_at(ids, e, t);
+      routed = id >= first && id < end;
+    }
+    uint8_t* out = row_ptr(dst, t, 0, 0);
+    if (routed) {
+      std::memcpy(out, row_ptr(x, t, 0, 0), row_bytes);
+    } else {
+      std::memset(out, 0, row_bytes);
+    }
+  }
+}
+
 // Rows of any dtype whose rows are packed blocks (to_f32 reads a whole row),
 // i32 indices.
 bool get_rows_supports(const Tensor& n) {
@@ -80,8 +104,16 @@ size_t set_rows_scratch_bytes(const Tensor& n, int) {
   return kScratchAlign + scratch_piece_bytes(n.ne[0], sizeof(float));
 }
 
+bool routed_rows_supports(const Tensor& n) {
+  return n.type == DType::f32 && n.rows_contiguous() && is_f32(n.src[0]) && n.src[0]->rows_contiguous() &&
+         is_i32(n.src[1]);
+}
+
+size_t no_scratch_bytes(const Tensor&, int) { return 0; }
+
 }  // namespace
 
+const OpFamily kRoutedRowsFamily{"routed_rows", routed_rows_supports, no_scratch_bytes, routed_rows_op};
 const OpFamily kGetRowsFamily{"get_rows", get_rows_supports, get_rows_scratch_bytes, get_rows_op};
 const OpFamily kSetRowsFamily{"set_rows", set_rows_supports, set_rows_scratch_bytes, set_rows_op};
 

@@ -457,6 +457,38 @@ void Connection::get_tensor(uint64_t handle, uint64_t offset, void* out, size_t 
   }
 }
 
+void Connection::get_tensor_rows(uint64_t handle, uint64_t offset, uint64_t row_bytes, uint64_t n_rows, void* out) {
+  auto* dst = static_cast<uint8_t*>(out);
+  const uint64_t per_piece = (kMaxPayload - 4) / (row_bytes + 4);  // rows whose reply fits one frame
+  flush_all_waiting();  // about to block (call_impl says why)
+  std::vector<uint8_t> payload;
+  while (n_rows > 0) {
+    const auto n = static_cast<uint32_t>(std::min(n_rows, per_piece));
+    const Writer w = encoded(GetTensorRowsRequest{handle, offset, row_bytes, n});
+    std::lock_guard lock(mu_);
+    check_usable(Cmd::get_tensor_rows);
+    throw_pending_error();
+    write_frame(Cmd::get_tensor_rows, w.data().data(), w.data().size(), nullptr, 0);
+    const uint32_t length = read_reply_header(Cmd::get_tensor_rows, kMaxPayload);
+    payload.resize(length);
+    read_payload(Cmd::get_tensor_rows, payload.data(), payload.size());
+    ++round_trips_;
+    GetTensorRowsReply reply;
+    try {
+      Reader r(payload, "GET_TENSOR_ROWS reply");
+      reply = GetTensorRowsReply::decode(r, row_bytes, n);
+    } catch (const Error& e) {
+      fail_broken(Cmd::get_tensor_rows, std::string("malformed reply: ") + e.what());
+    }
+    std::memset(dst, 0, row_bytes * n);
+    for (size_t i = 0; i < reply.rows.size(); ++i)
+      std::memcpy(dst + reply.rows[i] * row_bytes, reply.data.data() + i * row_bytes, row_bytes);
+    dst += row_bytes * n;
+    offset += row_bytes * n;
+    n_rows -= n;
+  }
+}
+
 void Connection::graph_compute(uint32_t device, std::span<const uint8_t> graph) {
   constexpr size_t kHead = GraphComputeRequest::kHeadBytes;
   if (graph.size() > kMaxPayload - kHead) {

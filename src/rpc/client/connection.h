@@ -163,6 +163,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // GET_TENSOR of [offset, offset + size) of a buffer into out, split into
   // frames under the reply limit, a few requests in flight at once.
   void get_tensor(uint64_t handle, uint64_t offset, void* out, size_t size);
+  // GET_TENSOR_ROWS (1.7): n_rows rows of row_bytes at offset into out, the
+  // rows the worker does not list as zeros; in pieces whose replies fit a
+  // frame. Needs row_bytes + 4 <= kMaxPayload - 4.
+  void get_tensor_rows(uint64_t handle, uint64_t offset, uint64_t row_bytes, uint64_t n_rows, void* out);
 
   // GRAPH_COMPUTE of an encoded graph (section 4 bytes). A graph with the
   // same bytes sent before on this connection (one of the last

@@ -85,6 +85,14 @@ class RemoteBuffer final : public Buffer {
   void upload(uint64_t offset, const void* data, size_t size, bool try_cache, bool later = false);
   // Checks [offset_of(t) + offset, + size) and returns its start.
   uint64_t range_of(const Tensor& t, size_t offset, size_t size, const char* what) const;
+  // The bytes of one of t's rows when t may travel as its nonzero rows
+  // (kFlagSparseRows, packed, rows of 64 bytes or more, RpcOptions::
+  // sparse_rows, a 1.7 worker); 0: whole. copy_tensor from host memory and a
+  // get_tensor of all of t then use SET_TENSOR_ROWS and GET_TENSOR_ROWS.
+  uint64_t sparse_row_bytes(const Tensor& t) const;
+  // n_rows rows of row_bytes at offset, from data: SET_TENSOR_ROWS frames
+  // carrying the nonzero rows (a piece with none zero goes as SET_TENSOR).
+  void upload_rows(uint64_t offset, const uint8_t* data, uint64_t row_bytes, uint64_t n_rows);
 
  private:
   RemoteBufferType& type_;

@@ -2,6 +2,7 @@
 // fake address range.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <string>
 
 #include "client/remote.h"
@@ -32,6 +33,8 @@ uintptr_t reserve_addresses(size_t size, size_t alignment) {
 
 // SET_TENSOR payload: handle, offset, size, then the bytes.
 constexpr size_t kUploadChunk = kMaxSetTensorPayload - SetTensorRequest::kHeadBytes;
+// Rows shorter than this travel whole: listing each would cost too much.
+constexpr uint64_t kMinSparseRowBytes = 64;
 
 }  // namespace
 
@@ -117,12 +120,48 @@ void RemoteBuffer::upload(uint64_t offset, const void* data, size_t size, bool t
   }
 }
 
+uint64_t RemoteBuffer::sparse_row_bytes(const Tensor& t) const {
+  if (!t.has_flag(kFlagSparseRows) || !type_.remote_device().options().sparse_rows ||
+      connection_->peer_minor() < 7 || !t.is_contiguous() || t.nrows() == 0) {
+    return 0;
+  }
+  const uint64_t row = t.nbytes() / static_cast<uint64_t>(t.nrows());
+  return row >= kMinSparseRowBytes && row + 8 <= kMaxPayload ? row : 0;
+}
+
+void RemoteBuffer::upload_rows(uint64_t offset, const uint8_t* data, uint64_t row_bytes, uint64_t n_rows) {
+  const uint64_t per_frame = (kMaxSetTensorPayload - SetTensorRowsRequest::kHeadBytes) / (row_bytes + 4);
+  std::vector<uint8_t> listed;
+  for (uint64_t first = 0; first < n_rows;) {
+    const auto n = static_cast<uint32_t>(std::min(n_rows - first, per_frame));
+    const uint8_t* piece = data + first * row_bytes;
+    SetTensorRowsRequest req{handle_, offset + first * row_bytes, row_bytes, n, nonzero_rows(piece, row_bytes, n), {}};
+    if (req.rows.size() == n) {
+      upload(req.offset, piece, row_bytes * n, /*try_cache=*/false);  // no zero row: the plain frame is smaller
+    } else {
+      listed.resize(req.rows.size() * row_bytes);
+      for (size_t i = 0; i < req.rows.size(); ++i)
+        std::memcpy(listed.data() + i * row_bytes, piece + req.rows[i] * row_bytes, row_bytes);
+      Writer head;
+      req.encode_head(head);
+      connection_->send(Cmd::set_tensor_rows, head, listed.data(), listed.size());
+    }
+    first += n;
+  }
+}
+
 void RemoteBuffer::set_tensor(Tensor& t, const void* data, size_t offset, size_t size) {
   upload(range_of(t, offset, size, "rpc set_tensor"), data, size, /*try_cache=*/true);
 }
 
 void RemoteBuffer::get_tensor(const Tensor& t, void* data, size_t offset, size_t size) {
-  connection_->get_tensor(handle_, range_of(t, offset, size, "rpc get_tensor"), data, size);
+  const uint64_t start = range_of(t, offset, size, "rpc get_tensor");
+  const uint64_t row = offset == 0 && size == t.nbytes() ? sparse_row_bytes(t) : 0;
+  if (row != 0) {
+    connection_->get_tensor_rows(handle_, start, row, size / row, data);
+  } else {
+    connection_->get_tensor(handle_, start, data, size);
+  }
 }
 
 void RemoteBuffer::memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) {
@@ -144,7 +183,11 @@ bool RemoteBuffer::copy_tensor(const Tensor& src, Tensor& dst) {
     return true;
   }
   if (from == nullptr && src.buffer->type().is_host() && src.data != nullptr) {
-    upload(dst_offset, src.data, n, /*try_cache=*/false);
+    if (const uint64_t row = sparse_row_bytes(src)) {
+      upload_rows(dst_offset, static_cast<const uint8_t*>(src.data), row, n / row);
+    } else {
+      upload(dst_offset, src.data, n, /*try_cache=*/false);
+    }
     return true;
   }
   return false;

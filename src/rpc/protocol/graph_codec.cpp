@@ -537,6 +537,7 @@ Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], c
       return ops::rope_ext(ctx, a, b, c, p[0], static_cast<RopeMode>(p[1]), param_f32(params, 2),
                            {param_f32(params, 3), param_f32(params, 4)});
     case Op::flash_attn: return ops::flash_attn(ctx, a, b, c, d, param_f32(params, 0), param_f32(params, 1));
+    case Op::routed_rows: return ops::routed_rows(ctx, a, b, p[0], p[1]);
   }
   fail(ErrorKind::internal, "rpc graph", "no constructor for op " + num(static_cast<unsigned>(op)));
 }

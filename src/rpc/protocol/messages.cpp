@@ -4,6 +4,7 @@
 #include "protocol/messages.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string_view>
 
 namespace weft::rpc {
@@ -203,6 +204,119 @@ GetTensorRequest GetTensorRequest::decode(Reader& r) {
   m.offset = r.u64("offset");
   m.size = r.u64("size");
   return m;
+}
+
+namespace {
+
+// count u32, then that many strictly ascending row numbers below n_rows.
+std::vector<uint32_t> decode_row_list(Reader& r, uint32_t n_rows) {
+  const uint32_t count = r.u32("count");
+  if (count > n_rows || uint64_t{count} * 4 > r.remaining()) {
+    fail(ErrorKind::invalid_input, r.what(),
+         "count " + std::to_string(count) + " rows of " + std::to_string(n_rows) + " in " +
+             std::to_string(r.remaining()) + " bytes");
+  }
+  std::vector<uint32_t> rows(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    rows[i] = r.u32("row");
+    if (rows[i] >= n_rows || (i > 0 && rows[i] <= rows[i - 1])) {
+      fail(ErrorKind::invalid_input, r.what(),
+           "row " + std::to_string(rows[i]) + " (entry " + std::to_string(i) + " of " + std::to_string(count) +
+               ") is not ascending and below n_rows " + std::to_string(n_rows));
+    }
+  }
+  return rows;
+}
+
+// The listed rows' bytes: exactly row_bytes each, and nothing after them.
+std::span<const uint8_t> decode_row_data(Reader& r, uint64_t row_bytes, size_t count) {
+  if (count > 0 && row_bytes > r.remaining() / count) {
+    fail(ErrorKind::invalid_input, r.what(),
+         std::to_string(count) + " rows of " + std::to_string(row_bytes) + " bytes do not fit the " +
+             std::to_string(r.remaining()) + " bytes left");
+  }
+  std::span<const uint8_t> data = r.bytes(static_cast<size_t>(row_bytes) * count, "data");
+  r.expect_end();
+  return data;
+}
+
+}  // namespace
+
+void SetTensorRowsRequest::encode_head(Writer& w) const {
+  w.u64(handle);
+  w.u64(offset);
+  w.u64(row_bytes);
+  w.u32(n_rows);
+  w.u32(static_cast<uint32_t>(rows.size()));
+  for (uint32_t row : rows) w.u32(row);
+}
+
+void SetTensorRowsRequest::encode(Writer& w) const {
+  encode_head(w);
+  w.bytes(data.data(), data.size());
+}
+
+SetTensorRowsRequest SetTensorRowsRequest::decode(Reader& r) {
+  SetTensorRowsRequest m;
+  m.handle = r.u64("handle");
+  m.offset = r.u64("offset");
+  m.row_bytes = r.u64("row_bytes");
+  m.n_rows = r.u32("n_rows");
+  m.rows = decode_row_list(r, m.n_rows);
+  m.data = decode_row_data(r, m.row_bytes, m.rows.size());
+  return m;
+}
+
+void GetTensorRowsReply::encode(Writer& w) const {
+  w.u32(static_cast<uint32_t>(rows.size()));
+  for (uint32_t row : rows) w.u32(row);
+  w.bytes(data.data(), data.size());
+}
+
+GetTensorRowsReply GetTensorRowsReply::decode(Reader& r, uint64_t row_bytes, uint32_t n_rows) {
+  GetTensorRowsReply m;
+  m.rows = decode_row_list(r, n_rows);
+  m.data = decode_row_data(r, row_bytes, m.rows.size());
+  return m;
+}
+
+void GetTensorRowsRequest::encode(Writer& w) const {
+  w.u64(handle);
+  w.u64(offset);
+  w.u64(row_bytes);
+  w.u32(n_rows);
+}
+
+GetTensorRowsRequest GetTensorRowsRequest::decode(Reader& r) {
+  GetTensorRowsRequest m;
+  m.handle = r.u64("handle");
+  m.offset = r.u64("offset");
+  m.row_bytes = r.u64("row_bytes");
+  m.n_rows = r.u32("n_rows");
+  return m;
+}
+
+std::vector<uint32_t> nonzero_rows(const uint8_t* data, uint64_t row_bytes, uint32_t n_rows) {
+  std::vector<uint32_t> rows;
+  for (uint32_t i = 0; i < n_rows; ++i) {
+    const uint8_t* row = data + row_bytes * i;
+    // Eight bytes at a time where the row allows; memcpy keeps it aligned-agnostic.
+    uint64_t any = 0, at = 0;
+    for (; at + 8 <= row_bytes && any == 0; at += 8) {
+      uint64_t word;
+      std::memcpy(&word, row + at, 8);
+      any |= word;
+    }
+    for (; at < row_bytes && any == 0; ++at) any |= row[at];
+    if (any != 0) rows.push_back(i);
+  }
+  return rows;
+}
+
+uint64_t rows_reply_bound(uint64_t row_bytes, uint64_t n_rows) {
+  const uint64_t per_row = row_bytes > UINT64_MAX - 4 ? UINT64_MAX : row_bytes + 4;
+  if (n_rows != 0 && per_row > (UINT64_MAX - 4) / n_rows) return UINT64_MAX;
+  return 4 + per_row * n_rows;
 }
 
 void CopyTensorRequest::encode(Writer& w) const {

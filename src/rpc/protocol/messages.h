@@ -215,6 +215,56 @@ struct GetTensorRequest {
   static GetTensorRequest decode(Reader& r);
 };
 
+// 1.7. Writes the range [offset, offset + row_bytes * n_rows) of a buffer
+// as zeros except the rows listed, which get the bytes that follow: a tensor
+// most of whose rows are zero (kFlagSparseRows) sent without them. rows:
+// strictly ascending, each < n_rows; data: row_bytes bytes per listed row.
+// The counts are fields of their own; decode checks that the payload holds
+// exactly what they say.
+struct SetTensorRowsRequest {
+  static constexpr uint16_t kCode = request_code(Cmd::set_tensor_rows);
+  static constexpr uint32_t kHeadBytes = 32;  // handle, offset, row_bytes, n_rows, count
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint64_t row_bytes = 0;
+  uint32_t n_rows = 0;
+  std::vector<uint32_t> rows;
+  std::span<const uint8_t> data;  // decode: a view into the payload
+  void encode_head(Writer& w) const;  // the fields and the row list
+  void encode(Writer& w) const;       // head, then data
+  static SetTensorRowsRequest decode(Reader& r);
+};
+
+// 1.7. Reads the range [offset, offset + row_bytes * n_rows) of a buffer as
+// the rows that are not all zero bytes: the reply lists them (count, then
+// the ascending row numbers) and carries their bytes; every row not listed is
+// zeros. The worker refuses a range whose reply could exceed one frame.
+struct GetTensorRowsReply {
+  static constexpr uint16_t kCode = reply_code(Cmd::get_tensor_rows);
+  std::vector<uint32_t> rows;
+  std::span<const uint8_t> data;
+  void encode(Writer& w) const;
+  // row_bytes and n_rows from the request: the row list must be ascending,
+  // below n_rows, and the data exactly row_bytes per row.
+  static GetTensorRowsReply decode(Reader& r, uint64_t row_bytes, uint32_t n_rows);
+};
+struct GetTensorRowsRequest {
+  static constexpr uint16_t kCode = request_code(Cmd::get_tensor_rows);
+  using Reply = GetTensorRowsReply;
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint64_t row_bytes = 0;
+  uint32_t n_rows = 0;
+  void encode(Writer& w) const;
+  static GetTensorRowsRequest decode(Reader& r);
+};
+// The rows of data (n_rows rows of row_bytes) that are not all zero bytes,
+// ascending: what SET_TENSOR_ROWS and GET_TENSOR_ROWS carry.
+std::vector<uint32_t> nonzero_rows(const uint8_t* data, uint64_t row_bytes, uint32_t n_rows);
+// The most bytes a GET_TENSOR_ROWS reply for n_rows rows of row_bytes may
+// take (every row listed); saturates.
+uint64_t rows_reply_bound(uint64_t row_bytes, uint64_t n_rows);
+
 struct CopyTensorRequest {
   static constexpr uint16_t kCode = request_code(Cmd::copy_tensor);
   uint64_t src_handle = 0;
@@ -430,7 +480,7 @@ struct SupportsOpReply {
 // a client never sends one, not even in SUPPORTS_OP. A minor newer than ours
 // knows every op we do.
 constexpr int ops_known_at_minor(uint16_t minor) {
-  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35, 35};  // indexed by minor, up to kMinor
+  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35, 35, 36};  // indexed by minor, up to kMinor
   static_assert(std::size(kOpsAt) == kMinor + 1 && kOpsAt[kMinor] == kOpCount,
                 "a new Op needs a new minor version (wire.h kMinor) and its count here");
   return minor < std::size(kOpsAt) ? kOpsAt[minor] : kOpCount;

@@ -23,6 +23,8 @@ bool is_known(uint16_t command) {
     case Cmd::get_tensor:
     case Cmd::copy_tensor:
     case Cmd::memset_tensor:
+    case Cmd::set_tensor_rows:
+    case Cmd::get_tensor_rows:
     case Cmd::graph_compute:
     case Cmd::synchronize:
     case Cmd::compute_stats:
@@ -43,7 +45,8 @@ bool is_known(uint16_t command) {
 }
 
 uint32_t payload_limit(Cmd c) {
-  return c == Cmd::set_tensor || c == Cmd::peer_push ? kMaxSetTensorPayload : kMaxPayload;
+  return c == Cmd::set_tensor || c == Cmd::set_tensor_rows || c == Cmd::peer_push ? kMaxSetTensorPayload
+                                                                                    : kMaxPayload;
 }
 
 bool has_reply(Cmd c) {
@@ -55,6 +58,7 @@ bool has_reply(Cmd c) {
     case Cmd::supports_op:
     case Cmd::set_tensor_hash:
     case Cmd::get_tensor:
+    case Cmd::get_tensor_rows:
     case Cmd::synchronize:
     case Cmd::compute_stats:
     case Cmd::event_sync:
@@ -84,6 +88,8 @@ const char* request_name(uint16_t command) {
     case Cmd::get_tensor: return "GET_TENSOR";
     case Cmd::copy_tensor: return "COPY_TENSOR";
     case Cmd::memset_tensor: return "MEMSET_TENSOR";
+    case Cmd::set_tensor_rows: return "SET_TENSOR_ROWS";
+    case Cmd::get_tensor_rows: return "GET_TENSOR_ROWS";
     case Cmd::graph_compute: return "GRAPH_COMPUTE";
     case Cmd::synchronize: return "SYNCHRONIZE";
     case Cmd::compute_stats: return "COMPUTE_STATS";
@@ -111,6 +117,7 @@ const char* reply_name(uint16_t command) {
     case Cmd::supports_op: return "SUPPORTS_OP reply";
     case Cmd::set_tensor_hash: return "SET_TENSOR_HASH reply";
     case Cmd::get_tensor: return "GET_TENSOR reply";
+    case Cmd::get_tensor_rows: return "GET_TENSOR_ROWS reply";
     case Cmd::synchronize: return "SYNCHRONIZE reply";
     case Cmd::compute_stats: return "COMPUTE_STATS reply";
     case Cmd::event_sync: return "EVENT_SYNC reply";

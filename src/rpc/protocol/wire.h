@@ -16,8 +16,9 @@ inline constexpr uint16_t kMajor = 1;
 // 1.1: SUPPORTS_OP; 1.2: ops gelu_erf sigmoid softcap rope_ext; 1.3: flash_attn;
 // 1.4: flash_attn takes q8_0 k and v; 1.5: peer links (worker-to-worker pushes);
 // 1.6: mul_mat_id's id_base (a slice of experts), nonzero op_params an op
-// does not read refused, COMPUTE_STATS.
-inline constexpr uint16_t kMinor = 6;
+// does not read refused, COMPUTE_STATS; 1.7: op routed_rows,
+// SET_TENSOR_ROWS and GET_TENSOR_ROWS (tensors most of whose rows are zero).
+inline constexpr uint16_t kMinor = 7;
 
 enum Capability : uint64_t {
   kCapTensorCache = 1u << 0,
@@ -39,6 +40,8 @@ enum class Cmd : uint16_t {
   get_tensor = 0x0022,
   copy_tensor = 0x0023,
   memset_tensor = 0x0024,
+  set_tensor_rows = 0x0025,  // 1.7
+  get_tensor_rows = 0x0026,  // 1.7
   graph_compute = 0x0030,
   synchronize = 0x0031,
   compute_stats = 0x0032,  // 1.6

@@ -313,6 +313,8 @@ void Session::dispatch(Cmd c, uint32_t length) {
     case Cmd::get_tensor: return on_get_tensor();
     case Cmd::copy_tensor: return on_copy_tensor();
     case Cmd::memset_tensor: return on_memset_tensor();
+    case Cmd::set_tensor_rows: return on_set_tensor_rows();
+    case Cmd::get_tensor_rows: return on_get_tensor_rows();
     case Cmd::graph_compute: return on_graph_compute();
     case Cmd::synchronize: return on_synchronize();
     case Cmd::compute_stats: return on_compute_stats();

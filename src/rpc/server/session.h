@@ -125,6 +125,9 @@ class Session {
   void on_set_tensor(uint32_t length);
   void on_set_tensor_hash();
   void on_get_tensor();
+  void on_set_tensor_rows();
+  void on_get_tensor_rows();
+  uint64_t rows_range(Buffer& b, uint64_t handle, uint64_t offset, uint64_t row_bytes, uint32_t n_rows);
   void on_copy_tensor();
   void on_memset_tensor();
   void on_graph_compute();

@@ -211,6 +211,63 @@ void Session::on_get_tensor() {
   }
 }
 
+// The range a SET_TENSOR_ROWS or GET_TENSOR_ROWS names: row_bytes * n_rows
+// bytes at offset, inside buffer handle.
+uint64_t Session::rows_range(Buffer& b, uint64_t handle, uint64_t offset, uint64_t row_bytes, uint32_t n_rows) {
+  if (row_bytes == 0 || (n_rows != 0 && row_bytes > UINT64_MAX / n_rows)) {
+    fail(ErrorKind::invalid_input, cmd_name(static_cast<uint16_t>(current_)),
+         std::to_string(n_rows) + " rows of " + std::to_string(row_bytes) + " bytes is not a range");
+  }
+  const uint64_t size = row_bytes * n_rows;
+  check_range(b, handle, offset, size);
+  return size;
+}
+
+void Session::on_set_tensor_rows() {
+  const auto req = parse<SetTensorRowsRequest>(payload_);
+  Buffer& b = live_buffer(req.handle);
+  const uint64_t size = rows_range(b, req.handle, req.offset, req.row_bytes, req.n_rows);
+  sync_all();
+  // Zeros between the listed rows, each listed row's bytes, zeros after the last.
+  uint64_t at = 0;
+  for (size_t i = 0; i < req.rows.size(); ++i) {
+    const uint64_t row_at = req.rows[i] * req.row_bytes;
+    fill_bytes(b, req.offset + at, 0, row_at - at);
+    write_bytes(b, req.offset + row_at, req.data.data() + i * req.row_bytes, req.row_bytes);
+    at = row_at + req.row_bytes;
+  }
+  fill_bytes(b, req.offset + at, 0, size - at);
+}
+
+void Session::on_get_tensor_rows() {
+  const auto [handle, offset, row_bytes, n_rows] = parse<GetTensorRowsRequest>(payload_);
+  Buffer& b = live_buffer(handle);
+  const uint64_t size = rows_range(b, handle, offset, row_bytes, n_rows);
+  if (rows_reply_bound(row_bytes, n_rows) > kMaxPayload) {
+    fail(ErrorKind::invalid_input, "GET_TENSOR_ROWS",
+         std::to_string(n_rows) + " rows of " + std::to_string(row_bytes) + " bytes could need a reply over " +
+             std::to_string(kMaxPayload) + " bytes (split the read)");
+  }
+  sync_all();
+  if (answer_deferred()) return;
+  std::vector<uint8_t> staging;
+  const uint8_t* range = nullptr;
+  if (b.type().is_host()) {
+    range = static_cast<const uint8_t*>(b.base()) + offset;
+  } else {
+    staging.resize(size);
+    read_bytes(b, offset, staging.data(), size);
+    range = staging.data();
+  }
+  GetTensorRowsReply out;
+  out.rows = nonzero_rows(range, row_bytes, n_rows);
+  std::vector<uint8_t> data(out.rows.size() * row_bytes);
+  for (size_t i = 0; i < out.rows.size(); ++i)
+    std::memcpy(data.data() + i * row_bytes, range + out.rows[i] * row_bytes, row_bytes);
+  out.data = data;
+  reply(out);
+}
+
 void Session::on_copy_tensor() {
   const auto [src_handle, src_offset, dst_handle, dst_offset, size] = parse<CopyTensorRequest>(payload_);
   Buffer& src = live_buffer(src_handle);
