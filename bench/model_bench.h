@@ -97,6 +97,13 @@ struct ModelBenchResult {
   bool experts_split = false;
   double serial_pp_tokens_per_s = 0;
   double serial_tg_seconds_per_token = 0;
+  // And with every row sent to every slice (LoadOptions::experts_routed_rows
+  // false): the bytes to and from the workers over each whole run, for what
+  // sending each device only its tokens' rows saves.
+  uint64_t worker_bytes = 0;
+  uint64_t all_rows_worker_bytes = 0;
+  double all_rows_pp_tokens_per_s = 0;
+  double all_rows_tg_seconds_per_token = 0;
 };
 
 // (remote - local) / hops: the time a token loses per hop between machines.

@@ -105,6 +105,13 @@ std::string format_model_bench_text(const ModelBenchResult& r) {
                            r.tg_seconds_per_token.mean * 1e3, r.serial_tg_seconds_per_token * 1e3, saved * 1e3,
                            r.serial_tg_seconds_per_token > 0 ? 100.0 * saved / r.serial_tg_seconds_per_token : 0.0);
     }
+    out += printf_string(
+        "experts rows: %.2f MB to and from the workers with each sent only its tokens' rows, %.2f MB with every row "
+        "(%.2fx); pp%d %.2f tokens/s, tg%d %.3f ms/token with every row\n",
+        static_cast<double>(r.worker_bytes) / 1e6, static_cast<double>(r.all_rows_worker_bytes) / 1e6,
+        r.all_rows_worker_bytes > 0 ? static_cast<double>(r.worker_bytes) / static_cast<double>(r.all_rows_worker_bytes)
+                                    : 0.0,
+        o.n_prompt, r.all_rows_pp_tokens_per_s, o.n_gen, r.all_rows_tg_seconds_per_token * 1e3);
   }
   return out;
 }
@@ -156,7 +163,11 @@ std::string format_model_bench_json(const ModelBenchResult& r) {
     j += ", \"experts\": {\"pp_tokens_per_s_overlapped\": " + json_number(r.pp_tokens_per_s.mean);
     j += ", \"pp_tokens_per_s_serialised\": " + json_number(r.serial_pp_tokens_per_s);
     j += ", \"tg_ms_per_token_overlapped\": " + json_number(r.tg_seconds_per_token.mean * 1e3);
-    j += ", \"tg_ms_per_token_serialised\": " + json_number(r.serial_tg_seconds_per_token * 1e3) + "}";
+    j += ", \"tg_ms_per_token_serialised\": " + json_number(r.serial_tg_seconds_per_token * 1e3);
+    j += ", \"worker_bytes\": " + std::to_string(r.worker_bytes);
+    j += ", \"worker_bytes_every_row\": " + std::to_string(r.all_rows_worker_bytes);
+    j += ", \"pp_tokens_per_s_every_row\": " + json_number(r.all_rows_pp_tokens_per_s);
+    j += ", \"tg_ms_per_token_every_row\": " + json_number(r.all_rows_tg_seconds_per_token * 1e3) + "}";
   }
   return j + "}\n";
 }

@@ -87,6 +87,50 @@ bool fits(const PlacementInput& in, const Prefix& p, int d, int64_t a, int64_t b
   return need <= static_cast<double>(free);
 }
 
+// The device whose bounds hold layer l.
+int home_of(std::span<const int64_t> bounds, int64_t l) {
+  int d = 0;
+  while (bounds[static_cast<size_t>(d) + 1] <= l) ++d;
+  return d;
+}
+
+// predict_time's expert split (placement.h): moves each layer's expert reads
+// from its device to every device in proportion to its count, adds the
+// round trips, and what runs at once.
+void add_expert_split(TimePrediction& t, std::span<const int64_t> bounds, const PlacementInput& in,
+                      std::span<const int64_t> experts) {
+  const ModelCosts& c = in.costs;
+  const size_t n = in.speeds.size();
+  int64_t sum = 0;
+  for (int64_t e : experts) sum += e >= 0 ? e : -1;
+  if (experts.size() != n || c.n_expert <= 0 || sum != c.n_expert ||
+      c.layer_expert_read_bytes.size() != static_cast<size_t>(in.n_layer))
+    fail(ErrorKind::invalid_input, kWhere,
+         "cannot predict an expert split of " + std::to_string(experts.size()) + " counts for " + std::to_string(n) +
+             " devices and a model of " + std::to_string(c.n_expert) + " experts");
+  std::vector<double> part(n);
+  for (int64_t l = 0; l < in.n_layer; ++l) {
+    const int h = home_of(bounds, l);
+    const double bytes = static_cast<double>(c.layer_expert_read_bytes[static_cast<size_t>(l)]);
+    t.compute_seconds[static_cast<size_t>(h)] -= in.speeds[static_cast<size_t>(h)].seconds_per_byte * bytes;
+    double parts = 0, longest = 0;
+    for (size_t d = 0; d < n; ++d) {
+      if (experts[d] == 0) continue;
+      const double share = in.speeds[d].seconds_per_byte * bytes * static_cast<double>(experts[d]) /
+                           static_cast<double>(c.n_expert);
+      t.compute_seconds[d] += share;
+      double trip = 0;
+      if (static_cast<int>(d) != h) {
+        trip = hop(in, h, static_cast<int>(d), c.activation_bytes) + hop(in, static_cast<int>(d), h, c.activation_bytes);
+        t.link_seconds[d] += trip;
+      }
+      parts += share + trip;
+      longest = std::max(longest, share + trip);
+    }
+    t.overlapped_seconds += parts - longest;
+  }
+}
+
 class SpeedPolicy final : public PlacementPolicy {
  public:
   std::vector<int64_t> layer_bounds(const PlacementInput& in) const override { return place_by_speed(in).bounds; }
@@ -96,7 +140,7 @@ class SpeedPolicy final : public PlacementPolicy {
 }  // namespace
 
 double TimePrediction::total() const {
-  double t = return_seconds;
+  double t = return_seconds - overlapped_seconds;
   for (double s : compute_seconds) t += s;
   for (double s : link_seconds) t += s;
   return t;
@@ -109,7 +153,7 @@ double stage_seconds(const TimePrediction& t) {
   return worst;
 }
 
-TimePrediction predict_time(std::span<const int64_t> bounds, const PlacementInput& in) {
+TimePrediction predict_time(std::span<const int64_t> bounds, const PlacementInput& in, std::span<const int64_t> experts) {
   if (const std::string why = missing(in); !why.empty())
     fail(ErrorKind::invalid_input, kWhere, "cannot predict the time per token: " + why);
   const size_t n = in.speeds.size();
@@ -142,6 +186,7 @@ TimePrediction predict_time(std::span<const int64_t> bounds, const PlacementInpu
   visit(static_cast<int>(n) - 1, in.costs.activation_bytes);
   visit(o, in.costs.activation_bytes);
   t.return_seconds = hop(in, at, kHost, in.costs.logits_bytes);
+  if (!experts.empty()) add_expert_split(t, bounds, in, experts);
   return t;
 }
 

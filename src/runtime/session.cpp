@@ -88,9 +88,10 @@ LoadPlan Session::plan(int64_t n_ctx) const {
   p.cache_type = options_.load.cache_type;
   for (size_t i = 0; i < n; ++i)
     p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
-  if (!in.speeds.empty() && experts.empty()) {  // the prediction knows layers, not expert slices
-    const TimePrediction t = predict_time(b, in);
+  if (!in.speeds.empty()) {
+    const TimePrediction t = predict_time(b, in, experts);
     p.predicted_seconds = t.total();
+    p.predicted_overlap_seconds = t.overlapped_seconds;
     for (size_t i = 0; i < n; ++i) {
       p.devices[i].speed = in.speeds[i];
       p.devices[i].predicted_seconds = t.compute_seconds[i];

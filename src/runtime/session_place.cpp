@@ -13,13 +13,14 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 
 // Weight bytes a token reads in layer il: all but the experts, and of those
-// the share a token uses.
-size_t layer_read_bytes(const GgufFile& file, const model::LlamaParams& p, int64_t il) {
+// the share a token uses; experts_only: that share alone.
+size_t layer_read_bytes(const GgufFile& file, const model::LlamaParams& p, int64_t il, bool experts_only = false) {
   const std::string prefix = "blk." + std::to_string(il) + ".";
   double bytes = 0;
   for (const GgufTensorInfo& t : file.tensors()) {
     if (t.name.rfind(prefix, 0) != 0) continue;
     const bool experts = t.name.find("_exps.") != std::string::npos && p.n_expert > 0;
+    if (experts_only && !experts) continue;
     bytes += static_cast<double>(t.nbytes) *
              (experts ? static_cast<double>(p.n_expert_used) / static_cast<double>(p.n_expert) : 1.0);
   }
@@ -58,7 +59,9 @@ ModelCosts model_costs(const GgufFile& file, const model::LlamaParams& p, int64_
   for (size_t i = 1; i + 1 < parts.size(); ++i) {
     c.layer_bytes.push_back(parts[i].weight_bytes + parts[i].kv_cache_bytes);
     c.layer_read_bytes.push_back(layer_read_bytes(file, p, static_cast<int64_t>(i) - 1));
+    if (p.n_expert > 0) c.layer_expert_read_bytes.push_back(layer_read_bytes(file, p, static_cast<int64_t>(i) - 1, true));
   }
+  c.n_expert = p.n_expert;
   c.output_on_first = file.find_tensor("output.weight") == nullptr;  // tied: the embedding's matrix
   const GgufTensorInfo* out = file.find_tensor(c.output_on_first ? "token_embd.weight" : "output.weight");
   c.output_read_bytes = out != nullptr ? out->nbytes : 0;

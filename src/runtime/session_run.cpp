@@ -27,6 +27,21 @@ void Session::eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq
   model_->eval_batch(batch, n_seq, logits);
 }
 
+int Session::batch_slots() const {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "batch_slots before load");
+  return model_->batch_slots();
+}
+
+void Session::submit_batch(int slot, std::span<const model::BatchToken> batch, int64_t n_seq) {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "submit_batch before load");
+  model_->submit_batch(slot, batch, n_seq);
+}
+
+void Session::finish_batch(int slot, std::vector<float>& logits) {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "finish_batch before load");
+  model_->finish_batch(slot, logits);
+}
+
 GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate before load");

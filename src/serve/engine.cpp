@@ -101,7 +101,10 @@ Engine::Engine(Session& session, EngineOptions options) : session_(session), opt
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->index = i;
   }
+  n_groups_ = options_.pipelined ? std::max(1, std::min(session_.batch_slots(), options_.slots)) : 1;
+  groups_.resize(static_cast<size_t>(n_groups_));
   metrics_.slots = options_.slots;
+  metrics_.groups = n_groups_;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -169,16 +172,17 @@ void Engine::run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       const bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); });
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || any_busy; });
-      if (stop_) return;
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || any_busy || !in_flight_.empty(); });
+      if (stop_) break;
     }
-    // A step that throws (eval_batch: a worker died; an allocation failed)
-    // ends the busy requests, not the process. The cache's state is then
-    // unknown: no slot's tokens are reused.
+    // A step that throws (a worker died; an allocation failed) ends the
+    // busy requests, not the process. The model has abandoned every step in
+    // flight, and the cache's state is unknown: no slot's tokens are reused.
     try {
-      admit();
-      step();
+      advance();
     } catch (const std::exception& e) {
+      in_flight_.clear();
+      for (Group& g : groups_) g.in_flight = false;
       for (auto& s : slots_) {
         s->cached.clear();
         if (s->busy()) finish(*s, "error", e.what());
@@ -187,12 +191,64 @@ void Engine::run() {
       metrics_.last_error = e.what();
     }
   }
+  drain();
+}
+
+void Engine::drain() {
+  while (!in_flight_.empty()) {
+    const int k = in_flight_.front();
+    in_flight_.pop_front();
+    groups_[static_cast<size_t>(k)].in_flight = false;
+    try {
+      session_.finish_batch(k, logits_);
+    } catch (const std::exception&) {  // the model abandoned the rest: nothing is in flight
+      in_flight_.clear();
+      for (Group& g : groups_) g.in_flight = false;
+    }
+  }
+}
+
+void Engine::advance() {
+  const Clock::time_point t0 = Clock::now();
+  bool worked = false;
+  uint64_t prompt_tokens = 0, sampled = 0, steps = 0;
+  if (!in_flight_.empty()) {
+    const int k = in_flight_.front();
+    Group& g = groups_[static_cast<size_t>(k)];
+    in_flight_.pop_front();
+    g.in_flight = false;
+    session_.finish_batch(k, logits_);  // throws to run()
+    const size_t vocab = static_cast<size_t>(session_.params().n_vocab);
+    for (size_t r = 0; r < g.rows.size(); ++r) {
+      if (!g.rows[r]) continue;
+      emit_token(*g.rows[r], std::span<float>(&logits_[r * vocab], vocab));
+      ++sampled;
+    }
+    prompt_tokens += g.prompt_tokens;
+    ++steps;
+    worked = true;
+  }
+  admit();
+  for (int k = 0; k < n_groups_; ++k) {
+    Group& g = groups_[static_cast<size_t>(k)];
+    if (g.in_flight || !build(k)) continue;
+    session_.submit_batch(k, g.batch, static_cast<int64_t>(slots_.size()));  // throws to run()
+    g.in_flight = true;
+    in_flight_.push_back(k);
+    worked = true;
+  }
+  if (!worked) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_.steps += steps;
+  metrics_.busy_seconds += seconds_between(t0, Clock::now());
+  metrics_.prompt_tokens += prompt_tokens;
+  metrics_.generated_tokens += sampled;
 }
 
 void Engine::admit() {
   const Clock::time_point now = Clock::now();
-  for (auto& s : slots_)  // the client went away, or the deadline passed
-    if (s->busy() && (s->request->cancelled() || now >= s->job.deadline))
+  for (auto& s : slots_)  // the client went away, or the deadline passed (between its group's steps)
+    if (s->busy() && idle(*s) && (s->request->cancelled() || now >= s->job.deadline))
       finish(*s, s->request->cancelled() ? "cancelled" : "timeout");
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = queue_.begin(); it != queue_.end();) {
@@ -216,7 +272,7 @@ void Engine::admit() {
     Slot* best = nullptr;
     size_t best_common = 0;
     for (auto& s : slots_) {
-      if (s->busy()) continue;
+      if (s->busy() || !idle(*s)) continue;
       const size_t common = common_prefix(s->cached, queue_.front().job.prompt);
       if (!best || common > best_common || (common == best_common && s->cached.size() < best->cached.size()))
         best = s.get(), best_common = common;
@@ -251,53 +307,43 @@ void Engine::admit() {
   metrics_.slots_busy = busy;
 }
 
-bool Engine::step() {
-  batch_.clear();
-  rows_.clear();
+bool Engine::idle(const Slot& s) const { return !groups_[static_cast<size_t>(s.index % n_groups_)].in_flight; }
+
+bool Engine::build(int group) {
+  Group& g = groups_[static_cast<size_t>(group)];
+  g.batch.clear();
+  g.rows.clear();
+  g.prompt_tokens = 0;
+  auto mine = [&](const auto& s) { return s->busy() && s->index % n_groups_ == group; };
   for (auto& s : slots_)  // a request for no tokens ends before any compute
-    if (s->busy() && s->job.max_tokens == 0) finish(*s, "length");
+    if (mine(s) && s->job.max_tokens == 0) finish(*s, "length");
   // Decode tokens first (one per generating slot), then prompt chunks
   // within the step's budget.
   for (auto& s : slots_) {
-    if (!s->busy() || !s->prefilled()) continue;
-    batch_.push_back({s->next, static_cast<int32_t>(s->cached.size()), s->index, true});
+    if (!mine(s) || !s->prefilled()) continue;
+    g.batch.push_back({s->next, static_cast<int32_t>(s->cached.size()), s->index, true});
     s->cached.push_back(s->next);
-    rows_.push_back(s.get());
+    g.rows.push_back(s.get());
   }
-  uint64_t prompt_tokens = 0;
   int budget = options_.batch_tokens;
   for (auto& s : slots_) {
-    if (!s->busy() || s->prefilled() || budget == 0) continue;
+    if (!mine(s) || s->prefilled() || budget == 0) continue;
     const size_t chunk = std::min(s->job.prompt.size() - s->fed, static_cast<size_t>(budget));
     for (size_t i = 0; i < chunk; ++i, ++s->fed) {
       const bool last = s->fed + 1 == s->job.prompt.size();
-      batch_.push_back({s->job.prompt[s->fed], static_cast<int32_t>(s->cached.size()), s->index, last});
+      g.batch.push_back({s->job.prompt[s->fed], static_cast<int32_t>(s->cached.size()), s->index, last});
       s->cached.push_back(s->job.prompt[s->fed]);
-      if (last) rows_.push_back(s.get());
+      if (last) g.rows.push_back(s.get());
     }
     budget -= static_cast<int>(chunk);
-    prompt_tokens += chunk;
+    g.prompt_tokens += chunk;
   }
-  if (batch_.empty()) return false;
+  if (g.batch.empty()) return false;
   // A step of prompt chunks alone still returns one row (dropped).
-  if (rows_.empty()) {
-    batch_.back().logits = true;
-    rows_.push_back(nullptr);
+  if (g.rows.empty()) {
+    g.batch.back().logits = true;
+    g.rows.push_back(nullptr);
   }
-  const Clock::time_point t0 = Clock::now();
-  session_.eval_batch(batch_, static_cast<int64_t>(slots_.size()), logits_);  // throws to run()
-  const size_t vocab = static_cast<size_t>(session_.params().n_vocab);
-  uint64_t sampled = 0;
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    if (!rows_[r]) continue;
-    emit_token(*rows_[r], std::span<float>(&logits_[r * vocab], vocab));
-    ++sampled;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  metrics_.steps += 1;
-  metrics_.busy_seconds += seconds_between(t0, Clock::now());
-  metrics_.prompt_tokens += prompt_tokens;
-  metrics_.generated_tokens += sampled;
   return true;
 }
 
@@ -375,19 +421,23 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
   e.cached_tokens = s.cached_prefix;
   e.prompt_seconds = seconds_between(s.admitted, s.first_token);
   e.decode_seconds = s.generated > 0 ? seconds_between(s.first_token, now) : 0;
-  s.request->push(std::move(e));
-  s.request.reset();
+  std::shared_ptr<Request> request = std::move(s.request);
   s.sampler.reset();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (reason == "cancelled" || reason == "timeout")
-    ++metrics_.requests_cancelled;
-  else if (reason == "error")
-    ++metrics_.requests_failed;
-  else
-    ++metrics_.requests_finished;
-  int busy = 0;
-  for (auto& slot : slots_) busy += slot->busy() ? 1 : 0;
-  metrics_.slots_busy = busy;
+  {
+    // Counted before the client hears: metrics() read after the finished
+    // event includes this request.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reason == "cancelled" || reason == "timeout")
+      ++metrics_.requests_cancelled;
+    else if (reason == "error")
+      ++metrics_.requests_failed;
+    else
+      ++metrics_.requests_finished;
+    int busy = 0;
+    for (auto& slot : slots_) busy += slot->busy() ? 1 : 0;
+    metrics_.slots_busy = busy;
+  }
+  request->push(std::move(e));
 }
 
 }  // namespace weft::serve

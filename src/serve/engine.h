@@ -5,7 +5,12 @@
 // the longest prefix with the prompt, so a conversation's next turn
 // re-evaluates only what is new), feeds prompt chunks and one decode token
 // per generating slot in one batched graph, samples every slot's row, and
-// hands each request its text as it becomes final. A request that is
+// hands each request its text as it becomes final. Over several stages
+// (Session::batch_slots() > 1) the slots form that many groups (slot i in
+// group i % groups), each group's step in flight at once with the others',
+// so that while one device works on a group's step the next works on
+// another's; a group's requests are admitted, cancelled and sampled only
+// between its steps. A request that is
 // cancelled (its client went away) or passes its deadline leaves at the
 // next step; a full queue refuses new requests (the HTTP side answers 429).
 //
@@ -100,6 +105,9 @@ struct EngineOptions {
   int slots = 1;          // sequences decoded together; must divide the session's n_ctx
   size_t max_queue = 64;  // requests that may wait for a slot (beyond the free ones); then submit() refuses
   int batch_tokens = 256; // prompt tokens fed per step across slots (decode tokens come first)
+  // Over several stages, the slots in groups whose steps are in flight at
+  // once; false: one group, one step at a time (for comparison).
+  bool pipelined = true;
 };
 
 // Counters for /metrics (monotonic unless noted).
@@ -115,6 +123,7 @@ struct EngineMetrics {
   size_t queue_length = 0;    // now
   int slots_busy = 0;         // now
   int slots = 0;
+  int groups = 0;             // steps that may be in flight at once (Session::batch_slots, at most slots)
   std::string last_error;     // the last step that failed, "" if none
 };
 
@@ -145,9 +154,22 @@ class Engine {
     Job job;
     std::shared_ptr<Request> request;
   };
+  // A group's step: the tokens it carries and the slot of each logits row
+  // (null: a row asked for only because a step needs one).
+  struct Group {
+    std::vector<model::BatchToken> batch;
+    std::vector<Slot*> rows;
+    uint64_t prompt_tokens = 0;
+    bool in_flight = false;
+  };
   void run();
+  // Finishes the oldest step in flight and samples its rows, admits, and
+  // submits every group that is not in flight and has work.
+  void advance();
   void admit();
-  bool step();  // false when no slot is busy
+  bool build(int group);  // false when the group has nothing to compute
+  bool idle(const Slot& s) const;  // its group has no step in flight
+  void drain();  // finishes every step in flight, dropping its logits
   void finish(Slot& s, const std::string& reason, const std::string& error = "");
   void emit_token(Slot& s, std::span<float> row);  // samples row (penalties applied in place)
 
@@ -163,9 +185,10 @@ class Engine {
   bool shut_down_ = false;  // engine thread joined (caller's thread only)
   EngineMetrics metrics_;
 
-  // The engine thread's scratch.
-  std::vector<model::BatchToken> batch_;
-  std::vector<Slot*> rows_;  // the slot of each logits row
+  // The engine thread's.
+  int n_groups_ = 1;
+  std::vector<Group> groups_;
+  std::deque<int> in_flight_;  // groups with a step in flight, in the order submitted
   std::vector<float> logits_;
   std::thread thread_;  // last: started after everything it reads
 };

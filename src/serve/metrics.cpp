@@ -81,6 +81,8 @@ std::string Server::Impl::metrics_text() {
          m.slots_busy);
   single(o, "weft_slots", "gauge", "Slots (requests decoded together).",
          m.slots);
+  single(o, "weft_slot_groups", "gauge", "Groups of slots whose steps are in flight at once (one per stage, at most 4).",
+         m.groups);
   const std::vector<DeviceStats> devices = s->stats();
   auto per_worker = [&](const char* name, const char* help, auto value) {
     metric(o, name, "counter", help);

@@ -123,6 +123,7 @@ void Server::Impl::load() {
     api.max_tokens_limit = options.max_tokens;
     EngineOptions eo;
     eo.slots = options.parallel;
+    eo.pipelined = options.pipelined;
     eo.max_queue = options.max_queue;
     auto eng = std::make_unique<Engine>(*sess, eo);
     std::lock_guard<std::mutex> lock(mu);

@@ -117,7 +117,7 @@ echo "run MoE: identical: $(printf '%s' "$moe_split" | cat -v)"
 moe_experts=$("$weft" run -m "$dir/moe.gguf" -p "$prompt" -n 24 -t 1 --worker "$w1" --worker "$w2" \
   --experts-split 2,1,1 --stats 2>"$dir/moe.err") || { cat "$dir/moe.err"; die "MoE run with --experts-split"; }
 [[ $moe_local == "$moe_experts" ]] || die "--experts-split text differs: local '$moe_local', split '$moe_experts'"
-grep -q "^placement: layers on host; experts 2 + 1 + 1 of 4 per layer (--experts-split 2,1,1)$" "$dir/moe.err" ||
+grep -q "^placement: layers on host; experts 2 + 1 + 1 of 4 per layer (--experts-split 2,1,1); predicted .* of it at once)$" "$dir/moe.err" ||
   { cat "$dir/moe.err"; die "--experts-split plan line"; }
 for w in "$w1" "$w2"; do
   grep -q "^$w (.*): layers \[3, 3), 1 experts of each layer, " "$dir/moe.err" || die "plan lacks worker $w's experts"

@@ -175,12 +175,7 @@ TEST_F(ParallelGeneration, TwoGroupsKeepBothWorkersBusyAtOnce) {
   const auto b = weft::async_device_compute_log(slow.device(1));
   ASSERT_GE(a.size(), 9u);
   ASSERT_GE(b.size(), 9u);
-  double overlap_ms = 0;
-  for (const auto& x : a)
-    for (const auto& y : b) {
-      const auto from = std::max(x.start, y.start), to = std::min(x.end, y.end);
-      if (from < to) overlap_ms += std::chrono::duration<double, std::milli>(to - from).count();
-    }
+  const double overlap_ms = 1e3 * weft::compute_overlap_seconds(a, b);
   EXPECT_GE(overlap_ms, 4 * kDelayMs) << a.size() << " computes on one worker, " << b.size() << " on the other";
 }
 

@@ -99,6 +99,40 @@ TEST(PlacementSpeed, PredictionAddsComputeAndHops) {
   EXPECT_THROW(weft::predict_time(Bounds{0, 1, 2, 3}, in), weft::Error);  // nothing measured
 }
 
+// An expert split: every layer on this host, which routes; 8 experts, 6 on
+// a worker. Each layer's expert reads (6e5 of its 1e6) are shared 2:6; the
+// worker's slice costs each layer a round trip and runs while the host
+// computes its own slice: per layer the longest of the two counts.
+TEST(PlacementSpeed, PredictionOfAnExpertSplit) {
+  PlacementInput in = model(2, {kHost, worker(2e-9, 1e-4, 1e9)});
+  in.costs.layer_expert_read_bytes.assign(2, 600000);
+  in.costs.n_expert = 8;
+  const std::vector<int64_t> experts = {2, 6};
+  const weft::TimePrediction t = weft::predict_time(Bounds{0, 2, 2}, in, experts);
+  const double host_slice = 1e-9 * 6e5 * 2 / 8, worker_slice = 2e-9 * 6e5 * 6 / 8;
+  const double trip = 2 * (1e-4 + 4096 / 1e9);
+  EXPECT_DOUBLE_EQ(t.compute_seconds[0], 2 * (4e5 * 1e-9 + host_slice));
+  EXPECT_DOUBLE_EQ(t.compute_seconds[1], 2 * worker_slice + 2e6 * 2e-9);  // its slices and the output product
+  // The round trips of both layers, then the last hidden state to the output product.
+  EXPECT_DOUBLE_EQ(t.link_seconds[1], 2 * trip + 1e-4 + 4096 / 1e9);
+  EXPECT_DOUBLE_EQ(t.overlapped_seconds, 2 * std::min(host_slice, worker_slice + trip));
+  // The sum of the per-layer critical paths and the rest of the chain.
+  const double per_layer = 4e5 * 1e-9 + std::max(host_slice, worker_slice + trip);
+  EXPECT_NEAR(t.total(), 2 * per_layer + 2e6 * 2e-9 + (1e-4 + 4096 / 1e9) + (1e-4 + 4000 / 1e9), 1e-15);
+
+  // The host holds no expert: nothing overlaps, every layer waits for the worker.
+  const std::vector<int64_t> none_here = {0, 8};
+  const weft::TimePrediction u = weft::predict_time(Bounds{0, 2, 2}, in, none_here);
+  EXPECT_DOUBLE_EQ(u.overlapped_seconds, 0);
+  EXPECT_DOUBLE_EQ(u.compute_seconds[0], 2 * 4e5 * 1e-9);
+
+  const std::vector<int64_t> wrong_sum = {2, 5}, wrong_count = {8};
+  EXPECT_THROW(weft::predict_time(Bounds{0, 2, 2}, in, wrong_sum), weft::Error);
+  EXPECT_THROW(weft::predict_time(Bounds{0, 2, 2}, in, wrong_count), weft::Error);
+  in.costs.n_expert = 0;  // a dense model
+  EXPECT_THROW(weft::predict_time(Bounds{0, 2, 2}, in, experts), weft::Error);
+}
+
 TEST(PlacementSpeed, SearchFindsTheLeastOfEveryPlacement) {
   std::mt19937 rng(7);
   auto uniform = [&rng](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };

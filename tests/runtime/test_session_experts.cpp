@@ -65,7 +65,15 @@ TEST_F(SessionExperts, PlanAndTokensOverAWorker) {
   EXPECT_EQ(plan.devices[1].part.n_experts, 3);
   EXPECT_EQ(plan.devices[1].part.kv_cache_bytes, 0u);
   EXPECT_GT(plan.devices[1].part.weight_bytes, plan.devices[0].part.weight_bytes / 2);
-  EXPECT_EQ(plan.predicted_seconds, 0.0);  // the prediction does not model slices
+  // The prediction (placement.h): both devices compute a share of the
+  // slices, the worker's costing a round trip per layer, part of it at once.
+  EXPECT_GT(plan.predicted_seconds, 0.0);
+  EXPECT_GT(plan.devices[0].predicted_seconds, 0.0);
+  EXPECT_GT(plan.devices[1].predicted_seconds, 0.0);
+  EXPECT_GT(plan.devices[1].predicted_link_seconds, 0.0);
+  EXPECT_GT(plan.predicted_overlap_seconds, 0.0);
+  EXPECT_LT(plan.predicted_overlap_seconds,
+            plan.devices[0].predicted_seconds + plan.devices[1].predicted_seconds);
   const std::vector<weft::DeviceCompute> before = split.compute_stats();
   EXPECT_EQ(greedy(split, 8), want);
   // Each device says what it computed: the worker a slice of both layers

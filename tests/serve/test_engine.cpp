@@ -1,21 +1,25 @@
 // The serving engine on a tiny demo model: batched requests each equal to
 // the same request run alone (Session::generate), queueing beyond the
 // slots, cancellation, the queue bound, stop strings, prefix reuse and
-// deadlines.
+// deadlines; over two stages, the slots' groups pipelined, each request
+// still equal to its run alone, and a dead stage an error, not a hang.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "rpc/local_workers.h"
 #include "serve/engine.h"
 #include "weft/core/error.h"
 #include "weft/model/demo_model.h"
 #include "weft/runtime/session.h"
+#include "weft/testing/async.h"
 
 namespace {
 
@@ -224,6 +228,106 @@ TEST_F(EngineTest, RefusesImpossibleJobs) {
   bad.sampler.temperature = -1;
   expect_invalid(bad, "temperature");
   EXPECT_THROW(Engine(*s, {.slots = 3}), weft::Error);  // 3 does not divide 128
+}
+
+// Two stages (this CPU and a worker, a layer each): the four slots form two
+// groups whose steps are in flight at once. Eight requests of different
+// lengths join and leave; each equals its run alone on one CPU.
+TEST_F(EngineTest, TwoStagesPipelineTheSlotGroups) {
+  weft::testing::LocalWorkers workers(1);
+  weft::SessionOptions o{.model = *path_, .devices = {"cpu:1", "rpc://" + workers.endpoint(0)}};
+  o.split = "1,1";
+  weft::Session s(o);
+  s.load(4 * 64);
+  ASSERT_EQ(s.batch_slots(), 2);
+  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
+  EXPECT_EQ(engine.metrics().groups, 2);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 8; ++i) requests.push_back(engine.submit(greedy_job(prompt(i, 3 + i), 5 + 3 * (i % 3))));
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_NE(requests[static_cast<size_t>(i)], nullptr);
+    Outcome out = drain(*requests[static_cast<size_t>(i)]);
+    EXPECT_EQ(out.tokens, alone(prompt(i, 3 + i), 5 + 3 * (i % 3))) << "request " << i;
+  }
+  const weft::serve::EngineMetrics m = engine.metrics();
+  EXPECT_EQ(m.requests_finished, 8u);
+  EXPECT_EQ(m.slots_busy, 0);
+}
+
+// The point of the groups: while one stage computes a group's step, the
+// other computes the other group's. Two workers over async devices whose
+// every compute sleeps kDelayMs stand in for two machines (sleeps overlap
+// on any CPU): their compute windows must overlap for several steps' time;
+// one step at a time they would not overlap at all. An order check, not a
+// speed check.
+TEST_F(EngineTest, TwoStagesComputeAtOnce) {
+  constexpr double kDelayMs = 40;
+  weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
+  spec.n_layer = 4;
+  spec.tied = false;  // the output on the last worker: each step is one compute per worker
+  const std::string untied = *path_ + ".untied.gguf";
+  weft::model::write_demo_model(untied, spec);
+  weft::testing::LocalWorkers slow(2, [&](int i) {
+    weft::AsyncOptions ao;
+    ao.delay_ms = kDelayMs;
+    ao.name = "slow" + std::to_string(i);
+    return weft::make_async_device(ao);
+  });
+  {
+    weft::SessionOptions o{.model = untied, .devices = {"rpc://" + slow.endpoint(0), "rpc://" + slow.endpoint(1)}};
+    o.split = "1,1";
+    weft::Session s(o);
+    s.load(2 * 64);
+    Engine engine(s, {.slots = 2});
+    Job j0 = greedy_job(prompt(0), 8), j1 = greedy_job(prompt(1), 8);
+    j0.ignore_eos = j1.ignore_eos = true;
+    auto r0 = engine.submit(std::move(j0));
+    auto r1 = engine.submit(std::move(j1));
+    EXPECT_EQ(drain(*r0).finish.completion_tokens, 8);
+    EXPECT_EQ(drain(*r1).finish.completion_tokens, 8);
+  }
+  fs::remove(untied);
+  const auto a = weft::async_device_compute_log(slow.device(0));
+  const auto b = weft::async_device_compute_log(slow.device(1));
+  ASSERT_GE(a.size(), 9u);
+  ASSERT_GE(b.size(), 9u);
+  const double overlap_ms = 1e3 * weft::compute_overlap_seconds(a, b);
+  EXPECT_GE(overlap_ms, 4 * kDelayMs) << a.size() << " computes on one worker, " << b.size() << " on the other";
+}
+
+// A stage that dies while steps are in flight ends every busy request with
+// an error naming it; the engine then takes requests again (which fail the
+// same way) and shuts down without a hang.
+TEST_F(EngineTest, ADeadStageEndsTheRequestsWithAnError) {
+  weft::testing::LocalWorkers workers(1);
+  weft::SessionOptions o{.model = *path_, .devices = {"cpu:1", "rpc://" + workers.endpoint(0)}};
+  o.split = "1,1";
+  weft::Session s(o);
+  s.load(4 * 128);
+  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 4; ++i) {
+    Job j = greedy_job(prompt(i), 120);
+    j.ignore_eos = true;
+    requests.push_back(engine.submit(std::move(j)));
+  }
+  // Once every request has a token, the worker goes.
+  for (auto& r : requests) {
+    ASSERT_NE(r, nullptr);
+    std::optional<Event> first;
+    for (int waited = 0; waited < 300 && !first; ++waited) first = r->next(100ms);
+    ASSERT_TRUE(first.has_value());
+  }
+  const std::string dead = workers.endpoint(0);
+  workers.worker(0).stop();
+  for (auto& r : requests) {
+    const Outcome out = drain(*r);
+    EXPECT_EQ(out.finish.finish_reason, "error");
+    EXPECT_NE(out.finish.error.find(dead), std::string::npos) << out.finish.error;
+  }
+  const Outcome later = drain(*engine.submit(greedy_job(prompt(5), 4)));
+  EXPECT_EQ(later.finish.finish_reason, "error");
+  EXPECT_EQ(engine.metrics().requests_failed, 5u);
 }
 
 TEST_F(EngineTest, ZeroMaxTokensFinishesAtOnce) {

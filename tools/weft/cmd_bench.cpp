@@ -48,7 +48,16 @@ int cmd_bench_model(const BenchModelArgs& args) {
   // The Session closed its file after loading; the tensor table tells what
   // each token reads and computes on this host.
   const bench::ModelWork work = bench::model_work(*GgufFile::open(args.host.model), plan);
+  // Bytes to and from the workers over a run (an expert split compares them).
+  auto worker_bytes = [](const Session& s) {
+    uint64_t b = 0;
+    for (const DeviceStats& d : s.stats())
+      if (d.remote) b += d.rpc.bytes_sent + d.rpc.bytes_received;
+    return b;
+  };
+  const uint64_t bytes_before = worker_bytes(session);
   bench::ModelBenchResult r = bench::run_model_bench(session, work, options);
+  r.worker_bytes = worker_bytes(session) - bytes_before;
   // Over workers: the same generation test with every layer here, for what
   // each hop between machines costs a token.
   int hops = 0;
@@ -86,6 +95,19 @@ int cmd_bench_model(const BenchModelArgs& args) {
     r.experts_split = true;
     r.serial_pp_tokens_per_s = s.pp_tokens_per_s.mean;
     r.serial_tg_seconds_per_token = s.tg_seconds_per_token.mean;
+
+    std::fprintf(stderr, "the same tests with every row sent to every slice:\n");
+    SessionOptions rows_options = session_options(args.host, kWhere);
+    rows_options.load.experts_routed_rows = false;
+    Session all_rows(rows_options);
+    (void)load_with_progress(all_rows, bench::model_bench_context(options));
+    const uint64_t rows_before = worker_bytes(all_rows);
+    bench::ModelBenchOptions rows_bench = options;
+    rows_bench.measure_limits = false;
+    const bench::ModelBenchResult a = bench::run_model_bench(all_rows, work, rows_bench);
+    r.all_rows_worker_bytes = worker_bytes(all_rows) - rows_before;
+    r.all_rows_pp_tokens_per_s = a.pp_tokens_per_s.mean;
+    r.all_rows_tg_seconds_per_token = a.tg_seconds_per_token.mean;
   }
   const std::string report = args.json ? bench::format_model_bench_json(r) : bench::format_model_bench_text(r);
   std::fputs(report.c_str(), stdout);

@@ -64,6 +64,7 @@ int cmd_serve(const ServeArgs& args) {
   o.session = session_options(args.host, "serve");
   o.ctx_size = args.ctx_size;
   o.parallel = args.parallel;
+  o.pipelined = !args.serial_steps;
   o.host = args.listen_host;
   o.port = args.port;
   if (!args.api_key_file.empty()) o.api_key = read_key(args.api_key_file);

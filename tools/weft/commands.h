@@ -112,6 +112,7 @@ struct ServeArgs {
   ModelHostArgs host;
   int64_t ctx_size = 4096;            // KV positions in all, cut among the slots
   int parallel = 1;                   // slots decoded together
+  bool serial_steps = false;          // one step at a time even over several stages
   std::string listen_host = "127.0.0.1";
   int port = 8080;                    // 0: any free port
   std::string port_file;              // the port written here once listening (tests)

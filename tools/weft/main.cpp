@@ -171,6 +171,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   serve_cmd->add_option("--parallel", serve.parallel, "requests decoded together (slots)")
       ->capture_default_str()->check(CLI::Range(1, 256));
+  serve_cmd->add_flag("--serial-steps", serve.serial_steps,
+                      "over several stages, one batched step at a time (the slots' groups are not pipelined; what "
+                      "the pipelining is measured against)");
   serve_cmd->add_option("--host", serve.listen_host, "address to listen on (other than loopback: --api-key-file or --insecure)")
       ->capture_default_str();
   serve_cmd->add_option("--port", serve.port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));

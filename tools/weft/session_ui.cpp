@@ -102,10 +102,11 @@ LoadPlan load_with_progress(Session& session, int64_t n_ctx) {
   if (plan.devices.size() > 1) {
     std::string line = "placement: " + plan.policy;
     if (plan.predicted_seconds > 0) {
-      double links = plan.predicted_seconds;
-      for (const DevicePlan& d : plan.devices) links -= d.predicted_seconds;
-      line += "; predicted " + ms(plan.predicted_seconds) + "/token (" + ms(plan.predicted_seconds - links) +
-              " compute, " + ms(links) + " links)";
+      double compute = 0, links = plan.predicted_seconds + plan.predicted_overlap_seconds;
+      for (const DevicePlan& d : plan.devices) compute += d.predicted_seconds;
+      links -= compute;
+      line += "; predicted " + ms(plan.predicted_seconds) + "/token (" + ms(compute) + " compute, " + ms(links) +
+              " links" + (plan.predicted_overlap_seconds > 0 ? ", " + ms(plan.predicted_overlap_seconds) + " of it at once" : std::string()) + ")";
     }
     std::fprintf(stderr, "%s\n", line.c_str());
   }

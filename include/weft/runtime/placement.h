@@ -39,6 +39,10 @@ struct ModelCosts {
   size_t last_bytes = 0;                    // the last device's: output norm (and output matrix)
   size_t output_read_bytes = 0;             // the output product's weight bytes, read per token
   bool output_on_first = false;             // tied embeddings: the product runs on device 0
+  // Of layer_read_bytes, the experts' (a MoE layer's used share), and the
+  // layers' expert count: what an expert split divides (predict_time).
+  std::vector<size_t> layer_expert_read_bytes;  // empty: a dense model
+  int64_t n_expert = 0;
   size_t activation_bytes = 0;              // one token's hidden state between two stages
   size_t logits_bytes = 0;                  // one token's logits, to the host
   bool known() const { return activation_bytes > 0; }  // a model has a hidden state
@@ -96,14 +100,27 @@ SpeedPlacement place_by_speed(const PlacementInput& in);
 // output product's device, this host) costs the link's latency plus the
 // bytes over its bandwidth. Between two workers: the slower link's latency
 // and bandwidth with peer links, both links through the host without.
+//
+// With an expert split (experts: one count per device, summing to the
+// model's n_expert), every layer's routed expert reads are shared out in
+// proportion to the counts (routing assumed even over the experts): each
+// device computes its share of every layer; a device holding a slice of a
+// layer it does not hold costs that layer a round trip from the layer's
+// device and back (counted in its link_seconds), and those round trips and
+// slices run at once with the layer device's own slice: overlapped_seconds
+// is what the sum of the parts counts twice (per layer, the parts' sum less
+// the longest of them).
 struct TimePrediction {
   std::vector<double> compute_seconds;  // per device
   std::vector<double> link_seconds;     // per device: the hops into it
   double return_seconds = 0;            // the hop back to this host
+  double overlapped_seconds = 0;        // expert slices at once (above)
   double total() const;
 };
-// Throws Error(invalid_input) when in lacks speeds or costs for the bounds.
-TimePrediction predict_time(std::span<const int64_t> bounds, const PlacementInput& in);
+// Throws Error(invalid_input) when in lacks speeds or costs for the bounds,
+// or experts does not fit them.
+TimePrediction predict_time(std::span<const int64_t> bounds, const PlacementInput& in,
+                            std::span<const int64_t> experts = {});
 // The slowest stage of a prediction: a device's hops in plus its compute
 // (the bound on tokens per second when every stage works at once).
 double stage_seconds(const TimePrediction& t);

@@ -87,6 +87,9 @@ struct LoadPlan {
   std::string policy;  // PlacementPolicy::describe(), and why the default fell back to free memory
   // Predicted seconds per generated token, every stage and hop (0: none).
   double predicted_seconds = 0;
+  // Of the devices' predicted times, what runs at once (expert slices), so
+  // predicted_seconds is their sum less this.
+  double predicted_overlap_seconds = 0;
   std::vector<DevicePlan> devices;
   // "" when every share fits, else the first that does not, as a sentence
   // ("10.0.0.2:50052 has 8.0 KiB free but its share needs 1.2 MiB").
@@ -158,6 +161,12 @@ class Session {
   // of the KV cache, one per sequence); the logits of the tokens marked
   // `logits`, in batch order.
   void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
+  // Steps of eval_batch pipelined over the devices (LlamaModel::
+  // batch_slots, submit_batch, finish_batch: up to batch_slots() steps in
+  // flight, finished in the order submitted); 1 slot on one device.
+  int batch_slots() const;
+  void submit_batch(int slot, std::span<const model::BatchToken> batch, int64_t n_seq);
+  void finish_batch(int slot, std::vector<float>& logits);
 
   // Generation from position 0 (run_generation() with this model's eval
   // and end-of-generation tokens). The prompt and up to max_tokens - 1

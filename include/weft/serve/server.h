@@ -30,6 +30,7 @@ struct ServeOptions {
   SessionOptions session;   // the model and its devices
   int64_t ctx_size = 4096;  // KV cache positions in all, cut evenly among the slots
   int parallel = 1;         // slots: requests decoded together in one batched step
+  bool pipelined = true;    // over several stages, the slots' groups in flight at once (EngineOptions)
   std::string host = "127.0.0.1";
   int port = 8080;          // 0: a free port (port() after start)
   // Bearer key every request but /health and the page at / must carry.

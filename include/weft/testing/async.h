@@ -84,5 +84,8 @@ std::vector<ComputeWindow> async_compute_log(Backend& b);
 // The same over every backend the device made, even those since destroyed
 // (a worker's, made and ended inside it), in the order they ended.
 std::vector<ComputeWindow> async_device_compute_log(Device& d);
+// How long two devices computed at the same time: the summed intersections
+// of every window of a with every window of b, in seconds.
+double compute_overlap_seconds(const std::vector<ComputeWindow>& a, const std::vector<ComputeWindow>& b);
 
 }  // namespace weft

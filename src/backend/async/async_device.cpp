@@ -1,5 +1,6 @@
 // The async device and its backend: an in-order stream whose work (CPU math
 // and memory copies) runs on a worker thread of its own.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <sstream>
@@ -277,6 +278,16 @@ std::vector<ComputeWindow> async_compute_log(Backend& b) {
     fail(ErrorKind::invalid_input, "async_compute_log", "backend '" + b.name() + "' is not an async backend");
   }
   return backend->compute_log();
+}
+
+double compute_overlap_seconds(const std::vector<ComputeWindow>& a, const std::vector<ComputeWindow>& b) {
+  double seconds = 0;
+  for (const ComputeWindow& x : a)
+    for (const ComputeWindow& y : b) {
+      const auto from = std::max(x.start, y.start), to = std::min(x.end, y.end);
+      if (from < to) seconds += std::chrono::duration<double>(to - from).count();
+    }
+  return seconds;
 }
 
 std::vector<ComputeWindow> async_device_compute_log(Device& d) {
