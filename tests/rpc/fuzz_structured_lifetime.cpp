@@ -158,7 +158,7 @@ void rows_and_newer_commands(Rng& rng, std::string& desc) {
   for (uint32_t r = 0; r < n_rows; ++r)
     if (chance(rng, 0.5)) req.rows.push_back(r);
   Bytes data = random_bytes(rng, req.rows.size() * row_bytes);
-  // One way to break it, or none.
+  // One way to break it (1-7), or none (0, 8, 9).
   const int broken = static_cast<int>(pick(rng, 0, 9));
   desc += std::to_string(req.rows.size()) + " of " + std::to_string(n_rows) + " rows of " +
           std::to_string(row_bytes) + " bytes at " + std::to_string(offset) + " of " + std::to_string(size) +
@@ -169,7 +169,8 @@ void rows_and_newer_commands(Rng& rng, std::string& desc) {
   if (broken == 4 && !data.empty()) data.pop_back();
   if (broken == 5) req.offset = size - row_bytes * n_rows + 1;
   if (broken == 6) req.row_bytes = 0;
-  const bool valid = broken == 0 || (broken == 1 && req.rows.size() < 2) || (broken == 4 && data.empty() && req.rows.empty());
+  const bool valid = broken == 0 || broken >= 8 || (broken == 1 && req.rows.size() < 2) ||
+                     (broken == 4 && data.empty() && req.rows.empty());
   if (broken == 2) data.resize(req.rows.size() * row_bytes);
   req.data = data;
   if (broken == 7) {  // GET_TENSOR_ROWS past the end instead
