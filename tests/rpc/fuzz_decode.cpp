@@ -89,6 +89,14 @@ void decode_as(Reader& r) {
   r.expect_end();
 }
 
+// A GET_TENSOR_ROWS reply is read against its request's row_bytes and
+// n_rows: the first 12 bytes give them.
+void decode_rows_reply(Reader& r) {
+  const uint64_t row_bytes = r.u64("row_bytes");
+  const uint32_t n_rows = r.u32("n_rows");
+  (void)weft::rpc::GetTensorRowsReply::decode(r, row_bytes, n_rows);
+}
+
 // The messages of section 3 (protocol/messages.h), requests and replies.
 void decode(uint8_t selector, Reader& r) {
   using namespace weft::rpc;
@@ -110,16 +118,29 @@ void decode(uint8_t selector, Reader& r) {
     case 0x22: return decode_as<GetTensorRequest>(r);
     case 0x23: return decode_as<CopyTensorRequest>(r);
     case 0x24: return decode_as<MemsetTensorRequest>(r);
+    case 0x25: return decode_as<SetTensorRowsRequest>(r);
+    case 0x26: return decode_as<GetTensorRowsRequest>(r);
+    case 0xA6: return decode_rows_reply(r);
     case 0x30: return decode_graph_compute(r);
     case 0x31: return decode_as<SynchronizeRequest>(r);
+    case 0x32: return decode_as<ComputeStatsRequest>(r);
+    case 0xB2: return decode_as<ComputeStatsReply>(r);
     case 0x40: return decode_as<EventRecordRequest>(r);
     case 0x41: return decode_as<EventWaitRequest>(r);
     case 0x42: return decode_as<EventSyncRequest>(r);
     case 0x50: return decode_as<PingRequest>(r);
+    case 0x60: return decode_as<PeerTicketRequest>(r);
+    case 0xE0: return decode_as<PeerTicketReply>(r);
+    case 0x61: return decode_as<PeerConnectRequest>(r);
+    case 0x62: return decode_as<PeerAttachRequest>(r);
+    case 0x63: return decode_as<PeerPushRequest>(r);
+    case 0x64: return decode_as<PushToPeerRequest>(r);
+    case 0x65: return decode_as<PeerWaitRequest>(r);
     case 0xFF: return decode_as<ErrorReply>(r);
     default: {
       static constexpr uint8_t kAll[] = {0x01, 0x81, 0x02, 0x10, 0x90, 0x11, 0x91, 0x12, 0x13, 0x14, 0x94, 0x20,
-                                         0x21, 0xA1, 0x22, 0x23, 0x24, 0x30, 0x31, 0x40, 0x41, 0x42, 0x50, 0xFF};
+                                         0x21, 0xA1, 0x22, 0x23, 0x24, 0x25, 0x26, 0xA6, 0x30, 0x31, 0x32, 0xB2,
+                                         0x40, 0x41, 0x42, 0x50, 0x60, 0xE0, 0x61, 0x62, 0x63, 0x64, 0x65, 0xFF};
       return decode(kAll[selector % sizeof kAll], r);
     }
   }

@@ -674,6 +674,15 @@ TEST(RpcFuzzSeeds, DISABLED_Write) {
   }
   save("error", 0xFF, encoded(ErrorReply{ErrorKind::invalid_input, "[GRAPH_COMPUTE] tensor 3: op 99 is unknown"}));
   {
+    const uint8_t rows[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    save("set_tensor_rows", 0x25, encoded(SetTensorRowsRequest{1, 0, 8, 5, {1, 3}, rows}));
+    Writer reply;  // the request's row_bytes and n_rows, then the reply
+    reply.u64(8);
+    reply.u32(5);
+    GetTensorRowsReply{{0, 4}, rows}.encode(reply);
+    save("get_tensor_rows_reply", 0xA6, reply);
+  }
+  {
     Context c;
     Tensor* mm = ops::mul_mat(c, c.new_tensor(DType::f32, {16, 8}), c.new_tensor(DType::f32, {16, 4}));
     save("supports_op", 0x14, encoded(SupportsOpRequest::of(0, *mm)));
@@ -739,6 +748,14 @@ TEST(RpcFuzzSeeds, DISABLED_Write) {
     Tensor* cp = ops::cpy(c, src, dst);
     Tensor* joined = ops::concat(c, ops::cont(c, sr), ops::view_2d(c, sr, 16, 2, sr->nb[1], 0), 1);
     save_graph("graph_rows", {joined, ops::mul(c, ops::sub(c, src, cp), cp), ops::argsort(c, src, SortOrder::ascending)});
+  }
+  {  // an expert slice: the rows routed to experts [1, 3) of 4, and their products
+    Context c;
+    Tensor* x = c.new_tensor(DType::f32, {32, 3});
+    Tensor* ids = c.new_tensor(DType::i32, {2, 3});
+    Tensor* as = c.new_tensor(DType::q8_0, {32, 4, 2});
+    Tensor* routed = ops::routed_rows(c, x, ids, 1, 2);
+    save_graph("graph_experts", {ops::mul_mat_id(c, as, ops::reshape(c, routed, {32, 1, 3}), ids, 1)});
   }
 }
 
