@@ -416,6 +416,16 @@ void LlamaModel::submit_batch(int slot, std::span<const BatchToken> batch, int64
   }
 }
 
+void LlamaModel::reserve_batch(int64_t n_tokens, int64_t n_out) {
+  if (!sched_) return;
+  check_idle();
+  n_tokens = std::clamp<int64_t>(n_tokens, 1, n_ctx_);
+  n_out = std::clamp<int64_t>(n_out, 1, n_tokens);
+  EvalGraph largest(*this, n_tokens, padded_kv(n_ctx_, n_ctx_), LogitRows::all, n_out);
+  pin_segments(largest);
+  sched_->reserve(largest.g);
+}
+
 void LlamaModel::finish_batch(int slot, std::vector<float>& logits) {
   if (slot < 0 || slot >= static_cast<int>(slot_in_flight_.size()) || !slot_in_flight_[static_cast<size_t>(slot)])
     fail(ErrorKind::invalid_input, kWhere, "slot " + std::to_string(slot) + " has no step in flight");

@@ -42,6 +42,11 @@ void Session::finish_batch(int slot, std::vector<float>& logits) {
   model_->finish_batch(slot, logits);
 }
 
+void Session::reserve_batch(int64_t n_tokens, int64_t n_out) {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "reserve_batch before load");
+  model_->reserve_batch(n_tokens, n_out);
+}
+
 GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate before load");

@@ -85,6 +85,7 @@ struct Engine::Slot {
   TextStream text;
   Event out;  // tokens (and logprobs) not yet handed over with text
   Clock::time_point admitted, first_token;
+  bool stepping = false;  // its tokens are in a step in flight
   bool busy() const { return request != nullptr; }
   bool prefilled() const { return fed == job.prompt.size(); }
 };
@@ -103,6 +104,10 @@ Engine::Engine(Session& session, EngineOptions options) : session_(session), opt
   }
   n_groups_ = options_.pipelined ? std::max(1, std::min(session_.batch_slots(), options_.slots)) : 1;
   groups_.resize(static_cast<size_t>(n_groups_));
+  // Every memory set sized once for the largest step: a buffer that grew
+  // while steps are in flight would be a call to a worker, which answers
+  // only after the work queued before it (the pipeline would drain).
+  if (n_groups_ > 1) session_.reserve_batch(options_.batch_tokens + options_.slots, options_.slots + 1);
   metrics_.slots = options_.slots;
   metrics_.groups = n_groups_;
   thread_ = std::thread([this] { run(); });
@@ -184,6 +189,7 @@ void Engine::run() {
       in_flight_.clear();
       for (Group& g : groups_) g.in_flight = false;
       for (auto& s : slots_) {
+        s->stepping = false;
         s->cached.clear();
         if (s->busy()) finish(*s, "error", e.what());
       }
@@ -198,14 +204,29 @@ void Engine::drain() {
   while (!in_flight_.empty()) {
     const int k = in_flight_.front();
     in_flight_.pop_front();
-    groups_[static_cast<size_t>(k)].in_flight = false;
+    end_step(groups_[static_cast<size_t>(k)]);
     try {
       session_.finish_batch(k, logits_);
     } catch (const std::exception&) {  // the model abandoned the rest: nothing is in flight
-      in_flight_.clear();
-      for (Group& g : groups_) g.in_flight = false;
+      while (!in_flight_.empty()) {
+        end_step(groups_[static_cast<size_t>(in_flight_.front())]);
+        in_flight_.pop_front();
+      }
     }
   }
+}
+
+void Engine::end_step(Group& g) {
+  g.in_flight = false;
+  for (Slot* s : g.members) s->stepping = false;
+}
+
+void Engine::submit_step(int group) {
+  Group& g = groups_[static_cast<size_t>(group)];
+  session_.submit_batch(group, g.batch, static_cast<int64_t>(slots_.size()));  // throws to run()
+  g.in_flight = true;
+  for (Slot* s : g.members) s->stepping = true;
+  in_flight_.push_back(group);
 }
 
 void Engine::advance() {
@@ -216,7 +237,7 @@ void Engine::advance() {
     const int k = in_flight_.front();
     Group& g = groups_[static_cast<size_t>(k)];
     in_flight_.pop_front();
-    g.in_flight = false;
+    end_step(g);
     session_.finish_batch(k, logits_);  // throws to run()
     const size_t vocab = static_cast<size_t>(session_.params().n_vocab);
     for (size_t r = 0; r < g.rows.size(); ++r) {
@@ -229,12 +250,15 @@ void Engine::advance() {
     worked = true;
   }
   admit();
-  for (int k = 0; k < n_groups_; ++k) {
-    Group& g = groups_[static_cast<size_t>(k)];
-    if (g.in_flight || !build(k)) continue;
-    session_.submit_batch(k, g.batch, static_cast<int64_t>(slots_.size()));  // throws to run()
-    g.in_flight = true;
-    in_flight_.push_back(k);
+  const bool prompts = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy() && !s->prefilled(); });
+  if (n_groups_ > 1 && prompts) {
+    for (int k = 0; k < n_groups_; ++k) {
+      if (groups_[static_cast<size_t>(k)].in_flight || !build(k, false)) continue;
+      submit_step(k);
+      worked = true;
+    }
+  } else if (in_flight_.empty() && build(0, true)) {  // one step of every slot, once the others are done
+    submit_step(0);
     worked = true;
   }
   if (!worked) return;
@@ -307,14 +331,15 @@ void Engine::admit() {
   metrics_.slots_busy = busy;
 }
 
-bool Engine::idle(const Slot& s) const { return !groups_[static_cast<size_t>(s.index % n_groups_)].in_flight; }
+bool Engine::idle(const Slot& s) const { return !s.stepping; }
 
-bool Engine::build(int group) {
+bool Engine::build(int group, bool all) {
   Group& g = groups_[static_cast<size_t>(group)];
   g.batch.clear();
   g.rows.clear();
+  g.members.clear();
   g.prompt_tokens = 0;
-  auto mine = [&](const auto& s) { return s->busy() && s->index % n_groups_ == group; };
+  auto mine = [&](const auto& s) { return s->busy() && !s->stepping && (all || s->index % n_groups_ == group); };
   for (auto& s : slots_)  // a request for no tokens ends before any compute
     if (mine(s) && s->job.max_tokens == 0) finish(*s, "length");
   // Decode tokens first (one per generating slot), then prompt chunks
@@ -324,6 +349,7 @@ bool Engine::build(int group) {
     g.batch.push_back({s->next, static_cast<int32_t>(s->cached.size()), s->index, true});
     s->cached.push_back(s->next);
     g.rows.push_back(s.get());
+    g.members.push_back(s.get());
   }
   int budget = options_.batch_tokens;
   for (auto& s : slots_) {
@@ -337,6 +363,7 @@ bool Engine::build(int group) {
     }
     budget -= static_cast<int>(chunk);
     g.prompt_tokens += chunk;
+    if (chunk > 0) g.members.push_back(s.get());
   }
   if (g.batch.empty()) return false;
   // A step of prompt chunks alone still returns one row (dropped).

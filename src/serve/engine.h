@@ -159,16 +159,24 @@ class Engine {
   struct Group {
     std::vector<model::BatchToken> batch;
     std::vector<Slot*> rows;
+    std::vector<Slot*> members;  // the slots whose tokens it carries
     uint64_t prompt_tokens = 0;
     bool in_flight = false;
   };
   void run();
   // Finishes the oldest step in flight and samples its rows, admits, and
-  // submits every group that is not in flight and has work.
+  // submits every group that is not in flight and has work; while no slot
+  // has prompt tokens left to feed, one step of every slot instead (decoding
+  // reads the weights once per step however many slots it carries, so it
+  // gains nothing from the groups).
   void advance();
   void admit();
-  bool build(int group);  // false when the group has nothing to compute
-  bool idle(const Slot& s) const;  // its group has no step in flight
+  // group's slots (every idle slot when all), into groups_[group]; false
+  // when it has nothing to compute.
+  bool build(int group, bool all);
+  bool idle(const Slot& s) const;  // not in a step in flight
+  void submit_step(int group);
+  void end_step(Group& g);  // its slots are idle again
   void drain();  // finishes every step in flight, dropping its logits
   void finish(Slot& s, const std::string& reason, const std::string& error = "");
   void emit_token(Slot& s, std::span<float> row);  // samples row (penalties applied in place)

@@ -254,11 +254,13 @@ TEST_F(EngineTest, TwoStagesPipelineTheSlotGroups) {
   EXPECT_EQ(m.slots_busy, 0);
 }
 
-// The point of the groups: while one stage computes a group's step, the
-// other computes the other group's. Two workers over async devices whose
-// every compute sleeps kDelayMs stand in for two machines (sleeps overlap
-// on any CPU): their compute windows must overlap for several steps' time;
-// one step at a time they would not overlap at all. An order check, not a
+// The point of the groups: while one stage computes a group's prompt
+// chunk, the other computes the other group's. Two workers over async
+// devices whose every compute sleeps kDelayMs stand in for two machines
+// (sleeps overlap on any CPU): while the prompts are fed (10 chunks of 4
+// tokens each) their compute windows must overlap for several steps' time;
+// one step at a time they would not overlap at all. Once both only decode,
+// one step carries both (they read the weights once). An order check, not a
 // speed check.
 TEST_F(EngineTest, TwoStagesComputeAtOnce) {
   constexpr double kDelayMs = 40;
@@ -278,13 +280,17 @@ TEST_F(EngineTest, TwoStagesComputeAtOnce) {
     o.split = "1,1";
     weft::Session s(o);
     s.load(2 * 64);
-    Engine engine(s, {.slots = 2});
-    Job j0 = greedy_job(prompt(0), 8), j1 = greedy_job(prompt(1), 8);
+    Engine engine(s, {.slots = 2, .batch_tokens = 4});
+    Job j0 = greedy_job(prompt(0, 39), 8), j1 = greedy_job(prompt(1, 39), 8);
     j0.ignore_eos = j1.ignore_eos = true;
     auto r0 = engine.submit(std::move(j0));
     auto r1 = engine.submit(std::move(j1));
     EXPECT_EQ(drain(*r0).finish.completion_tokens, 8);
     EXPECT_EQ(drain(*r1).finish.completion_tokens, 8);
+    // 10 prompt steps per request, then decode steps carrying both (how
+    // many of each depends on when the second request was admitted): fewer
+    // than the 2 x (10 + 7) of two groups decoding apart.
+    EXPECT_LT(engine.metrics().steps, 2u * (10u + 7u));
   }
   fs::remove(untied);
   const auto a = weft::async_device_compute_log(slow.device(0));

@@ -389,6 +389,11 @@ class LlamaModel {
   int batch_slots() const;
   void submit_batch(int slot, std::span<const BatchToken> batch, int64_t n_seq);
   void finish_batch(int slot, std::vector<float>& logits);
+  // Sizes every slot's memory set once for steps of up to n_tokens tokens
+  // and n_out logit rows over the whole context, so that no later step
+  // grows a buffer (a worker call, which would wait for the steps in flight
+  // and drain the pipeline). Nothing on one device; no step may be in flight.
+  void reserve_batch(int64_t n_tokens, int64_t n_out);
 
   // Reuse of the last graph (on by default); off, every call builds and
   // allocates its graph (a test compares the two).

@@ -167,6 +167,7 @@ class Session {
   int batch_slots() const;
   void submit_batch(int slot, std::span<const model::BatchToken> batch, int64_t n_seq);
   void finish_batch(int slot, std::vector<float>& logits);
+  void reserve_batch(int64_t n_tokens, int64_t n_out);  // LlamaModel::reserve_batch
 
   // Generation from position 0 (run_generation() with this model's eval
   // and end-of-generation tokens). The prompt and up to max_tokens - 1
