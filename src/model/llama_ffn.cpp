@@ -79,21 +79,27 @@ Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& 
     out = experts_sum(ctx, p, {-1, 0, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps}, x, selected, weights);
   } else {
     g.expand(weights);  // the routing, whole, before any slice
+    // With routed_rows, each other part's input rows too: in the same run
+    // of the home part's nodes, not between the slices.
+    std::vector<Tensor*> slice_x(l.expert_slices.size(), x);
+    for (size_t i = 0; i < l.expert_slices.size(); ++i) {
+      const LlamaLayer::ExpertSlice& e = l.expert_slices[i];
+      if (!build.routed_rows || e.part == build.home_part) continue;
+      const auto count = static_cast<int32_t>(e.gate->ne[2]);
+      slice_x[i] = ops::reshape(ctx, ops::routed_rows(ctx, cur, selected, e.first, count), {p.n_embd, 1, n});
+      g.expand(slice_x[i]);
+    }
     // Two passes over the slices: the other devices' first (each submitted
     // as it is reached, so they run while the home part computes its own).
     // Each slice is added to g whole, in that order, before any sum reads
     // it: a sum of two remote parts must not come before the home slice.
     for (const bool home : {!build.overlap, build.overlap}) {
-      for (const LlamaLayer::ExpertSlice& e : l.expert_slices) {
+      for (size_t i = 0; i < l.expert_slices.size(); ++i) {
+        const LlamaLayer::ExpertSlice& e = l.expert_slices[i];
         if ((e.part == build.home_part) != home) continue;
-        const bool travels = build.routed_rows && e.part != build.home_part;
-        Tensor* slice_x = x;
-        if (travels) {  // on the home part, before the slice's own nodes
-          const auto count = static_cast<int32_t>(e.gate->ne[2]);
-          slice_x = ops::reshape(ctx, ops::routed_rows(ctx, cur, selected, e.first, count), {p.n_embd, 1, n});
-        }
+        const bool travels = slice_x[i] != x;
         const size_t begin = ctx.size();
-        Tensor* part = experts_sum(ctx, p, e, slice_x, selected, weights, travels);
+        Tensor* part = experts_sum(ctx, p, e, slice_x[i], selected, weights, travels);
         if (build.slice_nodes) build.slice_nodes->push_back({begin, ctx.size(), e.part});
         g.expand(part);
         out = out ? ops::add(ctx, out, part) : part;

@@ -181,13 +181,14 @@ void Engine::run() {
       if (stop_) break;
     }
     // A step that throws (a worker died; an allocation failed) ends the
-    // busy requests, not the process. The model has abandoned every step in
-    // flight, and the cache's state is unknown: no slot's tokens are reused.
+    // busy requests, not the process. Whatever is still in flight is
+    // finished first (the model may have abandoned it already, when the
+    // error was its own), and the cache's state is unknown: no slot's tokens
+    // are reused.
     try {
       advance();
     } catch (const std::exception& e) {
-      in_flight_.clear();
-      for (Group& g : groups_) g.in_flight = false;
+      drain();
       for (auto& s : slots_) {
         s->stepping = false;
         s->cached.clear();
@@ -420,7 +421,14 @@ void Engine::emit_token(Slot& s, std::span<float> row) {
   s.window.push_back(token);
   if (s.window.size() > kPenaltyWindow) s.window.pop_front();
   s.out.tokens.push_back(token);
-  const bool stopped = s.text.append(tok.decode_token(token));
+  std::string piece;
+  try {
+    piece = tok.decode_token(token);  // a file whose vocabulary outgrows its tokenizer has ids without text
+  } catch (const std::exception& e) {
+    finish(s, "error", e.what());
+    return;
+  }
+  const bool stopped = s.text.append(piece);
   if (stopped) {
     finish(s, "stop");
     return;
