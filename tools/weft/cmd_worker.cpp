@@ -91,6 +91,7 @@ int cmd_worker(const WorkerArgs& args) {
   if (args.cache_max != 0) options.cache_max_bytes = args.cache_max;
   if (!args.auth_token_file.empty()) options.auth_secret = read_token(args.auth_token_file);
   options.insecure = args.insecure;
+  options.peer_allow = args.peer_allow;
   options.log = true;
 
   // The CPU split into partitions: each device's backends use its share of the threads.
@@ -106,9 +107,12 @@ int cmd_worker(const WorkerArgs& args) {
 
   rpc::Worker worker(devices, options);
   worker.start();
-  std::fprintf(stderr, "weft worker: %d CPU device(s) of %d threads; memory budget %zu MiB; cache %s; auth %s\n",
+  std::fprintf(stderr,
+               "weft worker: %d CPU device(s) of %d threads; memory budget %zu MiB; cache %s; auth %s; peer links may "
+               "dial: %s\n",
                args.cpu_devices, per_device, options.memory_budget >> 20,
-               args.cache_dir.empty() ? "off" : args.cache_dir.c_str(), options.auth_secret ? "on" : "off");
+               args.cache_dir.empty() ? "off" : args.cache_dir.c_str(), options.auth_secret ? "on" : "off",
+               worker.dial_policy().c_str());
   std::printf("weft worker listening on %s\n", endpoint(args.host, worker.port()).c_str());
   std::fflush(stdout);
 

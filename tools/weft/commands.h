@@ -51,6 +51,7 @@ struct WorkerArgs {
   std::string auth_token_file;     // shared secret (whitespace trimmed); empty: no auth
   bool insecure = false;           // allow a non-loopback host without a token
   int cpu_devices = 1;             // several devices per worker: CPU partitions
+  std::vector<std::string> peer_allow;  // where PEER_CONNECT may dial; empty: the default (docs/security.md)
 };
 int cmd_worker(const WorkerArgs& args);
 

@@ -124,6 +124,10 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--max-clients", worker.max_clients, "sessions at once (and connections in their handshake)")->capture_default_str()->check(CLI::PositiveNumber);
   worker_cmd->add_option("--auth-token-file", worker.auth_token_file, "file holding the shared secret");
   worker_cmd->add_flag("--insecure", worker.insecure, "allow a non-loopback address without a token");
+  worker_cmd->add_option("--peer-allow", worker.peer_allow,
+                         "where peer links may be dialed: ADDR[/BITS][:PORT], [V6]/BITS:PORT, a host name, loopback, any, "
+                         "none (default: any with a token, else loopback)")
+      ->delimiter(',');
   worker_cmd->add_option("--devices", worker.cpu_devices, "CPU devices to serve (partitions of the threads)")
       ->capture_default_str()->check(CLI::Range(1, 64));
 

@@ -45,6 +45,11 @@ struct WorkerOptions {
   size_t cache_max_bytes = size_t{16} << 30;
   std::optional<std::string> auth_secret;  // required for any non-loopback host unless insecure
   bool insecure = false;
+  // Where PEER_CONNECT may dial (--peer-allow; docs/security.md): addresses,
+  // networks (ADDR/BITS), either with :PORT, host names, "loopback", "any",
+  // "none". Empty: "any" with an auth_secret, else "loopback". A worker never
+  // dials itself, and dials at most 20 times a second.
+  std::vector<std::string> peer_allow;
   bool log = true;                     // one line per session event on stderr
   // Test only: ops every device of this worker is to report as unsupported
   // (SUPPORTS_OP answers 0 and a graph with such a node is refused), as a
@@ -77,6 +82,8 @@ class Worker {
   uint16_t port() const;
   int active_sessions() const;
   size_t memory_in_use() const;
+  // The dial policy in force, as a line for the log ("loopback", "any", the entries).
+  std::string dial_policy() const;
 
   // Serves one already-connected stream on the calling thread until it ends
   // (for in-memory tests and the fuzzer). Never throws.

@@ -470,6 +470,10 @@ PeerPushRequest PeerPushRequest::decode(Reader& r) {
     fail(ErrorKind::invalid_input, "rpc " + r.what(),
          "size " + std::to_string(m.size) + " but " + std::to_string(r.remaining()) + " bytes follow");
   }
+  if ((m.flags & kPushFailed) != 0 && m.size > kMaxString) {  // a failure's bytes are its message: text
+    fail(ErrorKind::invalid_input, "rpc " + r.what(),
+         "size " + std::to_string(m.size) + " of a failed push's message (at most " + std::to_string(kMaxString) + ")");
+  }
   m.data = r.bytes(static_cast<size_t>(m.size), "data");
   return m;
 }

@@ -40,10 +40,26 @@ std::string PeerInbox::attach(uint32_t source, const std::string& label) {
 std::string PeerInbox::post(uint32_t source, const PeerPushRequest& push,
                             std::chrono::steady_clock::time_point deadline) {
   const bool failed = (push.flags & kPushFailed) != 0;
+  const bool last = (push.flags & kPushLast) != 0 || failed;
+  // A failure carries the pusher's message: text, held to the protocol's
+  // string limit like every other message (decode refuses more already).
+  if (failed && push.data.size() > kMaxString) {
+    return "a failed push's message of " + std::to_string(push.data.size()) + " bytes is over the " +
+           std::to_string(kMaxString) + "-byte string limit";
+  }
+  // A sender splits an event only at kMaxPushBytes: an empty part is the
+  // whole (empty) event, never one of several.
+  if (push.data.empty() && !last) return "an empty part that is not its event's last";
   // Copied before anything is counted: an allocation failure leaves no trace.
   Part part{push.dst_handle, push.dst_offset, std::vector<uint8_t>(push.data.begin(), push.data.end())};
-  const size_t n = failed ? 0 : part.bytes.size();  // a failure's bytes are its message, not buffer bytes
   std::unique_lock lock(mu_);
+  // Every byte the push makes the worker keep is charged: its data (or its
+  // message), its part's bookkeeping, and a new event's.
+  const bool new_event = [&] {
+    auto s = sources_.find(source);
+    return s == sources_.end() || s->second.events.count(push.event_id) == 0;
+  }();
+  const size_t n = part.bytes.size() + kPartOverhead + (new_event ? kEventOverhead : 0);
   for (;;) {
     if (closed_) return "the session it pushes into has ended";
     if (shared_.stopping.load()) return "the worker is stopping";
@@ -55,30 +71,36 @@ std::string PeerInbox::post(uint32_t source, const PeerPushRequest& push,
     if (now >= deadline) return "no room for " + std::to_string(n) + " bytes in time (the session has not taken what waits)";
     changed_.wait_until(lock, std::min(deadline, now + kPollEvery));
   }
+  // Only this link's session posts for its source, so whether the event is
+  // new cannot have changed while the lock was let go above.
   bytes_ += n;
+  auto refuse = [&](std::string why) {
+    bytes_ -= n;
+    shared_.release(n);
+    return why;
+  };
   try {
     Source& s = sources_[source];
     auto it = s.events.find(push.event_id);
     if (it == s.events.end()) {
       if (s.events.size() >= kMaxEventsPerSource) {
-        bytes_ -= n;
-        shared_.release(n);
-        return std::to_string(kMaxEventsPerSource) + " events of this link are waiting already";
+        return refuse(std::to_string(kMaxEventsPerSource) + " events of this link are waiting already");
       }
       it = s.events.emplace(push.event_id, Pending{}).first;
     }
     Pending& p = it->second;
-    if (p.complete) {
-      bytes_ -= n;
-      shared_.release(n);
-      return "event " + std::to_string(push.event_id) + " was already complete";
+    if (p.complete) return refuse("event " + std::to_string(push.event_id) + " was already complete");
+    if (p.parts.size() >= kMaxPartsPerEvent) {
+      return refuse("event " + std::to_string(push.event_id) + " has " + std::to_string(kMaxPartsPerEvent) +
+                    " parts already");
     }
     if (failed) {
       p.failure = std::string(part.bytes.begin(), part.bytes.end());
     } else {
       p.parts.push_back(std::move(part));
     }
-    if ((push.flags & kPushLast) != 0 || failed) {
+    p.charged += n;
+    if (last) {
       p.complete = true;
       changed_.notify_all();
     }
@@ -98,6 +120,12 @@ void PeerInbox::detach(uint32_t source, const std::string& why) {
   changed_.notify_all();
 }
 
+bool PeerInbox::waiting(uint32_t source) {
+  std::lock_guard lock(mu_);
+  auto it = sources_.find(source);
+  return it != sources_.end() && !it->second.events.empty();
+}
+
 std::vector<PeerInbox::Part> PeerInbox::take(uint32_t source, uint64_t event,
                                               std::chrono::steady_clock::time_point deadline,
                                               const std::atomic<bool>& cancel) {
@@ -109,10 +137,8 @@ std::vector<PeerInbox::Part> PeerInbox::take(uint32_t source, uint64_t event,
       if (e != s->second.events.end() && e->second.complete) {
         Pending p = std::move(e->second);
         s->second.events.erase(e);
-        size_t n = 0;
-        for (const Part& part : p.parts) n += part.bytes.size();
-        bytes_ -= n;
-        shared_.release(n);
+        bytes_ -= p.charged;
+        shared_.release(p.charged);
         changed_.notify_all();  // room for posters
         if (p.failure) {
           fail(ErrorKind::disconnected, "PEER_WAIT",

@@ -15,9 +15,11 @@
 //                            deadline, cancel); inbox->detach(source, why);   // the link ended
 //   inbox->close();                            // the session ended: posters stop
 //
-// Bounds: the bytes waiting are charged to the worker's memory budget and
-// capped per inbox (a poster waits for room, up to its deadline); events
-// waiting per source are capped; at most kMaxPeerSources sources attach.
+// Bounds: everything waiting is charged to the worker's memory budget and
+// capped per inbox (a poster waits for room, up to its deadline): each
+// part's bytes (a failure's message, at most kMaxString) plus kPartOverhead,
+// and kEventOverhead per event; events waiting per source and parts per
+// event are capped; at most kMaxPeerSources sources attach.
 #pragma once
 
 #include <atomic>
@@ -60,6 +62,8 @@ class PeerInbox {
   // The link of source ended (why: how); its events still waiting are kept,
   // a wait for one that never completed fails naming why.
   void detach(uint32_t source, const std::string& why);
+  // Whether events of source wait to be taken (the link then holds state).
+  bool waiting(uint32_t source);
 
   // Owner side: blocks until event `event` of `source` is complete, then
   // returns its parts (and forgets it). Throws Error: disconnected when the
@@ -76,6 +80,7 @@ class PeerInbox {
     std::vector<Part> parts;
     bool complete = false;
     std::optional<std::string> failure;  // the pusher's message
+    size_t charged = 0;                  // bytes of bytes_ (and the budget) this event holds
   };
   struct Source {
     std::string label;
@@ -84,6 +89,18 @@ class PeerInbox {
     std::map<uint64_t, Pending> events;
   };
   static constexpr size_t kMaxEventsPerSource = 4096;
+  // A sender makes a part per kMaxPushBytes (64 MiB) of an event: 1024 parts
+  // are 64 GiB, more than any buffer a session may hold.
+  static constexpr size_t kMaxPartsPerEvent = 1024;
+
+ public:
+  // What a part and an event cost beyond their bytes (the Part, its
+  // vector's allocation, a map node, an allocator's headers): charged like
+  // bytes, so that pushes of nothing still fill the inbox and the budget.
+  static constexpr size_t kPartOverhead = 96;
+  static constexpr size_t kEventOverhead = 160;
+
+ private:
 
   WorkerShared& shared_;
   const size_t cap_bytes_;

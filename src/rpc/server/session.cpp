@@ -133,8 +133,10 @@ void Session::shrink_payload() {
 }
 
 void Session::update_status() {
-  // A peer link holds what another session waits for: never evicted as idle.
-  status_.holds_state.store(!buffers_.empty() || !graphs_.empty() || state_ == State::peer, std::memory_order_relaxed);
+  // A peer link holds state only while an event it pushed waits to be
+  // taken; idle, it gives its place up like any session that holds nothing.
+  const bool link_holds = state_ == State::peer && attached_ && attached_->waiting(source_);
+  status_.holds_state.store(!buffers_.empty() || !graphs_.empty() || link_holds, std::memory_order_relaxed);
   status_.idle_since_ms.store(steady_now_ms(), std::memory_order_relaxed);
 }
 

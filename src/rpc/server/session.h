@@ -28,6 +28,7 @@
 #include "protocol/graph_codec.h"
 #include "protocol/messages.h"
 #include "protocol/wire.h"
+#include "server/dial_policy.h"
 #include "server/peer_inbox.h"
 #include "transport/stream.h"
 #include "weft/backend/backend.h"
@@ -66,6 +67,9 @@ struct WorkerShared {
   std::atomic<uint64_t> next_handle{1};  // unique across sessions: one session never names another's buffer
   std::atomic<bool> stopping{false};     // Worker::stop() is closing every session
   PeerRegistry peers;                    // tickets of the sessions peer links may push into
+  DialPolicy dial_policy;                // where PEER_CONNECT may dial (WorkerOptions::peer_allow)
+  DialRate dial_rate;                    // how often, all sessions together
+  uint16_t listen_port = 0;              // this worker's own port (0: none): never dialed on a local address
 
   // Reserves n bytes of the budget; false when they do not fit.
   bool try_reserve(size_t n);
@@ -238,6 +242,7 @@ class Session {
   std::shared_ptr<PeerInbox> attached_;
   uint32_t source_ = 0;
   std::unordered_map<uint32_t, PeerLink> links_;
+  uint32_t dials_ = 0;  // PEER_CONNECTs that reached a dial decision, made or not
 };
 
 }  // namespace weft::rpc

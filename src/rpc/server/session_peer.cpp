@@ -38,12 +38,28 @@ void Session::on_peer_connect() {
   if (links_.count(req.link) != 0) {
     fail(ErrorKind::invalid_input, "PEER_CONNECT", "link " + std::to_string(req.link) + " is already open");
   }
-  if (links_.size() >= kMaxPeerLinksPerSession) {
+  // Every dial counts, made or not: a session cannot probe endlessly.
+  if (dials_ >= kMaxPeerLinksPerSession) {
     fail(ErrorKind::invalid_input, "PEER_CONNECT",
-         "link " + std::to_string(req.link) + " would pass the cap of " + std::to_string(kMaxPeerLinksPerSession) +
-             " links per session");
+         "link " + std::to_string(req.link) + " would be dial " + std::to_string(dials_ + 1) + " of this session (at most " +
+             std::to_string(kMaxPeerLinksPerSession) + ", failed ones included)");
   }
   parse_endpoint(req.endpoint);  // a malformed endpoint is the host's error (invalid_input)
+  ++dials_;
+  const std::string what = "[PEER_CONNECT] peer link " + std::to_string(req.link) + " to " + req.endpoint;
+  // Refusals before any dial: the session stays, the host hears why.
+  if (!shared_.dial_rate.try_take()) {
+    send_error(ErrorKind::out_of_memory, what + ": this worker dials at most " +
+                                             std::to_string(static_cast<int>(DialRate::kPerSecond)) +
+                                             " peer links a second; try again later");
+    return;
+  }
+  std::string why;
+  const std::optional<std::string> address = shared_.dial_policy.choose(req.endpoint, shared_.listen_port, &why);
+  if (!address) {
+    send_error(ErrorKind::unsupported, what + ": refused: " + why);
+    return;
+  }
   // The link authenticates with this worker's own secret: workers of one
   // host share it. Its keepalive keeps the other worker's idle timeout away.
   RpcOptions options;
@@ -51,21 +67,22 @@ void Session::on_peer_connect() {
   options.reply_timeout = shared_.limits.io_timeout;
   options.keepalive = std::max(std::chrono::milliseconds(1000), shared_.limits.idle_timeout / 2);
   options.hash_threads = 1;
-  const std::string what = "peer link " + std::to_string(req.link) + " to " + req.endpoint;
   std::shared_ptr<Connection> connection;
   try {
-    connection = std::make_shared<Connection>(req.endpoint, options, /*counted=*/false);
+    connection = std::make_shared<Connection>(*address, options, /*counted=*/false);
     if (!connection->has(kCapPeerLinks)) {
       fail(ErrorKind::unsupported, "rpc", "that worker does not take peer links (it speaks protocol 1." +
                                               std::to_string(connection->peer_minor()) + ")");
     }
     connection->call(PeerAttachRequest{req.ticket, req.source, req.label});
   } catch (const Error& e) {
-    // Whatever the other worker said, it is not this host's malformed
-    // message: the session stays, the host gets the reason. Answered here:
-    // the loop takes a thrown disconnected error for the host's own socket.
-    const ErrorKind kind = e.kind() == ErrorKind::invalid_input ? ErrorKind::disconnected : e.kind();
-    send_error(kind, "[PEER_CONNECT] " + what + ": " + e.what());
+    // What answered (nothing, a closed port, another service, a weft
+    // worker that refused) stays in this worker's log: the host hears one
+    // text for all, so a worker cannot be used to map a network. Answered
+    // here: the loop takes a thrown disconnected error for the host's own socket.
+    shared_.log_line(peer_, what + " (" + *address + ") failed: " + e.what());
+    send_error(ErrorKind::disconnected,
+               what + ": no weft worker took the link (this worker's log has the reason)");
     return;
   }
   links_[req.link] = PeerLink{std::move(connection), req.endpoint, false};
@@ -119,7 +136,8 @@ void Session::on_push_to_peer() {
     if (deferred_) {
       // This stream failed: the receiver's wait fails with our reason, and
       // our host hears it at its next reply too.
-      const std::string message = deferred_->what();
+      std::string message = deferred_->what();
+      if (message.size() > kMaxString) message.resize(kMaxString);  // B refuses a longer failure
       PeerPushRequest head{req.event_id, req.dst_handle, req.dst_offset, message.size(),
                            static_cast<uint8_t>(kPushLast | kPushFailed), {}};
       Writer w;

@@ -98,6 +98,7 @@ Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std:
   impl_->shared.auth_secret = options.auth_secret;
   impl_->shared.log = options.log;
   impl_->shared.limits = options.limits;
+  impl_->shared.dial_policy = DialPolicy::parse(options.peer_allow, options.auth_secret.has_value());
   static_assert(kOpCount <= 64, "WorkerShared::refused_ops is a 64-bit mask");
   for (Op op : options.refuse_ops) {
     const auto bit = static_cast<unsigned>(op);
@@ -115,6 +116,7 @@ void Worker::start() {
   std::lock_guard lock(impl_->mutex);
   if (impl_->started || impl_->stopping) fail(ErrorKind::invalid_input, "worker", "start() called twice");
   impl_->listener = tcp_listen(impl_->options.host, impl_->options.port);
+  impl_->shared.listen_port = impl_->listener->port();  // before any session reads it
   impl_->started = true;
   impl_->accept_thread = std::thread([impl = impl_.get()] { impl->accept_loop(); });
   impl_->monitor_thread = std::thread([impl = impl_.get()] { impl->monitor_loop(); });
@@ -283,6 +285,10 @@ int Worker::active_sessions() const {
 
 size_t Worker::memory_in_use() const {
   return impl_->shared.memory_in_use.load();
+}
+
+std::string Worker::dial_policy() const {
+  return impl_->shared.dial_policy.describe();
 }
 
 void Worker::serve(Stream& stream) {
