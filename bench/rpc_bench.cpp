@@ -1,10 +1,13 @@
 #include "rpc_bench.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -120,6 +123,72 @@ double tokens_per_second(Chain& chain, Backend& backend, int tokens, std::vector
   return tokens / seconds_since(t0);
 }
 
+// Best upload (bytes/s) of five and the median PING round trip (s) of one
+// connection, opened here.
+struct Wire {
+  double upload = 0, ping = 0;
+};
+Wire measure_wire(const std::string& endpoint, const std::vector<uint8_t>& data, int samples) {
+  RpcOptions ro;
+  ro.cache_min_bytes = SIZE_MAX;
+  auto devices = make_rpc_devices(endpoint, ro);
+  Context ctx;
+  Tensor* big = ctx.new_tensor(DType::i32, {static_cast<int64_t>(data.size() / 4)});
+  std::vector<Tensor*> bigs{big};
+  auto buffer = allocate_tensors(devices[0]->default_buffer_type(), bigs);
+  Wire w;
+  int32_t probe = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    tensor_set(*big, data.data(), 0, big->nbytes());
+    tensor_get(*big, &probe, 0, sizeof probe);
+    w.upload = std::max(w.upload, static_cast<double>(big->nbytes()) / seconds_since(t0));
+  }
+  auto connection = rpc::find_connection(endpoint);
+  std::vector<double> pings;
+  for (int i = 0; i < samples; ++i) {
+    const auto t0 = Clock::now();
+    connection->call(rpc::Cmd::ping, rpc::Writer{});
+    pings.push_back(seconds_since(t0));
+  }
+  w.ping = median(pings);
+  return w;
+}
+
+// The same worker code over TLS 1.3 (a certificate made for the run) and
+// over plain TCP, measured turn about: what TLS costs in throughput and in
+// each round trip (docs/security.md "TLS" has the goals).
+void compare_tls(const RpcBenchOptions& o, const std::string& plain_endpoint, const std::vector<uint8_t>& data) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("weft-bench-tls-" + std::to_string(::getpid()));
+  auto cpu = make_cpu_device(o.n_threads);
+  rpc::WorkerOptions wo;
+  wo.log = false;
+  wo.tls_cert = dir / "cert.pem";
+  wo.tls_key = dir / "key.pem";
+  rpc::make_self_signed_certificate(wo.tls_cert, wo.tls_key);
+  rpc::Worker tls_worker({cpu.get()}, wo);
+  tls_worker.start();
+  fs::remove_all(dir);  // loaded already
+  const std::string tls_endpoint =
+      "tls://127.0.0.1:" + std::to_string(tls_worker.port()) + "#" + tls_worker.tls_fingerprint();
+  const int samples = std::max(1, o.latency_samples);
+  Wire plain, tls;
+  for (int round = 0; round < 2; ++round) {  // turn about, best of both rounds
+    const Wire p = measure_wire(plain_endpoint, data, samples), t = measure_wire(tls_endpoint, data, samples);
+    plain.upload = std::max(plain.upload, p.upload);
+    tls.upload = std::max(tls.upload, t.upload);
+    plain.ping = round == 0 ? p.ping : std::min(plain.ping, p.ping);
+    tls.ping = round == 0 ? t.ping : std::min(tls.ping, t.ping);
+  }
+  std::printf(
+      "TLS 1.3 (AES-128-GCM): upload %.2f GB/s against plain %.2f GB/s, ratio %.3f; PING %.1f us against %.1f us, "
+      "%+.1f us per round trip\n",
+      tls.upload / 1e9, plain.upload / 1e9, tls.upload / plain.upload, tls.ping * 1e6, plain.ping * 1e6,
+      (tls.ping - plain.ping) * 1e6);
+  tls_worker.stop();
+}
+
 void run(const RpcBenchOptions& o) {
   std::unique_ptr<Device> worker_cpu;
   std::unique_ptr<rpc::Worker> worker;
@@ -198,6 +267,7 @@ void run(const RpcBenchOptions& o) {
       "chain of %d graphs ([256,256] mul_mat + silu each), one token: local CPU %.1f tok/s, remote %.1f "
       "tok/s; ratio %.3f (%.0f bytes sent per token; max |local - remote| %.2g)\n",
       o.chain_graphs, local_tps, far_tps, far_tps / local_tps, sent_per_token, diff);
+  if (worker) compare_tls(o, endpoint, data);
 }
 
 }  // namespace

@@ -90,7 +90,7 @@ install(FILES ${PROJECT_BINARY_DIR}/generated/weftConfig.cmake ${PROJECT_BINARY_
 # time fills in the rest and leaves @WEFT_PC_PREFIX@ for then.
 list(TRANSFORM _weft_libraries PREPEND "-l" OUTPUT_VARIABLE _weft_pc_flags)
 string(JOIN " " WEFT_PC_LIBS ${_weft_pc_flags})
-set(WEFT_PC_REQUIRES "libcrypto libxxhash cpp-httplib nlohmann_json")
+set(WEFT_PC_REQUIRES "libssl libcrypto libxxhash cpp-httplib nlohmann_json")
 set(WEFT_PC_PREFIX "@WEFT_PC_PREFIX@")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/weft.pc.in ${PROJECT_BINARY_DIR}/generated/weft.pc.in @ONLY)
 install(CODE "

@@ -11,7 +11,8 @@ namespace weft {
 namespace {
 
 constexpr const char* kWhere = "device";
-constexpr const char* kKnownForms = "cpu, cpu:THREADS, rpc://HOST:PORT[/N], async, async-copy";
+constexpr const char* kKnownForms =
+    "cpu, cpu:THREADS, rpc://HOST:PORT[/N], tls://HOST:PORT[#sha256:HEX][/N], async, async-copy";
 constexpr int kMaxThreads = 4096;
 constexpr int kMaxDeviceIndex = 63;
 
@@ -72,8 +73,9 @@ DeviceSpec parse_device_spec(std::string_view given) {
     d.kind = spec == "async" ? DeviceSpecKind::async : DeviceSpecKind::async_copy;
     return d;
   }
-  constexpr std::string_view kRpc = "rpc://";
-  if (spec.substr(0, kRpc.size()) == kRpc) {
+  constexpr std::string_view kRpc = "rpc://", kTls = "tls://";
+  const bool tls = spec.substr(0, kTls.size()) == kTls;
+  if (spec.substr(0, kRpc.size()) == kRpc || tls) {
     d.kind = DeviceSpecKind::rpc;
     std::string_view rest = spec.substr(kRpc.size());
     // The device index follows the '/', which an endpoint never holds.
@@ -83,8 +85,10 @@ DeviceSpec parse_device_spec(std::string_view given) {
         bad_spec(spec, "'" + std::string(rest.substr(slash + 1)) + "' is not a device index (0 to 63)");
       rest = rest.substr(0, slash);
     }
-    check_endpoint(spec, rest);
-    d.endpoint = std::string(rest);
+    // A TLS worker's pin follows '#' (checked where the endpoint is opened).
+    const size_t hash = tls ? rest.find('#') : std::string_view::npos;
+    check_endpoint(spec, rest.substr(0, hash));
+    d.endpoint = (tls ? "tls://" : "") + std::string(rest);
     return d;
   }
   fail(ErrorKind::invalid_input, kWhere,

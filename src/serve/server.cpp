@@ -32,6 +32,24 @@ bool is_loopback_host(const std::string& host) {
   return false;
 }
 
+namespace {
+
+// HTTPS when the options name a certificate and key, else HTTP.
+std::unique_ptr<httplib::Server> make_http(const ServeOptions& o) {
+  if (o.tls_cert.empty() != o.tls_key.empty())
+    fail(ErrorKind::invalid_input, kWhere, "--tls-cert and --tls-key go together");
+  if (o.tls_cert.empty()) return std::make_unique<httplib::Server>();
+  auto https = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
+  if (!https->is_valid())
+    fail(ErrorKind::invalid_input, kWhere, "cannot serve HTTPS with " + o.tls_cert + " and " + o.tls_key +
+                                               " (not a readable PEM certificate and its key)");
+  return https;
+}
+
+}  // namespace
+
+Server::Impl::Impl(ServeOptions o) : options(std::move(o)), http_owner(make_http(options)), http(*http_owner) {}
+
 Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   const ServeOptions& o = impl_->options;
   if (o.parallel < 1 || o.parallel > 256) fail(ErrorKind::invalid_input, kWhere, "--parallel must be in [1, 256]");

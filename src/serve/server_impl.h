@@ -25,14 +25,15 @@ namespace weft::serve {
 enum class ServerState { loading, ready, failed };
 
 struct Server::Impl {
-  explicit Impl(ServeOptions o) : options(std::move(o)) {}
+  explicit Impl(ServeOptions o);
 
   ServeOptions options;
   std::string model_name;
   std::string key_digest;  // SHA-256 of the API key ("" when none)
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
-  httplib::Server http;
+  std::unique_ptr<httplib::Server> http_owner;  // an httplib::SSLServer with tls_cert and tls_key
+  httplib::Server& http;
   ConnectionWatchdog watchdog;  // a deadline for reading each request
   std::thread http_thread, load_thread;
   int port = 0;

@@ -19,13 +19,15 @@ start_weft_worker() {
 #   await_weft_worker LOG HOST
 #
 # Waits up to 10 s for the worker writing LOG (which must exist already) to
-# say it listens on HOST (an IPv4 address). Sets $endpoint (HOST:PORT);
-# returns 1 after printing LOG when it does not.
+# say it listens on HOST (an IPv4 address). Sets $endpoint (HOST:PORT, or
+# tls://HOST:PORT for a --tls worker, whose pinned form goes in
+# $pinned_endpoint); returns 1 after printing LOG when it does not.
 await_weft_worker() {
   local log=$1 host=${2//./\\.}
   endpoint=
   for _ in $(seq 200); do
-    endpoint=$(sed -n "s/.*listening on \($host:[0-9][0-9]*\).*/\1/p" "$log")
+    endpoint=$(sed -n "s/.*listening on \(\(tls:\/\/\)\{0,1\}$host:[0-9][0-9]*\).*/\1/p" "$log")
+    pinned_endpoint=$(sed -n "s/.*listening on \(tls:\/\/$host:[0-9][0-9]*#sha256:[0-9a-f]*\).*/\1/p" "$log")
     [[ -n $endpoint ]] && return 0
     sleep 0.05
   done

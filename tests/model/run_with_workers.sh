@@ -81,6 +81,25 @@ done
 [[ $(grep -c '^--- sequence' "$dir/prompts.out") -eq 2 ]] || die "--prompts: want 2 sequences (the empty line is none)"
 echo "run --parallel 3 and --prompts: every sequence equals its own local run"
 
+# Over TLS: two `weft worker --tls` (each makes its certificate on first
+# start, kept in its own config folder), this host trusting each on first
+# use (recorded in a known-workers file), the workers linked to each other
+# over TLS with this host's pins: the same text. A wrong pin is refused.
+XDG_CONFIG_HOME="$dir/tls3" start_worker 3 --tls; t3=$endpoint
+XDG_CONFIG_HOME="$dir/tls4" start_worker 4 --tls; t4=$endpoint; t4_pinned=$pinned_endpoint
+[[ $t3 == tls://* && $t4_pinned == "$t4#sha256:"* ]] || die "a --tls worker does not say tls://HOST:PORT#FINGERPRINT: $t3, $t4_pinned"
+tls_text=$(WEFT_KNOWN_WORKERS="$dir/known_workers" "$weft" run -m "$dir/model.gguf" -p "$prompt" -n 24 -t 1 \
+  --worker "$t3" --worker "$t4" --split 1,1,1 --stats 2>"$dir/tls.err") || { cat "$dir/tls.err"; die "run over TLS"; }
+[[ $tls_text == "$greedy_text" ]] || die "the text over TLS differs: '$tls_text' vs '$greedy_text'"
+grep -q "first TLS connection to $t3" "$dir/tls.err" || { cat "$dir/tls.err"; die "no trust-on-first-use message"; }
+grep -q "copies through this host" "$dir/tls.err" && { cat "$dir/tls.err"; die "the TLS workers did not link to each other"; }
+[[ $(wc -l <"$dir/known_workers") -eq 2 ]] || die "known_workers should list both TLS workers"
+wrong_pin="$t4#sha256:$(printf '0%.0s' $(seq 64))"
+if WEFT_KNOWN_WORKERS="$dir/known_workers" "$weft" run -m "$dir/model.gguf" -p "$prompt" -n 2 -t 1 \
+  --worker "$wrong_pin" 2>"$dir/tls.err" >/dev/null; then die "a wrong pin was accepted"; fi
+grep -q "not the pinned" "$dir/tls.err" || { cat "$dir/tls.err"; die "the wrong pin's error"; }
+echo "run over TLS: identical, pins checked"
+
 # Without --split: placed by speed (each device probed at connect); the plan
 # shows each stage's predicted time and what the probe measured, and the
 # text is the same. --placement memory: the old policy, no probe.

@@ -301,7 +301,11 @@ class GoodClient {
  public:
   GoodClient(uint16_t port, uint32_t device, uint64_t seed, int64_t k = 32, int64_t m = 8, int64_t n = 4,
              const std::optional<std::string>& secret = {})
-      : conn_(port), device_(device), rng_(static_cast<uint32_t>(seed)), graph_(k, m, n), graph_id_(seed) {
+      : GoodClient(Conn(port), device, seed, k, m, n, secret) {}
+  // Over a stream of the caller's (a TLS one, say).
+  GoodClient(Conn conn, uint32_t device, uint64_t seed, int64_t k = 32, int64_t m = 8, int64_t n = 4,
+             const std::optional<std::string>& secret = {})
+      : conn_(std::move(conn)), device_(device), rng_(static_cast<uint32_t>(seed)), graph_(k, m, n), graph_id_(seed) {
     conn_.handshake(secret);
     handle_ = conn_.alloc(device, graph_.bytes);
     EXPECT_NE(handle_, 0u);

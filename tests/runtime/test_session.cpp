@@ -81,6 +81,40 @@ TEST_F(SessionTest, SplitMatchesOneCpu) {
   EXPECT_GT(stats[1].rpc.bytes_sent, 0u);  // the weights went over the wire
 }
 
+// Over TLS (tls://HOST:PORT#FINGERPRINT) the text is the local text, and
+// the workers push to each other over a TLS peer link pinned by this host.
+TEST_F(SessionTest, OverTlsTheTextIsTheSame) {
+  weft::Session local(options({"cpu:1"}));
+  const std::vector<int32_t> want = greedy(local, 8);
+  const fs::path dir = fs::temp_directory_path() / ("weft_session_tls_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<std::unique_ptr<weft::Device>> cpus;
+  std::vector<std::unique_ptr<weft::rpc::Worker>> workers;
+  std::vector<std::string> devices = {"cpu:1"};
+  for (int i = 0; i < 2; ++i) {
+    weft::rpc::WorkerOptions o;
+    o.log = false;
+    o.tls_cert = dir / ("w" + std::to_string(i) + "-cert.pem");
+    o.tls_key = dir / ("w" + std::to_string(i) + "-key.pem");
+    weft::rpc::make_self_signed_certificate(o.tls_cert, o.tls_key);
+    cpus.push_back(weft::make_cpu_device(1));
+    workers.push_back(std::make_unique<weft::rpc::Worker>(std::vector<weft::Device*>{cpus.back().get()}, o));
+    workers.back()->start();
+    devices.push_back("tls://127.0.0.1:" + std::to_string(workers.back()->port()) + "#" + workers.back()->tls_fingerprint());
+  }
+  {
+    weft::SessionOptions o = options(devices, "1,1,1");
+    o.device_options.rpc.trust_on_first_use = false;
+    weft::Session over_tls(o);
+    EXPECT_EQ(greedy(over_tls, 8), want);
+    const std::vector<weft::DeviceStats> stats = over_tls.stats();
+    ASSERT_EQ(stats.size(), 3u);
+    EXPECT_EQ(stats[1].rpc.peer_link_failure, "") << "the activations went through this host";
+  }
+  workers.clear();
+  fs::remove_all(dir);
+}
+
 TEST_F(SessionTest, PlanFollowsTheSplitAndCountsEveryByte) {
   weft::Session s(options({"cpu:1", "async", "async"}, "1,0,2"));
   const weft::LoadPlan plan = s.plan(32);

@@ -69,6 +69,8 @@ int cmd_serve(const ServeArgs& args) {
   o.port = args.port;
   if (!args.api_key_file.empty()) o.api_key = read_key(args.api_key_file);
   o.insecure = args.insecure;
+  o.tls_cert = args.tls_cert;
+  o.tls_key = args.tls_key;
   o.chat_template = template_source(args.chat_template);
   o.model_name = args.alias;
   o.max_queue = args.max_queue;
@@ -83,7 +85,8 @@ int cmd_serve(const ServeArgs& args) {
     std::ofstream(tmp) << server.port() << '\n';
     std::rename(tmp.c_str(), args.port_file.c_str());
   }
-  std::fprintf(stderr, "weft serve: listening on http://%s:%d (loading %s)\n", args.listen_host.c_str(), server.port(),
+  std::fprintf(stderr, "weft serve: listening on %s://%s:%d (loading %s)\n", args.tls_cert.empty() ? "http" : "https",
+               args.listen_host.c_str(), server.port(),
                args.host.model.c_str());
   // Loading runs in the background (/health says how far); a failure ends
   // the process, naming it.

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -39,6 +41,15 @@ std::string read_token(const std::string& path) {
 std::string endpoint(const std::string& host, uint16_t port) {
   const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// Where --tls keeps its certificate: beside the token file, else in
+// $XDG_CONFIG_HOME/weft or ~/.config/weft.
+std::filesystem::path tls_dir(const std::string& token_file) {
+  if (!token_file.empty()) return std::filesystem::absolute(token_file).parent_path();
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg != nullptr && *xdg != '\0') return std::filesystem::path(xdg) / "weft";
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home != nullptr ? home : ".") / ".config" / "weft";
 }
 
 // 90% of the memory the kernel says is available now: every session's
@@ -92,6 +103,21 @@ int cmd_worker(const WorkerArgs& args) {
   if (!args.auth_token_file.empty()) options.auth_secret = read_token(args.auth_token_file);
   options.insecure = args.insecure;
   options.peer_allow = args.peer_allow;
+  if (args.tls_cert.empty() != args.tls_key.empty()) {
+    fail(ErrorKind::invalid_input, "worker", "--tls-cert and --tls-key go together");
+  }
+  if (!args.tls_cert.empty()) {
+    options.tls_cert = args.tls_cert;
+    options.tls_key = args.tls_key;
+  } else if (args.tls) {
+    const std::filesystem::path dir = tls_dir(args.auth_token_file);
+    options.tls_cert = dir / "worker-cert.pem";
+    options.tls_key = dir / "worker-key.pem";
+    if (rpc::make_self_signed_certificate(options.tls_cert, options.tls_key)) {
+      std::fprintf(stderr, "weft worker: made a self-signed TLS certificate: %s (key %s)\n", options.tls_cert.c_str(),
+                   options.tls_key.c_str());
+    }
+  }
   options.log = true;
 
   // The CPU split into partitions: each device's backends use its share of the threads.
@@ -113,7 +139,15 @@ int cmd_worker(const WorkerArgs& args) {
                args.cpu_devices, per_device, options.memory_budget >> 20,
                args.cache_dir.empty() ? "off" : args.cache_dir.c_str(), options.auth_secret ? "on" : "off",
                worker.dial_policy().c_str());
-  std::printf("weft worker listening on %s\n", endpoint(args.host, worker.port()).c_str());
+  if (!worker.tls_fingerprint().empty()) {
+    // Hosts pin this: --worker tls://HOST:PORT#FINGERPRINT, or compare it
+    // with what their first connection records (docs/security.md "TLS").
+    std::fprintf(stderr, "weft worker: TLS certificate %s\n", worker.tls_fingerprint().c_str());
+    std::printf("weft worker listening on tls://%s#%s\n", endpoint(args.host, worker.port()).c_str(),
+                worker.tls_fingerprint().c_str());
+  } else {
+    std::printf("weft worker listening on %s\n", endpoint(args.host, worker.port()).c_str());
+  }
   std::fflush(stdout);
 
   int sig = 0;

@@ -52,6 +52,8 @@ struct WorkerArgs {
   bool insecure = false;           // allow a non-loopback host without a token
   int cpu_devices = 1;             // several devices per worker: CPU partitions
   std::vector<std::string> peer_allow;  // where PEER_CONNECT may dial; empty: the default (docs/security.md)
+  bool tls = false;                     // TLS on every connection (a self-signed certificate unless given)
+  std::string tls_cert, tls_key;        // PEM files; given: TLS
 };
 int cmd_worker(const WorkerArgs& args);
 
@@ -119,6 +121,7 @@ struct ServeArgs {
   std::string port_file;              // the port written here once listening (tests)
   std::string api_key_file;           // Bearer key required of every request
   bool insecure = false;              // a non-loopback address without a key
+  std::string tls_cert, tls_key;      // HTTPS (PEM files)
   std::string chat_template;          // NAME (built-in) or FILE
   std::string alias;                  // the model's id in /v1/models
   size_t max_queue = 64;              // waiting requests beyond the slots; more: 429

@@ -128,6 +128,11 @@ int main(int argc, char** argv) {
                          "where peer links may be dialed: ADDR[/BITS][:PORT], [V6]/BITS:PORT, a host name, loopback, any, "
                          "none (default: any with a token, else loopback)")
       ->delimiter(',');
+  worker_cmd->add_flag("--tls", worker.tls,
+                       "TLS on every connection: a self-signed certificate made on first start and kept beside the "
+                       "token file (or in ~/.config/weft), unless --tls-cert/--tls-key give one");
+  worker_cmd->add_option("--tls-cert", worker.tls_cert, "TLS certificate (PEM); with --tls-key");
+  worker_cmd->add_option("--tls-key", worker.tls_key, "TLS private key (PEM); with --tls-cert");
   worker_cmd->add_option("--devices", worker.cpu_devices, "CPU devices to serve (partitions of the threads)")
       ->capture_default_str()->check(CLI::Range(1, 64));
 
@@ -184,6 +189,8 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--port-file", serve.port_file, "write the port here once listening");
   serve_cmd->add_option("--api-key-file", serve.api_key_file, "file holding the API key clients send as 'Authorization: Bearer KEY'");
   serve_cmd->add_flag("--insecure", serve.insecure, "allow a non-loopback address without an API key");
+  serve_cmd->add_option("--tls-cert", serve.tls_cert, "serve HTTPS with this certificate (PEM); with --tls-key");
+  serve_cmd->add_option("--tls-key", serve.tls_key, "the HTTPS certificate's private key (PEM)");
   serve_cmd->add_option("--chat-template", serve.chat_template,
                         "chat template: a built-in (chatml, gemma, llama2, llama3, mistral, phi3) or a Jinja file "
                         "(default: the model file's)");

@@ -48,10 +48,17 @@ struct RpcOptions {
   // travel as their nonzero rows when the worker speaks 1.7
   // (SET_TENSOR_ROWS, GET_TENSOR_ROWS); false: whole, as any tensor.
   bool sparse_rows = true;
+  // TLS workers (endpoints tls://HOST:PORT, docs/security.md "TLS"): a
+  // worker's certificate is trusted by its fingerprint, the endpoint's own
+  // (tls://HOST:PORT#sha256:HEX), else the one recorded for HOST:PORT in the
+  // known-workers file; one in neither is recorded there and trusted when
+  // trust_on_first_use (with a line on stderr), else refused.
+  std::string known_workers_file;  // empty: $WEFT_KNOWN_WORKERS, $XDG_CONFIG_HOME/weft/known_workers or ~/.config/weft/known_workers
+  bool trust_on_first_use = true;
 };
 
-// One Device per device the worker serves. endpoint: "host:port" or
-// "[v6addr]:port". Throws Error(disconnected) if the worker cannot be reached.
+// One Device per device the worker serves. endpoint: "host:port",
+// "[v6addr]:port", or either after tls:// (optionally with #sha256:HEX). Throws Error(disconnected) if the worker cannot be reached.
 std::vector<std::unique_ptr<Device>> make_rpc_devices(const std::string& endpoint, const RpcOptions& options = {});
 
 // Device specs ("rpc://host:port/N") are parsed by weft/runtime/devices.h.

@@ -50,6 +50,10 @@ struct WorkerOptions {
   // "none". Empty: "any" with an auth_secret, else "loopback". A worker never
   // dials itself, and dials at most 20 times a second.
   std::vector<std::string> peer_allow;
+  // TLS (docs/security.md "TLS"): with both set, every connection must be
+  // TLS 1.3 with this certificate and key (PEM files); a plain client gets
+  // an ERROR saying so. Hosts pin the certificate's fingerprint.
+  std::filesystem::path tls_cert, tls_key;
   bool log = true;                     // one line per session event on stderr
   // Test only: ops every device of this worker is to report as unsupported
   // (SUPPORTS_OP answers 0 and a graph with such a node is refused), as a
@@ -84,6 +88,8 @@ class Worker {
   size_t memory_in_use() const;
   // The dial policy in force, as a line for the log ("loopback", "any", the entries).
   std::string dial_policy() const;
+  // "sha256:HEX" of the TLS certificate, or "" without TLS.
+  std::string tls_fingerprint() const;
 
   // Serves one already-connected stream on the calling thread until it ends
   // (for in-memory tests and the fuzzer). Never throws.
@@ -93,5 +99,10 @@ class Worker {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// For `weft worker --tls` without a certificate of its own: writes a
+// self-signed one (EC P-256, 10 years) and its key (mode 0600) unless both
+// files exist already. Returns whether it made them.
+bool make_self_signed_certificate(const std::filesystem::path& cert, const std::filesystem::path& key);
 
 }  // namespace weft::rpc

@@ -27,7 +27,7 @@ enum class DeviceSpecKind { cpu, rpc, async, async_copy };
 struct DeviceSpec {
   DeviceSpecKind kind = DeviceSpecKind::cpu;
   int threads = 0;        // cpu: 0 = the default (DeviceOptions::cpu_threads)
-  std::string endpoint;   // rpc: "HOST:PORT" as written
+  std::string endpoint;   // rpc: "HOST:PORT" as written, or "tls://HOST:PORT[#sha256:HEX]"
   int index = 0;          // rpc: device index on the worker
   std::string text;       // the spec as given (trimmed), for messages
 

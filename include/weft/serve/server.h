@@ -37,6 +37,8 @@ struct ServeOptions {
   // Any host other than a loopback address requires one unless insecure.
   std::string api_key;
   bool insecure = false;
+  // HTTPS with this certificate and key (PEM files; both or neither).
+  std::string tls_cert, tls_key;
   std::string chat_template;  // template source overriding the file's (empty: the file's, else chatml)
   std::string model_name;     // the id /v1/models lists (empty: the file's name without .gguf)
   size_t max_queue = 64;            // requests waiting for a slot (at most 1024); beyond it 429

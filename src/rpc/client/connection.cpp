@@ -11,7 +11,9 @@
 #include <cstring>
 #include <map>
 
+#include "client/known_workers.h"
 #include "protocol/content_hash.h"
+#include "transport/tls.h"
 #include "weft/core/error.h"
 
 namespace weft::rpc {
@@ -75,11 +77,23 @@ std::shared_ptr<Slot> slot_of(const std::string& endpoint, bool create) {
 
 }  // namespace
 
-Endpoint parse_endpoint(const std::string& endpoint) {
+Endpoint parse_endpoint(const std::string& given) {
   auto bad = [&](const std::string& why) -> Endpoint {
-    fail(ErrorKind::invalid_input, "rpc", "endpoint '" + endpoint + "' " + why + " (want host:port or [v6addr]:port)");
+    fail(ErrorKind::invalid_input, "rpc",
+         "endpoint '" + given + "' " + why + " (want host:port, [v6addr]:port, or either after tls://)");
   };
   Endpoint e;
+  std::string endpoint = given;
+  constexpr std::string_view kTls = "tls://";
+  if (endpoint.rfind(kTls, 0) == 0) {
+    e.tls = true;
+    endpoint = endpoint.substr(kTls.size());
+    if (const size_t hash = endpoint.find('#'); hash != std::string::npos) {
+      e.pin = normalize_fingerprint(endpoint.substr(hash + 1));
+      if (e.pin.empty()) return bad("has a fingerprint that is not sha256: and 64 hex digits");
+      endpoint = endpoint.substr(0, hash);
+    }
+  }
   std::string port;
   if (!endpoint.empty() && endpoint[0] == '[') {
     const size_t close = endpoint.find(']');
@@ -106,15 +120,35 @@ Endpoint parse_endpoint(const std::string& endpoint) {
   return e;
 }
 
+std::string Endpoint::host_port() const {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string Connection::link_endpoint() const {
+  if (fingerprint_.empty()) return endpoint_;
+  return "tls://" + parse_endpoint(endpoint_).host_port() + "#" + fingerprint_;
+}
+
 Connection::Connection(std::string endpoint, const RpcOptions& options, bool counted)
     : endpoint_(std::move(endpoint)), serial_(g_connection_serial.fetch_add(1) + 1) {
   const Endpoint e = parse_endpoint(endpoint_);
+  TcpOptions tcp;
+  tcp.read_timeout = options.reply_timeout;
   try {
-    TcpOptions tcp;
-    tcp.read_timeout = options.reply_timeout;
     stream_ = tcp_connect(e.host, e.port, tcp);
   } catch (const Error& err) {
     fail(ErrorKind::disconnected, "rpc", endpoint_ + " connect: " + inner_text(err));
+  }
+  if (e.tls) {
+    std::string presented;
+    try {
+      stream_ = tls_connect(std::move(stream_), std::chrono::steady_clock::now() + tcp.connect_timeout, &presented);
+    } catch (const Error& err) {
+      fail(ErrorKind::disconnected, "rpc", endpoint_ + " " + inner_text(err));
+    }
+    // Nothing is sent over the stream until the certificate is the one trusted.
+    check_worker_fingerprint(e.host_port(), e.pin, presented, options);
+    fingerprint_ = presented;
   }
   handshake(options);
   last_frame_ = std::chrono::steady_clock::now();
@@ -586,6 +620,12 @@ Connection::PeerRoute Connection::peer_route(Connection& to) {
     none.failure = "peer link " + endpoint_ + " -> " + to.endpoint_ + ": a worker without peer links (protocol 1.5)";
     return none;
   }
+  if (to.tls() && peer_minor_ < 8) {  // an older worker would refuse the tls:// endpoint as malformed
+    PeerRoute none;
+    none.failure = "peer link " + endpoint_ + " -> " + to.endpoint_ + ": " + endpoint_ + " speaks protocol 1." +
+                   std::to_string(peer_minor_) + ", which cannot dial a TLS worker (1.8)";
+    return none;
+  }
   // No lock is held across the calls (two threads setting up the same pair
   // at once make two links; the first one recorded is used).
   // A PEER_TICKET error is the worker's deferred error or a dead
@@ -601,7 +641,7 @@ Connection::PeerRoute Connection::peer_route(Connection& to) {
     std::lock_guard lock(peer_mu_);
     req.link = ++next_link_;
   }
-  req.endpoint = to.endpoint_;
+  req.endpoint = to.link_endpoint();
   req.label = endpoint_;
   try {
     call(req);

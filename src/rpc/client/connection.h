@@ -63,11 +63,15 @@ struct SupportKey {
   static SupportKey of(uint32_t device, const Tensor& node);
 };
 
-// "host:port" or "[v6addr]:port" split into a host for tcp_connect (without
-// brackets) and a port. Throws Error(invalid_input) naming the endpoint.
+// "host:port" or "[v6addr]:port", either after "tls://" and then optionally
+// with "#sha256:HEX", split into a host for tcp_connect (without brackets), a
+// port, and the TLS fields. Throws Error(invalid_input) naming the endpoint.
 struct Endpoint {
   std::string host;
   uint16_t port = 0;
+  bool tls = false;   // tls://HOST:PORT
+  std::string pin;    // tls://HOST:PORT#sha256:HEX: the fingerprint ("" for none)
+  std::string host_port() const;  // "host:port" or "[v6]:port", without scheme or pin
 };
 Endpoint parse_endpoint(const std::string& endpoint);
 
@@ -84,6 +88,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection& operator=(const Connection&) = delete;
 
   const std::string& endpoint() const { return endpoint_; }
+  // The endpoint another worker dials for a peer link to this one: for TLS,
+  // tls://HOST:PORT#FINGERPRINT with the fingerprint this host verified.
+  std::string link_endpoint() const;
+  bool tls() const { return !fingerprint_.empty(); }
   // The capability bits both sides understand.
   uint64_t capabilities() const { return capabilities_; }
   bool has(Capability c) const { return (capabilities_ & c) != 0; }
@@ -224,6 +232,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void keepalive_loop(std::chrono::milliseconds every);
 
   const std::string endpoint_;
+  std::string fingerprint_;  // the TLS certificate this host verified ("" for plain TCP)
   std::unique_ptr<Stream> stream_;
   uint64_t capabilities_ = 0;
   uint16_t peer_minor_ = 0;

@@ -480,7 +480,7 @@ struct SupportsOpReply {
 // a client never sends one, not even in SUPPORTS_OP. A minor newer than ours
 // knows every op we do.
 constexpr int ops_known_at_minor(uint16_t minor) {
-  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35, 35, 36};  // indexed by minor, up to kMinor
+  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35, 35, 36, 36};  // indexed by minor, up to kMinor
   static_assert(std::size(kOpsAt) == kMinor + 1 && kOpsAt[kMinor] == kOpCount,
                 "a new Op needs a new minor version (wire.h kMinor) and its count here");
   return minor < std::size(kOpsAt) ? kOpsAt[minor] : kOpCount;

@@ -18,7 +18,7 @@ inline constexpr uint16_t kMajor = 1;
 // 1.6: mul_mat_id's id_base (a slice of experts), nonzero op_params an op
 // does not read refused, COMPUTE_STATS; 1.7: op routed_rows,
 // SET_TENSOR_ROWS and GET_TENSOR_ROWS (tensors most of whose rows are zero).
-inline constexpr uint16_t kMinor = 7;
+inline constexpr uint16_t kMinor = 8;
 
 enum Capability : uint64_t {
   kCapTensorCache = 1u << 0,

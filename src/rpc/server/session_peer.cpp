@@ -44,7 +44,7 @@ void Session::on_peer_connect() {
          "link " + std::to_string(req.link) + " would be dial " + std::to_string(dials_ + 1) + " of this session (at most " +
              std::to_string(kMaxPeerLinksPerSession) + ", failed ones included)");
   }
-  parse_endpoint(req.endpoint);  // a malformed endpoint is the host's error (invalid_input)
+  const Endpoint target = parse_endpoint(req.endpoint);  // a malformed endpoint is the host's error (invalid_input)
   ++dials_;
   const std::string what = "[PEER_CONNECT] peer link " + std::to_string(req.link) + " to " + req.endpoint;
   // Refusals before any dial: the session stays, the host hears why.
@@ -54,12 +54,18 @@ void Session::on_peer_connect() {
                                              " peer links a second; try again later");
     return;
   }
+  if (target.tls && target.pin.empty()) {  // a worker trusts no certificate on first use
+    send_error(ErrorKind::unsupported, what + ": refused: a TLS link needs the worker's fingerprint (tls://HOST:PORT#sha256:HEX)");
+    return;
+  }
   std::string why;
   const std::optional<std::string> address = shared_.dial_policy.choose(req.endpoint, shared_.listen_port, &why);
   if (!address) {
     send_error(ErrorKind::unsupported, what + ": refused: " + why);
     return;
   }
+  // The checked address is the one dialed; over TLS, pinned to the host's fingerprint.
+  const std::string dial = target.tls ? "tls://" + *address + "#" + target.pin : *address;
   // The link authenticates with this worker's own secret: workers of one
   // host share it. Its keepalive keeps the other worker's idle timeout away.
   RpcOptions options;
@@ -67,9 +73,10 @@ void Session::on_peer_connect() {
   options.reply_timeout = shared_.limits.io_timeout;
   options.keepalive = std::max(std::chrono::milliseconds(1000), shared_.limits.idle_timeout / 2);
   options.hash_threads = 1;
+  options.trust_on_first_use = false;
   std::shared_ptr<Connection> connection;
   try {
-    connection = std::make_shared<Connection>(*address, options, /*counted=*/false);
+    connection = std::make_shared<Connection>(dial, options, /*counted=*/false);
     if (!connection->has(kCapPeerLinks)) {
       fail(ErrorKind::unsupported, "rpc", "that worker does not take peer links (it speaks protocol 1." +
                                               std::to_string(connection->peer_minor()) + ")");
@@ -80,7 +87,7 @@ void Session::on_peer_connect() {
     // worker that refused) stays in this worker's log: the host hears one
     // text for all, so a worker cannot be used to map a network. Answered
     // here: the loop takes a thrown disconnected error for the host's own socket.
-    shared_.log_line(peer_, what + " (" + *address + ") failed: " + e.what());
+    shared_.log_line(peer_, what + " (" + dial + ") failed: " + e.what());
     send_error(ErrorKind::disconnected,
                what + ": no weft worker took the link (this worker's log has the reason)");
     return;

@@ -16,6 +16,7 @@
 #include "protocol/wire.h"
 #include "server/session.h"
 #include "server/tensor_cache.h"
+#include "transport/tls.h"
 #include "weft/core/error.h"
 
 namespace weft::rpc {
@@ -41,7 +42,8 @@ struct Worker::Impl {
   // caller of serve() (owned null, no thread).
   struct Slot {
     std::unique_ptr<Stream> owned;
-    Stream* stream = nullptr;  // null once the session closed it; guarded by mutex
+    std::unique_ptr<Stream> tls;  // over owned, once its TLS handshake is done
+    Stream* stream = nullptr;  // owned or tls; null once the session closed it; guarded by mutex
     std::thread thread;
     bool done = false;
     bool evicted = false;  // shut down to make room; guarded by mutex
@@ -52,6 +54,7 @@ struct Worker::Impl {
   WorkerOptions options;
   WorkerShared shared;
   std::unique_ptr<TensorCache> cache;
+  std::optional<TlsServer> tls;
   std::unique_ptr<Listener> listener;
   std::thread accept_thread;
   std::thread monitor_thread;
@@ -66,6 +69,7 @@ struct Worker::Impl {
 
   void accept_loop();
   void session_thread(Slot* slot);
+  bool start_tls(Slot* slot);  // false: the connection is to be closed
   void join_finished();
   void make_room_for_handshake();
   bool admit(SessionStatus& status);
@@ -90,6 +94,10 @@ Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std:
              " without an auth secret: anyone who reaches it could use this machine (give a token file, or "
              "insecure to accept that)");
   }
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    fail(ErrorKind::invalid_input, "worker", "TLS needs both a certificate and a key file");
+  }
+  if (!options.tls_cert.empty()) impl_->tls = TlsServer::load(options.tls_cert, options.tls_key);
   if (!options.cache_dir.empty())
     impl_->cache = std::make_unique<TensorCache>(options.cache_dir, options.cache_max_bytes);
   impl_->shared.devices = std::move(devices);
@@ -218,20 +226,51 @@ void Worker::Impl::accept_loop() {
   }
 }
 
+// The TLS handshake, inside the connection's handshake deadline. A client
+// that speaks plain weft to a TLS worker is told so in a plain ERROR.
+bool Worker::Impl::start_tls(Slot* slot) {
+  Stream& tcp = *slot->owned;
+  const auto deadline = std::chrono::steady_clock::time_point(std::chrono::milliseconds(slot->accepted_ms)) +
+                        options.limits.handshake_timeout;
+  try {
+    if (!looks_like_tls(tcp, deadline)) {
+      const Writer w = encoded(ErrorReply{ErrorKind::unsupported,
+                                          "this worker requires TLS: connect to tls://HOST:PORT (docs/security.md)"});
+      uint8_t header[kFrameHeaderBytes];
+      encode_header(FrameHeader{static_cast<uint32_t>(w.data().size()), static_cast<uint16_t>(Cmd::error), 0}, header);
+      tcp.set_write_deadline(deadline);
+      tcp.write_all(header, sizeof header, w.data().data(), w.data().size());
+      shared.log_line(tcp.peer(), "refused: a plain connection to a TLS worker");
+      return false;
+    }
+    std::unique_ptr<Stream> tls_stream = tls_accept(tcp, *tls, deadline);
+    std::lock_guard lock(mutex);
+    if (slot->evicted) return false;
+    slot->tls = std::move(tls_stream);
+    slot->stream = slot->tls.get();
+    return true;
+  } catch (const Error& e) {
+    shared.log_line(tcp.peer(), std::string("refused: ") + e.what());
+    return false;
+  }
+}
+
 void Worker::Impl::session_thread(Slot* slot) {
-  {
+  if (!tls || start_tls(slot)) {
     Session session(shared, *slot->stream, &slot->status);
     session.run();
   }  // everything the session owned is freed here
   active.fetch_sub(1);
-  std::unique_ptr<Stream> closing;
+  std::unique_ptr<Stream> closing, closing_tls;
   {
     std::lock_guard lock(mutex);
+    closing_tls = std::move(slot->tls);
     closing = std::move(slot->owned);
     slot->stream = nullptr;
     slot->done = true;
   }
-  closing.reset();  // the peer sees the connection close
+  closing_tls.reset();  // before the socket under it
+  closing.reset();      // the peer sees the connection close
   changed.notify_all();
 }
 
@@ -291,6 +330,10 @@ std::string Worker::dial_policy() const {
   return impl_->shared.dial_policy.describe();
 }
 
+std::string Worker::tls_fingerprint() const {
+  return impl_->tls ? impl_->tls->fingerprint() : "";
+}
+
 void Worker::serve(Stream& stream) {
   Impl& w = *impl_;
   std::list<Impl::Slot>::iterator it;
@@ -321,6 +364,10 @@ void Worker::serve(Stream& stream) {
     --w.serving;
   }
   w.changed.notify_all();
+}
+
+bool make_self_signed_certificate(const std::filesystem::path& cert, const std::filesystem::path& key) {
+  return TlsServer::make_self_signed(cert, key);
 }
 
 }  // namespace weft::rpc

@@ -54,6 +54,11 @@ class TcpStream final : public Stream {
   void set_write_deadline(Deadline deadline) override { write_deadline_ = deadline; }
   bool peer_closed() override;
 
+  // For a TLS stream layered on this one (tls.cpp): the socket it drives
+  // and the idle read timeout it keeps.
+  int fd() const { return fd_; }
+  std::chrono::milliseconds read_timeout() const { return read_timeout_; }
+
  private:
   // Waits until fd_ is readable; false when read_timeout_ or the read
   // deadline passed first (*by_deadline tells which).
