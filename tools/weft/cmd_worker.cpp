@@ -103,6 +103,8 @@ int cmd_worker(const WorkerArgs& args) {
   if (!args.auth_token_file.empty()) options.auth_secret = read_token(args.auth_token_file);
   options.insecure = args.insecure;
   options.peer_allow = args.peer_allow;
+  options.advertise = args.advertise;
+  options.advertise_port = static_cast<uint16_t>(args.advertise_port);
   if (args.tls_cert.empty() != args.tls_key.empty()) {
     fail(ErrorKind::invalid_input, "worker", "--tls-cert and --tls-key go together");
   }

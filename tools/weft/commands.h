@@ -54,6 +54,8 @@ struct WorkerArgs {
   std::vector<std::string> peer_allow;  // where PEER_CONNECT may dial; empty: the default (docs/security.md)
   bool tls = false;                     // TLS on every connection (a self-signed certificate unless given)
   std::string tls_cert, tls_key;        // PEM files; given: TLS
+  bool advertise = false;               // broadcast a discovery beacon (weft/rpc/discovery.h)
+  int advertise_port = 50051;           // its UDP port
 };
 int cmd_worker(const WorkerArgs& args);
 
@@ -90,7 +92,19 @@ struct ModelHostArgs {
   std::string cache_type = "f16";    // the KV cache's element type: f16 or q8_0
   std::string placement = "speed";   // without --split: "speed" (probed at connect) or "memory"
   std::string experts_split;         // expert proportions host,worker1,...; empty: experts with their layer
+  bool discover = false;             // also the workers whose beacons this host hears (weft/rpc/discovery.h)
+  double discover_seconds = 2.5;     // how long to listen for them
+  int discover_port = 50051;         // the UDP port of the beacons
 };
+
+// `weft workers`: the workers advertising on this machine's networks
+// (weft worker --advertise), one line each, for discover_seconds.
+struct WorkersArgs {
+  double seconds = 3;
+  int port = 50051;
+  std::string auth_token_file;  // keep beacons signed with this token (others listed as not usable)
+};
+int cmd_workers(const WorkersArgs& args);
 
 // `weft bench model`: prompt processing and generation speed of a model
 // (bench/model_bench.h), each beside the limit that bounds it, measured in

@@ -37,6 +37,13 @@ void add_model_host_options(CLI::App* cmd, weft::tools::ModelHostArgs& host) {
       ->check(CLI::IsMember({"f16", "q8_0"}));
   cmd->add_flag("--no-peer-links", host.no_peer_links,
                 "send activations between workers through this host (workers that cannot reach each other)");
+  cmd->add_flag("--discover", host.discover,
+                "also use the workers advertising on this machine's networks (weft worker --advertise; with "
+                "--auth-token-file only those that signed their beacon with it, else only this machine's)");
+  cmd->add_option("--discover-seconds", host.discover_seconds, "how long --discover listens")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 60.0));
+  cmd->add_option("--discover-port", host.discover_port, "UDP port of the beacons")->capture_default_str()->check(CLI::Range(1, 65535));
   cmd->add_option("--worker-timeout", host.worker_timeout_s,
                   "seconds a worker may stay silent while awaited before it counts as dead (0: no limit)")
       ->capture_default_str()
@@ -131,10 +138,22 @@ int main(int argc, char** argv) {
   worker_cmd->add_flag("--tls", worker.tls,
                        "TLS on every connection: a self-signed certificate made on first start and kept beside the "
                        "token file (or in ~/.config/weft), unless --tls-cert/--tls-key give one");
+  worker_cmd->add_flag("--advertise", worker.advertise,
+                       "broadcast a beacon every 2 s on the networks this worker listens on, so that hosts find it "
+                       "(weft workers, --discover); signed with the token when there is one");
+  worker_cmd->add_option("--advertise-port", worker.advertise_port, "UDP port of the beacons")
+      ->capture_default_str()->check(CLI::Range(1, 65535));
   worker_cmd->add_option("--tls-cert", worker.tls_cert, "TLS certificate (PEM); with --tls-key");
   worker_cmd->add_option("--tls-key", worker.tls_key, "TLS private key (PEM); with --tls-cert");
   worker_cmd->add_option("--devices", worker.cpu_devices, "CPU devices to serve (partitions of the threads)")
       ->capture_default_str()->check(CLI::Range(1, 64));
+
+  WorkersArgs workers;
+  CLI::App* workers_cmd =
+      app.add_subcommand("workers", "list the workers advertising on this machine's networks (weft worker --advertise)");
+  workers_cmd->add_option("--seconds", workers.seconds, "how long to listen")->capture_default_str()->check(CLI::Range(0.1, 600.0));
+  workers_cmd->add_option("--port", workers.port, "UDP port of the beacons")->capture_default_str()->check(CLI::Range(1, 65535));
+  workers_cmd->add_option("--auth-token-file", workers.auth_token_file, "the pool's token: which beacons it signed");
 
   CLI::App* gguf_cmd = app.add_subcommand("gguf", "inspect GGUF model files");
   gguf_cmd->require_subcommand(1);
@@ -233,6 +252,7 @@ int main(int argc, char** argv) {
     if (bench_rpc_cmd->parsed()) return cmd_bench_rpc(bench_rpc);
     if (bench_model_cmd->parsed()) return cmd_bench_model(bench_model);
     if (worker_cmd->parsed()) return cmd_worker(worker);
+    if (workers_cmd->parsed()) return cmd_workers(workers);
     if (gguf_info_cmd->parsed()) return cmd_gguf_info(gguf_path);
     if (demo_cmd->parsed()) return cmd_demo(demo);
     if (run_cmd->parsed()) return cmd_run(run);

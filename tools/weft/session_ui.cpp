@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 
 #include "weft/core/error.h"
+#include "weft/rpc/discovery.h"
 
 namespace weft::tools {
 namespace {
@@ -78,8 +80,30 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
     o.probe = false;
     if (args.split.empty()) o.placement = split_by_free_memory();
   }
+  if (!args.auth_token_file.empty()) o.device_options.rpc.auth_secret = read_token_file(args.auth_token_file, what);
   o.devices = {"cpu"};
   for (const std::string& w : args.workers) o.devices.push_back(worker_device_spec(w).text);
+  if (args.discover) {
+    rpc::DiscoveryOptions d;
+    d.port = static_cast<uint16_t>(args.discover_port);
+    d.listen = std::chrono::milliseconds(static_cast<int64_t>(args.discover_seconds * 1000.0));
+    d.auth_secret = o.device_options.rpc.auth_secret;
+    const std::vector<rpc::DiscoveredWorker> found = rpc::discover_workers(d);
+    for (const rpc::DiscoveredWorker& w : found) {
+      const std::string spec = worker_device_spec(w.endpoint).text;
+      if (std::find(o.devices.begin(), o.devices.end(), spec) != o.devices.end()) continue;  // named already
+      o.devices.push_back(spec);
+      std::fprintf(stderr, "discovered worker %s (%s, protocol %s%s)\n", w.endpoint.c_str(), w.name.c_str(),
+                   w.protocol.c_str(), w.signed_by_token ? ", beacon signed with the token" : "");
+    }
+    if (found.empty()) {
+      std::fprintf(stderr,
+                   "weft: warning: --discover heard no usable worker in %.1f s on UDP port %d (workers need "
+                   "--advertise%s)\n",
+                   args.discover_seconds, args.discover_port,
+                   d.auth_secret ? " and this token" : "; without --auth-token-file only this machine's count");
+    }
+  }
   for (const std::string& d : args.devices) o.devices.push_back(d);
   o.device_options.cpu_threads = args.threads;
   o.load.map_weights = !args.no_mmap;
@@ -87,13 +111,36 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   o.device_options.rpc.peer_links = !args.no_peer_links;
   o.device_options.rpc.reply_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.worker_timeout_s * 1000.0));
-  if (!args.auth_token_file.empty()) {
-    std::string secret = read_text_file(args.auth_token_file, what);
-    const size_t b = secret.find_first_not_of(" \t\r\n"), e = secret.find_last_not_of(" \t\r\n");
-    if (b == std::string::npos) fail(ErrorKind::invalid_input, what, args.auth_token_file + " holds no token");
-    o.device_options.rpc.auth_secret = secret.substr(b, e - b + 1);
-  }
   return o;
+}
+
+std::string read_token_file(const std::string& path, const char* what) {
+  const std::string text = read_text_file(path, what);
+  const size_t b = text.find_first_not_of(" \t\r\n"), e = text.find_last_not_of(" \t\r\n");
+  if (b == std::string::npos) fail(ErrorKind::invalid_input, what, path + " holds no token");
+  return text.substr(b, e - b + 1);
+}
+
+int cmd_workers(const WorkersArgs& args) {
+  rpc::DiscoveryOptions d;
+  d.port = static_cast<uint16_t>(args.port);
+  d.listen = std::chrono::milliseconds(static_cast<int64_t>(args.seconds * 1000.0));
+  if (!args.auth_token_file.empty()) d.auth_secret = read_token_file(args.auth_token_file, "workers");
+  d.keep_unusable = true;
+  const std::vector<rpc::DiscoveredWorker> found = rpc::discover_workers(d);
+  for (const rpc::DiscoveredWorker& w : found) {
+    const bool usable = d.auth_secret ? w.signed_by_token : !w.wants_token && w.address.rfind("127.", 0) == 0;
+    std::string devices;
+    for (const std::string& dev : w.devices) devices += (devices.empty() ? "" : "; ") + dev;
+    std::printf("%s  %s  protocol %s  %s%s  %s%s\n", w.endpoint.c_str(), w.name.c_str(), w.protocol.c_str(),
+                w.wants_token ? "token required" : "no token", w.signed_by_token ? " (beacon signed with this token)" : "",
+                devices.c_str(),
+                usable ? "" : (d.auth_secret ? "  [not used by --discover: not signed with this token]"
+                                             : "  [not used by --discover: another machine's, or wants a token]"));
+  }
+  std::fprintf(stderr, "%zu worker%s heard in %.1f s on UDP port %d\n", found.size(), found.size() == 1 ? "" : "s",
+               args.seconds, args.port);
+  return 0;
 }
 
 LoadPlan load_with_progress(Session& session, int64_t n_ctx) {

@@ -39,4 +39,7 @@ void print_stage_times(const LoadPlan& plan, const std::vector<DeviceCompute>& b
 // cannot be opened or read; what names the command.
 std::string read_text_file(const std::string& path, const char* what);
 
+// A token file's text with surrounding whitespace trimmed; Error(invalid_input) when empty.
+std::string read_token_file(const std::string& path, const char* what);
+
 }  // namespace weft::tools

@@ -54,6 +54,12 @@ struct WorkerOptions {
   // TLS 1.3 with this certificate and key (PEM files); a plain client gets
   // an ERROR saying so. Hosts pin the certificate's fingerprint.
   std::filesystem::path tls_cert, tls_key;
+  // Discovery (weft/rpc/discovery.h): broadcast a beacon on the networks
+  // this worker listens on, every advertise_every, to UDP advertise_port;
+  // signed with auth_secret when there is one.
+  bool advertise = false;
+  uint16_t advertise_port = 50051;
+  std::chrono::milliseconds advertise_every{2000};
   bool log = true;                     // one line per session event on stderr
   // Test only: ops every device of this worker is to report as unsupported
   // (SUPPORTS_OP answers 0 and a graph with such a node is refused), as a

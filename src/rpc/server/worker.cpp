@@ -4,6 +4,7 @@
 #include "weft/rpc/worker.h"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "protocol/wire.h"
 #include "server/session.h"
+#include "server/advertiser.h"
 #include "server/tensor_cache.h"
 #include "transport/tls.h"
 #include "weft/core/error.h"
@@ -56,6 +58,7 @@ struct Worker::Impl {
   std::unique_ptr<TensorCache> cache;
   std::optional<TlsServer> tls;
   std::unique_ptr<Listener> listener;
+  std::unique_ptr<Advertiser> advertiser;  // with options.advertise, once started
   std::thread accept_thread;
   std::thread monitor_thread;
   std::atomic<int> active{0};
@@ -75,6 +78,7 @@ struct Worker::Impl {
   bool admit(SessionStatus& status);
   void monitor_loop();
   void evict(Slot& s, const char* why);  // caller holds mutex
+  Beacon beacon() const;                 // this worker's facts for --advertise
 };
 
 Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std::make_unique<Impl>()) {
@@ -127,6 +131,11 @@ void Worker::start() {
   impl_->shared.listen_port = impl_->listener->port();  // before any session reads it
   impl_->started = true;
   impl_->accept_thread = std::thread([impl = impl_.get()] { impl->accept_loop(); });
+  if (impl_->options.advertise) {
+    impl_->advertiser = std::make_unique<Advertiser>(
+        impl_->options.host, impl_->options.advertise_port, impl_->options.advertise_every,
+        [impl = impl_.get()] { return impl->beacon(); }, impl_->options.auth_secret, impl_->options.log);
+  }
   impl_->monitor_thread = std::thread([impl = impl_.get()] { impl->monitor_loop(); });
 }
 
@@ -176,6 +185,20 @@ bool Worker::Impl::admit(SessionStatus& status) {
   }
   status.ready.store(true);  // under the mutex: the next admit() counts it
   return true;
+}
+
+Beacon Worker::Impl::beacon() const {
+  Beacon b;
+  b.port = listener ? listener->port() : 0;
+  b.protocol = std::to_string(kMajor) + "." + std::to_string(kMinor);
+  b.tls = tls ? tls->fingerprint() : "";
+  b.auth = options.auth_secret.has_value();
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) == 0) b.name = name;
+  for (Device* d : shared.devices) {
+    b.devices.push_back(d->description() + ", " + std::to_string(d->memory().free >> 20) + " MiB free");
+  }
+  return b;
 }
 
 // Watches the peers of sessions that are computing: one whose peer closed
@@ -296,6 +319,7 @@ void Worker::stop() {
     w.stopping = true;
   }
   w.shared.stopping.store(true);
+  w.advertiser.reset();    // no beacon for a worker that is going
   w.changed.notify_all();  // the monitor
   if (w.listener) w.listener->close();
   if (w.accept_thread.joinable()) w.accept_thread.join();
