@@ -2,6 +2,7 @@
 // rendered by the model's template, and encoded so that only the template's
 // own markup can become control tokens.
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <string_view>
 
@@ -53,9 +54,29 @@ Json normalize(const Json& messages, std::vector<std::string>& contents) {
   return out;
 }
 
+// The template's text for vars, its failures answered as OpenAI errors: a
+// render limit 413; the request's deadline, or its client gone, 503 (the
+// template stops at either: Error(disconnected)); the template raising 400.
+std::string render_prompt(const ChatTemplate& tpl, const Json& vars, const RenderControl& control) {
+  try {
+    return tpl.render(vars, control);
+  } catch (const Error& e) {
+    const std::string what = std::string("the chat template: ") + e.what();
+    if (e.kind() == ErrorKind::disconnected && std::chrono::steady_clock::now() >= control.deadline)
+      throw ApiError(503, "unavailable_error",
+                     "the chat template did not finish rendering within the request's timeout (" + what + ")",
+                     "messages", "timeout");
+    if (e.kind() == ErrorKind::disconnected)
+      throw ApiError(503, "unavailable_error",
+                     "the request was cancelled while rendering: its client left (" + what + ")", "messages");
+    throw ApiError(e.kind() == ErrorKind::out_of_memory ? 413 : 400, "invalid_request_error", what, "messages");
+  }
+}
+
 }  // namespace
 
-std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx, const Json& extra) {
+std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx, const Json& extra,
+                                 const RenderControl& render_control) {
   std::vector<std::string> contents;
   Json vars = Json::object();
   vars["messages"] = normalize(messages, contents);
@@ -70,13 +91,7 @@ std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx, co
     for (const auto& [k, v] : extra["chat_template_kwargs"].items())
       if (k != "messages") vars[k] = v;
   }
-  std::string text;
-  try {
-    text = ctx.chat_template->render(vars);
-  } catch (const Error& e) {
-    throw ApiError(e.kind() == ErrorKind::out_of_memory ? 413 : 400, "invalid_request_error",
-                   std::string("the chat template: ") + e.what(), "messages");
-  }
+  std::string text = render_prompt(*ctx.chat_template, vars, render_control);
   const model::Tokenizer& tok = *ctx.tokenizer;
   std::vector<int32_t> ids;
   const std::string_view bos = ctx.bos_token;
@@ -106,11 +121,7 @@ std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx, co
     markers[i] = "\x1f" + std::to_string(rd()) + "-" + std::to_string(rd()) + "-" + std::to_string(i) + "\x1f";
     marked["messages"][i]["content"] = markers[i];
   }
-  try {
-    text = ctx.chat_template->render(marked);
-  } catch (const Error& e) {
-    throw ApiError(400, "invalid_request_error", std::string("the chat template: ") + e.what(), "messages");
-  }
+  text = render_prompt(*ctx.chat_template, marked, render_control);
   std::vector<std::pair<size_t, size_t>> at;  // (position, message) of each marker
   for (size_t i = 0; i < contents.size(); ++i) {
     if (markers[i].empty()) continue;

@@ -67,15 +67,19 @@ struct CompletionRequest {
 
 // Checks body (a parsed JSON value) and builds the request. Throws ApiError
 // (400) naming the first parameter out of range or of the wrong type, a
-// prompt that does not fit the context, or a template that raised.
-CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext& ctx);
+// prompt that does not fit the context, or a template that raised; for a
+// chat, as chat_prompt() does, render_control bounding its template's render.
+CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext& ctx,
+                                   const RenderControl& render_control = {});
 
 // The prompt of a chat: messages rendered by the template, encoded with the
 // template's own markup as special tokens and each message's content as
 // plain text (so "<|im_end|>" typed by a user never becomes a control
-// token). Throws ApiError(400) for malformed messages or a template error.
-std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx,
-                                 const Json& extra = Json::object());
+// token). Throws ApiError: 400 for malformed messages or a template error,
+// 413 for a template that passed a render limit, 503 when render_control's
+// deadline passed or its cancel check said the client left while rendering.
+std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx, const Json& extra = Json::object(),
+                                 const RenderControl& render_control = {});
 
 // Identity of one response: its id, creation time and the model's name.
 struct ResponseMeta {

@@ -130,7 +130,8 @@ std::vector<int32_t> completion_prompt(const Json& body, const ApiContext& ctx) 
 
 }  // namespace
 
-CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext& ctx) {
+CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext& ctx,
+                                   const RenderControl& render_control) {
   if (!body.is_object()) bad_request("", "the request body must be a JSON object");
   CompletionRequest r;
   r.chat = chat;
@@ -152,7 +153,7 @@ CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext
     Json extra = Json::object();
     for (const char* key : {"tools", "tool_choice", "chat_template_kwargs"})
       if (const Json* v = field(body, key)) extra[key] = *v;
-    job.prompt = chat_prompt(*messages, ctx, extra);
+    job.prompt = chat_prompt(*messages, ctx, extra, render_control);
   } else {
     job.prompt = completion_prompt(body, ctx);
   }

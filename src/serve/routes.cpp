@@ -4,6 +4,8 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include <chrono>
+#include <functional>
 #include <random>
 
 #include "serve/chat_page.h"
@@ -91,6 +93,22 @@ void guarded(httplib::Response& res, F&& f) {
                                                               : 500;
     send_error(res, ApiError(status, status == 400 ? "invalid_request_error" : "server_error", e.what()));
   }
+}
+
+// A cancel check for rendering a request's chat template (RenderControl):
+// whether its client has left. Rendering looks every few thousand steps; the
+// socket is probed at most every 200 ms (a probe reads /proc), and not in a
+// render's first 200 ms, which is all that nearly every render takes.
+std::function<bool()> client_gone(const PeerAddress& peer) {
+  return
+      [peer, next_probe = std::chrono::steady_clock::now() + std::chrono::milliseconds(200), gone = false]() mutable {
+        const auto now = std::chrono::steady_clock::now();
+        if (!gone && now >= next_probe) {
+          gone = !peer_connected(peer);
+          next_probe = now + std::chrono::milliseconds(200);
+        }
+        return gone;
+      };
 }
 
 // One call of a stream's content provider: the next event as SSE lines, or
@@ -334,9 +352,13 @@ void Server::Impl::add_routes() {
       guarded(res, [&] {
         Engine* engine = ready_engine(res);
         if (!engine) return;
-        CompletionRequest r = parse_completion(parse_body(req), chat, api);
-        r.job.deadline = std::chrono::steady_clock::now() +
-                         std::chrono::milliseconds(static_cast<int64_t>(options.request_timeout_seconds * 1e3));
+        // The request's time runs from its arrival: rendering the chat
+        // template counts, and stops early when the client leaves.
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::milliseconds(static_cast<int64_t>(options.request_timeout_seconds * 1e3));
+        const PeerAddress peer{req.remote_addr, req.remote_port, port};
+        CompletionRequest r = parse_completion(parse_body(req), chat, api, RenderControl{deadline, client_gone(peer)});
+        r.job.deadline = deadline;
         std::shared_ptr<Request> request = engine->submit(r.job);
         if (!request) {
           res.set_header("Retry-After", "1");
@@ -350,7 +372,6 @@ void Server::Impl::add_routes() {
           Collected c;
           // The engine ends every request (finish, deadline, shutdown, or
           // the cancel when the client has gone).
-          const PeerAddress peer{req.remote_addr, req.remote_port, port};
           auto next_probe = std::chrono::steady_clock::now();
           for (;;) {
             if (std::chrono::steady_clock::now() >= next_probe && !request->cancelled()) {
@@ -374,8 +395,7 @@ void Server::Impl::add_routes() {
         auto first = std::make_shared<bool>(true);
         res.set_chunked_content_provider(
             "text/event-stream",
-            [request, r, meta, first, &tok, peer = PeerAddress{req.remote_addr, req.remote_port, port}](
-                size_t, httplib::DataSink& sink) {
+            [request, r, meta, first, &tok, peer](size_t, httplib::DataSink& sink) {
               // Runs on cpp-httplib's thread outside any handler: nothing may
               // escape (std::terminate); a failure ends this stream alone.
               try {

@@ -1,16 +1,17 @@
 // ChatTemplate: the interpreter against Python Jinja2 (configured as Hugging
 // Face transformers configures it) on real chat templates and on unit cases,
-// whitespace control, errors with line numbers, limits, and hostile contents.
+// whitespace control, errors with line numbers, limits, hostile contents, and
+// hostile templates (each stopped by a budget, a deadline or a cancel check).
 // Fixtures: tests/serve/chat_templates (make.mjs writes them; see its header).
-#include "weft/serve/chat_template.h"
-
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "weft/core/error.h"
+#include "weft/serve/chat_template.h"
 
 namespace {
 
@@ -19,6 +20,8 @@ using weft::ErrorKind;
 using weft::serve::builtin_chat_template;
 using weft::serve::builtin_chat_template_names;
 using weft::serve::ChatTemplate;
+using weft::serve::ChatTemplateLimits;
+using weft::serve::RenderControl;
 using Json = nlohmann::ordered_json;
 
 const std::string kFixtures = std::string(WEFT_SOURCE_DIR) + "/tests/serve/chat_templates/";
@@ -45,6 +48,25 @@ void expect_error(std::string_view source, const Json& vars, ErrorKind kind, con
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what() << "\nwanted: " << needle;
     EXPECT_EQ(std::string(e.what()).rfind("[chat_template] ", 0), 0u) << e.what();
   }
+}
+
+// Expects tpl.render(vars, control) to throw Error of `kind` whose message contains `needle`.
+void expect_render_error(const ChatTemplate& tpl, const RenderControl& control, ErrorKind kind,
+                         const std::string& needle, const Json& vars = Json::object()) {
+  try {
+    std::string out = tpl.render(vars, control);
+    ADD_FAILURE() << "no error; rendered " << out.size() << " bytes: " << out.substr(0, 200);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message: " << e.what() << "\nwanted: " << needle;
+  }
+}
+
+ChatTemplate with_limits(std::string_view source, const ChatTemplateLimits& limits) {
+  ChatTemplate tpl = ChatTemplate::parse(source);
+  tpl.set_limits(limits);
+  return tpl;
 }
 
 struct Case {
@@ -298,6 +320,16 @@ TEST(ChatTemplate, UndefinedIsLenient) {
   expect_error("{{ nope + 1 }}", {}, ErrorKind::invalid_input, "unsupported operand types for +");
 }
 
+// A float where an integer is wanted is the template's type error (it once
+// escaped as std::bad_variant_access, a 500); INT64_MIN divisible by -1 is
+// true, not a trap.
+TEST(ChatTemplate, FloatsWhereIntegersAreWantedAreTypeErrors) {
+  expect_error("{{ 2.5|round(1.5) }}", {}, ErrorKind::invalid_input, "an integer is needed here, not a float");
+  expect_error("{{ 'a\nb'|indent(2.5) }}", {}, ErrorKind::invalid_input, "an integer is needed here, not a float");
+  expect_error("{{ 4 is divisibleby 2.0 }}", {}, ErrorKind::invalid_input, "an integer is needed here, not a float");
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1) is divisibleby(-1) }}"), "True");
+}
+
 TEST(ChatTemplate, GenerationBlockRendersItsBody) {
   EXPECT_EQ(render("a{% generation %}g{{ 1 }}{% endgeneration %}b"), "ag1b");
 }
@@ -400,6 +432,178 @@ TEST(ChatTemplate, LimitsFailCleanly) {
     EXPECT_EQ(e.kind(), ErrorKind::out_of_memory);
     EXPECT_NE(std::string(e.what()).find("line 1: more than 1000 loop iterations"), std::string::npos) << e.what();
   }
+}
+
+// A macro that calls itself twice per level: 2^41 calls, never deeper than 41.
+const char* const kFanOut = "{% macro f(n) %}{{ f(n - 1) ~ f(n - 1) if n > 0 else '' }}{% endmacro %}{{ f(40) }}";
+
+TEST(ChatTemplate, IntegerPowerSquares) {
+  EXPECT_EQ(
+      render(
+          "{{ (-1) ** 1000000000000000000 }} {{ (-1) ** 1000000000000000001 }} {{ 0 ** 1000000000000000000 }} "
+          "{{ 1 ** 9223372036854775807 }} {{ 0 ** 0 }} {{ 2 ** 62 }} {{ (-2) ** 63 }} {{ (-3) ** 3 }} {{ 10 ** 18 }}"),
+      "1 -1 0 1 1 4611686018427387904 -9223372036854775808 -27 1000000000000000000");
+  expect_error("{{ 2 ** 100 }}", {}, ErrorKind::invalid_input, "integer overflow");
+  expect_error("{{ 2 ** 63 }}", {}, ErrorKind::invalid_input, "integer overflow");
+  expect_error("{{ (-2) ** 64 }}", {}, ErrorKind::invalid_input, "integer overflow");
+  expect_error("{{ 3 ** 1000000000000000000 }}", {}, ErrorKind::invalid_input, "integer overflow");
+  // A handful of steps however large the exponent.
+  EXPECT_EQ(with_limits("{{ (-1) ** 1000000000000000000 }}", {.max_steps = 20}).render(Json::object()), "1");
+}
+
+// Templates that would run for hours or years: each ends at the step budget
+// (or the loop cap) whatever it spends its time on.
+TEST(ChatTemplate, RunawayTemplatesStopAtTheStepBudget) {
+  const std::pair<std::string, const char*> cases[] = {
+      {kFanOut, "steps"},
+      // Eight calls a level, 14 deep.
+      {"{% macro f(n) %}{% if n > 0 %}"
+       "{{ f(n - 1) }}{{ f(n - 1) }}{{ f(n - 1) }}{{ f(n - 1) }}{{ f(n - 1) }}{{ f(n - 1) }}{{ f(n - 1) }}{{ f(n - 1) }}"
+       "{% endif %}{% endmacro %}{{ f(14) }}",
+       "steps"},
+      // 10^9 iterations (the loop cap, or the steps, whichever comes first).
+      {"{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}"
+       "{% endfor %}{% endfor %}{% endfor %}",
+       "line 1: more than"},
+      // A loop filter tests items without counting loop iterations: 10^9 tests.
+      {"{% for j in range(1000) %}{% for i in range(1000000) if i < 0 %}{% endfor %}{% endfor %}", "steps"},
+      // == on a list that shares its halves: 2^30 elements compared.
+      {"{% set ns = namespace(x=[0]) %}{% for i in range(30) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}"
+       "{{ ns.x == ns.x }}",
+       "steps"},
+      // Sorting items that share their halves: 2^23 elements a comparison.
+      {"{% set ns = namespace(x=[0]) %}{% for i in range(22) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}"
+       "{{ [ns.x, ns.x, ns.x, ns.x, ns.x, ns.x, ns.x, ns.x] | sort | length }}",
+       "steps"},
+      // `in` over a megabyte, a million times.
+      {"{% set s = 'a' * 1000000 %}{% for i in range(1000000) %}{{ 'b' in s }}{% endfor %}", "steps"},
+  };
+  for (const auto& [source, needle] : cases) {
+    SCOPED_TRACE(source);
+    expect_error(source, {}, ErrorKind::out_of_memory, needle);
+  }
+}
+
+TEST(ChatTemplate, StepCounterIsWhatStops) {
+  ChatTemplate loop = with_limits("{% for i in range(100) %}{{ i }}{% endfor %}", {.max_steps = 50});
+  expect_render_error(loop, {}, ErrorKind::out_of_memory, "line 1: more than 50 steps");
+  loop.set_limits({.max_steps = 5000});
+  EXPECT_EQ(loop.render(Json::object()).size(), 190u);
+  // An operation is charged by the bytes it touches: `in` over 1 MiB takes 1 + 2^20 / 64 steps.
+  const Json vars = {{"s", std::string(1 << 20, 'a')}};
+  ChatTemplate scan = with_limits("{{ 'b' in s }}", {.max_steps = 16000});
+  expect_render_error(scan, {}, ErrorKind::out_of_memory, "more than 16000 steps", vars);
+  scan.set_limits({.max_steps = 17000});
+  EXPECT_EQ(scan.render(vars), "False");
+}
+
+// The real templates take at most ~600 steps on the fixtures (a 200-message,
+// 800 KB chat ~62,000): the default budget is thousands of times more.
+TEST(ChatTemplate, RealTemplatesTakeFewSteps) {
+  Json cases = Json::parse(read_file(kFixtures + "cases.json"));
+  std::map<std::string, ChatTemplate> templates;
+  for (const auto& c : cases) {
+    std::string family = c["template"];
+    SCOPED_TRACE(family + "/" + c["name"].get<std::string>());
+    if (!templates.count(family))
+      templates.emplace(family, with_limits(read_file(kFixtures + family + ".jinja"), {.max_steps = 1000}));
+    try {
+      std::string out = templates.at(family).render(c["variables"]);
+      EXPECT_TRUE(c.contains("expected"));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::invalid_input) << e.what();  // the cases that raise, and only them
+    }
+  }
+}
+
+TEST(ChatTemplate, ResultsAreSizedBeforeTheyAreBuilt) {
+  // replace('', x) puts x before every character and at the end, as Python does.
+  EXPECT_EQ(render("{{ 'abc'.replace('', '-') }}|{{ 'abc'.replace('', '-', 2) }}|{{ 'hé'.replace('', '.') }}|"
+                   "{{ ''.replace('', 'x') }}|{{ 'aaa'.replace('a', 'bb') }}|{{ 'abab'.replace('ab', '', 1) }}|"
+                   "{{ 'a' | replace('', '-') }}"),
+            "-a-b-c-|-a-bc|.h.é.|x|bbbbbb|ab|-a-");
+  const std::string grow = "{{ ('x' * 1000000).replace('', 'yyyyyyyy') }}";
+  EXPECT_EQ(render(grow).size(), 9'000'008u);  // within the default output limit
+  // Under smaller limits it is refused before it is built: the message names
+  // the operation and the size it would have had.
+  ChatTemplate replace = with_limits(grow, {.max_output_bytes = 4 << 20});
+  expect_render_error(replace, {}, ErrorKind::out_of_memory,
+                      "replace() would build a string of 9000008 bytes, longer than the output limit (4194304 bytes)");
+  replace.set_limits({.max_work_bytes = 8 << 20});
+  expect_render_error(replace, {}, ErrorKind::out_of_memory, "replace() would need");
+  // At full size: 16 M characters, 144 MB of result (and 16 M strings, once) never built.
+  expect_error("{{ ('x' * 16000000).replace('', 'yyyyyyyy') }}", {}, ErrorKind::out_of_memory,
+               "replace() would build a string of 144000008 bytes");
+  // A string grown by ~ in a loop.
+  expect_error(
+      "{% set ns = namespace(s='') %}{% for i in range(100000) %}{% set ns.s = ns.s ~ ('x' * 100) %}{% endfor %}", {},
+      ErrorKind::out_of_memory, "would need");
+  // join: refused at the part that would pass the limit, before appending it.
+  const std::string twenty =
+      "{% set b = 'x' * 1000000 %}{% set l = [b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b] %}";
+  expect_error(twenty + "{{ l | join }}", {}, ErrorKind::out_of_memory, "join would build a string of 17000000 bytes");
+  expect_error(twenty + "{{ ''.join(l) }}", {}, ErrorKind::out_of_memory,
+               "join() would build a string of 20000000 bytes");
+  // Printing a list that shares its halves (2^40 elements) stops as its text reaches the limit.
+  const std::string shared =
+      "{% set ns = namespace(x=[1]) %}{% for i in range(40) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}";
+  expect_error(shared + "{{ ns.x | tojson }}", {}, ErrorKind::out_of_memory, "tojson would be longer than");
+  expect_error(shared + "{{ ns.x | tojson(indent=4) }}", {}, ErrorKind::out_of_memory, "tojson would be longer than");
+  expect_error(shared + "{{ ns.x }}", {}, ErrorKind::out_of_memory, "the text of a list would be longer than");
+  expect_error(shared + "{{ ns.x ~ '' }}", {}, ErrorKind::out_of_memory, "the text of a list would be longer than");
+  expect_error(shared + "{{ ns.x | join(',') }}", {}, ErrorKind::out_of_memory,
+               "the text of a list would be longer than");
+  // Indent sizes its result first.
+  ChatTemplate indent = with_limits("{{ s | indent(200) }}", {.max_output_bytes = 1 << 20});
+  std::string lines;
+  for (int i = 0; i < 100000; ++i) lines += "a\n";
+  // 100,000 lines of "a", all but the first padded, and the empty one after the last newline not.
+  expect_render_error(indent, {}, ErrorKind::out_of_memory, "indent would build a string of 20199800 bytes",
+                      {{"s", lines}});
+}
+
+TEST(ChatTemplate, StringsIndexByCharacter) {
+  const Json vars = {{"s", "héllo"}};
+  EXPECT_EQ(
+      render("{{ s[-4] }}|{{ s[1::2] }}|{{ s[-1:-4:-2] }}|{{ s[10] }}|{{ s | first }}{{ s | last }}|{{ 'é' | last }}|"
+             "{{ s | reverse }}|{{ s[2:2] }}|{{ s[::-2] }}|{{ [1, 2, 3][::-2] }}|{{ range(10, 0, -3) | list }}",
+             vars),
+      "é|él|ol||ho|é|olléh||olh|[3, 1]|[10, 7, 4, 1]");
+  EXPECT_EQ(render("{{ range(-9223372036854775807, 9223372036854775807, 4611686018427387904) | list }}"),
+            "[-9223372036854775807, -4611686018427387903, 1, 4611686018427387905]");
+  EXPECT_EQ(render("{{ 'a b  c '.split(none, 1) }} {{ ' a b c '.rsplit(none, 1) }} {{ 'a,b,c'.rsplit(',') }} "
+                   "{{ 'x\\ny\\r\\nz\\n'.splitlines() }}"),
+            "['a', 'b  c '] [' a b', 'c'] ['a', 'b', 'c'] ['x', 'y', 'z']");
+}
+
+TEST(ChatTemplate, RenderStopsAtItsDeadline) {
+  using namespace std::chrono_literals;
+  const auto now = std::chrono::steady_clock::now();
+  expect_render_error(ChatTemplate::parse("{{ 'x' }}"), {now - 1s}, ErrorKind::disconnected,
+                      "line 1: rendering passed its deadline");
+  // One that would run for years, stopped 20 ms from now (long before the step budget).
+  ChatTemplate fan_out = ChatTemplate::parse(kFanOut);
+  expect_render_error(fan_out, {now + 20ms}, ErrorKind::disconnected, "rendering passed its deadline");
+  // Without a deadline the same one ends at the step budget.
+  fan_out.set_limits({.max_steps = 100'000});
+  expect_render_error(fan_out, {}, ErrorKind::out_of_memory, "more than 100000 steps");
+  EXPECT_EQ(ChatTemplate::parse("{{ 1 }}").render(Json::object(), {now + 1h}), "1");
+}
+
+TEST(ChatTemplate, RenderStopsWhenCancelled) {
+  int calls = 0;
+  RenderControl control;
+  control.cancelled = [&] { return ++calls == 3; };
+  expect_render_error(ChatTemplate::parse(kFanOut), control, ErrorKind::disconnected, "rendering cancelled");
+  EXPECT_EQ(calls, 3);
+  // Asked every few thousand steps, not at each: ~150,000 steps ask a few dozen times.
+  calls = 0;
+  control.cancelled = [&] { return ++calls < 0; };
+  EXPECT_EQ(
+      ChatTemplate::parse("{% for i in range(20000) %}{{ i }}{% endfor %}").render(Json::object(), control).size(),
+      88890u);
+  EXPECT_GE(calls, 5);
+  EXPECT_LE(calls, 100);
 }
 
 }  // namespace

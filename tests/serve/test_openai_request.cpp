@@ -1,10 +1,10 @@
 // Request bodies into Jobs: defaults and ranges, logprobs forms, and chat
 // prompts in which only the template's markup becomes special tokens.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -21,6 +21,7 @@ using weft::serve::ApiContext;
 using weft::serve::ApiError;
 using weft::serve::ChatTemplate;
 using weft::serve::Json;
+using weft::serve::RenderControl;
 
 class OpenAIRequest : public ::testing::Test {
  protected:
@@ -171,6 +172,41 @@ TEST_F(OpenAIRequest, TemplateRaiseIsABadRequest) {
     EXPECT_EQ(e.status(), 400);
     EXPECT_NE(std::string(e.what()).find("roles must alternate"), std::string::npos) << e.what();
   }
+}
+
+// A template that would render for years is stopped: by its step budget
+// (413, as the other limits), by the request's deadline or by its client
+// leaving (503) — which parse_completion passes on from the server.
+TEST_F(OpenAIRequest, TemplateRenderingIsBounded) {
+  using namespace std::chrono_literals;
+  ChatTemplate runaway =
+      ChatTemplate::parse("{% macro f(n) %}{{ f(n - 1) ~ f(n - 1) if n > 0 else '' }}{% endmacro %}{{ f(40) }}");
+  ApiContext c = ctx();
+  c.chat_template = &runaway;
+  const Json body = Json::parse(R"({"messages":[{"role":"user","content":"x"}]})");
+  auto answer = [&](const RenderControl& control) -> ApiError {
+    try {
+      weft::serve::parse_completion(body, true, c, control);
+    } catch (const ApiError& e) {
+      return e;
+    }
+    return ApiError(0, "", "(accepted)");
+  };
+  runaway.set_limits({.max_steps = 10'000});
+  const ApiError budget = answer({});
+  EXPECT_EQ(budget.status(), 413);
+  EXPECT_NE(std::string(budget.what()).find("more than 10000 steps"), std::string::npos) << budget.what();
+  runaway.set_limits({});
+  const ApiError late = answer({std::chrono::steady_clock::now() + 10ms});
+  EXPECT_EQ(late.status(), 503);
+  EXPECT_NE(std::string(late.what()).find("did not finish rendering within the request's timeout"), std::string::npos)
+      << late.what();
+  EXPECT_EQ(late.body()["error"]["code"], "timeout");
+  RenderControl gone;
+  gone.cancelled = [] { return true; };
+  const ApiError left = answer(gone);
+  EXPECT_EQ(left.status(), 503);
+  EXPECT_NE(std::string(left.what()).find("its client left"), std::string::npos) << left.what();
 }
 
 }  // namespace

@@ -259,6 +259,20 @@ TEST_F(ServerHttp, ClientLeavingMidStreamFreesItsSlot) {
   EXPECT_LT(metric("weft_generated_tokens_total"), 8000);
 }
 
+// The request's --timeout runs from its arrival: a chat template that would
+// render for years is stopped at it, and the server answers and keeps serving.
+TEST_F(ServerHttp, ChatTemplateRenderingCountsAgainstTheTimeout) {
+  auto o = options();
+  o.chat_template = "{% macro f(n) %}{{ f(n - 1) ~ f(n - 1) if n > 0 else '' }}{% endmacro %}{{ f(40) }}";
+  o.request_timeout_seconds = 0.05;  // far less than its step budget takes
+  start(o);
+  Response r = request(port_, "POST", "/v1/chat/completions", kChat);
+  EXPECT_EQ(r.status, 503) << r.body;
+  const std::string message = error_of(r)["message"];
+  EXPECT_NE(message.find("did not finish rendering within the request's timeout"), std::string::npos) << message;
+  EXPECT_EQ(request(port_, "GET", "/health").status, 200);
+}
+
 TEST_F(ServerHttp, FullQueueAnswers429WithRetryAfter) {
   auto o = long_streams(options());
   o.max_queue = 0;

@@ -11,8 +11,9 @@
 // only; lists cannot be modified (as in transformers' immutable sandbox).
 //
 // Message contents are hostile input: they are only ever values, never parsed
-// as template text. Every render is bounded (output bytes, loop iterations,
-// work, nesting depth) and fails with a weft::Error, never a crash.
+// as template text. Every render is bounded (steps, output bytes, loop
+// iterations, work, nesting depth, and the caller's deadline and cancel check)
+// and fails with a weft::Error, never a crash or a render that runs on.
 //
 //   auto tpl = weft::serve::ChatTemplate::parse(gguf_chat_template);  // once per model
 //   nlohmann::ordered_json vars = {{"messages", messages}, {"add_generation_prompt", true},
@@ -39,12 +40,31 @@ namespace detail {
 struct TemplateBody;
 }
 
-// Caps on one render; exceeding one throws Error(out_of_memory, ...).
+// Caps on one render; exceeding one throws Error(out_of_memory, ...). Sizes
+// are checked before a string or list is built, so a render holds little more
+// than max_output_bytes + max_work_bytes however hostile its template.
 struct ChatTemplateLimits {
-  std::size_t max_output_bytes = std::size_t{16} << 20;  // the rendered text
+  std::size_t max_output_bytes = std::size_t{16} << 20;   // the rendered text, and any one string
   std::size_t max_loop_iterations = 1'000'000;            // all for-loop iterations of a render together
   std::size_t max_work_bytes = std::size_t{256} << 20;    // bytes and items produced by string and list operations
   int max_depth = 64;  // nesting of statements, macro calls and values (also the parser's cap on expressions)
+  // The render's time: a step per statement, expression, loop iteration and
+  // call, and one per 64 bytes or items an operation touches. Measured: the
+  // real templates of tests/serve/chat_templates take at most ~600 steps on
+  // their fixture conversations (the builtins at most ~230), and ~60'000 on a
+  // 200-message chat of 800 KB; a hostile template spends this budget in
+  // 0.1-0.5 s (measured on the x86 machine that measured the steps).
+  std::size_t max_steps = 20'000'000;
+};
+
+// What a caller adds to one render: when to give up, and whether anyone still
+// wants the result. Both are looked at every few thousand steps (the cancel
+// check is called there too: keep it cheap, or throttle it). Passing the
+// deadline or a true cancel check throws Error(ErrorKind::disconnected,
+// "[chat_template] line N: ... deadline ..." or "... cancelled ...").
+struct RenderControl {
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::function<bool()> cancelled;  // empty: never cancelled
 };
 
 // A parsed template. parse() throws weft::Error(ErrorKind::invalid_input,
@@ -65,6 +85,10 @@ class ChatTemplate {
   // so pass ordered_json to keep the caller's order (tojson of tool schemas).
   std::string render(const nlohmann::json& variables) const;
   std::string render(const nlohmann::ordered_json& variables) const;
+  // The same, stopping at control's deadline or once control.cancelled() is
+  // true: Error(disconnected, ...) as RenderControl says.
+  std::string render(const nlohmann::json& variables, const RenderControl& control) const;
+  std::string render(const nlohmann::ordered_json& variables, const RenderControl& control) const;
 
   void set_limits(const ChatTemplateLimits& limits) { limits_ = limits; }
   const ChatTemplateLimits& limits() const { return limits_; }
@@ -78,7 +102,7 @@ class ChatTemplate {
  private:
   explicit ChatTemplate(std::unique_ptr<detail::TemplateBody> body);
   template <class Json>
-  std::string render_json(const Json& variables) const;
+  std::string render_json(const Json& variables, const RenderControl& control) const;
 
   std::unique_ptr<detail::TemplateBody> body_;  // the parsed statements; owned, immutable
   ChatTemplateLimits limits_;

@@ -17,15 +17,25 @@ ChatTemplate ChatTemplate::parse(std::string_view source) {
 }
 
 template <class Json>
-std::string ChatTemplate::render_json(const Json& variables) const {
+std::string ChatTemplate::render_json(const Json& variables, const RenderControl& control) const {
   if (!variables.is_object() && !variables.is_null()) fail(ErrorKind::invalid_input, "chat_template", "render() takes a JSON object of variables");
   detail::Value vars = detail::Value::from_json(variables, limits_.max_depth);
   auto now = clock_ ? clock_() : std::chrono::system_clock::now();
-  detail::Evaluator evaluator(limits_, now);
+  detail::Evaluator evaluator(limits_, now, control);
   return evaluator.render(*body_, vars);
 }
 
-std::string ChatTemplate::render(const nlohmann::json& variables) const { return render_json(variables); }
-std::string ChatTemplate::render(const nlohmann::ordered_json& variables) const { return render_json(variables); }
+std::string ChatTemplate::render(const nlohmann::json& variables) const {
+  return render_json(variables, RenderControl{});
+}
+std::string ChatTemplate::render(const nlohmann::ordered_json& variables) const {
+  return render_json(variables, RenderControl{});
+}
+std::string ChatTemplate::render(const nlohmann::json& variables, const RenderControl& control) const {
+  return render_json(variables, control);
+}
+std::string ChatTemplate::render(const nlohmann::ordered_json& variables, const RenderControl& control) const {
+  return render_json(variables, control);
+}
 
 }  // namespace weft::serve

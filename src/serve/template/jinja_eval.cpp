@@ -1,10 +1,38 @@
-// Evaluator: statements, expressions, scopes, macro calls and the render's caps.
+// Evaluator: statements, expressions, scopes, macro calls and the render's budgets.
 #include "serve/template/jinja_eval.h"
+
+#include <algorithm>
 
 namespace weft::serve::detail {
 
 void Evaluator::fail(ErrorKind kind, const std::string& what) const {
   weft::fail(kind, "chat_template", "line " + std::to_string(line_) + ": " + what);
+}
+
+void Evaluator::step(std::size_t n) {
+  if (n > limits_.max_steps - std::min(steps_, limits_.max_steps))
+    fail(ErrorKind::out_of_memory,
+         "more than " + std::to_string(limits_.max_steps) + " steps: the template runs too long");
+  steps_ += n;
+  if (steps_ >= next_poll_) poll();
+}
+
+void Evaluator::poll() {
+  next_poll_ = steps_ + kPollSteps;
+  const bool late = control_.deadline != std::chrono::steady_clock::time_point::max() &&
+                    std::chrono::steady_clock::now() >= control_.deadline;
+  if (late || (control_.cancelled && control_.cancelled()))
+    fail(ErrorKind::disconnected,
+         std::string(late ? "rendering passed its deadline" : "rendering cancelled by its caller") + " (after " +
+             std::to_string(steps_) + " steps)");
+}
+
+void Evaluator::step_over(std::size_t units) {
+  step(1 + units / 64);
+}
+
+void Evaluator::step_search(std::size_t n, std::size_t m) {
+  step(1 + saturating_mul(n / 64, 1 + std::min(m, n) / 64));
 }
 
 void Evaluator::charge(std::size_t bytes) {
@@ -13,26 +41,56 @@ void Evaluator::charge(std::size_t bytes) {
   work_ += bytes;
 }
 
+void Evaluator::expect_work(std::size_t bytes, const std::string& what) {
+  if (bytes > limits_.max_work_bytes - std::min(work_, limits_.max_work_bytes))
+    fail(ErrorKind::out_of_memory, what + " would need " + std::to_string(bytes) +
+                                       " bytes, more than the work limit leaves (" +
+                                       std::to_string(limits_.max_work_bytes) + " bytes per render)");
+}
+
+void Evaluator::expect_string(std::size_t bytes, const std::string& what) {
+  if (bytes > limits_.max_output_bytes)
+    fail(ErrorKind::out_of_memory, what + " would build a string of " + std::to_string(bytes) +
+                                       " bytes, longer than the output limit (" +
+                                       std::to_string(limits_.max_output_bytes) + " bytes)");
+  expect_work(string_work(bytes), what);
+}
+
 Value Evaluator::make_string(std::string s) {
   if (s.size() > limits_.max_output_bytes)
     fail(ErrorKind::out_of_memory, "a string longer than the output limit (" + std::to_string(limits_.max_output_bytes) + " bytes)");
-  charge(s.size());
+  charge(string_work(s.size()));
   return Value::string(std::move(s));
 }
 
 Value Evaluator::make_list(List items) {
-  charge(items.size() * sizeof(Value));
+  charge(list_work(items.size()));
   return Value::list(std::move(items), limits_.max_depth);
 }
 
 Value Evaluator::make_tuple(List items) {
-  charge(items.size() * sizeof(Value));
+  charge(list_work(items.size()));
   return Value::tuple(std::move(items), limits_.max_depth);
 }
 
 Value Evaluator::make_dict(Dict entries) {
-  charge(entries.size() * sizeof(Dict::value_type));
+  charge(kSharedObjectBytes + entries.size() * sizeof(Dict::value_type));
   return Value::dict(std::move(entries), limits_.max_depth);
+}
+
+std::string Evaluator::text(const Value& v) {
+  if (v.is_string()) {  // a copy of a string that exists: no bigger than what the limits let through
+    step_over(v.as_string().size());
+    return v.as_string();
+  }
+  const std::size_t work_left = limits_.max_work_bytes - std::min(work_, limits_.max_work_bytes);
+  const std::size_t cap = std::min(limits_.max_output_bytes, work_left);
+  std::optional<std::string> s = v.str(cap);
+  if (!s)
+    fail(ErrorKind::out_of_memory, "the text of a " + v.type_name() + " would be longer than " + std::to_string(cap) +
+                                       " bytes (the output limit, or the work limit's rest)");
+  step_over(s->size());
+  return std::move(*s);
 }
 
 Evaluator::Depth::Depth(Evaluator& ev) : ev_(ev) {
@@ -53,23 +111,32 @@ std::string Evaluator::render(const TemplateBody& body, const Value& variables) 
 }
 
 void Evaluator::emit(const std::string& s) {
+  step_over(s.size());
   if (s.size() > limits_.max_output_bytes - std::min(out_->size(), limits_.max_output_bytes))
     fail(ErrorKind::out_of_memory, "output longer than " + std::to_string(limits_.max_output_bytes) + " bytes");
   out_->append(s);
 }
 
-Value Evaluator::lookup(const std::string& name) const {
+Value Evaluator::lookup(const std::string& name) {
+  std::size_t scanned = 0;  // names compared: the top level holds every variable the caller passed
   for (std::size_t i = scopes_.size(); i-- > 0;) {
-    for (const auto& [k, v] : scopes_[i].vars)
-      if (k == name) return v;
+    for (const auto& [k, v] : scopes_[i].vars) {
+      if (k == name) {
+        step_over(scanned);
+        return v;
+      }
+    }
+    scanned += scopes_[i].vars.size();
     if (scopes_[i].barrier && i > 0) i = 1;  // a macro sees its own scopes, then the template's top level
   }
+  step_over(scanned);
   if (is_global(name)) return Value::callable(Callable{Callable::Kind::global, name, nullptr, nullptr});
   return Value();
 }
 
 void Evaluator::assign(const std::string& name, Value v) {
   auto& vars = scopes_.back().vars;
+  step_over(vars.size());
   for (auto& [k, old] : vars)
     if (k == name) {
       old = std::move(v);
@@ -103,11 +170,12 @@ Evaluator::Flow Evaluator::exec_body(const Body& body) {
 
 Evaluator::Flow Evaluator::exec(const Stmt& s) {
   line_ = s.line;
+  step();
   switch (s.kind) {
     case Stmt::Kind::text: emit(s.text); return Flow::normal;
     case Stmt::Kind::output: {
       Value v = eval(*s.expr);
-      emit(v.is_string() ? v.as_string() : v.str());
+      emit(v.is_string() ? v.as_string() : text(v));
       return Flow::normal;
     }
     case Stmt::Kind::if_: {
@@ -146,6 +214,7 @@ void Evaluator::exec_set(const Stmt& s, Value v) {
     Value target = lookup(s.text);
     if (!target.is(Value::Type::ns)) type_error("cannot set attribute '" + s.attr + "' of " + target.type_name() + " '" + s.text + "': only namespace() objects can be assigned to");
     Dict& attrs = target.as_ns()->attrs;
+    step_over(attrs.size());
     for (auto& [k, old] : attrs)
       if (k == s.attr) {
         old = std::move(v);
@@ -186,8 +255,10 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s) {
   if (items.empty()) return exec_body(s.else_body);
   const std::size_t n = items.size();
   for (std::size_t i = 0; i < n; ++i) {
+    line_ = s.line;
     if (++iterations_ > limits_.max_loop_iterations)
       fail(ErrorKind::out_of_memory, "more than " + std::to_string(limits_.max_loop_iterations) + " loop iterations");
+    step();
     auto idx = static_cast<std::int64_t>(i), len = static_cast<std::int64_t>(n);
     Dict loop = {{"index", Value::integer(idx + 1)},
                  {"index0", Value::integer(idx)},
@@ -218,6 +289,7 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s) {
 
 Value Evaluator::eval(const Expr& e) {
   line_ = e.line;
+  step();
   switch (e.kind) {
     case Expr::Kind::literal: return e.value;
     case Expr::Kind::name: return lookup(e.name);
@@ -233,6 +305,7 @@ Value Evaluator::eval(const Expr& e) {
         Value v = eval(*e.args[i + 1]);
         line_ = e.line;
         if (!k.is_string()) fail(ErrorKind::unsupported, "not supported: dict keys that are not strings");
+        step_over(entries.size());
         bool replaced = false;
         for (auto& [key, old] : entries)
           if (key == k.as_string()) old = v, replaced = true;
@@ -319,6 +392,7 @@ Value Evaluator::call(const Value& callee, Args args, Kwargs kwargs) {
 
 Value Evaluator::call_macro(const Stmt& macro, Args args, Kwargs kwargs) {
   Depth d(*this);
+  step(1 + macro.params.size() * (1 + kwargs.size()));
   if (args.size() > macro.params.size())
     type_error("macro '" + macro.text + "' takes " + std::to_string(macro.params.size()) + " arguments, got " + std::to_string(args.size()));
   int call_line = line_;

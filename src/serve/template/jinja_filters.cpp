@@ -1,6 +1,7 @@
 // Filters (x | name(args)) and tests (x is name(args)), with Jinja2's
 // semantics; tojson is Hugging Face's (json.dumps with ", " and ": ",
-// ensure_ascii=False, no HTML escaping).
+// ensure_ascii=False, no HTML escaping). Each charges steps by the bytes and
+// items it touches and sizes its result before building it (jinja_eval.h).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -34,8 +35,16 @@ const Value* arg(const Args& args, const Kwargs& kwargs, std::size_t i, const ch
   return nullptr;
 }
 
+// The bytes html_escape(s) takes.
+std::size_t html_escaped_size(const std::string& s) {
+  std::size_t n = s.size();
+  for (char c : s) n += c == '&' ? 4 : c == '<' || c == '>' ? 3 : c == '"' || c == '\'' ? 4 : 0;
+  return n;
+}
+
 std::string html_escape(const std::string& s) {
   std::string out;
+  out.reserve(html_escaped_size(s));
   for (char c : s) {
     switch (c) {
       case '&': out += "&amp;"; break;
@@ -67,6 +76,7 @@ bool is_known_filter(const std::string& name) { return known(kFilters, name); }
 bool is_known_test(const std::string& name) { return known(kTests, name); }
 
 Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args, Kwargs kwargs) {
+  step();
   auto a = [&](std::size_t i, const char* n) { return arg(args, kwargs, i, n); };
   auto flag = [&](std::size_t i, const char* n) {
     const Value* x = a(i, n);
@@ -78,7 +88,9 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
     for (std::size_t b = 0; b <= path.size();) {
       std::size_t e = std::min(path.find('.', b), path.size());
       std::string part = path.substr(b, e - b);
-      bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+      bool digits = !part.empty() && part.size() <= 18 && std::all_of(part.begin(), part.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      });
       cur = digits ? getitem(cur, Value::integer(std::stoll(part))) : getitem(cur, Value::string(part));
       b = e + 1;
     }
@@ -90,27 +102,36 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
     if (!x->is_string()) type_error(name + ": attribute must be a string");
     return x->as_string();
   };
+  std::string v_text;  // v's text when v is not a string
+  auto subject = [&]() -> const std::string& { return v.is_string() ? v.as_string() : (v_text = text(v)); };
 
   if (name == "safe") return v;
-  if (name == "string") return v.is_string() ? v : make_string(v.str());
+  if (name == "string") return v.is_string() ? v : make_string(text(v));
   if (name == "trim") {
     const Value* chars = a(0, "chars");
-    return make_string(py_strip(v.str(), chars ? *chars : Value(), true, true));
+    return strip(subject(), chars ? *chars : Value(), true, true);
   }
-  if (name == "upper") return make_string(ascii_upper(v.str()));
-  if (name == "lower") return make_string(ascii_lower(v.str()));
-  if (name == "title") return make_string(jinja_title(v.str()));
-  if (name == "capitalize") {
-    std::string s = v.str();
+  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
+    const std::string& s = subject();
+    expect_string(s.size(), name);
+    step_over(s.size());
+    if (name == "upper") return make_string(ascii_upper(s));
+    if (name == "lower") return make_string(ascii_lower(s));
+    if (name == "title") return make_string(jinja_title(s));
     return make_string(s.empty() ? s : ascii_upper(s.substr(0, 1)) + ascii_lower(s.substr(1)));
   }
-  if (name == "e" || name == "escape") return make_string(html_escape(v.str()));
+  if (name == "e" || name == "escape") {
+    const std::string& s = subject();
+    step_over(s.size());
+    expect_string(html_escaped_size(s), name);
+    return make_string(html_escape(s));
+  }
   if (name == "replace") {
     const Value *from = a(0, "old"), *to = a(1, "new");
     if (!from || !to) type_error("replace filter takes old and new");
-    Args margs = {make_string(from->str()), make_string(to->str())};
+    Args margs = {from->is_string() ? *from : make_string(text(*from)), to->is_string() ? *to : make_string(text(*to))};
     if (const Value* count = a(2, "count"); count && !count->is_none()) margs.push_back(*count);
-    return call_method(v.is_string() ? v : make_string(v.str()), "replace", std::move(margs), {});
+    return call_method(v.is_string() ? v : make_string(text(v)), "replace", std::move(margs), {});
   }
   if (name == "tojson") {  // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
     const Value* indent = a(1, "indent");
@@ -126,10 +147,21 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
       item_sep = sep->as_list()[0].as_string();
       key_sep = sep->as_list()[1].as_string();
     }
-    return make_string(v.to_json(ind, flag(0, "ensure_ascii"), flag(3, "sort_keys"), item_sep, key_sep));
+    const std::size_t cap =
+        std::min(limits_.max_output_bytes, limits_.max_work_bytes - std::min(work_, limits_.max_work_bytes));
+    std::optional<std::string> json =
+        v.to_json(ind, flag(0, "ensure_ascii"), flag(3, "sort_keys"), item_sep, key_sep, cap);
+    if (!json)
+      fail(ErrorKind::out_of_memory, "tojson would be longer than " + std::to_string(cap) +
+                                         " bytes (the output limit, or the work limit's rest)");
+    step_over(json->size());  // the walk's time follows its length: every element writes a byte or more
+    return make_string(std::move(*json));
   }
   if (name == "length" || name == "count") {
-    if (v.is_string()) return Value::integer(static_cast<std::int64_t>(utf8_length(v.as_string())));
+    if (v.is_string()) {
+      step_over(v.as_string().size());
+      return Value::integer(static_cast<std::int64_t>(utf8_length(v.as_string())));
+    }
     if (v.is_list()) return Value::integer(static_cast<std::int64_t>(v.as_list().size()));
     if (v.is_dict()) return Value::integer(static_cast<std::int64_t>(v.as_dict().size()));
     if (v.is_undefined()) return Value::integer(0);
@@ -153,7 +185,9 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
       d = v.as_double();
       if (name == "int" && !v.is(Value::Type::floating)) return Value::integer(v.as_int());
     } else if (v.is_string()) {
-      std::string s = py_strip(v.as_string(), Value(), true, true);
+      step_over(v.as_string().size());
+      const auto [b, e] = py_strip_bounds(v.as_string(), Value(), true, true);
+      const std::string s = v.as_string().substr(b, e - b);
       std::size_t used = 0;
       try {
         if (name == "int" && s.find_first_of(".eE") == std::string::npos) {
@@ -175,24 +209,44 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
   }
   if (name == "round") {
     const Value* prec = a(0, "precision");
-    std::string method = a(1, "method") ? a(1, "method")->str() : "common";
+    std::string method = a(1, "method") ? text(*a(1, "method")) : "common";
     double scale = std::pow(10.0, prec && prec->is_number() ? static_cast<double>(prec->as_int()) : 0.0);
     if (!v.is_number()) type_error("round: expected a number, got " + v.type_name());
     double x = v.as_double() * scale;
     x = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
     return Value::floating(x / scale);
   }
-  if (name == "first" || name == "last") {
-    List items = iterate(v);
-    if (items.empty()) return Value();
-    return name == "first" ? items.front() : items.back();
+  if (name == "first" || name == "last") {  // one item: a string's characters or a dict's keys are not all made
+    const bool first = name == "first";
+    if (v.is_list()) return v.as_list().empty() ? Value() : first ? v.as_list().front() : v.as_list().back();
+    if (v.is_dict())
+      return v.as_dict().empty() ? Value()
+                                 : Value::string(first ? v.as_dict().front().first : v.as_dict().back().first);
+    if (v.is_string()) {
+      const std::string& s = v.as_string();
+      if (s.empty()) return Value();
+      std::size_t at = 0;
+      if (!first) {  // the last character: found from the front, as iteration finds it
+        step_over(s.size());
+        while (at + utf8_char_size(s, at) < s.size()) at += utf8_char_size(s, at);
+      }
+      return make_string(s.substr(at, utf8_char_size(s, at)));
+    }
+    iterate(v);  // undefined: empty; others: not iterable
+    return Value();
   }
   if (name == "list") return v.is_list() ? v : make_list(iterate(v));
   if (name == "reverse") {
-    if (v.is_string()) {
-      std::vector<std::string> chars = utf8_chars(v.as_string());
-      std::string out;
-      for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
+    if (v.is_string()) {  // each character to its mirrored place
+      const std::string& s = v.as_string();
+      expect_string(s.size(), "reverse");
+      step_over(s.size());
+      std::string out(s.size(), '\0');
+      for (std::size_t at = 0; at < s.size();) {
+        const std::size_t len = utf8_char_size(s, at);
+        s.copy(out.data() + (s.size() - at - len), len, at);
+        at += len;
+      }
       return make_string(std::move(out));
     }
     List items = iterate(v);
@@ -202,23 +256,40 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
   if (name == "items" || name == "dictsort") {
     if (v.is_undefined()) return make_list({});
     if (!v.is_dict()) type_error(name + ": expected a mapping, got " + v.type_name());
-    List out;
-    for (const auto& [k, val] : v.as_dict()) out.push_back(make_tuple({Value::string(k), val}));
+    const Dict& d = v.as_dict();
+    std::size_t key_bytes = 0;
+    for (const auto& e : d) key_bytes += e.first.size();
+    step_over(d.size() + key_bytes);
+    // The pairs, and for dictsort each key in lower case, compared by a step each.
+    expect_work(list_work(d.size()) + saturating_mul(d.size(), list_work(2) + string_work(0)) + 2 * key_bytes, name);
+    std::vector<std::pair<std::string, Value>> keyed;  // (sort key, the pair)
+    keyed.reserve(d.size());
+    for (const auto& [k, val] : d)
+      keyed.emplace_back(name == "dictsort" ? ascii_lower(k) : std::string(), make_tuple({Value::string(k), val}));
     if (name == "dictsort")
-      std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
-        return ascii_lower(x.as_list()[0].as_string()) < ascii_lower(y.as_list()[0].as_string());
+      std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
+        step_over(std::min(x.first.size(), y.first.size()));
+        return x.first < y.first;
       });
+    List out;
+    out.reserve(keyed.size());
+    for (auto& [key, pair] : keyed) out.push_back(std::move(pair));
     return make_list(std::move(out));
   }
   if (name == "join") {
     const Value* sep = a(0, "d");
-    std::string attribute = attr_name(1, "attribute"), s = sep ? sep->str() : "", out;
+    std::string attribute = attr_name(1, "attribute"), s = sep ? text(*sep) : "", out;
     bool first = true;
     for (const auto& item : iterate(v)) {
+      const Value piece_value = attribute.empty() ? item : attr_path(item, attribute);
+      std::string piece_text;
+      const std::string& piece = piece_value.is_string() ? piece_value.as_string() : (piece_text = text(piece_value));
+      const std::size_t grown = out.size() + (first ? 0 : s.size()) + piece.size();
+      expect_string(grown, "join");  // before out grows: it never passes the limits
+      step_over(grown - out.size());
       if (!first) out += s;
       first = false;
-      out += (attribute.empty() ? item : attr_path(item, attribute)).str();
-      if (out.size() > limits_.max_output_bytes) fail(ErrorKind::out_of_memory, "join result longer than the output limit");
+      out += piece;
     }
     return make_string(std::move(out));
   }
@@ -227,11 +298,12 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
     std::size_t test_at = by_attr ? 1 : 0;
     std::string attribute = by_attr ? attr_name(0, "attr") : "";
     if (by_attr && attribute.empty()) type_error(name + " needs an attribute name");
-    std::string test = args.size() > test_at ? args[test_at].str() : "";
+    std::string test = args.size() > test_at ? text(args[test_at]) : "";
     if (!test.empty() && !is_known_test(test)) fail(ErrorKind::unsupported, "test not supported: " + test);
     Args test_args(args.size() > test_at + 1 ? args.begin() + static_cast<std::ptrdiff_t>(test_at) + 1 : args.end(), args.end());
     List out;
     for (const auto& item : iterate(v)) {
+      step();
       Value subject = by_attr ? attr_path(item, attribute) : item;
       bool pass = test.empty() ? subject.truthy() : apply_test(test, subject, test_args);
       if (pass == keep_if) out.push_back(item);
@@ -244,6 +316,7 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
     if (!attribute.empty()) {
       const Value* dflt = arg({}, kwargs, 0, "default");
       for (const auto& item : iterate(v)) {
+        step();
         Value x = attr_path(item, attribute);
         out.push_back(x.is_undefined() && dflt ? *dflt : x);
       }
@@ -259,22 +332,31 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
   if (name == "unique" || name == "sort") {
     bool case_sensitive = flag(name == "sort" ? 1 : 0, "case_sensitive");
     std::string attribute = attr_name(name == "sort" ? 2 : 1, "attribute");
-    auto key = [&](const Value& item) {
+    auto key = [&](const Value& item) {  // a lower-case copy of a string key: sized first
       Value k = attribute.empty() ? item : attr_path(item, attribute);
-      return k.is_string() && !case_sensitive ? Value::string(ascii_lower(k.as_string())) : k;
+      if (!k.is_string() || case_sensitive) return k;
+      expect_string(k.as_string().size(), name);
+      step_over(k.as_string().size());
+      return make_string(ascii_lower(k.as_string()));
     };
     List items = iterate(v), out;
+    // Each item's key, made once; compared by less() and equal(), which count their steps.
+    expect_work(saturating_mul(items.size(), sizeof(std::pair<Value, Value>)), name);
+    std::vector<std::pair<Value, Value>> keyed;  // (key, item)
+    keyed.reserve(items.size());
+    for (auto& item : items) keyed.emplace_back(key(item), std::move(item));
     if (name == "sort") {
-      std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) { return less(key(x), key(y)); });
-      if (flag(0, "reverse")) std::reverse(items.begin(), items.end());
-      return make_list(std::move(items));
+      std::stable_sort(keyed.begin(), keyed.end(),
+                       [&](const auto& x, const auto& y) { return less(x.first, y.first); });
+      if (flag(0, "reverse")) std::reverse(keyed.begin(), keyed.end());
+      for (auto& [k, item] : keyed) out.push_back(std::move(item));
+      return make_list(std::move(out));
     }
     List seen;
-    for (const auto& item : items) {
-      Value k = key(item);
-      if (std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
+    for (auto& [k, item] : keyed) {
+      if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equal(s, k); })) continue;
       seen.push_back(k);
-      out.push_back(item);
+      out.push_back(std::move(item));
     }
     return make_list(std::move(out));
   }
@@ -283,18 +365,29 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
     std::string pad = width && width->is_string() ? width->as_string()
                                                   : std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(width ? width->as_int() : 4, 0, 256)), ' ');
     bool first = flag(1, "first"), blank = flag(2, "blank");
-    std::string s = v.str(), out;
-    std::size_t b = 0;
-    for (bool line0 = true; b <= s.size(); line0 = false) {
-      std::size_t e = std::min(s.find('\n', b), s.size());
-      std::string line = s.substr(b, e - b);
-      if (!line0) out += '\n';
-      if ((!line0 || first) && (blank || !line.empty())) out += pad;
-      out += line;
-      if (out.size() > limits_.max_output_bytes) fail(ErrorKind::out_of_memory, "indent result longer than the output limit");
-      if (e == s.size()) break;
-      b = e + 1;
-    }
+    const std::string& s = subject();
+    // Calls line(b, e, padded) for each line of s, padded when it gets the pad.
+    auto each_line = [&](auto&& line) {
+      for (std::size_t b = 0, index = 0;; ++index) {
+        const std::size_t e = std::min(s.find('\n', b), s.size());
+        line(b, e, (index > 0 || first) && (blank || e > b));
+        if (e == s.size()) return;
+        b = e + 1;
+      }
+    };
+    step_over(2 * s.size());
+    std::size_t pads = 0;
+    each_line([&](std::size_t, std::size_t, bool padded) { pads += padded; });
+    const std::size_t bytes = s.size() + saturating_mul(pads, pad.size());
+    expect_string(bytes, "indent");
+    step_over(bytes);
+    std::string out;
+    out.reserve(bytes);
+    each_line([&](std::size_t b, std::size_t e, bool padded) {
+      if (b > 0) out += '\n';
+      if (padded) out += pad;
+      out.append(s, b, e - b);
+    });
     return make_string(std::move(out));
   }
   fail(ErrorKind::unsupported, "filter not supported: " + name);
@@ -302,6 +395,7 @@ Value Evaluator::apply_filter(const std::string& name, const Value& v, Args args
 
 bool Evaluator::apply_test(const std::string& name, const Value& v, const Args& args) {
   using T = Value::Type;
+  step();
   auto other = [&]() -> const Value& {
     if (args.empty()) type_error("test '" + name + "' needs an argument");
     return args[0];
@@ -321,20 +415,24 @@ bool Evaluator::apply_test(const std::string& name, const Value& v, const Args& 
   if (name == "false") return v.is(T::boolean) && !v.as_bool();
   if (name == "callable") return v.is(T::callable);
   if (name == "escaped") return false;
-  if (name == "lower" || name == "upper") {
-    std::string s = v.str();
+  if (name == "lower" || name == "upper") {  // cased, and no letter of the other case
+    std::string v_text;
+    const std::string& s = v.is_string() ? v.as_string() : (v_text = text(v));
+    step_over(s.size());
+    auto other_case = name == "lower" ? +[](unsigned char c) { return std::isupper(c) != 0; }
+                                      : +[](unsigned char c) { return std::islower(c) != 0; };
     bool cased = std::any_of(s.begin(), s.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; });
-    return cased && s == (name == "lower" ? ascii_lower(s) : ascii_upper(s));
+    return cased && std::none_of(s.begin(), s.end(), [&](char c) { return other_case(static_cast<unsigned char>(c)); });
   }
   if (name == "even" || name == "odd" || name == "divisibleby") {
     if (!v.is(T::integer) && !v.is(T::boolean)) type_error("test '" + name + "' needs an integer, got " + v.type_name());
     std::int64_t d = name == "divisibleby" ? (other().is_number() ? other().as_int() : 0) : 2;
     if (d == 0) type_error("divisibleby: divisor must be a non-zero integer");
-    bool divisible = v.as_int() % d == 0;
+    bool divisible = d == -1 || v.as_int() % d == 0;  // INT64_MIN % -1 would trap
     return name == "odd" ? !divisible : divisible;
   }
-  if (name == "eq" || name == "equalto" || name == "==") return v == other();
-  if (name == "ne" || name == "!=") return !(v == other());
+  if (name == "eq" || name == "equalto" || name == "==") return equal(v, other());
+  if (name == "ne" || name == "!=") return !equal(v, other());
   if (name == "lt" || name == "lessthan" || name == "<") return less(v, other());
   if (name == "le" || name == "<=") return !less(other(), v);
   if (name == "gt" || name == "greaterthan" || name == ">") return less(other(), v);
@@ -342,7 +440,7 @@ bool Evaluator::apply_test(const std::string& name, const Value& v, const Args& 
   if (name == "in") return contains(other(), v);
   if (name == "sameas") {
     const Value& o = other();
-    if (v.is_none() || v.is(T::boolean) || v.is_undefined()) return v.type() == o.type() && v == o;
+    if (v.is_none() || v.is(T::boolean) || v.is_undefined()) return v.type() == o.type() && equal(v, o);
     return v.type() == o.type() && ((v.is(T::ns) && v.as_ns() == o.as_ns()));
   }
   fail(ErrorKind::unsupported, "test not supported: " + name);

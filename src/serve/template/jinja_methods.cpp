@@ -1,6 +1,9 @@
 // Python's str and dict methods as templates call them ('x'.strip(),
 // d.items(), ...), and the UTF-8 string helpers filters share. Case mapping
 // is ASCII-only; lengths, indices and strip characters count code points.
+// Each method charges steps by the bytes it scans and sizes its result before
+// building it (jinja_eval.h states the contract): replace() and split()
+// count what they will make in a first pass that allocates nothing.
 #include <algorithm>
 #include <cctype>
 
@@ -13,66 +16,82 @@ bool py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || 
 
 std::size_t char_len(unsigned char c) { return c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1; }
 
-// Python's str.split / str.rsplit (sep empty: whitespace runs, no empty parts).
-std::vector<std::string> py_split(const std::string& s, const std::string* sep, std::int64_t maxsplit, bool from_right) {
-  std::vector<std::string> parts;
-  if (!sep) {
-    std::vector<std::pair<std::size_t, std::size_t>> words;
-    for (std::size_t i = 0; i < s.size();) {
-      while (i < s.size() && py_space(static_cast<unsigned char>(s[i]))) ++i;
-      std::size_t b = i;
-      while (i < s.size() && !py_space(static_cast<unsigned char>(s[i]))) ++i;
-      if (i > b) words.emplace_back(b, i);
+// Calls part(begin, end) for each part of Python's s.split(sep, maxsplit)
+// (sep null: runs of whitespace, no empty parts), or with from_right of
+// s.rsplit(sep, maxsplit), whose parts it finds last first. Allocates nothing.
+template <class Part>
+void split_parts(const std::string& s, const std::string* sep, std::int64_t maxsplit, bool from_right, Part&& part) {
+  std::size_t splits = 0;
+  auto may_split = [&] { return maxsplit < 0 || splits < static_cast<std::size_t>(maxsplit); };
+  auto space = [&](std::size_t i) { return py_space(static_cast<unsigned char>(s[i])); };
+  if (sep && !from_right) {
+    std::size_t b = 0;
+    for (std::size_t p = s.find(*sep); p != std::string::npos && may_split(); p = s.find(*sep, b), ++splits) {
+      part(b, p);
+      b = p + sep->size();
     }
-    if (maxsplit >= 0 && static_cast<std::size_t>(maxsplit) + 1 < words.size()) {
-      std::size_t keep = static_cast<std::size_t>(maxsplit);
-      if (from_right) {  // the leftmost words stay joined, with their inner spacing
-        std::size_t first = words.size() - keep;
-        std::vector<std::pair<std::size_t, std::size_t>> w = {{0, words[first - 1].second}};
-        w.insert(w.end(), words.begin() + static_cast<std::ptrdiff_t>(first), words.end());
-        words = std::move(w);
-      } else {
-        words.resize(keep + 1);
-        words[keep].second = s.size();
-      }
-    }
-    for (auto [b, e] : words) parts.push_back(s.substr(b, e - b));
-    return parts;
-  }
-  std::vector<std::size_t> cuts;
-  if (!from_right) {
-    for (std::size_t p = s.find(*sep); p != std::string::npos && (maxsplit < 0 || cuts.size() < static_cast<std::size_t>(maxsplit));
-         p = s.find(*sep, p + sep->size()))
-      cuts.push_back(p);
-  } else {
-    std::size_t end = s.size();
-    while (end >= sep->size() && (maxsplit < 0 || cuts.size() < static_cast<std::size_t>(maxsplit))) {
-      std::size_t p = s.rfind(*sep, end - sep->size());
+    part(b, s.size());
+  } else if (sep) {
+    std::size_t e = s.size();
+    for (; e >= sep->size() && may_split(); ++splits) {
+      const std::size_t p = s.rfind(*sep, e - sep->size());
       if (p == std::string::npos) break;
-      cuts.insert(cuts.begin(), p);
-      if (p < sep->size()) break;
-      end = p;
+      part(p + sep->size(), e);
+      e = p;
+    }
+    part(0, e);
+  } else if (!from_right) {  // the last part keeps its inner and trailing spacing
+    for (std::size_t i = 0;; ++splits) {
+      while (i < s.size() && space(i)) ++i;
+      if (i == s.size()) return;
+      if (!may_split()) return part(i, s.size());
+      const std::size_t b = i;
+      while (i < s.size() && !space(i)) ++i;
+      part(b, i);
+    }
+  } else {  // the first part keeps its inner and leading spacing
+    for (std::size_t e = s.size();; ++splits) {
+      while (e > 0 && space(e - 1)) --e;
+      if (e == 0) return;
+      if (!may_split()) return part(0, e);
+      std::size_t b = e;
+      while (b > 0 && !space(b - 1)) --b;
+      part(b, e);
+      e = b;
     }
   }
-  std::size_t b = 0;
-  for (std::size_t c : cuts) parts.push_back(s.substr(b, c - b)), b = c + sep->size();
-  parts.push_back(s.substr(b));
-  return parts;
 }
 
-std::string py_replace(const std::string& s, const std::string& from, const std::string& to, std::int64_t count) {
+// How many replacements Python's s.replace(from, to, count) makes (count < 0:
+// all). An empty `from` matches before every character and at the end.
+std::size_t replacement_count(const std::string& s, const std::string& from, std::int64_t count) {
+  const std::size_t most = count < 0 ? SIZE_MAX : static_cast<std::size_t>(count);
+  if (from.empty()) return std::min(most, utf8_length(s) + 1);
+  std::size_t n = 0;
+  for (std::size_t p = s.find(from); p != std::string::npos && n < most; p = s.find(from, p + from.size())) ++n;
+  return n;
+}
+
+// s with its first `n` matches of `from` replaced by `to` (n from replacement_count), `bytes` long.
+std::string py_replace(const std::string& s, const std::string& from, const std::string& to, std::size_t n,
+                       std::size_t bytes) {
   std::string out;
-  std::size_t b = 0;
-  std::int64_t done = 0;
-  if (from.empty()) {  // Python inserts `to` between characters
-    for (const auto& c : utf8_chars(s)) {
-      if (count < 0 || done < count) out += to, ++done;
-      out += c;
+  out.reserve(bytes);
+  if (from.empty()) {  // Python inserts `to` before each character, then at the end
+    std::size_t at = 0;
+    for (std::size_t done = 0; done < n; ++done) {
+      out += to;
+      if (at == s.size()) break;
+      const std::size_t len = utf8_char_size(s, at);
+      out.append(s, at, len);
+      at += len;
     }
-    if (count < 0 || done < count) out += to;
+    out.append(s, at, std::string::npos);
     return out;
   }
-  for (std::size_t p = s.find(from); p != std::string::npos && (count < 0 || done < count); p = s.find(from, b), ++done) {
+  std::size_t b = 0;
+  for (std::size_t done = 0; done < n; ++done) {
+    const std::size_t p = s.find(from, b);
     out.append(s, b, p - b);
     out += to;
     b = p + from.size();
@@ -101,32 +120,28 @@ const Value* arg(const Args& args, const Kwargs& kwargs, std::size_t i, const ch
 
 }  // namespace
 
-std::size_t utf8_length(const std::string& s) {
+std::size_t utf8_length(std::string_view s) {
   std::size_t n = 0;
   for (unsigned char c : s) n += (c & 0xc0) != 0x80;
   return n;
 }
 
-std::vector<std::string> utf8_chars(const std::string& s) {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < s.size();) {
-    std::size_t n = std::min(char_len(static_cast<unsigned char>(s[i])), s.size() - i);
-    out.push_back(s.substr(i, n));
-    i += n;
-  }
-  return out;
+std::size_t utf8_char_size(std::string_view s, std::size_t at) {
+  return std::min(char_len(static_cast<unsigned char>(s[at])), s.size() - at);
 }
 
-std::string py_strip(const std::string& s, const Value& chars, bool left, bool right) {
+std::pair<std::size_t, std::size_t> py_strip_bounds(const std::string& s, const Value& chars, bool left, bool right) {
   std::size_t b = 0, e = s.size();
   if (!chars.is_string()) {
     while (left && b < e && py_space(static_cast<unsigned char>(s[b]))) ++b;
     while (right && e > b && py_space(static_cast<unsigned char>(s[e - 1]))) --e;
-    return s.substr(b, e - b);
+    return {b, e};
   }
-  std::vector<std::string> set = utf8_chars(chars.as_string());
-  auto in_set = [&](std::size_t at, std::size_t n) {
-    return std::any_of(set.begin(), set.end(), [&](const std::string& c) { return s.compare(at, n, c) == 0 && c.size() == n; });
+  const std::string& set = chars.as_string();
+  auto in_set = [&](std::size_t at, std::size_t n) {  // whether s[at, at + n) is one of set's characters
+    for (std::size_t i = 0; i < set.size(); i += utf8_char_size(set, i))
+      if (utf8_char_size(set, i) == n && s.compare(at, n, set, i, n) == 0) return true;
+    return false;
   };
   while (left && b < e) {
     std::size_t n = std::min(char_len(static_cast<unsigned char>(s[b])), e - b);
@@ -139,7 +154,7 @@ std::string py_strip(const std::string& s, const Value& chars, bool left, bool r
     if (!in_set(start, e - start)) break;
     e = start;
   }
-  return s.substr(b, e - b);
+  return {b, e};
 }
 
 std::string ascii_upper(std::string s) {
@@ -150,6 +165,13 @@ std::string ascii_upper(std::string s) {
 std::string ascii_lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
+}
+
+Value Evaluator::strip(const std::string& s, const Value& chars, bool left, bool right) {
+  // Each character stripped is compared with each of chars' characters.
+  step(1 + saturating_mul(s.size(), chars.is_string() ? chars.as_string().size() : 1) / 64);
+  const auto [b, e] = py_strip_bounds(s, chars, left, right);
+  return make_string(s.substr(b, e - b));  // no longer than s
 }
 
 bool Evaluator::is_method(const Value& self, const std::string& name) {
@@ -179,7 +201,14 @@ Value Evaluator::call_method(const Value& self, const std::string& name, Args ar
   if (self.is_dict()) {
     const Dict& d = self.as_dict();
     if (name == "items" || name == "keys" || name == "values") {
+      std::size_t bytes = list_work(d.size()), key_bytes = 0;
+      for (const auto& e : d) key_bytes += e.first.size();
+      if (name != "values") bytes += saturating_mul(d.size(), string_work(0)) + key_bytes;
+      if (name == "items") bytes += saturating_mul(d.size(), list_work(2));
+      step_over(d.size() + key_bytes);
+      expect_work(bytes, name + "()");
       List out;
+      out.reserve(d.size());
       for (const auto& [k, v] : d) {
         if (name == "items") out.push_back(make_tuple({Value::string(k), v}));
         else out.push_back(name == "keys" ? Value::string(k) : v);
@@ -188,6 +217,7 @@ Value Evaluator::call_method(const Value& self, const std::string& name, Args ar
     }
     if (name == "get") {
       const Value* key = a(0, "key");
+      step_over(d.size());
       const Value* found = key && key->is_string() ? self.find(key->as_string()) : nullptr;
       if (found) return *found;
       const Value* dflt = a(1, "default");
@@ -199,15 +229,18 @@ Value Evaluator::call_method(const Value& self, const std::string& name, Args ar
   const std::string& s = self.as_string();
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const Value* chars = a(0, "chars");
-    return make_string(py_strip(s, chars ? *chars : Value(), name != "rstrip", name != "lstrip"));
+    return strip(s, chars ? *chars : Value(), name != "rstrip", name != "lstrip");
   }
   if (name == "startswith" || name == "endswith") {
     const Value* p = a(0, "prefix");
     if (!p) type_error(name + "() takes at least 1 argument");
-    List options = p->is_list() ? p->as_list() : List{*p};
+    const List single = {*p};
+    const List& options = p->is_list() ? p->as_list() : single;
+    step_over(options.size());
     for (const auto& o : options) {
       if (!o.is_string()) type_error(name + "() argument must be str or a tuple of str, not " + o.type_name());
       const std::string& x = o.as_string();
+      step_over(std::min(x.size(), s.size()));
       if (x.size() <= s.size() && s.compare(name == "startswith" ? 0 : s.size() - x.size(), x.size(), x) == 0)
         return Value::boolean(true);
     }
@@ -216,61 +249,94 @@ Value Evaluator::call_method(const Value& self, const std::string& name, Args ar
   if (name == "split" || name == "rsplit") {
     const std::string* sep = str_arg(0, "sep");
     if (sep && sep->empty()) type_error("empty separator");
+    const std::int64_t maxsplit = int_arg(1, "maxsplit", -1);
+    const bool from_right = name == "rsplit";
+    step_search(s.size(), sep ? sep->size() : 1);
+    std::size_t parts = 0;
+    split_parts(s, sep, maxsplit, from_right, [&](std::size_t, std::size_t) { ++parts; });
+    expect_work(list_work(parts) + saturating_mul(parts, string_work(0)) + s.size(), name + "()");
+    step_search(s.size(), sep ? sep->size() : 1);
     List out;
-    for (auto& p : py_split(s, sep, int_arg(1, "maxsplit", -1), name == "rsplit")) out.push_back(make_string(std::move(p)));
+    out.reserve(parts);
+    split_parts(s, sep, maxsplit, from_right,
+                [&](std::size_t b, std::size_t e) { out.push_back(make_string(s.substr(b, e - b))); });
+    if (from_right) std::reverse(out.begin(), out.end());
     return make_list(std::move(out));
   }
   if (name == "splitlines") {
+    // Calls line(b, e) for each line; a final line break ends the last line.
+    auto each_line = [&](auto&& line) {
+      std::size_t b = 0;
+      for (std::size_t i = 0; i < s.size(); ++i)
+        if (s[i] == '\n' || s[i] == '\r') {
+          line(b, i);
+          if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+          b = i + 1;
+        }
+      if (b < s.size()) line(b, s.size());
+    };
+    step_over(2 * s.size());
+    std::size_t lines = 0;
+    each_line([&](std::size_t, std::size_t) { ++lines; });
+    expect_work(list_work(lines) + saturating_mul(lines, string_work(0)) + s.size(), "splitlines()");
     List out;
-    std::size_t b = 0;
-    for (std::size_t i = 0; i < s.size(); ++i)
-      if (s[i] == '\n' || s[i] == '\r') {
-        out.push_back(make_string(s.substr(b, i - b)));
-        if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-        b = i + 1;
-      }
-    if (b < s.size()) out.push_back(make_string(s.substr(b)));
+    out.reserve(lines);
+    each_line([&](std::size_t b, std::size_t e) { out.push_back(make_string(s.substr(b, e - b))); });
     return make_list(std::move(out));
   }
   if (name == "replace") {
     const std::string *from = str_arg(0, "old"), *to = str_arg(1, "new");
     if (!from || !to) type_error("replace() takes 2 string arguments");
-    std::int64_t count = int_arg(2, "count", -1);
-    if (!from->empty() && to->size() > from->size() && s.size() / from->size() * (to->size() - from->size()) > limits_.max_output_bytes)
-      fail(ErrorKind::out_of_memory, "replace() result longer than the output limit");
-    return make_string(py_replace(s, *from, *to, count));
+    step_search(s.size(), from->size());
+    const std::size_t n = replacement_count(s, *from, int_arg(2, "count", -1));
+    // Every replacement takes from.size() bytes of s (none for an empty `from`) and adds to.size().
+    const std::size_t added = saturating_mul(n, to->size());
+    const std::size_t bytes = added > SIZE_MAX - s.size() ? SIZE_MAX : s.size() - n * from->size() + added;
+    expect_string(bytes, "replace()");
+    step_over(s.size() + bytes);
+    return make_string(py_replace(s, *from, *to, n, bytes));
   }
-  if (name == "upper") return make_string(ascii_upper(s));
-  if (name == "lower") return make_string(ascii_lower(s));
-  if (name == "title") return make_string(py_title(s));
-  if (name == "capitalize") return make_string(s.empty() ? s : ascii_upper(s.substr(0, 1)) + ascii_lower(s.substr(1)));
+  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
+    expect_string(s.size(), name + "()");
+    step_over(s.size());
+    if (name == "upper") return make_string(ascii_upper(s));
+    if (name == "lower") return make_string(ascii_lower(s));
+    if (name == "title") return make_string(py_title(s));
+    return make_string(s.empty() ? s : ascii_upper(s.substr(0, 1)) + ascii_lower(s.substr(1)));
+  }
   if (name == "find" || name == "rfind" || name == "count") {
     const std::string* sub = str_arg(0, "sub");
     if (!sub) type_error(name + "() takes a string argument");
+    step_search(s.size(), sub->size());
     if (name == "count") {
-      std::int64_t n = 0;
       if (sub->empty()) return Value::integer(static_cast<std::int64_t>(utf8_length(s)) + 1);
-      for (std::size_t p = s.find(*sub); p != std::string::npos; p = s.find(*sub, p + sub->size())) ++n;
-      return Value::integer(n);
+      return Value::integer(static_cast<std::int64_t>(replacement_count(s, *sub, -1)));
     }
     std::size_t p = name == "find" ? s.find(*sub) : s.rfind(*sub);
-    return Value::integer(p == std::string::npos ? -1 : static_cast<std::int64_t>(utf8_length(s.substr(0, p))));
+    return Value::integer(
+        p == std::string::npos ? -1 : static_cast<std::int64_t>(utf8_length(std::string_view(s).substr(0, p))));
   }
   if (name == "join") {
     const Value* items = a(0, "iterable");
     if (!items) type_error("join() takes an iterable");
-    std::string out;
-    bool first = true;
-    for (const auto& v : iterate(*items)) {
+    const List parts = iterate(*items);
+    std::size_t bytes = parts.empty() ? 0 : saturating_mul(parts.size() - 1, s.size());
+    for (const auto& v : parts) {
       if (!v.is_string()) type_error("join(): expected str items, found " + v.type_name());
-      if (!first) out += s;
-      first = false;
-      out += v.as_string();
-      if (out.size() > limits_.max_output_bytes) fail(ErrorKind::out_of_memory, "join() result longer than the output limit");
+      bytes = std::min(bytes + v.as_string().size(), SIZE_MAX / 2);  // each part is below the output limit
+    }
+    expect_string(bytes, "join()");
+    step_over(bytes + parts.size());
+    std::string out;
+    out.reserve(bytes);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (i > 0) out += s;
+      out += parts[i].as_string();
     }
     return make_string(std::move(out));
   }
   if (name == "isdigit" || name == "isalpha" || name == "isspace") {
+    step_over(s.size());
     bool (*pred)(unsigned char) = name == "isdigit"   ? +[](unsigned char c) { return std::isdigit(c) != 0; }
                                   : name == "isalpha" ? +[](unsigned char c) { return std::isalpha(c) != 0; }
                                                       : +[](unsigned char c) { return py_space(c); };

@@ -1,6 +1,8 @@
 // Operators and access: arithmetic, comparison, membership, attribute and
 // item lookup, slicing, iteration, and the global functions (range,
-// namespace, dict, raise_exception, strftime_now).
+// namespace, dict, raise_exception, strftime_now). Each charges its steps by
+// the bytes and items it touches, and sizes what it builds before building it
+// (jinja_eval.h states the contract).
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -20,12 +22,105 @@ Value checked(Op op, std::int64_t x, std::int64_t y, const Evaluator& ev) {
   return Value::integer(r);
 }
 
+// x ** y for y >= 0 by squaring: at most 2 * 63 multiplications. The base is
+// squared only while a bit of y remains, and then |x| >= 2 makes the result
+// at least that square, so an overflow of either is an overflow of x ** y.
+Value int_power(std::int64_t x, std::int64_t y, const Evaluator& ev) {
+  std::int64_t result = 1, base = x;
+  for (;;) {
+    if ((y & 1) != 0 && __builtin_mul_overflow(result, base, &result))
+      ev.fail(ErrorKind::invalid_input, "integer overflow");
+    y >>= 1;
+    if (y == 0) return Value::integer(result);
+    if (__builtin_mul_overflow(base, base, &base)) ev.fail(ErrorKind::invalid_input, "integer overflow");
+  }
+}
+
+// The characters of s that Python's s[b:e:st] selects (b, e clamped as
+// slice.indices() does, count of them given), as (byte offset, byte length)
+// in the slice's order.
+std::vector<std::pair<std::size_t, std::size_t>> picked_chars(const std::string& s, std::int64_t b, std::int64_t st,
+                                                              std::size_t count) {
+  std::vector<std::pair<std::size_t, std::size_t>> picks;
+  picks.reserve(count);
+  const std::int64_t first = st > 0 ? b : b + st * static_cast<std::int64_t>(count - 1);  // lowest index picked
+  const std::int64_t stride = st > 0 ? st : -st;
+  std::int64_t index = 0;
+  for (std::size_t at = 0; at < s.size() && picks.size() < count; ++index) {
+    const std::size_t n = utf8_char_size(s, at);
+    if (index >= first && (index - first) % stride == 0) picks.emplace_back(at, n);
+    at += n;
+  }
+  if (st < 0) std::reverse(picks.begin(), picks.end());
+  return picks;
+}
+
+// How many indices b, b + st, ... lie before e (after e, for st < 0).
+std::size_t slice_count(std::int64_t b, std::int64_t e, std::int64_t st) {
+  if (st > 0 ? b >= e : b <= e) return 0;
+  const auto span =
+      static_cast<unsigned __int128>(st > 0 ? static_cast<__int128>(e) - b : static_cast<__int128>(b) - e);
+  const auto stride = static_cast<unsigned __int128>(st > 0 ? static_cast<__int128>(st) : -static_cast<__int128>(st));
+  const unsigned __int128 n = (span + stride - 1) / stride;
+  return n > SIZE_MAX ? SIZE_MAX : static_cast<std::size_t>(n);
+}
+
 }  // namespace
 
+bool Evaluator::equal(const Value& a, const Value& b) {
+  using T = Value::Type;
+  step();
+  if (a.is_number() && b.is_number()) {
+    if (a.is(T::floating) || b.is(T::floating)) return a.as_double() == b.as_double();
+    return a.as_int() == b.as_int();
+  }
+  if (a.type() != b.type()) return false;
+  switch (a.type()) {
+    case T::undefined:
+    case T::none: return true;
+    case T::string:
+      if (a.as_string().size() != b.as_string().size()) return false;
+      step_over(a.as_string().size());
+      return a.as_string() == b.as_string();
+    case T::list: {
+      const List &x = a.as_list(), &y = b.as_list();
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i)
+        if (!equal(x[i], y[i])) return false;
+      return true;
+    }
+    case T::dict: {
+      if (a.as_dict().size() != b.as_dict().size()) return false;
+      for (const auto& [k, v] : a.as_dict()) {
+        step_over(b.as_dict().size());  // the lookup scans b's entries
+        const Value* other = b.find(k);
+        if (!other || !equal(v, *other)) return false;
+      }
+      return true;
+    }
+    case T::ns: return a.as_ns() == b.as_ns();
+    default: return false;
+  }
+}
+
 Value Evaluator::binary(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return make_string(a.str() + b.str());
-  if (op == "==") return Value::boolean(a == b);
-  if (op == "!=") return Value::boolean(!(a == b));
+  // Joins two strings, sized before it is built.
+  auto concat = [&](const std::string& x, const std::string& y) {
+    expect_string(x.size() + y.size(), "'" + op + "'");
+    step_over(x.size() + y.size());
+    std::string out;
+    out.reserve(x.size() + y.size());
+    out.append(x).append(y);
+    return make_string(std::move(out));
+  };
+  if (op == "~") {
+    std::string x_text, y_text;  // the operands' text when they are not strings already
+    const std::string& x = a.is_string() ? a.as_string() : (x_text = text(a));
+    const std::string& y = b.is_string() ? b.as_string() : (y_text = text(b));
+    return concat(x, y);
+  }
+  if (op == "==") return Value::boolean(equal(a, b));
+  if (op == "!=") return Value::boolean(!equal(a, b));
   if (op == "<") return Value::boolean(less(a, b));
   if (op == ">") return Value::boolean(less(b, a));
   if (op == "<=") return Value::boolean(!less(b, a));
@@ -36,9 +131,14 @@ Value Evaluator::binary(const std::string& op, const Value& a, const Value& b) {
     type_error("unsupported operand types for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
   };
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return make_string(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) return concat(a.as_string(), b.as_string());
     if (a.is_list() && b.is_list()) {
-      List items = a.as_list();
+      const std::size_t n = a.as_list().size() + b.as_list().size();
+      expect_work(list_work(n), "'+' of two lists");
+      step_over(n);
+      List items;
+      items.reserve(n);
+      items.insert(items.end(), a.as_list().begin(), a.as_list().end());
       items.insert(items.end(), b.as_list().begin(), b.as_list().end());
       return make_list(std::move(items));
     }
@@ -47,9 +147,11 @@ Value Evaluator::binary(const std::string& op, const Value& a, const Value& b) {
     const std::string& s = a.is_string() ? a.as_string() : b.as_string();
     std::int64_t n = a.is_string() ? b.as_int() : a.as_int();
     if (n <= 0 || s.empty()) return Value::string("");
-    if (static_cast<std::uint64_t>(n) > limits_.max_output_bytes / s.size())
-      fail(ErrorKind::out_of_memory, "a string longer than the output limit (" + std::to_string(limits_.max_output_bytes) + " bytes)");
+    const std::size_t bytes = saturating_mul(s.size(), static_cast<std::uint64_t>(n));
+    expect_string(bytes, "'*' on a string");
+    step_over(bytes);
     std::string out;
+    out.reserve(bytes);
     for (std::int64_t i = 0; i < n; ++i) out += s;
     return make_string(std::move(out));
   }
@@ -71,10 +173,7 @@ Value Evaluator::binary(const std::string& op, const Value& a, const Value& b) {
     }
     if (op == "**") {
       if (y < 0) return Value::floating(std::pow(static_cast<double>(x), static_cast<double>(y)));
-      Value result = Value::integer(1);
-      for (std::int64_t i = 0; i < y && result.as_int() != 0 && !(result.as_int() == 1 && x == 1); ++i)
-        result = checked(mul, result.as_int(), x, *this);
-      return result;
+      return int_power(x, y, *this);
     }
     return bad();
   }
@@ -95,15 +194,19 @@ Value Evaluator::binary(const std::string& op, const Value& a, const Value& b) {
 }
 
 bool Evaluator::less(const Value& a, const Value& b) {
+  step();
   if (a.is_number() && b.is_number()) {
     if (is_int(a) && is_int(b)) return a.as_int() < b.as_int();
     return a.as_double() < b.as_double();
   }
-  if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();  // UTF-8 bytes order as code points
+  if (a.is_string() && b.is_string()) {  // UTF-8 bytes order as code points
+    step_over(std::min(a.as_string().size(), b.as_string().size()));
+    return a.as_string() < b.as_string();
+  }
   if (a.is_list() && b.is_list()) {
     const List &x = a.as_list(), &y = b.as_list();
     for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
-      if (!(x[i] == y[i])) return less(x[i], y[i]);
+      if (!equal(x[i], y[i])) return less(x[i], y[i]);
     return x.size() < y.size();
   }
   type_error("'<' not supported between '" + a.type_name() + "' and '" + b.type_name() + "'");
@@ -113,10 +216,14 @@ bool Evaluator::contains(const Value& container, const Value& item) {
   switch (container.type()) {
     case Value::Type::string:
       if (!item.is_string()) type_error("'in <string>' requires string as left operand, not " + item.type_name());
+      step_search(container.as_string().size(), item.as_string().size());
       return container.as_string().find(item.as_string()) != std::string::npos;
     case Value::Type::list:
-      return std::find(container.as_list().begin(), container.as_list().end(), item) != container.as_list().end();
-    case Value::Type::dict: return item.is_string() && container.find(item.as_string()) != nullptr;
+      return std::any_of(container.as_list().begin(), container.as_list().end(),
+                         [&](const Value& x) { return equal(x, item); });
+    case Value::Type::dict:
+      step_over(container.as_dict().size());
+      return item.is_string() && container.find(item.as_string()) != nullptr;
     case Value::Type::undefined: return false;
     default: type_error("argument of type '" + container.type_name() + "' is not iterable");
   }
@@ -124,16 +231,30 @@ bool Evaluator::contains(const Value& container, const Value& item) {
 
 List Evaluator::iterate(const Value& v) {
   switch (v.type()) {
-    case Value::Type::list: return v.as_list();
-    case Value::Type::dict: {
+    case Value::Type::list: step_over(v.as_list().size()); return v.as_list();
+    case Value::Type::dict: {  // new strings: the keys
+      const Dict& d = v.as_dict();
+      step_over(d.size());
+      std::size_t bytes = list_work(d.size());
+      for (const auto& e : d) bytes += string_work(e.first.size());
+      charge(bytes);
       List keys;
-      for (const auto& e : v.as_dict()) keys.push_back(Value::string(e.first));
+      keys.reserve(d.size());
+      for (const auto& e : d) keys.push_back(Value::string(e.first));
       return keys;
     }
-    case Value::Type::string: {
+    case Value::Type::string: {  // a new string per character
+      const std::string& s = v.as_string();
+      step_over(s.size());
+      const std::size_t n = utf8_length(s);
+      charge(list_work(n) + saturating_mul(n, string_work(0)));
       List chars;
-      for (auto& c : utf8_chars(v.as_string())) chars.push_back(Value::string(std::move(c)));
-      charge(chars.size() * sizeof(Value));
+      chars.reserve(n);
+      for (std::size_t at = 0; at < s.size();) {
+        const std::size_t len = utf8_char_size(s, at);
+        chars.push_back(Value::string(s.substr(at, len)));
+        at += len;
+      }
       return chars;
     }
     case Value::Type::undefined: return {};
@@ -143,6 +264,7 @@ List Evaluator::iterate(const Value& v) {
 
 Value Evaluator::getattr(const Value& obj, const std::string& name) {
   if (obj.is(Value::Type::ns)) {
+    step_over(obj.as_ns()->attrs.size());
     for (const auto& [k, v] : obj.as_ns()->attrs)
       if (k == name) return v;
     return Value();
@@ -151,6 +273,7 @@ Value Evaluator::getattr(const Value& obj, const std::string& name) {
   if (is_method(obj, name))
     return Value::callable(Callable{Callable::Kind::method, name, nullptr, std::make_shared<const Value>(obj)});
   if (obj.is_dict()) {
+    step_over(obj.as_dict().size());
     const Value* v = obj.find(name);
     return v ? *v : Value();
   }
@@ -161,6 +284,7 @@ Value Evaluator::getitem(const Value& obj, const Value& key) {
   if (obj.is_dict() || obj.is(Value::Type::ns)) {
     if (!key.is_string()) return Value();
     if (obj.is_dict()) {
+      step_over(obj.as_dict().size());
       const Value* v = obj.find(key.as_string());
       return v ? *v : Value();
     }
@@ -173,10 +297,16 @@ Value Evaluator::getitem(const Value& obj, const Value& key) {
       if (i < 0) i += n;
       return i >= 0 && i < n ? obj.as_list()[static_cast<std::size_t>(i)] : Value();
     }
-    std::vector<std::string> chars = utf8_chars(obj.as_string());
-    auto n = static_cast<std::int64_t>(chars.size());
-    if (i < 0) i += n;
-    return i >= 0 && i < n ? Value::string(chars[static_cast<std::size_t>(i)]) : Value();
+    const std::string& s = obj.as_string();
+    step_over(s.size());
+    if (i < 0) i += static_cast<std::int64_t>(utf8_length(s));
+    if (i < 0) return Value();
+    for (std::size_t at = 0; at < s.size(); --i) {  // the i-th character
+      const std::size_t len = utf8_char_size(s, at);
+      if (i == 0) return make_string(s.substr(at, len));
+      at += len;
+    }
+    return Value();
   }
   return Value();  // as Jinja2: a failed lookup is undefined
 }
@@ -189,10 +319,10 @@ Value Evaluator::slice(const Value& obj, const Value& start, const Value& stop, 
   };
   std::int64_t st = opt(step, "step").value_or(1);
   if (st == 0) type_error("slice step cannot be zero");
-  std::vector<std::string> chars;
   std::int64_t n;
   if (obj.is_list()) n = static_cast<std::int64_t>(obj.as_list().size());
-  else if (obj.is_string()) chars = utf8_chars(obj.as_string()), n = static_cast<std::int64_t>(chars.size());
+  else if (obj.is_string())
+    step_over(obj.as_string().size()), n = static_cast<std::int64_t>(utf8_length(obj.as_string()));
   else if (obj.is_undefined()) return Value();
   else type_error("'" + obj.type_name() + "' object is not subscriptable");
   // Python's slice.indices().
@@ -202,13 +332,27 @@ Value Evaluator::slice(const Value& obj, const Value& start, const Value& stop, 
     return *v < 0 ? std::max(*v + n, lower) : std::min(*v, upper);
   };
   std::int64_t b = clamp(opt(start, "start"), st > 0 ? lower : upper), e = clamp(opt(stop, "stop"), st > 0 ? upper : lower);
-  List items;
-  std::string text;
-  for (std::int64_t i = b; st > 0 ? i < e : i > e; i += st) {
-    if (obj.is_list()) items.push_back(obj.as_list()[static_cast<std::size_t>(i)]);
-    else text += chars[static_cast<std::size_t>(i)];
+  const std::size_t count = slice_count(b, e, st);  // at most n
+  step_over(count);
+  if (obj.is_list()) {
+    expect_work(list_work(count), "a slice");
+    List items;
+    items.reserve(count);
+    for (std::size_t k = 0; k < count; ++k)  // k * st stays within the list: no overflow
+      items.push_back(obj.as_list()[static_cast<std::size_t>(b + static_cast<std::int64_t>(k) * st)]);
+    return make_list(std::move(items));
   }
-  return obj.is_list() ? make_list(std::move(items)) : make_string(std::move(text));
+  const std::string& s = obj.as_string();
+  if (count == 0) return make_string("");
+  expect_work(saturating_mul(count, sizeof(std::pair<std::size_t, std::size_t>)), "a slice");
+  const auto picks = picked_chars(s, b, st, count);
+  std::size_t bytes = 0;
+  for (const auto& [at, len] : picks) bytes += len;
+  expect_string(bytes, "a slice");
+  std::string out;
+  out.reserve(bytes);
+  for (const auto& [at, len] : picks) out.append(s, at, len);
+  return make_string(std::move(out));
 }
 
 bool Evaluator::is_global(const std::string& name) {
@@ -217,11 +361,14 @@ bool Evaluator::is_global(const std::string& name) {
 
 Value Evaluator::call_global(const std::string& name, Args args, Kwargs kwargs) {
   if (name == "raise_exception") {
-    fail(ErrorKind::invalid_input, args.empty() ? "raise_exception() called" : args[0].str());
+    fail(ErrorKind::invalid_input, args.empty() ? "raise_exception() called" : text(args[0]));
   }
   if (name == "namespace" || name == "dict") {
     Dict attrs;
-    if (!args.empty() && args[0].is_dict()) attrs = args[0].as_dict();
+    const std::size_t given = !args.empty() && args[0].is_dict() ? args[0].as_dict().size() : 0;
+    step_over(saturating_mul(given + kwargs.size(), 1 + kwargs.size()));  // each keyword replaces by a scan
+    expect_work(kSharedObjectBytes + (given + kwargs.size()) * sizeof(Dict::value_type), name + "()");
+    if (given > 0) attrs = args[0].as_dict();
     for (auto& kv : kwargs) {
       auto it = std::find_if(attrs.begin(), attrs.end(), [&](const auto& e) { return e.first == kv.first; });
       if (it != attrs.end()) it->second = std::move(kv.second);
@@ -239,13 +386,16 @@ Value Evaluator::call_global(const std::string& name, Args args, Kwargs kwargs) 
     std::int64_t start = args.size() > 1 ? args[0].as_int() : 0, stop = args.size() > 1 ? args[1].as_int() : args[0].as_int();
     std::int64_t step = args.size() > 2 ? args[2].as_int() : 1;
     if (step == 0) type_error("range() step must not be zero");
+    const std::size_t count = slice_count(start, stop, step);
+    if (count > limits_.max_loop_iterations)
+      fail(ErrorKind::out_of_memory, "range() longer than " + std::to_string(limits_.max_loop_iterations) + " items");
+    expect_work(list_work(count), "range()");
+    step_over(count);
     List items;
-    for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (items.size() >= limits_.max_loop_iterations)
-        fail(ErrorKind::out_of_memory, "range() longer than " + std::to_string(limits_.max_loop_iterations) + " items");
-      items.push_back(Value::integer(i));
-      if ((step > 0 && i > INT64_MAX - step) || (step < 0 && i < INT64_MIN - step)) break;
-    }
+    items.reserve(count);
+    for (std::size_t k = 0; k < count; ++k)  // start + k * step lies between start and stop; k * step may not fit
+      items.push_back(Value::integer(static_cast<std::int64_t>(
+          static_cast<std::uint64_t>(start) + static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(step))));
     return make_list(std::move(items));
   }
   if (name == "strftime_now") {

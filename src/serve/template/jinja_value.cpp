@@ -1,5 +1,6 @@
-// Value: construction with depth caps, Python truthiness, equality, str(),
-// repr() and json.dumps() formatting.
+// Value: construction with depth caps, Python truthiness, and str(), repr()
+// and json.dumps() formatting within a byte cap. (Equality is the evaluator's,
+// which counts its steps: jinja_ops.cpp.)
 #include "serve/template/jinja_value.h"
 
 #include <algorithm>
@@ -39,7 +40,13 @@ int Value::depth() const {
   return 0;
 }
 
-std::int64_t Value::as_int() const { return is(Type::boolean) ? as_bool() : std::get<std::int64_t>(v_); }
+std::int64_t Value::as_int() const {
+  if (is(Type::boolean)) return as_bool();
+  // Callers check for a number; a float where an integer is wanted is the
+  // template's type error, never a std::bad_variant_access escaping as a 500.
+  if (!is(Type::integer)) fail(ErrorKind::invalid_input, "chat_template", "an integer is needed here, not a " + type_name());
+  return std::get<std::int64_t>(v_);
+}
 
 double Value::as_double() const {
   return is(Type::floating) ? std::get<double>(v_) : static_cast<double>(as_int());
@@ -102,60 +109,101 @@ std::string format_double(double d) {
   return sign + mant + buf;
 }
 
-static std::string repr_string(const std::string& s) {
+namespace {
+
+struct TooLong {};  // thrown by BoundedText past its cap; caught where the walk began
+
+// Text that refuses to grow past its cap (throws TooLong), so that printing a
+// value whose elements are shared many times stops as soon as it is too long.
+struct BoundedText {
+  std::size_t cap;
+  std::string out;
+
+  void put(std::string_view s) {
+    if (s.size() > cap - out.size()) throw TooLong{};
+    out.append(s);
+  }
+  void put(char c) { put(std::string_view(&c, 1)); }
+  void put_spaces(std::size_t n) {
+    if (n > cap - out.size()) throw TooLong{};
+    out.append(n, ' ');
+  }
+};
+
+void repr_string(const std::string& s, BoundedText& t) {
   bool has_single = s.find('\'') != std::string::npos, has_double = s.find('"') != std::string::npos;
   char quote = has_single && !has_double ? '"' : '\'';
-  std::string out(1, quote);
+  t.put(quote);
   for (unsigned char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == static_cast<unsigned char>(quote)) out += std::string("\\") + quote;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7f) {
+    if (c == '\\') {
+      t.put("\\\\");
+    } else if (c == static_cast<unsigned char>(quote)) {
+      t.put('\\');
+      t.put(quote);
+    } else if (c == '\n') {
+      t.put("\\n");
+    } else if (c == '\r') {
+      t.put("\\r");
+    } else if (c == '\t') {
+      t.put("\\t");
+    } else if (c < 0x20 || c == 0x7f) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
+      t.put(buf);
     } else {
-      out += static_cast<char>(c);
+      t.put(static_cast<char>(c));
     }
   }
-  return out + quote;
+  t.put(quote);
 }
 
-std::string Value::str() const {
-  switch (type()) {
-    case Type::undefined: return "";
-    case Type::none: return "None";
-    case Type::boolean: return as_bool() ? "True" : "False";
-    case Type::integer: return std::to_string(as_int());
-    case Type::floating: return format_double(as_double());
-    case Type::string: return as_string();
-    case Type::list: {
-      bool tuple = std::get<ListPtr>(v_).tuple;
-      std::string out = tuple ? "(" : "[";
-      for (const auto& v : as_list()) out += (out.size() > 1 ? ", " : "") + v.repr();
-      return out + (tuple && as_list().size() == 1 ? ",)" : tuple ? ")" : "]");
+// Python's str() of v, or with as_repr its repr() (as str() shows list and dict elements).
+void write_text(const Value& v, bool as_repr, BoundedText& t) {
+  using T = Value::Type;
+  switch (v.type()) {
+    case T::undefined: t.put(as_repr ? "Undefined" : ""); return;
+    case T::none: t.put("None"); return;
+    case T::boolean: t.put(v.as_bool() ? "True" : "False"); return;
+    case T::integer: t.put(std::to_string(v.as_int())); return;
+    case T::floating: t.put(format_double(v.as_double())); return;
+    case T::string:
+      if (as_repr)
+        repr_string(v.as_string(), t);
+      else
+        t.put(v.as_string());
+      return;
+    case T::list: {
+      const bool tuple = v.is_tuple();
+      t.put(tuple ? '(' : '[');
+      bool first = true;
+      for (const auto& e : v.as_list()) {
+        if (!first) t.put(", ");
+        first = false;
+        write_text(e, true, t);
+      }
+      t.put(tuple && v.as_list().size() == 1 ? ",)" : tuple ? ")" : "]");
+      return;
     }
-    case Type::dict: {
-      std::string out = "{";
-      for (const auto& [k, v] : as_dict()) out += (out.size() > 1 ? ", " : "") + repr_string(k) + ": " + v.repr();
-      return out + "}";
+    case T::dict: {
+      t.put('{');
+      bool first = true;
+      for (const auto& [k, e] : v.as_dict()) {
+        if (!first) t.put(", ");
+        first = false;
+        repr_string(k, t);
+        t.put(": ");
+        write_text(e, true, t);
+      }
+      t.put('}');
+      return;
     }
-    case Type::ns: return "<Namespace>";
-    case Type::callable: return "<function " + as_callable().name + ">";
+    case T::ns: t.put("<Namespace>"); return;
+    case T::callable: t.put("<function " + v.as_callable().name + ">"); return;
   }
-  return "";
-}
-
-std::string Value::repr() const {
-  if (is_string()) return repr_string(as_string());
-  if (is_undefined()) return "Undefined";
-  return str();
 }
 
 // Decodes one UTF-8 sequence at s[i] (advancing i); invalid bytes decode as themselves.
-static std::uint32_t next_code_point(const std::string& s, std::size_t& i) {
+std::uint32_t next_code_point(const std::string& s, std::size_t& i) {
   auto c = static_cast<unsigned char>(s[i++]);
   int extra = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : 0;
   std::uint32_t cp = extra == 3 ? c & 0x07u : extra == 2 ? c & 0x0fu : extra == 1 ? c & 0x1fu : c;
@@ -164,8 +212,8 @@ static std::uint32_t next_code_point(const std::string& s, std::size_t& i) {
   return cp;
 }
 
-static void json_string(const std::string& s, bool ensure_ascii, std::string& out) {
-  out += '"';
+void json_string(const std::string& s, bool ensure_ascii, BoundedText& out) {
+  out.put('"');
   char buf[16];
   for (std::size_t i = 0; i < s.size();) {
     auto c = static_cast<unsigned char>(s[i]);
@@ -177,122 +225,117 @@ static void json_string(const std::string& s, bool ensure_ascii, std::string& ou
       } else {
         std::snprintf(buf, sizeof buf, "\\u%04x", cp);
       }
-      out += buf;
+      out.put(buf);
       continue;
     }
     ++i;
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"': out.put("\\\""); break;
+      case '\\': out.put("\\\\"); break;
+      case '\n': out.put("\\n"); break;
+      case '\r': out.put("\\r"); break;
+      case '\t': out.put("\\t"); break;
+      case '\b': out.put("\\b"); break;
+      case '\f': out.put("\\f"); break;
       default:
         if (c < 0x20) {
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
+          out.put(buf);
         } else {
-          out += static_cast<char>(c);
+          out.put(static_cast<char>(c));
         }
     }
   }
-  out += '"';
+  out.put('"');
 }
 
-namespace {
 struct JsonWriter {
   int indent;
   bool ensure_ascii, sort_keys;
   const std::string &item_sep, &key_sep;
-  std::string out;
+  BoundedText out;
 
   void newline(int level) {
     if (indent < 0) return;
-    out += '\n';
-    out.append(static_cast<std::size_t>(indent) * static_cast<std::size_t>(level), ' ');
+    out.put('\n');
+    out.put_spaces(static_cast<std::size_t>(indent) * static_cast<std::size_t>(level));
   }
   void write(const Value& v, int level) {
     switch (v.type()) {
-      case Value::Type::none: out += "null"; return;
-      case Value::Type::boolean: out += v.as_bool() ? "true" : "false"; return;
-      case Value::Type::integer: out += std::to_string(v.as_int()); return;
+      case Value::Type::none: out.put("null"); return;
+      case Value::Type::boolean: out.put(v.as_bool() ? "true" : "false"); return;
+      case Value::Type::integer: out.put(std::to_string(v.as_int())); return;
       case Value::Type::floating: {
         double d = v.as_double();
-        out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity") : format_double(d);
+        out.put(std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity") : format_double(d));
         return;
       }
       case Value::Type::string: json_string(v.as_string(), ensure_ascii, out); return;
       case Value::Type::list: {
-        if (v.as_list().empty()) { out += "[]"; return; }
-        out += '[';
+        if (v.as_list().empty()) {
+          out.put("[]");
+          return;
+        }
+        out.put('[');
         bool first = true;
         for (const auto& e : v.as_list()) {
-          if (!first) out += item_sep;
+          if (!first) out.put(item_sep);
           first = false;
           newline(level + 1);
           write(e, level + 1);
         }
         newline(level);
-        out += ']';
+        out.put(']');
         return;
       }
       case Value::Type::dict: {
-        if (v.as_dict().empty()) { out += "{}"; return; }
+        if (v.as_dict().empty()) {
+          out.put("{}");
+          return;
+        }
         std::vector<const std::pair<std::string, Value>*> entries;
         for (const auto& e : v.as_dict()) entries.push_back(&e);
         if (sort_keys) std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
-        out += '{';
+        out.put('{');
         bool first = true;
         for (const auto* e : entries) {
-          if (!first) out += item_sep;
+          if (!first) out.put(item_sep);
           first = false;
           newline(level + 1);
           json_string(e->first, ensure_ascii, out);
-          out += key_sep;
+          out.put(key_sep);
           write(e->second, level + 1);
         }
         newline(level);
-        out += '}';
+        out.put('}');
         return;
       }
       default: fail(ErrorKind::invalid_input, "chat_template", "tojson: object of type " + v.type_name() + " is not JSON serializable");
     }
   }
 };
+
 }  // namespace
 
-std::string Value::to_json(int indent, bool ensure_ascii, bool sort_keys, const std::string& item_sep,
-                           const std::string& key_sep) const {
-  JsonWriter w{indent, ensure_ascii, sort_keys, item_sep, key_sep, {}};
-  w.write(*this, 0);
-  return std::move(w.out);
+std::optional<std::string> Value::str(std::size_t max_bytes) const {
+  BoundedText t{max_bytes, {}};
+  try {
+    write_text(*this, false, t);
+  } catch (const TooLong&) {
+    return std::nullopt;
+  }
+  return std::move(t.out);
 }
 
-bool operator==(const Value& a, const Value& b) {
-  using T = Value::Type;
-  if (a.is_number() && b.is_number()) {
-    if (a.is(T::floating) || b.is(T::floating)) return a.as_double() == b.as_double();
-    return a.as_int() == b.as_int();
+std::optional<std::string> Value::to_json(int indent, bool ensure_ascii, bool sort_keys, const std::string& item_sep,
+                                          const std::string& key_sep, std::size_t max_bytes) const {
+  JsonWriter w{indent, ensure_ascii, sort_keys, item_sep, key_sep, BoundedText{max_bytes, {}}};
+  try {
+    w.write(*this, 0);
+  } catch (const TooLong&) {
+    return std::nullopt;
   }
-  if (a.type() != b.type()) return false;
-  switch (a.type()) {
-    case T::undefined:
-    case T::none: return true;
-    case T::string: return a.as_string() == b.as_string();
-    case T::list: return a.as_list() == b.as_list();
-    case T::dict: {
-      if (a.as_dict().size() != b.as_dict().size()) return false;
-      for (const auto& [k, v] : a.as_dict()) {
-        const Value* other = b.find(k);
-        if (!other || !(v == *other)) return false;
-      }
-      return true;
-    }
-    case T::ns: return a.as_ns() == b.as_ns();
-    default: return false;
-  }
+  return std::move(w.out.out);
 }
 
 }  // namespace weft::serve::detail

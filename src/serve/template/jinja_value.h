@@ -6,18 +6,19 @@
 // value can grow deeper than the render's cap (printing and tojson recurse).
 //
 //   Value v = Value::from_json(json["messages"], /*max_depth=*/64);
-//   if (v.truthy()) out += v.str();
+//   if (v.truthy()) out += v.str(/*max_bytes=*/1 << 20).value_or("(too long)");
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace weft::serve::detail {
 
@@ -72,6 +73,7 @@ class Value {
   bool is_number() const { return is(Type::integer) || is(Type::floating) || is(Type::boolean); }
   bool is_list() const { return is(Type::list); }
   bool is_dict() const { return is(Type::dict); }
+  bool is_tuple() const { return is_list() && std::get<ListPtr>(v_).tuple; }  // a list that prints as (a, b)
 
   bool as_bool() const { return std::get<bool>(v_); }
   std::int64_t as_int() const;  // bool or integer
@@ -83,13 +85,16 @@ class Value {
   const Callable& as_callable() const { return *std::get<CallPtr>(v_); }
   int depth() const;  // 0 for scalars; 1 + the deepest element for lists and dicts
 
-  bool truthy() const;        // Python's bool(): empty, zero, None and undefined are false
-  std::string str() const;    // Python's str(); undefined renders as ""
-  std::string repr() const;   // Python's repr(), as str() shows list and dict elements
-  // json.dumps(v, ensure_ascii, indent, separators, sort_keys); throws Error(invalid_input) for
-  // values JSON cannot hold. indent < 0 means none.
-  std::string to_json(int indent, bool ensure_ascii, bool sort_keys, const std::string& item_sep,
-                      const std::string& key_sep) const;
+  bool truthy() const;  // Python's bool(): empty, zero, None and undefined are false
+  // Python's str() (list and dict elements as repr() shows them); undefined
+  // renders as "". nullopt when the text would be longer than max_bytes: the
+  // walk stops there, and as every element prints at least one byte, its time
+  // and memory stay within the cap however many times a list shares an element.
+  std::optional<std::string> str(std::size_t max_bytes) const;
+  // json.dumps(v, ensure_ascii, indent, separators, sort_keys), within max_bytes
+  // as str(); throws Error(invalid_input) for values JSON cannot hold. indent < 0 means none.
+  std::optional<std::string> to_json(int indent, bool ensure_ascii, bool sort_keys, const std::string& item_sep,
+                                     const std::string& key_sep, std::size_t max_bytes) const;
   const Value* find(std::string_view key) const;  // a dict's entry or nullptr
   std::string type_name() const;                 // Python's name for the type: "str", "dict", ...
 
@@ -112,8 +117,6 @@ class Value {
 };
 
 [[noreturn]] void fail_too_deep();  // Error(out_of_memory): a value nests deeper than the cap
-
-bool operator==(const Value& a, const Value& b);  // Python's ==: 1 == 1.0 == True, deep for containers
 
 // Python float repr: 0.1 -> "0.1", 1.0 -> "1.0", 1e16 -> "1e+16".
 std::string format_double(double d);
