@@ -12,15 +12,25 @@
 //             that overlap, indices out of range in a graph's data, and
 //             SUPPORTS_OP questions, valid (the CPU's answer) or broken;
 //   racing    several sessions at once doing real work, beside sessions that
-//             drop mid-frame, mid-compute, mid-handshake or stall mid-frame.
+//             drop mid-frame, mid-compute, mid-handshake or stall mid-frame;
+//   dial      PEER_CONNECTs to the worker itself, closed ports, a second
+//             worker, a TLS worker, addresses outside the dial policy,
+//             malformed endpoints, 65 in a session: each reply held to a
+//             model of the policy, the count and the one failure text;
+//   push      a raw peer link's hostile PEER_PUSHes (failures about the
+//             string limit, empty parts, 1,024 parts, floods until the inbox
+//             refuses) held to a model of the inbox and its charges;
+//   tls       garbage, truncated ClientHellos and plain HELLOs sent to a TLS
+//             worker, then a real TLS client that must be served.
 // After every case a client connected at the start (worker_wire.h
 // GoodClient) must still compute correctly on inputs it uploaded before the
 // case, the worker must be back to one session and to the memory it held
-// before the case.
+// before the case; so must the second and the TLS worker, if it used them
+// (fuzz_structured_links.cpp).
 //
 //   weft_fuzz_worker [--seconds S] [--seed N] [--workers-threads T]
-//                    [--only valid|mutated|lifetime|racing] [--case-seed X]
-//                    [--max-graph-cost C] [--verbose]
+//                    [--only valid|mutated|lifetime|racing|dial|push|tls]
+//                    [--case-seed X] [--max-graph-cost C] [--verbose]
 //
 // ctest runs it for 20 s in every build tree (fuzz_structured_short). A long
 // run, under ASan+UBSan (and likewise build/tsan with TSAN_OPTIONS=halt_on_error=1):
@@ -38,6 +48,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -137,7 +148,8 @@ namespace {
 
 // --- the driver ---
 
-constexpr const char* kKinds[] = {"valid", "mutated", "lifetime", "racing"};
+constexpr const char* kKinds[] = {"valid", "mutated", "lifetime", "racing", "dial", "push", "tls"};
+constexpr int kKindCount = 7;
 
 // The worker after a case: the good client computes correctly on inputs it
 // uploaded before the case, one session remains, memory is back to baseline.
@@ -150,6 +162,7 @@ void check_worker(const std::string& desc) {
     ADD_FAILURE() << "[" << desc << "] memory_in_use " << env->worker->memory_in_use() << " after the case, "
                   << env->baseline << " before";
   }
+  check_link_workers(desc);
 }
 
 TEST(FuzzStructured, Run) {
@@ -161,15 +174,15 @@ TEST(FuzzStructured, Run) {
   Env e(o);
   env = &e;
   Rng master(o.seed);
-  int counts[4] = {};
+  int counts[kKindCount] = {};
   int total = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.seconds);
   while (o.case_seed || std::chrono::steady_clock::now() < deadline) {
     const uint64_t case_seed = o.case_seed ? *o.case_seed : master();
     Rng rng(case_seed);
     const int r = static_cast<int>(pick(rng, 0, 99));
-    int kind = r < 35 ? 0 : r < 75 ? 1 : r < 90 ? 2 : 3;
-    for (int k = 0; k < 4; ++k) {
+    int kind = r < 32 ? 0 : r < 68 ? 1 : r < 82 ? 2 : r < 90 ? 3 : r < 95 ? 4 : r < 98 ? 5 : 6;
+    for (int k = 0; k < kKindCount; ++k) {
       if (o.only == kKinds[k]) kind = k;
     }
     char head[160];
@@ -190,7 +203,10 @@ TEST(FuzzStructured, Run) {
         }
         case 1: run_mutated(rng, desc); break;
         case 2: run_lifetime(rng, desc); break;
-        default: run_racing(rng, desc);
+        case 3: run_racing(rng, desc); break;
+        case 4: run_dial(rng, desc); break;
+        case 5: run_push(rng, desc); break;
+        default: run_tls(rng, desc);
       }
     } catch (const std::exception& ex) {
       ADD_FAILURE() << "[" << desc << "] " << ex.what();
@@ -220,8 +236,17 @@ TEST(FuzzStructured, Run) {
       "fuzz_structured: mutated/lifetime outcomes: %d ran, %d deferred errors, %d refused; %d unsupported "
       "graphs redrawn\n",
       g_stats.ran.load(), g_stats.deferred.load(), g_stats.refused.load(), g_stats.unsupported_graphs.load());
-  std::printf("fuzz_structured: %d cases (valid %d, mutated %d, lifetime %d, racing %d), seed %llu, 0 failures\n",
-              total, counts[0], counts[1], counts[2], counts[3], static_cast<unsigned long long>(o.seed));
+  std::printf(
+      "fuzz_structured: dial/push/tls outcomes: %d links made, %d dials refused before dialing, %d failed (one "
+      "text), %d rate-limited, %d ended the session; %d pushes taken, %d links ended; %d hostile TLS connections\n",
+      g_stats.dial_linked.load(), g_stats.dial_refused.load(), g_stats.dial_failed.load(),
+      g_stats.dial_rate_limited.load(), g_stats.dial_fatal.load(), g_stats.pushes_taken.load(),
+      g_stats.links_ended.load(), g_stats.tls_hostile.load());
+  std::printf(
+      "fuzz_structured: %d cases (valid %d, mutated %d, lifetime %d, racing %d, dial %d, push %d, tls %d), seed %llu, "
+      "0 failures\n",
+      total, counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6],
+      static_cast<unsigned long long>(o.seed));
   std::fflush(stdout);
 }
 
@@ -238,7 +263,7 @@ bool parse(int argc, char** argv, Options& o) {
       o.threads = std::stoi(argv[++i]);
     } else if (a == "--only" && has) {
       o.only = argv[++i];
-      if (o.only != "valid" && o.only != "mutated" && o.only != "lifetime" && o.only != "racing") return false;
+      if (std::find(std::begin(kKinds), std::end(kKinds), o.only) == std::end(kKinds)) return false;
     } else if (a == "--case-seed" && has) {
       o.case_seed = std::stoull(argv[++i]);
     } else if (a == "--max-graph-cost" && has) {
@@ -260,7 +285,8 @@ int main(int argc, char** argv) {
   if (!weft::rpc::fuzz::parse(argc, argv, weft::rpc::fuzz::g_opts)) {
     std::fprintf(stderr,
                  "usage: weft_fuzz_worker [--seconds S] [--seed N] [--workers-threads T] "
-                 "[--only valid|mutated|lifetime|racing] [--case-seed X] [--max-graph-cost C] [--verbose]\n");
+                 "[--only valid|mutated|lifetime|racing|dial|push|tls] [--case-seed X] [--max-graph-cost C] "
+                 "[--verbose]\n");
     return 2;
   }
 #ifdef WEFT_SANITIZED

@@ -10,13 +10,16 @@
 //   fuzz_structured_lifetime.cpp  freed, foreign and evicted handles and graphs; ranges at the edges
 //   fuzz_structured_support.cpp   SUPPORTS_OP questions, valid and broken (run by the lifetime part)
 //   fuzz_structured_racing.cpp    sessions at once, some dropping or stalling mid-frame
+//   fuzz_structured_links.cpp     PEER_CONNECT against the dial policy, hostile peer pushes, a TLS
+//                                 worker's handshake; the second and the TLS worker they need
 //   fuzz_structured_graphs.cpp    the random graph generator: drawing shapes, dtypes and layouts
 //   fuzz_structured_recipes.cpp   the generator's recipes, one per op family
 //
 // Everything here runs on the test's thread except where a part says so:
 // the racing sessions call run_valid (and so the generator) on threads of
 // their own, which is why the counters are atomic and the case line ignores
-// them.
+// them. The links part keeps two more in-process workers (made on first
+// use, stopped with Env); nothing else touches them.
 #pragma once
 
 #include <atomic>
@@ -73,6 +76,9 @@ inline wtest::Bytes random_bytes(Rng& rng, size_t n) {
 // test's thread sets it (calls from other threads are ignored).
 void set_case_line(const std::string& desc);
 
+// Stops the links part's workers, if it made them (fuzz_structured_links.cpp).
+void stop_link_workers();
+
 // The worker and the client that must never notice the others.
 struct Env {
   explicit Env(const Options& opt) : cpu0(make_cpu_device(opt.threads)), cpu1(make_cpu_device(1)) {
@@ -90,6 +96,7 @@ struct Env {
     baseline = worker->memory_in_use();
   }
   ~Env() {
+    stop_link_workers();  // their sessions may hold links into this worker
     good.reset();
     worker->stop();
   }
@@ -108,6 +115,10 @@ extern Env* env;  // set by the test for its run
 
 struct Stats {
   std::atomic<int> ran{0}, deferred{0}, refused{0}, unsupported_graphs{0};
+  // The links part: PEER_CONNECT replies by what they were, pushes a link's
+  // session took, links it ended, hostile connections to the TLS worker.
+  std::atomic<int> dial_linked{0}, dial_refused{0}, dial_failed{0}, dial_rate_limited{0}, dial_fatal{0};
+  std::atomic<int> pushes_taken{0}, links_ended{0}, tls_hostile{0};
 };
 extern Stats g_stats;
 
@@ -163,6 +174,13 @@ void run_mutated(Rng& rng, std::string& desc);   // fuzz_structured_mutate.cpp
 void run_lifetime(Rng& rng, std::string& desc);  // fuzz_structured_lifetime.cpp
 void run_racing(Rng& rng, std::string& desc);    // fuzz_structured_racing.cpp
 void run_support(Rng& rng, std::string& desc);   // fuzz_structured_support.cpp
+void run_dial(Rng& rng, std::string& desc);      // fuzz_structured_links.cpp
+void run_push(Rng& rng, std::string& desc);      // fuzz_structured_links.cpp
+void run_tls(Rng& rng, std::string& desc);       // fuzz_structured_links.cpp
+
+// After a case: the links part's workers, if the case used them, serve a
+// good client and are back to the sessions and memory they held before.
+void check_link_workers(const std::string& desc);
 
 // --- the generator and the mutator ---
 
