@@ -33,6 +33,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Deadline = Stream::Deadline;
 
+constexpr int kWriteBuffer = 256 << 10;  // records gathered before a send
+
 // OpenSSL's queued errors as one line (and the queue emptied).
 std::string ssl_errors() {
   std::string out;
@@ -131,10 +133,11 @@ class TlsStream final : public Stream {
       std::memcpy(joined + na, pb, take);
       write_bytes(joined, na + take, na + nb);
       write_bytes(pb + take, nb - take, na + nb);
-      return;
+    } else {
+      write_bytes(pa, na, na + nb);
+      write_bytes(pb, nb, na + nb);
     }
-    write_bytes(pa, na, na + nb);
-    write_bytes(pb, nb, na + nb);
+    flush(write_deadline_, na + nb);
   }
 
   void read_exact(void* data, size_t n) override {
@@ -157,6 +160,8 @@ class TlsStream final : public Stream {
         left -= got;
         continue;
       }
+      // Reading may have queued a reply of the protocol's own (a key update).
+      flush(read_deadline_, 0);
       if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
         const auto idle = read_timeout_.count() > 0 ? Clock::now() + read_timeout_ : Deadline::max();
         const Deadline deadline = std::min(idle, read_deadline_);
@@ -187,6 +192,28 @@ class TlsStream final : public Stream {
 
  private:
   static constexpr size_t kJoinBytes = 16384;  // a TLS record's most plaintext
+
+  // Sends what the write buffer holds; total: the write's size, for messages.
+  void flush(Deadline deadline, size_t total) {
+    for (;;) {
+      int done = 0;
+      {
+        std::lock_guard lock(ssl_mu_);
+        BIO* out = SSL_get_wbio(ssl_);
+        if (BIO_wpending(out) == 0) return;
+        done = BIO_flush(out);
+        if (done <= 0 && !BIO_should_retry(out)) done = -1;
+      }
+      if (done > 0) return;
+      if (done < 0) {
+        fail(ErrorKind::disconnected, "rpc", peer() + ": connection closed while writing " + std::to_string(total) + " bytes");
+      }
+      if (!wait_fd(fd_, POLLOUT, deadline)) {
+        fail(ErrorKind::disconnected, "rpc",
+             peer() + ": write of " + std::to_string(total) + " bytes timed out (the peer is not reading)");
+      }
+    }
+  }
 
   // Writes n bytes of a write of total bytes (for messages).
   void write_bytes(const uint8_t* p, size_t n, size_t total) {
@@ -236,10 +263,20 @@ SSL* handshake(detail::TcpStream& tcp, SSL_CTX* ctx, bool server, Deadline deadl
   const int fd = tcp.fd();
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   SSL* ssl = SSL_new(ctx);
-  if (ssl == nullptr || SSL_set_fd(ssl, fd) != 1) {
+  // Records are written through a buffer (flushed at the end of each
+  // write_all): one send per kWriteBuffer of records, not one per 16 KiB record.
+  BIO* in = BIO_new_socket(fd, BIO_NOCLOSE);
+  BIO* out = BIO_new_socket(fd, BIO_NOCLOSE);
+  BIO* buffer = BIO_new(BIO_f_buffer());
+  if (ssl == nullptr || in == nullptr || out == nullptr || buffer == nullptr ||
+      BIO_set_write_buffer_size(buffer, kWriteBuffer) != 1) {
     SSL_free(ssl);
+    BIO_free(in);
+    BIO_free(out);
+    BIO_free(buffer);
     fail(ErrorKind::internal, "tls", "cannot start TLS: " + ssl_errors());
   }
+  SSL_set_bio(ssl, in, BIO_push(buffer, out));  // owns them all from here
   for (;;) {
     ERR_clear_error();
     const int r = server ? SSL_accept(ssl) : SSL_connect(ssl);
