@@ -29,6 +29,7 @@
 #include "weft/model/sampler.h"
 #include "weft/model/tokenizer.h"
 #include "weft/rpc/client.h"
+#include "weft/rpc/discovery.h"
 #include "weft/rpc/worker.h"
 #include "weft/runtime/devices.h"
 #include "weft/runtime/generate.h"
