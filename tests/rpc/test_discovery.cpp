@@ -9,13 +9,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/beacon.h"
@@ -66,6 +69,11 @@ TEST(Beacon, SignedBeaconsVerifyOnlyWithTheirTokenAndOnlyUntouched) {
   EXPECT_FALSE(decode(tampered, kToken, &why));
   EXPECT_NE(why.find("does not verify"), std::string::npos) << why;
   EXPECT_FALSE(decode(d, kToken, &why, kBeaconFreshSeconds + 5)) << "a stale signed beacon was kept";
+  Beacon extreme = b;
+  extreme.time = INT64_MIN;  // signed by a token holder: still no overflow (UBSan would stop here)
+  EXPECT_FALSE(decode(encode_beacon(extreme, kToken), kToken, &why));
+  extreme.time = INT64_MAX;
+  EXPECT_FALSE(decode(encode_beacon(extreme, kToken), kToken, &why));
   // Without a token the mac cannot be checked: the beacon reads as unsigned.
   r = decode(d, std::nullopt, &why);
   ASSERT_TRUE(r) << why;
@@ -165,7 +173,7 @@ TEST(Discovery, AHostFindsTheWorkersItMayUse) {
   Advertising open(port, std::nullopt), pooled(port, kToken, dir);
   DiscoveryOptions o;
   o.port = port;
-  o.listen = 700ms;
+  o.listen = 1200ms;  // beacons every 100 ms: many chances, even on a loaded machine
   // Without a token: this machine's token-less worker only.
   std::vector<DiscoveredWorker> found = discover_workers(o);
   ASSERT_NE(find(found, open.endpoint()), nullptr);
@@ -195,10 +203,11 @@ TEST(Discovery, ForgedAndReplayedBeaconsAreDropped) {
   const uint16_t port = free_udp_port();
   DiscoveryOptions o;
   o.port = port;
-  o.listen = 600ms;
+  o.listen = 1000ms;
   o.auth_secret = kToken;
+  std::atomic<bool> listening{true};
   std::thread forger([&] {
-    for (int i = 0; i < 10; ++i) {
+    while (listening.load()) {  // until the host stops listening: none of it lost to a late start
       Beacon b = sample();
       b.port = 1111;
       send_datagram(port, encode_beacon(b, std::string("not the token")));  // forged mac
@@ -212,6 +221,7 @@ TEST(Discovery, ForgedAndReplayedBeaconsAreDropped) {
     }
   });
   const std::vector<DiscoveredWorker> found = discover_workers(o);
+  listening.store(false);
   forger.join();
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].port, 3333);

@@ -130,7 +130,9 @@ std::optional<ReadBeacon> decode_beacon(std::string_view d, const std::optional<
     const std::string want = mac_hex(d.substr(0, mac_at), *secret);
     if (want.size() != mac->size() || CRYPTO_memcmp(want.data(), mac->data(), want.size()) != 0)
       return drop("a mac that does not verify with this host's token");
-    if (std::abs(now_seconds - r.beacon.time) > kBeaconFreshSeconds) return drop("a signed beacon that is not fresh");
+    // Compared so that no time a beacon can name overflows the arithmetic.
+    if (r.beacon.time < now_seconds - kBeaconFreshSeconds || r.beacon.time > now_seconds + kBeaconFreshSeconds)
+      return drop("a signed beacon that is not fresh");
     r.signed_ok = true;
   }
   return r;
