@@ -11,35 +11,12 @@
 set -euo pipefail
 # shellcheck source=../lib/worker.sh
 source "$(dirname "$0")/../lib/worker.sh"
+# shellcheck source=../lib/netsim_env.sh
+source "$(dirname "$0")/../lib/netsim_env.sh"
 weft=$1
 writer=$2
 netsim=$(cd "$(dirname "$0")/../../scripts" && pwd)/netsim.sh
-skip() { echo "SKIP: $*"; exit 77; }
-die() { echo "FAIL: $*"; exit 1; }
-((EUID == 0)) || skip "network namespaces need root (uid $EUID)"
-
-export NETSIM_PREFIX=wd$$-
-NETSIM_NET=
-for n in $(seq 200 254); do
-  if ! ip -o -4 addr show | grep -q " 10\.$n\."; then NETSIM_NET=$n; break; fi
-done
-[[ -n $NETSIM_NET ]] || skip "no free 10.N.0.0/16 for the links"
-export NETSIM_NET
-
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  "$netsim" down || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT
-
-status=0
-"$netsim" up 2 1gbit >"$dir/up.log" 2>&1 || status=$?
-((status != 3)) || { cat "$dir/up.log"; skip "cannot make the links here"; }
-((status == 0)) || { cat "$dir/up.log"; die "netsim.sh up: exit status $status"; }
+netsim_env "wd$$-" 200 254 2 1gbit
 
 printf 'discovery-test-token\n' >"$dir/token"
 chmod 600 "$dir/token"

@@ -11,38 +11,13 @@
 set -euo pipefail
 # shellcheck source=../lib/worker.sh
 source "$(dirname "$0")/../lib/worker.sh"
+# shellcheck source=../lib/netsim_env.sh
+source "$(dirname "$0")/../lib/netsim_env.sh"
 weft=$1
 writer=$2
 netsim=$(cd "$(dirname "$0")/../../scripts" && pwd)/netsim.sh
-skip() { echo "SKIP: $*"; exit 77; }
-die() { echo "FAIL: $*"; exit 1; }
-((EUID == 0)) || skip "network namespaces need root (uid $EUID)"
-
-# Names and addresses of this run's own, so a bench's namespaces (weft-ns*,
-# 10.77) or another tree's run of this test are left alone.
-export NETSIM_PREFIX=wt$$-
-NETSIM_NET=
-for n in $(seq 78 199); do
-  if ! ip -o -4 addr show | grep -q " 10\.$n\."; then NETSIM_NET=$n; break; fi
-done
-[[ -n $NETSIM_NET ]] || skip "no free 10.N.0.0/16 for the links"
-export NETSIM_NET
-
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  "$netsim" down || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT  # through cleanup
-
-status=0
-"$netsim" up 2 100mbit >"$dir/up.log" 2>&1 || status=$?
-cat "$dir/up.log"
-((status != 3)) || skip "cannot make the links here"
-((status == 0)) || die "netsim.sh up: exit status $status"
+# Names and addresses of this run's own (10.78-199; the bench uses 10.77).
+netsim_env "wt$$-" 78 199 2 100mbit
 
 # Off loopback a worker needs a token (docs/security.md).
 printf 'netsim-test-token\n' >"$dir/token"

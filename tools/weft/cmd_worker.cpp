@@ -64,6 +64,52 @@ std::chrono::milliseconds seconds(double s, const char* flag) {
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0 + 0.5));
 }
 
+// --tls-cert/--tls-key, or --tls with a certificate made on first start.
+void set_tls(const WorkerArgs& args, rpc::WorkerOptions& options) {
+  if (args.tls_cert.empty() != args.tls_key.empty()) {
+    fail(ErrorKind::invalid_input, "worker", "--tls-cert and --tls-key go together");
+  }
+  if (!args.tls_cert.empty()) {
+    options.tls_cert = args.tls_cert;
+    options.tls_key = args.tls_key;
+  } else if (args.tls) {
+    const std::filesystem::path dir = tls_dir(args.auth_token_file);
+    options.tls_cert = dir / "worker-cert.pem";
+    options.tls_key = dir / "worker-key.pem";
+    if (rpc::make_self_signed_certificate(options.tls_cert, options.tls_key)) {
+      std::fprintf(stderr, "weft worker: made a self-signed TLS certificate: %s (key %s)\n", options.tls_cert.c_str(),
+                   options.tls_key.c_str());
+    }
+  }
+}
+
+// The worker's options from its flags.
+rpc::WorkerOptions worker_options(const WorkerArgs& args) {
+  rpc::WorkerOptions options;
+  options.host = args.host;
+  options.port = static_cast<uint16_t>(args.port);
+  options.max_clients = args.max_clients;
+  options.memory_budget = args.mem != 0 ? args.mem : default_budget();
+  options.limits.session_memory = args.session_mem != 0 ? args.session_mem : options.memory_budget;
+  if (args.max_graph_cost > 0) {
+    options.limits.max_graph_cost =
+        args.max_graph_cost >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(args.max_graph_cost);
+  }
+  options.limits.handshake_timeout = seconds(args.handshake_timeout, "--handshake-timeout");
+  options.limits.idle_timeout = seconds(args.idle_timeout, "--idle-timeout");
+  options.limits.io_timeout = seconds(args.io_timeout, "--io-timeout");
+  options.cache_dir = args.cache_dir;
+  if (args.cache_max != 0) options.cache_max_bytes = args.cache_max;
+  if (!args.auth_token_file.empty()) options.auth_secret = read_token(args.auth_token_file);
+  options.insecure = args.insecure;
+  options.peer_allow = args.peer_allow;
+  options.advertise = args.advertise;
+  options.advertise_port = static_cast<uint16_t>(args.advertise_port);
+  set_tls(args, options);
+  options.log = true;
+  return options;
+}
+
 }  // namespace
 
 int cmd_worker(const WorkerArgs& args) {
@@ -85,42 +131,7 @@ int cmd_worker(const WorkerArgs& args) {
   sigset_t old_mask;
   pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
 
-  rpc::WorkerOptions options;
-  options.host = args.host;
-  options.port = static_cast<uint16_t>(args.port);
-  options.max_clients = args.max_clients;
-  options.memory_budget = args.mem != 0 ? args.mem : default_budget();
-  options.limits.session_memory = args.session_mem != 0 ? args.session_mem : options.memory_budget;
-  if (args.max_graph_cost > 0) {
-    options.limits.max_graph_cost =
-        args.max_graph_cost >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(args.max_graph_cost);
-  }
-  options.limits.handshake_timeout = seconds(args.handshake_timeout, "--handshake-timeout");
-  options.limits.idle_timeout = seconds(args.idle_timeout, "--idle-timeout");
-  options.limits.io_timeout = seconds(args.io_timeout, "--io-timeout");
-  options.cache_dir = args.cache_dir;
-  if (args.cache_max != 0) options.cache_max_bytes = args.cache_max;
-  if (!args.auth_token_file.empty()) options.auth_secret = read_token(args.auth_token_file);
-  options.insecure = args.insecure;
-  options.peer_allow = args.peer_allow;
-  options.advertise = args.advertise;
-  options.advertise_port = static_cast<uint16_t>(args.advertise_port);
-  if (args.tls_cert.empty() != args.tls_key.empty()) {
-    fail(ErrorKind::invalid_input, "worker", "--tls-cert and --tls-key go together");
-  }
-  if (!args.tls_cert.empty()) {
-    options.tls_cert = args.tls_cert;
-    options.tls_key = args.tls_key;
-  } else if (args.tls) {
-    const std::filesystem::path dir = tls_dir(args.auth_token_file);
-    options.tls_cert = dir / "worker-cert.pem";
-    options.tls_key = dir / "worker-key.pem";
-    if (rpc::make_self_signed_certificate(options.tls_cert, options.tls_key)) {
-      std::fprintf(stderr, "weft worker: made a self-signed TLS certificate: %s (key %s)\n", options.tls_cert.c_str(),
-                   options.tls_key.c_str());
-    }
-  }
-  options.log = true;
+  const rpc::WorkerOptions options = worker_options(args);
 
   // The CPU split into partitions: each device's backends use its share of the threads.
   const unsigned hw = std::thread::hardware_concurrency();
