@@ -11,6 +11,19 @@
 #include "weft/model/model.h"
 
 namespace weft::model {
+namespace {
+
+// Writes a mask or the rope factors, inputs some graphs do not read. An input
+// no node of the built graph reads is not placed and has no buffer: the
+// global mask when every layer slides (Phi-3's window on all layers), the
+// sliding mask of a pipeline stage whose layers are all global. Nothing
+// reads it, so nothing is written. The inputs every graph reads (tokens,
+// positions, rows) go through tensor_set, which refuses one left unplaced.
+void write_input(Tensor* t, const void* data, size_t bytes) {
+  if (t != nullptr && t->buffer != nullptr) tensor_set(*t, data, 0, bytes);
+}
+
+}  // namespace
 
 LlamaModel::Inputs LlamaModel::new_inputs(Context& ctx, int64_t n, int64_t n_kv, int64_t n_out) const {
   Inputs in;
@@ -46,12 +59,12 @@ void LlamaModel::set_inputs(const Inputs& in, std::span<const int32_t> tokens, i
   tensor_set(*in.positions, positions.data(), 0, in.positions->nbytes());
   tensor_set(*in.kv_rows, kv_rows.data(), 0, in.kv_rows->nbytes());
   fill_causal_mask(mask, n_kv, n, n_past);
-  tensor_set(*in.mask, mask.data(), 0, in.mask->nbytes());
-  if (in.mask_swa) {
+  write_input(in.mask, mask.data(), in.mask->nbytes());
+  if (in.mask_swa && in.mask_swa->buffer) {
     fill_causal_mask(mask, n_kv, n, n_past, params_.n_swa);
-    tensor_set(*in.mask_swa, mask.data(), 0, in.mask_swa->nbytes());
+    write_input(in.mask_swa, mask.data(), in.mask_swa->nbytes());
   }
-  if (in.rope_factors) tensor_set(*in.rope_factors, rope_factors_.data(), 0, in.rope_factors->nbytes());
+  if (in.rope_factors) write_input(in.rope_factors, rope_factors_.data(), in.rope_factors->nbytes());
 }
 
 void LlamaModel::set_batch_inputs(const Inputs& in, std::span<const BatchToken> batch, int64_t n_seq) const {
@@ -97,10 +110,10 @@ void LlamaModel::set_batch_inputs(const Inputs& in, std::span<const BatchToken> 
   tensor_set(*in.tokens, tokens.data(), 0, in.tokens->nbytes());
   tensor_set(*in.positions, positions.data(), 0, in.positions->nbytes());
   tensor_set(*in.kv_rows, kv_rows.data(), 0, in.kv_rows->nbytes());
-  tensor_set(*in.mask, mask.data(), 0, in.mask->nbytes());
-  if (in.mask_swa) tensor_set(*in.mask_swa, mask_swa.data(), 0, in.mask_swa->nbytes());
+  write_input(in.mask, mask.data(), in.mask->nbytes());
+  if (in.mask_swa) write_input(in.mask_swa, mask_swa.data(), in.mask_swa->nbytes());
   tensor_set(*in.out_rows, out_rows.data(), 0, in.out_rows->nbytes());
-  if (in.rope_factors) tensor_set(*in.rope_factors, rope_factors_.data(), 0, in.rope_factors->nbytes());
+  if (in.rope_factors) write_input(in.rope_factors, rope_factors_.data(), in.rope_factors->nbytes());
 }
 
 namespace {

@@ -59,8 +59,9 @@ std::string attention_line(const LlamaParams& p) {
     } else {
       int64_t sliding = 0;
       for (int64_t il = 0; il < p.n_layer; ++il) sliding += p.is_swa(il);
-      s += std::to_string(sliding) + " of " + std::to_string(p.n_layer) + " layers (one global layer in each " +
-           std::to_string(p.swa_pattern) + ")";
+      s += std::to_string(sliding) + " of " + std::to_string(p.n_layer) + " layers (" +
+           (p.swa_pattern > 0 ? "one global layer in each " + std::to_string(p.swa_pattern) : "listed per layer") +
+           ")";
     }
   }
   return s + "\n";

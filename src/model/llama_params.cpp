@@ -21,15 +21,15 @@ struct ArchInfo {
   bool weights_norm;         // default of expert_weights_norm
   FfnActivation act;
   bool embed_scale;
-  int64_t swa_pattern;       // default when the file has a sliding window
+  int64_t swa_pattern;       // default period when the file has a window; 1: every layer
 };
 
 constexpr ArchInfo kArchs[] = {
-    {"llama", Arch::llama, RopeMode::normal, false, true, FfnActivation::silu, false, 0},
-    {"qwen2", Arch::qwen2, RopeMode::neox, false, true, FfnActivation::silu, false, 0},
-    {"qwen2moe", Arch::qwen2moe, RopeMode::neox, true, false, FfnActivation::silu, false, 0},
-    {"qwen3", Arch::qwen3, RopeMode::neox, false, true, FfnActivation::silu, false, 0},
-    {"qwen3moe", Arch::qwen3moe, RopeMode::neox, true, true, FfnActivation::silu, false, 0},
+    {"llama", Arch::llama, RopeMode::normal, false, true, FfnActivation::silu, false, 1},
+    {"qwen2", Arch::qwen2, RopeMode::neox, false, true, FfnActivation::silu, false, 1},
+    {"qwen2moe", Arch::qwen2moe, RopeMode::neox, true, false, FfnActivation::silu, false, 1},
+    {"qwen3", Arch::qwen3, RopeMode::neox, false, true, FfnActivation::silu, false, 1},
+    {"qwen3moe", Arch::qwen3moe, RopeMode::neox, true, true, FfnActivation::silu, false, 1},
     {"phi3", Arch::phi3, RopeMode::neox, false, true, FfnActivation::silu, false, 1},
     {"gemma2", Arch::gemma2, RopeMode::neox, false, true, FfnActivation::gelu_tanh, true, 2},
     {"gemma3", Arch::gemma3, RopeMode::neox, false, true, FfnActivation::gelu_tanh, true, 6},
@@ -82,6 +82,26 @@ void read_experts(const GgufFile& f, const std::string& pre, LlamaParams& p) {
             "= " + std::to_string(*used) + " is outside [1, " + count_key + " = " + std::to_string(count) + "]");
   p.n_expert = count;
   p.n_expert_used = *used;
+}
+
+// Which layers slide. attention.sliding_window_pattern is a period (layer il
+// slides when il % period < period - 1; 1: every layer) or, as newer
+// converters write it, one bool per layer. Absent: the family's period
+// (Gemma 2: 2, Gemma 3: 6); a family without one slides on every layer, as
+// a window in a model's own configuration means (Phi-3, Mistral).
+void read_sliding_layers(const GgufFile& f, const std::string& key, int64_t family_period, LlamaParams& p) {
+  p.swa_layers.assign(static_cast<size_t>(p.n_layer), 0);
+  const GgufValue* v = f.find(key);
+  if (v != nullptr && v->type == GgufType::array) {
+    if (v->arr.elem_type() != GgufType::boolean || static_cast<int64_t>(v->arr.size()) != p.n_layer)
+      bad_key(f, key, "must be a period or " + std::to_string(p.n_layer) + " bools, one per layer");
+    p.swa_pattern = 0;
+    for (size_t il = 0; il < v->arr.size(); ++il) p.swa_layers[il] = v->arr.element(il).u != 0;
+    return;
+  }
+  p.swa_pattern = optional_positive(f, key, family_period);
+  for (int64_t il = 0; il < p.n_layer; ++il)
+    p.swa_layers[static_cast<size_t>(il)] = p.swa_pattern == 1 || il % p.swa_pattern < p.swa_pattern - 1;
 }
 
 // rope.scaling.*: linear (every family), llama3 (llama), and Phi-3's
@@ -208,13 +228,7 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   p.attn_softcap = optional_positive_f32(f, pre + "attn_logit_softcapping", 0.f);
   p.final_softcap = optional_positive_f32(f, pre + "final_logit_softcapping", 0.f);
   p.n_swa = optional_positive(f, pre + "attention.sliding_window", 0);
-  if (p.n_swa > 0) {
-    p.swa_pattern = optional_positive(f, pre + "attention.sliding_window_pattern", info->swa_pattern);
-    if (p.swa_pattern == 0)
-      fail(ErrorKind::invalid_input, kWhere,
-           f.path() + ": key " + pre + "attention.sliding_window in a " + *arch +
-               " file: weft does not know which layers slide (no " + pre + "attention.sliding_window_pattern)");
-  }
+  if (p.n_swa > 0) read_sliding_layers(f, pre + "attention.sliding_window_pattern", info->swa_pattern, p);
 
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing tensor token_embd.weight");

@@ -25,9 +25,13 @@ namespace fs = std::filesystem;
 
 // The cases make_family.py writes (CASE.gguf and CASE.ref).
 inline const std::vector<std::string>& cases() {
-  static const std::vector<std::string> all{"llama",    "qwen2",    "llama3_freqs", "llama3_keys", "qwen3",
-                                            "qwen3moe", "qwen2moe", "phi3_short",   "phi3_long",   "gemma2",
-                                            "gemma3"};
+  // The families, then make_family.py's option matrix (VARIANTS).
+  static const std::vector<std::string> all{
+      "llama",           "qwen2",           "llama3_freqs",         "llama3_keys",     "qwen3",
+      "qwen3moe",        "qwen2moe",        "phi3_short",           "phi3_long",       "gemma2",
+      "gemma3",          "phi3_window_big", "phi3_window",          "phi3_unfused",    "llama_window",
+      "qwen2_window_pattern", "qwen2_tied", "qwen3_linear",         "qwen3moe_window_big", "qwen2moe_window",
+      "gemma2_nowindow", "gemma2_window_big", "gemma3_window_list", "gemma3_nowindow"};
   return all;
 }
 

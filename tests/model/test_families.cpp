@@ -134,6 +134,23 @@ TEST(FamilyParams, ReadFromTheFiles) {
   EXPECT_FLOAT_EQ(gemma3.rope_freq_scale_swa, 1.0f);
   EXPECT_EQ(gemma3.attn_softcap, 0.0f);
 
+  // The option matrix: Phi-3's window on every layer, however large; a
+  // window in a family without a pattern slides everywhere; the pattern as
+  // one bool per layer.
+  const auto phi3_big = params("phi3_window_big");
+  EXPECT_EQ(phi3_big.n_swa, 2047);
+  for (int64_t il = 0; il < phi3_big.n_layer; ++il) EXPECT_TRUE(phi3_big.is_swa(il)) << il;
+  EXPECT_TRUE(params("llama_window").is_swa(1));
+  const auto listed = params("gemma3_window_list");
+  EXPECT_EQ(listed.swa_pattern, 0);
+  const std::vector<uint8_t> expected_layers{1, 0, 1, 1, 0, 0};
+  EXPECT_EQ(listed.swa_layers, expected_layers);
+  EXPECT_NE(weft::model::describe(listed).find("sliding window 4 on 3 of 6 layers (listed per layer)"),
+            std::string::npos)
+      << weft::model::describe(listed);
+  EXPECT_FALSE(params("gemma3_nowindow").any_swa());
+  EXPECT_NE(weft::model::describe(phi3_big).find("sliding window 2047 on every layer"), std::string::npos);
+
   const auto qwen3 = params("qwen3");
   EXPECT_EQ(qwen3.rope_mode, weft::RopeMode::neox);
   EXPECT_NE(qwen3.head_dim * qwen3.n_head, qwen3.n_embd);  // key_length, not n_embd / n_head
@@ -197,6 +214,36 @@ TEST(FamilyFiles, MissingTensorOrKeyIsNamed) {
     }
   }
   fs::remove_all(root);
+}
+
+// A per-layer pattern of the wrong length or element type is refused naming
+// the key.
+TEST(FamilyFiles, SlidingPatternOfTheWrongShapeIsNamed) {
+  const fs::path src = family_files::dir() / "gemma3_window_list.gguf";
+  auto good = weft::GgufFile::open(src.string());
+  for (int variant = 0; variant < 2; ++variant) {
+    weft::GgufWriter w;
+    for (const std::string& key : good->keys()) w.set_value(key, *good->find(key));
+    const uint8_t bits[6] = {1, 0, 1, 1, 0, 0};
+    weft::GgufValue v;
+    v.type = weft::GgufType::array;
+    v.arr = variant == 0 ? weft::GgufArray::packed(weft::GgufType::boolean, bits, 3)
+                         : weft::GgufArray::packed(weft::GgufType::u8, bits, 6);
+    w.set_value("gemma3.attention.sliding_window_pattern", v);
+    for (const weft::GgufTensorInfo& t : good->tensors())
+      w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, static_cast<size_t>(t.n_dims)), good->tensor_data(t));
+    const fs::path path = fs::temp_directory_path() / ("weft_bad_pattern_" + std::to_string(::getpid()) + ".gguf");
+    w.write(path.string());
+    auto file = weft::GgufFile::open(path.string());
+    try {
+      (void)weft::model::LlamaParams::from_gguf(*file);
+      ADD_FAILURE() << "pattern variant " << variant << " accepted";
+    } catch (const weft::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("gemma3.attention.sliding_window_pattern"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("6 bools"), std::string::npos) << e.what();
+    }
+    fs::remove(path);
+  }
 }
 
 // An architecture weft does not run is refused with the list of those it does.

@@ -99,7 +99,12 @@ struct LlamaParams {
   float attn_softcap = 0;      // attn_logit_softcapping; 0: none
   float final_softcap = 0;     // final_logit_softcapping; 0: none
   int64_t n_swa = 0;           // attention.sliding_window; 0: none
-  int64_t swa_pattern = 0;     // layer il slides when il % pattern < pattern - 1 (1: all)
+  // attention.sliding_window_pattern as a period: layer il slides when
+  // il % pattern < pattern - 1 (1: every layer); 0 when the file lists the
+  // layers one by one. swa_layers holds the outcome, one flag per layer
+  // (empty when n_swa is 0).
+  int64_t swa_pattern = 0;
+  std::vector<uint8_t> swa_layers;
 
   // Block shape.
   bool embed_scale = false;    // token embeddings times sqrt(n_embd) (Gemma)
@@ -111,9 +116,13 @@ struct LlamaParams {
 
   // Whether layer il attends through a sliding window.
   bool is_swa(int64_t il) const {
-    return n_swa > 0 && swa_pattern > 0 && (swa_pattern == 1 || il % swa_pattern < swa_pattern - 1);
+    return n_swa > 0 && il >= 0 && il < static_cast<int64_t>(swa_layers.size()) && swa_layers[static_cast<size_t>(il)];
   }
-  bool any_swa() const { return n_swa > 0 && swa_pattern > 0 && n_layer > 0; }
+  bool any_swa() const {
+    for (int64_t il = 0; il < n_layer; ++il)
+      if (is_swa(il)) return true;
+    return false;
+  }
 };
 
 // Weights of one block; what a family does not have is nullptr. Attention

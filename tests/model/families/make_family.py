@@ -76,7 +76,8 @@ def tokenizer_keys(w, eot, add_space_prefix=None):
 DEFAULTS = dict(n_layer=2, n_ctx=64, head_dim=None, n_rot=None, eps=1e-5, rope_base=10000.0,
                 tied=False, qkv_bias=False, qk_norm=False, fused=False, gemma=False,
                 n_expert=0, n_expert_used=0, n_ff_exp=0, n_ff_shexp=0, gain=1.2, qk_gain=None,
-                eot=None, add_space_prefix=None, evals="default", extra=None)
+                eot=None, add_space_prefix=None, evals="default", extra=None,
+                window=None, pattern=None, nocap=False, rope_linear=None)
 
 # Seeds: chosen so that no value the reference stores in the f16 KV cache
 # lies within 3e-7 (relative) of an f16 rounding boundary, so weft's f32
@@ -122,6 +123,33 @@ CASES = {
                    n_layer=6, gemma=True, tied=True, qk_norm=True, eps=1e-6, rope_base=1000000.0,
                    eot="gemma", add_space_prefix=False, extra="gemma3"),
 }
+
+# The option matrix: each family's base case again with an optional key
+# present, absent or past the context (windows, their per-layer pattern,
+# soft-caps, rope scaling, tied output, fused tensors). Each entry: base
+# case, its own seed (chosen as above), and the overrides; "window":
+# "absent" drops the family's window key, an int writes that window;
+# "pattern": a period or one bool per layer; "nocap": no soft-cap keys.
+VARIANTS = {
+    # The converter writes 2047 for Phi-3-mini-4k: every layer slides, the
+    # window larger than the context in use.
+    "phi3_window_big": ("phi3_short", 407, dict(window=2047)),
+    "phi3_window": ("phi3_long", 407, dict(window=5)),
+    "phi3_unfused": ("phi3_short", 407, dict(fused=False)),
+    # A window in a family without a pattern slides on every layer.
+    "llama_window": ("llama", 1, dict(window=3)),
+    "qwen2_window_pattern": ("qwen2", 102, dict(window=4, pattern=[True, False])),
+    "qwen2_tied": ("qwen2", 102, dict(tied=True)),
+    "qwen3_linear": ("qwen3", 1804, dict(rope_linear=4.0)),
+    "qwen3moe_window_big": ("qwen3moe", 2405, dict(window=4096)),
+    "qwen2moe_window": ("qwen2moe", 5007, dict(window=6)),
+    "gemma2_nowindow": ("gemma2", 5044, dict(window="absent", nocap=True)),
+    "gemma2_window_big": ("gemma2", 5023, dict(window=4096, tied=False)),
+    "gemma3_window_list": ("gemma3", 5001, dict(pattern=[True, False, True, True, False, False])),
+    "gemma3_nowindow": ("gemma3", 5005, dict(window="absent")),
+}
+for _name, (_base, _seed, _over) in VARIANTS.items():
+    CASES[_name] = dict(CASES[_base], seed=_seed, **_over)
 for _c in CASES.values():
     for _k, _v in DEFAULTS.items():
         _c.setdefault(_k, _v)
@@ -252,8 +280,9 @@ def build(name):
         w.add_f32(p + "rope.scaling.attn_factor", 1.2)
     elif extra == "gemma2":
         w.add_u32(p + "attention.sliding_window", 4)
-        w.add_f32(p + "attn_logit_softcapping", 5.0)
-        w.add_f32(p + "final_logit_softcapping", 3.0)
+        if not c["nocap"]:
+            w.add_f32(p + "attn_logit_softcapping", 5.0)
+            w.add_f32(p + "final_logit_softcapping", 3.0)
     elif extra == "gemma3":
         w.add_u32(p + "attention.sliding_window", 4)
         w.add_u32(p + "attention.sliding_window_pattern", 3)
@@ -261,8 +290,30 @@ def build(name):
         w.add_string(p + "rope.scaling.type", "linear")
         w.add_f32(p + "rope.scaling.factor", 8.0)
 
+    apply_overrides(w, c, p)
     evals = make_evals(c["evals"], rng, n_vocab)
     return w, c["n_ctx"], evals
+
+
+def apply_overrides(w, c, p):
+    """The matrix's keys (see VARIANTS), over what the family's extra wrote."""
+    window_key, pattern_key = p + "attention.sliding_window", p + "attention.sliding_window_pattern"
+    if c["window"] is not None:
+        for key in (window_key, pattern_key):
+            if key in w.kv():
+                w.remove_key(key)
+        if c["window"] != "absent":
+            w.add_u32(window_key, c["window"])
+    if c["pattern"] is not None:
+        if pattern_key in w.kv():
+            w.remove_key(pattern_key)
+        if isinstance(c["pattern"], list):
+            w.add_array(pattern_key, gw.BOOL, c["pattern"])
+        else:
+            w.add_u32(pattern_key, c["pattern"])
+    if c["rope_linear"]:
+        w.add_string(p + "rope.scaling.type", "linear")
+        w.add_f32(p + "rope.scaling.factor", c["rope_linear"])
 
 
 def ref_bytes(n_ctx, n_vocab, evals, logits):

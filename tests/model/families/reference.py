@@ -136,16 +136,18 @@ class Hparams:
         self.embd_scale = float(np.float32(math.sqrt(self.n_embd))) if self.gemma else 1.0
 
         # Sliding windows per layer (None: global).
+        # The pattern: a period (layer il slides when il % period < period - 1)
+        # or one bool per layer; absent: Gemma 2 alternates, Gemma 3 has one
+        # global layer in six, every other family slides on every layer.
         window = kv.get(p + "attention.sliding_window")
-        if arch == "gemma2":
-            self.window = [window if il % 2 == 0 else None for il in range(self.n_layer)]
-        elif arch == "gemma3":
-            pattern = kv.get(p + "attention.sliding_window_pattern", 6)
-            self.window = [window if il % pattern < pattern - 1 else None for il in range(self.n_layer)]
-        elif arch == "phi3" and window is not None:
-            self.window = [window] * self.n_layer
-        else:
+        pattern = kv.get(p + "attention.sliding_window_pattern", {"gemma2": 2, "gemma3": 6}.get(arch, 1))
+        if window is None:
             self.window = [None] * self.n_layer
+        elif isinstance(pattern, list):
+            self.window = [window if slides else None for slides in pattern]
+        else:
+            self.window = [window if il % pattern < pattern - 1 or pattern == 1 else None
+                           for il in range(self.n_layer)]
 
         # Rope per layer: (base, freq_scale, ff or None, attn_factor).
         base = kv.get(p + "rope.freq_base", 10000.0)
