@@ -38,6 +38,11 @@ std::string rope_line(const LlamaParams& p) {
       s += ", llama3 frequency factors (factor " + num(p.rope_scaling_factor) + ", original context " +
            std::to_string(p.rope_n_ctx_orig) + "; rope_freqs.weight when the file has it)";
       break;
+    case RopeScalingType::yarn:
+      s += ", YaRN x" + num(p.rope_scaling_factor) + " (original context " + std::to_string(p.rope_n_ctx_orig) +
+           ", beta " + num(p.rope_yarn_beta_fast) + "/" + num(p.rope_yarn_beta_slow) + ", magnitude " +
+           num(p.rope_attn_factor) + ")";
+      break;
     case RopeScalingType::longrope:
       s += ", LongRoPE (long factors beyond a context of " + std::to_string(p.rope_n_ctx_orig) + ", attn factor " +
            num(p.rope_attn_factor) + ")";

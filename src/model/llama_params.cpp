@@ -104,6 +104,30 @@ void read_sliding_layers(const GgufFile& f, const std::string& key, int64_t fami
     p.swa_layers[static_cast<size_t>(il)] = p.swa_pattern == 1 || il % p.swa_pattern < p.swa_pattern - 1;
 }
 
+// YaRN (rope.scaling.type = yarn, any family): the frequencies are the
+// factors LlamaModel computes (detail::yarn_rope_factors); what the keys
+// add is the magnitude, attn_factor times yarn_attn_factor times
+// 1 + 0.1 ln(factor), which multiplies the rotated values.
+void read_yarn(const GgufFile& f, const std::string& pre, LlamaParams& p) {
+  p.rope_scaling = RopeScalingType::yarn;
+  if (!f.has(pre + "rope.scaling.factor")) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
+  if (p.rope_scaling_factor < 1.f) bad_key(f, pre + "rope.scaling.factor", "must be at least 1 for yarn");
+  p.rope_yarn_beta_fast = optional_positive_f32(f, pre + "rope.scaling.yarn_beta_fast", 32.f);
+  p.rope_yarn_beta_slow = optional_positive_f32(f, pre + "rope.scaling.yarn_beta_slow", 1.f);
+  if (!(p.rope_yarn_beta_fast > p.rope_yarn_beta_slow))
+    bad_key(f, pre + "rope.scaling.yarn_beta_fast", "must exceed yarn_beta_slow");
+  const std::string ext_key = pre + "rope.scaling.yarn_ext_factor";
+  if (f.has(ext_key)) {
+    const float ext = *f.get_f32(ext_key);
+    if (!(ext >= 0.f && ext <= 1.f)) bad_key(f, ext_key, "= " + std::to_string(ext) + " is outside [0, 1]");
+    p.rope_yarn_ext_factor = ext;
+  }
+  const float yarn_attn = optional_positive_f32(f, pre + "rope.scaling.yarn_attn_factor", 1.f);
+  const float magnitude =
+      p.rope_yarn_ext_factor > 0.f ? 1.f + 0.1f * std::log(p.rope_scaling_factor) : 1.f;
+  p.rope_attn_factor *= yarn_attn * magnitude;
+}
+
 // rope.scaling.*: linear (every family), llama3 (llama), and Phi-3's
 // LongRoPE, which the factors tensors select (LlamaModel reads them).
 void read_rope_scaling(const GgufFile& f, const std::string& pre, LlamaParams& p) {
@@ -126,8 +150,10 @@ void read_rope_scaling(const GgufFile& f, const std::string& pre, LlamaParams& p
       bad_key(f, pre + "rope.scaling.high_freq_factor", "must exceed low_freq_factor");
   } else if (type == "longrope" || type == "su") {
     p.rope_scaling = RopeScalingType::longrope;
+  } else if (type == "yarn") {
+    read_yarn(f, pre, p);
   } else {
-    bad_key(f, type_key, "= '" + type + "' is not none, linear, llama3 or longrope");
+    bad_key(f, type_key, "= '" + type + "' is not none, linear, llama3, longrope or yarn");
   }
   // A llama3 file carries its factors as rope_freqs.weight, Phi-3 files as
   // rope_factors_long/short, usually without a type key.

@@ -126,6 +126,8 @@ std::vector<float> rope_factors(const GgufFile& file, const LlamaParams& p, int6
   if (p.rope_scaling == RopeScalingType::llama3) {
     name = "rope_freqs.weight";
     if (!file.find_tensor(name)) return llama3_rope_factors(p);
+  } else if (p.rope_scaling == RopeScalingType::yarn) {
+    return yarn_rope_factors(p);
   } else if (p.rope_scaling == RopeScalingType::longrope) {
     name = n_ctx > p.rope_n_ctx_orig ? "rope_factors_long.weight" : "rope_factors_short.weight";
   } else {
@@ -164,6 +166,29 @@ std::vector<float> llama3_rope_factors(const LlamaParams& p) {
       const double smooth = (L / wavelen - low) / (high - low);
       f[i] = static_cast<float>(1.0 / ((1 - smooth) / F + smooth));
     }
+  }
+  return f;
+}
+
+std::vector<float> yarn_rope_factors(const LlamaParams& p) {
+  // YaRN: pair i's frequency is interpolated (times 1/F) below the
+  // correction range, kept (extrapolated) above it, and blended along a
+  // linear ramp between. The range is where a pair turns between
+  // beta_slow and beta_fast times over the original context:
+  // d(r) = n_rot ln(L / (2 pi r)) / (2 ln base), low = floor(d(beta_fast)),
+  // high = ceil(d(beta_slow)), clamped to [0, n_rot - 1]. The blend as a
+  // divisor of the frequency: 1 / (s (1 - m) + m), s = 1/F, m = ext_factor
+  // times the ramp (1 at and below low, 0 at and above high).
+  const double n_rot = static_cast<double>(p.n_rot), base = p.rope_base, L = static_cast<double>(p.rope_n_ctx_orig);
+  auto corr_dim = [&](double rotations) { return n_rot * std::log(L / (rotations * 2 * M_PI)) / (2 * std::log(base)); };
+  const double low = std::max(0.0, std::floor(corr_dim(p.rope_yarn_beta_fast)));
+  const double high = std::min(n_rot - 1, std::ceil(corr_dim(p.rope_yarn_beta_slow)));
+  const double s = 1.0 / p.rope_scaling_factor;
+  std::vector<float> f(static_cast<size_t>(p.n_rot / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    const double y = (static_cast<double>(i) - low) / std::max(0.001, high - low);
+    const double mix = (1.0 - std::clamp(y, 0.0, 1.0)) * p.rope_yarn_ext_factor;
+    f[i] = static_cast<float>(1.0 / (s * (1.0 - mix) + mix));
   }
   return f;
 }

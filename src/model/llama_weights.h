@@ -44,6 +44,9 @@ std::vector<float> rope_factors(const GgufFile& file, const LlamaParams& p, int6
 // Llama 3.1's factors from rope.scaling.factor, original_context_length and
 // the low/high frequency factors.
 std::vector<float> llama3_rope_factors(const LlamaParams& p);
+// YaRN's frequency divisors from rope_base, n_rot, the factor, the original
+// context and the beta/ext keys.
+std::vector<float> yarn_rope_factors(const LlamaParams& p);
 
 // Cuts every layer's stacked experts by part (LoadOptions::expert_split):
 // counts has one entry per part (n_parts of them), each >= 0, summing to

@@ -31,7 +31,8 @@ inline const std::vector<std::string>& cases() {
       "qwen3moe",        "qwen2moe",        "phi3_short",           "phi3_long",       "gemma2",
       "gemma3",          "phi3_window_big", "phi3_window",          "phi3_unfused",    "llama_window",
       "qwen2_window_pattern", "qwen2_tied", "qwen3_linear",         "qwen3moe_window_big", "qwen2moe_window",
-      "gemma2_nowindow", "gemma2_window_big", "gemma3_window_list", "gemma3_nowindow"};
+      "gemma2_nowindow", "gemma2_window_big", "gemma3_window_list", "gemma3_nowindow",
+      "qwen3_yarn",      "llama_yarn"};
   return all;
 }
 

@@ -161,6 +161,14 @@ TEST(FamilyParams, ReadFromTheFiles) {
   EXPECT_EQ(params("llama3_freqs").rope_scaling, weft::model::RopeScalingType::llama3);
   EXPECT_EQ(params("llama3_keys").rope_scaling, weft::model::RopeScalingType::llama3);
   EXPECT_EQ(params("llama").rope_scaling, weft::model::RopeScalingType::none);
+  // YaRN's keys: the magnitude 0.9 (yarn_attn_factor) x (1 + 0.1 ln 8).
+  const auto yarn = params("llama_yarn");
+  EXPECT_EQ(yarn.rope_scaling, weft::model::RopeScalingType::yarn);
+  EXPECT_FLOAT_EQ(yarn.rope_yarn_beta_fast, 8.0f);
+  EXPECT_FLOAT_EQ(yarn.rope_yarn_beta_slow, 0.5f);
+  EXPECT_NEAR(yarn.rope_attn_factor, 0.9 * (1 + 0.1 * std::log(8.0)), 1e-6);
+  EXPECT_NE(weft::model::describe(yarn).find("YaRN x8 (original context 32"), std::string::npos)
+      << weft::model::describe(yarn);
 
   // What `weft gguf info` prints about them.
   const std::string g2 = weft::model::describe(gemma2);

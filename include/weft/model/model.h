@@ -55,6 +55,7 @@ enum class RopeScalingType {
   linear,    // freq_scale = 1 / rope.scaling.factor
   llama3,    // per-frequency factors (rope_freqs.weight, or computed from the keys)
   longrope,  // Phi-3: rope_factors_long / rope_factors_short by context length
+  yarn,      // YaRN: per-frequency factors blending interpolation and extrapolation, scaled magnitudes
 };
 
 // The gated feed-forward's activation: silu(gate) * up or gelu(gate) * up.
@@ -92,7 +93,10 @@ struct LlamaParams {
   int64_t rope_n_ctx_orig = 0;             // rope.scaling.original_context_length
   float rope_low_freq_factor = 1.f;        // llama3 scaling from keys
   float rope_high_freq_factor = 4.f;
-  float rope_attn_factor = 1.f;            // rope.scaling.attn_factor (Phi-3 LongRoPE)
+  float rope_attn_factor = 1.f;            // rope.scaling.attn_factor (Phi-3 LongRoPE); YaRN's magnitude
+  float rope_yarn_beta_fast = 32.f;        // rope.scaling.yarn_beta_fast: rotations where extrapolation ends
+  float rope_yarn_beta_slow = 1.f;         // rope.scaling.yarn_beta_slow: rotations where interpolation starts
+  float rope_yarn_ext_factor = 1.f;        // rope.scaling.yarn_ext_factor: how much of the ramp applies
 
   // Attention.
   float attn_scale = 0;        // multiplies q·k: attention.scale, or the family's rule

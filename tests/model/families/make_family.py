@@ -77,7 +77,7 @@ DEFAULTS = dict(n_layer=2, n_ctx=64, head_dim=None, n_rot=None, eps=1e-5, rope_b
                 tied=False, qkv_bias=False, qk_norm=False, fused=False, gemma=False,
                 n_expert=0, n_expert_used=0, n_ff_exp=0, n_ff_shexp=0, gain=1.2, qk_gain=None,
                 eot=None, add_space_prefix=None, evals="default", extra=None,
-                window=None, pattern=None, nocap=False, rope_linear=None)
+                window=None, pattern=None, nocap=False, rope_linear=None, rope_yarn=None)
 
 # Seeds: chosen so that no value the reference stores in the f16 KV cache
 # lies within 3e-7 (relative) of an f16 rounding boundary, so weft's f32
@@ -141,6 +141,10 @@ VARIANTS = {
     "qwen2_window_pattern": ("qwen2", 102, dict(window=4, pattern=[True, False])),
     "qwen2_tied": ("qwen2", 102, dict(tied=True)),
     "qwen3_linear": ("qwen3", 1804, dict(rope_linear=4.0)),
+    # YaRN (rope.scaling.type yarn): default betas, and every key set.
+    "qwen3_yarn": ("qwen3", 5010, dict(rope_yarn=dict(factor=4.0, orig=4096))),
+    "llama_yarn": ("llama", 1, dict(rope_yarn=dict(factor=8.0, orig=32, beta_fast=8.0, beta_slow=0.5,
+                                                     attn=0.9))),
     "qwen3moe_window_big": ("qwen3moe", 2405, dict(window=4096)),
     "qwen2moe_window": ("qwen2moe", 5007, dict(window=6)),
     "gemma2_nowindow": ("gemma2", 5044, dict(window="absent", nocap=True)),
@@ -311,6 +315,15 @@ def apply_overrides(w, c, p):
             w.add_array(pattern_key, gw.BOOL, c["pattern"])
         else:
             w.add_u32(pattern_key, c["pattern"])
+    if c["rope_yarn"]:
+        y = c["rope_yarn"]
+        w.add_string(p + "rope.scaling.type", "yarn")
+        w.add_f32(p + "rope.scaling.factor", y["factor"])
+        w.add_u32(p + "rope.scaling.original_context_length", y["orig"])
+        if "beta_fast" in y:
+            w.add_f32(p + "rope.scaling.yarn_beta_fast", y["beta_fast"])
+            w.add_f32(p + "rope.scaling.yarn_beta_slow", y["beta_slow"])
+            w.add_f32(p + "rope.scaling.yarn_attn_factor", y["attn"])
     if c["rope_linear"]:
         w.add_string(p + "rope.scaling.type", "linear")
         w.add_f32(p + "rope.scaling.factor", c["rope_linear"])

@@ -71,6 +71,28 @@ def llama3_freq_factors(n_rot, base, factor, orig_ctx, low=1.0, high=4.0):
     return ff
 
 
+def yarn_freq_factors(n_rot, base, factor, orig_ctx, beta_fast=32.0, beta_slow=1.0):
+    """YaRN as transformers' _compute_yarn_parameters writes it: the
+    correction range [low, high] = [floor(d(beta_fast)), ceil(d(beta_slow))]
+    clamped to [0, n_rot - 1], d(r) = n_rot ln(L / (2 pi r)) / (2 ln base);
+    extrapolation weight e_i = 1 - clamp((i - low) / (high - low), 0, 1);
+    inv_freq_i = interp_i (1 - e_i) + extrap_i e_i with extrap_i =
+    base^(-2i/n_rot), interp_i = extrap_i / factor. Returned as the
+    divisors ff_i = extrap_i / inv_freq_i that rope() applies; the magnitude
+    (0.1 ln(factor) + 1) is the caller's attn_factor."""
+    def corr_dim(rotations):
+        return n_rot * math.log(orig_ctx / (rotations * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(corr_dim(beta_fast)), 0)
+    high = min(math.ceil(corr_dim(beta_slow)), n_rot - 1)
+    if low == high:
+        high += 0.001
+    i = np.arange(n_rot // 2, dtype=np.float64)
+    extrap = base ** (-2.0 * i / n_rot)
+    interp = extrap / factor
+    e = 1.0 - np.clip((i - low) / (high - low), 0.0, 1.0)
+    return extrap / (interp * (1.0 - e) + extrap * e)
+
+
 def rope(x, pos, n_rot, neox, base, freq_scale=1.0, ff=None, attn_factor=1.0):
     """Rotary embedding of x (n, heads, head_dim) at positions pos (n,).
     theta_i = p * freq_scale * base^(-2i/n_rot) / ff[i] for i < n_rot/2;
@@ -160,6 +182,12 @@ class Hparams:
                                      kv[p + "rope.scaling.original_context_length"],
                                      kv.get(p + "rope.scaling.low_freq_factor", 1.0),
                                      kv.get(p + "rope.scaling.high_freq_factor", 4.0))
+        elif scaling == "yarn":
+            factor = kv[p + "rope.scaling.factor"]
+            ff = yarn_freq_factors(self.n_rot, base, factor, kv[p + "rope.scaling.original_context_length"],
+                                   kv.get(p + "rope.scaling.yarn_beta_fast", 32.0),
+                                   kv.get(p + "rope.scaling.yarn_beta_slow", 1.0))
+            attn_factor = (0.1 * math.log(factor) + 1.0) * kv.get(p + "rope.scaling.yarn_attn_factor", 1.0)
         if arch == "llama" and "rope_freqs.weight" in tensors:
             ff = tensors["rope_freqs.weight"]  # the tensor wins over the keys
         if arch == "phi3":
