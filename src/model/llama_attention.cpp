@@ -13,14 +13,28 @@
 namespace weft::model {
 namespace {
 
-// Writes a mask or the rope factors, inputs some graphs do not read. An input
-// no node of the built graph reads is not placed and has no buffer: the
-// global mask when every layer slides (Phi-3's window on all layers), the
-// sliding mask of a pipeline stage whose layers are all global. Nothing
+// Writes a mask, the cache rows or the rope factors, inputs some graphs do
+// not read. An input no node of the built graph reads is not placed and has
+// no buffer: the global mask when every layer slides (Phi-3's window on all
+// layers), and the global rows too when those layers keep rings. Nothing
 // reads it, so nothing is written. The inputs every graph reads (tokens,
-// positions, rows) go through tensor_set, which refuses one left unplaced.
+// positions) go through tensor_set, which refuses one left unplaced.
 void write_input(Tensor* t, const void* data, size_t bytes) {
   if (t != nullptr && t->buffer != nullptr) tensor_set(*t, data, 0, bytes);
+}
+
+// The sliding mask over a ring of R rows (n_kv of them read): for a query
+// at q, row j holds the latest position written there, q - ((q - j) mod R)
+// (LlamaModel::check_ring keeps it so); visible when that position is not
+// negative and within the window.
+void fill_ring_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past, int64_t window, int64_t rows) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t q = n_past + i;
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const int64_t back = ((q - j) % rows + rows) % rows;  // q minus the position in row j
+      mask[static_cast<size_t>(i * n_kv + j)] = back <= q && back < window ? 0.0f : -INFINITY;
+    }
+  }
 }
 
 }  // namespace
@@ -31,10 +45,16 @@ LlamaModel::Inputs LlamaModel::new_inputs(Context& ctx, int64_t n, int64_t n_kv,
   in.positions = ctx.new_tensor(DType::i32, {n});
   in.kv_rows = ctx.new_tensor(DType::i32, {n, params_.n_head_kv});
   in.mask = ctx.new_tensor(DType::f32, {n_kv, n});
-  if (params_.any_swa()) in.mask_swa = ctx.new_tensor(DType::f32, {n_kv, n});
+  if (params_.any_swa()) {
+    // With a ring, sliding layers read its rows: all of them once positions
+    // wrap, else the first n_kv (the same rows as without one).
+    in.mask_swa = ctx.new_tensor(DType::f32, {ring_rows_ > 0 ? std::min(n_kv, ring_rows_) : n_kv, n});
+    if (ring_rows_ > 0) in.kv_rows_swa = ctx.new_tensor(DType::i32, {n, params_.n_head_kv});
+  }
   if (!rope_factors_.empty()) in.rope_factors = ctx.new_tensor(DType::f32, {static_cast<int64_t>(rope_factors_.size())});
   if (n_out > 0) in.out_rows = ctx.new_tensor(DType::i32, {n_out});
-  for (Tensor* t : {in.tokens, in.positions, in.kv_rows, in.mask, in.mask_swa, in.rope_factors, in.out_rows})
+  for (Tensor* t : {in.tokens, in.positions, in.kv_rows, in.mask, in.mask_swa, in.kv_rows_swa, in.rope_factors,
+                    in.out_rows})
     if (t) t->flags |= kFlagInput;
   return in;
 }
@@ -57,10 +77,16 @@ void LlamaModel::set_inputs(const Inputs& in, std::span<const int32_t> tokens, i
     std::copy(positions.begin(), positions.end(), kv_rows.begin() + h * n);
   tensor_set(*in.tokens, tokens.data(), 0, in.tokens->nbytes());
   tensor_set(*in.positions, positions.data(), 0, in.positions->nbytes());
-  tensor_set(*in.kv_rows, kv_rows.data(), 0, in.kv_rows->nbytes());
+  write_input(in.kv_rows, kv_rows.data(), in.kv_rows->nbytes());
   fill_causal_mask(mask, n_kv, n, n_past);
   write_input(in.mask, mask.data(), in.mask->nbytes());
-  if (in.mask_swa && in.mask_swa->buffer) {
+  if (in.kv_rows_swa) {  // the ring: position p in row p mod R
+    for (size_t i = 0; i < kv_rows.size(); ++i) kv_rows[i] = static_cast<int32_t>(kv_rows[i] % ring_rows_);
+    write_input(in.kv_rows_swa, kv_rows.data(), in.kv_rows_swa->nbytes());
+    mask.resize(static_cast<size_t>(in.mask_swa->ne[0] * n));
+    fill_ring_mask(mask, in.mask_swa->ne[0], n, n_past, params_.n_swa, ring_rows_);
+    write_input(in.mask_swa, mask.data(), in.mask_swa->nbytes());
+  } else if (in.mask_swa && in.mask_swa->buffer) {
     fill_causal_mask(mask, n_kv, n, n_past, params_.n_swa);
     write_input(in.mask_swa, mask.data(), in.mask_swa->nbytes());
   }
@@ -164,11 +190,12 @@ Tensor* unfused_attention(Context& ctx, const LlamaParams& p, Tensor* qh, Tensor
 Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in) {
   const LlamaParams& p = params_;
   const int64_t n = cur->ne[1];
-  const int64_t n_kv = in.mask->ne[0];
+  const bool swa = p.is_swa(il);
+  const bool ring = swa && in.kv_rows_swa != nullptr;  // the layer's cache is a ring
+  const int64_t n_kv = ring ? in.mask_swa->ne[0] : in.mask->ne[0];
   const int64_t hd = p.head_dim;
   const int64_t q_dim = hd * p.n_head, kv_dim = hd * p.n_head_kv;
   const size_t f32 = sizeof(float);
-  const bool swa = p.is_swa(il);
 
   Tensor *q, *k, *v;
   if (l.wqkv) {  // rows q, then k, then v of one product
@@ -194,8 +221,9 @@ Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t i
   // Write the new rows (each kv head's [hd, n] into its rows of the cache
   // [hd, n_ctx, n_head_kv]), then read [0, n_kv) through views of the
   // writes so the graph orders each read after its write.
-  Tensor* k_written = ops::set_rows(ctx, l.k_cache, ops::permute(ctx, k, 0, 2, 1, 3), in.kv_rows);
-  Tensor* v_written = ops::set_rows(ctx, l.v_cache, ops::permute(ctx, v, 0, 2, 1, 3), in.kv_rows);
+  Tensor* rows = ring ? in.kv_rows_swa : in.kv_rows;
+  Tensor* k_written = ops::set_rows(ctx, l.k_cache, ops::permute(ctx, k, 0, 2, 1, 3), rows);
+  Tensor* v_written = ops::set_rows(ctx, l.v_cache, ops::permute(ctx, v, 0, 2, 1, 3), rows);
   // keys [hd, n_kv, n_head_kv]: a of mul_mat, kv heads in dim 2 (GQA
   // broadcast); the first n_kv rows of each head.
   const int64_t k_ne[3] = {hd, n_kv, p.n_head_kv};

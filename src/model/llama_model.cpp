@@ -45,6 +45,7 @@ LlamaModel::LlamaModel(const GgufFile& file, std::span<const LayerPlacement> pla
     // or another slot's step, is placed while i is in flight.
     so.n_copies = std::min(stages, 4);
     if (options.pipeline_micro_batch > 0) micro_batch_ = options.pipeline_micro_batch;
+    if (ring_rows_ > 0) micro_batch_ = std::min(micro_batch_, ring_step_);  // a micro-batch is one ring step
   }
   n_copies_ = so.n_copies;
   sched_ = std::make_unique<Scheduler>(list, so);
@@ -127,12 +128,19 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
     bufs_.push_back(std::move(buf));
   }
 
-  // One zeroed KV cache buffer per placement.
+  // One zeroed KV cache buffer per placement; sliding layers keep a ring
+  // where it is smaller (LoadOptions::sliding_ring_step).
+  if (options.sliding_ring_step < 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         "sliding_ring_step " + std::to_string(options.sliding_ring_step) + " is negative");
+  ring_rows_ = model::sliding_ring_rows(p, n_ctx_, options.sliding_ring_step);
+  ring_step_ = options.sliding_ring_step;
   std::vector<std::vector<Tensor*>> caches(static_cast<size_t>(n_parts_));
   for (int64_t i = 0; i < p.n_layer; ++i) {
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
-    l.k_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, n_ctx_, p.n_head_kv});
-    l.v_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, n_ctx_, p.n_head_kv});
+    const int64_t rows = ring_rows_ > 0 && p.is_swa(i) ? ring_rows_ : n_ctx_;
+    l.k_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, rows, p.n_head_kv});
+    l.v_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, rows, p.n_head_kv});
     l.k_cache->name = "cache_k." + std::to_string(i);
     l.v_cache->name = "cache_v." + std::to_string(i);
     auto& c = caches[static_cast<size_t>(layer_part_[static_cast<size_t>(i)])];
@@ -336,8 +344,13 @@ std::vector<float> LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_p
 void LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows) {
   check_tokens(tokens, n_past);
   const int64_t n = static_cast<int64_t>(tokens.size());
+  check_ring(n_past, n);
   if (sched_ && micro_batch_ > 0 && n > micro_batch_ && rows != LogitRows::all) {
     eval_pipelined(tokens, n_past, logits, rows);
+    return;
+  }
+  if (ring_rows_ > 0 && n > ring_step_) {
+    eval_steps(tokens, n_past, logits, rows);
     return;
   }
   EvalGraph& e = graph_for(n, padded_kv(n_past + n, n_ctx_), rows);
@@ -345,7 +358,54 @@ void LlamaModel::eval(std::span<const int32_t> tokens, int64_t n_past, std::vect
   run_graph(e, logits);
 }
 
+// A ring (see LoadOptions::sliding_ring_step) holds the window before the
+// next position written as long as every eval writes at most ring_step_
+// positions after the last: row p mod R then still holds p for each p of a
+// query's window. Going back to n_past > 0 (a reused prefix) needs the
+// window before it, positions [n_past - n_swa + 1, n_past), none of them
+// overwritten since: each p there with p + R beyond the highest position
+// written is intact. Going back to 0 needs nothing.
+void LlamaModel::check_ring(int64_t n_past, int64_t n) {
+  if (ring_rows_ == 0) return;
+  if (n_past == 0) ring_high_ = 0;
+  const int64_t oldest = std::max<int64_t>(0, n_past - params_.n_swa + 1);
+  if (n_past < ring_high_ && oldest + ring_rows_ < ring_high_)
+    fail(ErrorKind::invalid_input, kWhere,
+         "an eval from position " + std::to_string(n_past) + " after positions up to " +
+             std::to_string(ring_high_ - 1) + " were written: the sliding-window ring of " +
+             std::to_string(ring_rows_) + " rows no longer holds positions from " + std::to_string(oldest) +
+             " (evaluate from 0, or load with LoadOptions::sliding_ring_step = 0)");
+  ring_high_ = std::max(ring_high_, n_past + n);
+}
+
+void LlamaModel::check_no_ring(const char* what) const {
+  if (ring_rows_ > 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         std::string(what) + " over sequences needs full KV caches, and this model keeps a sliding-window ring of " +
+             std::to_string(ring_rows_) + " rows (load with LoadOptions::sliding_ring_step = 0)");
+}
+
+void LlamaModel::eval_steps(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
+                            LogitRows rows) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  std::vector<float> part;
+  logits.clear();
+  for (int64_t done = 0; done < n; done += ring_step_) {
+    const int64_t m = std::min(ring_step_, n - done);
+    const bool last = done + m == n;
+    const LogitRows step_rows = rows == LogitRows::all ? LogitRows::all : last ? rows : LogitRows::none;
+    EvalGraph& e = graph_for(m, padded_kv(n_past + done + m, n_ctx_), step_rows);
+    set_inputs(e.in, tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(m)), n_past + done);
+    run_graph(e, part);
+    if (rows == LogitRows::all)
+      logits.insert(logits.end(), part.begin(), part.end());
+    else if (last)
+      logits.swap(part);
+  }
+}
+
 std::pair<int64_t, int64_t> LlamaModel::check_batch(std::span<const BatchToken> batch, int64_t n_seq) const {
+  check_no_ring("a batch");
   if (batch.empty()) fail(ErrorKind::invalid_input, kWhere, "eval_batch needs at least one token");
   if (n_seq <= 0 || n_seq > n_ctx_ || n_ctx_ % n_seq != 0)
     fail(ErrorKind::invalid_input, kWhere,
@@ -417,6 +477,7 @@ void LlamaModel::submit_batch(int slot, std::span<const BatchToken> batch, int64
 }
 
 void LlamaModel::reserve_batch(int64_t n_tokens, int64_t n_out) {
+  check_no_ring("reserve_batch");
   if (!sched_) return;
   check_idle();
   n_tokens = std::clamp<int64_t>(n_tokens, 1, n_ctx_);

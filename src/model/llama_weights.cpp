@@ -339,7 +339,8 @@ std::unique_ptr<Buffer> map_weights(const GgufFile& file, const ModelWeights& w,
 }  // namespace detail
 
 std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx,
-                                       DType cache_type, std::span<const int64_t> expert_split) {
+                                       DType cache_type, std::span<const int64_t> expert_split,
+                                       int64_t sliding_ring_step) {
   const LlamaParams p = LlamaParams::from_gguf(file);
   detail::check_n_ctx(n_ctx);
   Context ctx;
@@ -356,9 +357,26 @@ std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int
     pp.last_layer = bounds[static_cast<size_t>(i) + 1];
     if (!expert_split.empty()) pp.n_experts = expert_split[static_cast<size_t>(i)];
     for (const Tensor* t : parts[static_cast<size_t>(i)]) pp.weight_bytes += t->nbytes();
-    pp.kv_cache_bytes = kv_cache_bytes(p, pp.last_layer - pp.first_layer, n_ctx, cache_type);
+    pp.kv_cache_bytes = kv_cache_bytes(p, pp.first_layer, pp.last_layer, n_ctx, cache_type,
+                                       model::sliding_ring_rows(p, n_ctx, sliding_ring_step));
   }
   return plan;
+}
+
+int64_t sliding_ring_rows(const LlamaParams& p, int64_t n_ctx, int64_t step) {
+  if (step <= 0 || !p.any_swa()) return 0;
+  const int64_t rows = (p.n_swa + step - 1 + 31) / 32 * 32;  // n_swa, step <= 2^31: no overflow
+  return rows < n_ctx ? rows : 0;
+}
+
+size_t kv_cache_bytes(const LlamaParams& p, int64_t first, int64_t last, int64_t n_ctx, DType cache_type,
+                      int64_t ring_rows) {
+  int64_t sliding = 0;
+  for (int64_t il = first; il < last; ++il) sliding += ring_rows > 0 && p.is_swa(il) ? 1 : 0;
+  const size_t full = kv_cache_bytes(p, last - first - sliding, n_ctx, cache_type);
+  const size_t ring = kv_cache_bytes(p, sliding, ring_rows, cache_type);
+  if (full > SIZE_MAX - ring) fail(ErrorKind::invalid_input, "model", "the KV cache size overflows");
+  return full + ring;
 }
 
 size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx, DType cache_type) {

@@ -83,9 +83,10 @@ LoadPlan Session::plan(int64_t n_ctx) const {
   }
   // Checks every tensor the model reads before anything is allocated.
   const std::vector<model::PartPlan> parts =
-      model::LlamaModel::plan(*file_, b, n_ctx, options_.load.cache_type, experts);
+      model::LlamaModel::plan(*file_, b, n_ctx, options_.load.cache_type, experts, options_.load.sliding_ring_step);
   p.n_ctx = n_ctx;
   p.cache_type = options_.load.cache_type;
+  p.sliding_ring_rows = model::sliding_ring_rows(params_, n_ctx, options_.load.sliding_ring_step);
   for (size_t i = 0; i < n; ++i)
     p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
   if (!in.speeds.empty()) {

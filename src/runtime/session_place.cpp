@@ -48,11 +48,13 @@ ProbeOptions probe_options(const GgufFile& file, const model::LlamaParams& param
 
 // What each layer costs: LlamaModel::plan with a part of its own per layer,
 // and the embedding and the output in parts of their own.
-ModelCosts model_costs(const GgufFile& file, const model::LlamaParams& p, int64_t n_ctx, DType cache_type) {
+ModelCosts model_costs(const GgufFile& file, const model::LlamaParams& p, int64_t n_ctx, DType cache_type,
+                       int64_t sliding_ring_step) {
   std::vector<int64_t> bounds{0};
   for (int64_t l = 0; l <= p.n_layer; ++l) bounds.push_back(l);
   bounds.push_back(p.n_layer);
-  const std::vector<model::PartPlan> parts = model::LlamaModel::plan(file, bounds, n_ctx, cache_type);
+  const std::vector<model::PartPlan> parts =
+      model::LlamaModel::plan(file, bounds, n_ctx, cache_type, {}, sliding_ring_step);
   ModelCosts c;
   c.first_bytes = parts.front().weight_bytes;
   c.last_bytes = parts.back().weight_bytes;
@@ -90,7 +92,7 @@ PlacementInput Session::placement_input(const std::vector<size_t>& free_bytes, i
   PlacementInput in{.n_layer = params_.n_layer, .free_bytes = free_bytes};
   if (speeds_.empty()) return in;
   in.speeds = speeds_;
-  in.costs = model_costs(*file_, params_, n_ctx, options_.load.cache_type);
+  in.costs = model_costs(*file_, params_, n_ctx, options_.load.cache_type, options_.load.sliding_ring_step);
   in.peer_links = options_.device_options.rpc.peer_links;
   in.pipelined = options_.pipelined;
   return in;

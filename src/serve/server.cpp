@@ -109,7 +109,11 @@ void Server::start() {
 
 void Server::Impl::load() {
   try {
-    auto sess = std::make_unique<Session>(options.session);
+    // The engine batches its slots' sequences, which needs full KV caches
+    // (no sliding-window ring), and reuses cached prefixes.
+    SessionOptions session_options = options.session;
+    session_options.load.sliding_ring_step = 0;
+    auto sess = std::make_unique<Session>(std::move(session_options));
     // The template: --chat-template, else the file's, else ChatML.
     std::string source = options.chat_template, origin = "--chat-template";
     if (source.empty()) {

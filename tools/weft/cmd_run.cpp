@@ -96,6 +96,7 @@ int cmd_run(const RunArgs& args) {
   const std::vector<std::string> texts = prompt_texts(args);
   SessionOptions so = session_options(args.host, kWhere);
   so.pipelined = texts.size() > 1;  // by speed: balance the stages, which all work at once
+  if (texts.size() > 1) so.load.sliding_ring_step = 0;  // batches over sequences need full caches
   Session session(std::move(so));
   const model::Tokenizer& tok = session.tokenizer();
 

@@ -164,12 +164,14 @@ LoadPlan load_with_progress(Session& session, int64_t n_ctx) {
     total += d.part.weight_bytes;
     const std::string experts =
         expert_split ? ", " + std::to_string(d.part.n_experts) + " experts of each layer" : std::string();
-    std::fprintf(stderr, "%s (%s): layers [%lld, %lld)%s, %s weights + %s %s KV cache (%lld positions), %s free%s\n",
+    const std::string ring = plan.sliding_ring_rows > 0
+                                 ? "; sliding layers " + std::to_string(plan.sliding_ring_rows) + " in a ring"
+                                 : std::string();
+    std::fprintf(stderr, "%s (%s): layers [%lld, %lld)%s, %s weights + %s %s KV cache (%lld positions%s), %s free%s\n",
                  d.label.c_str(), d.device_name.c_str(), static_cast<long long>(d.part.first_layer),
                  static_cast<long long>(d.part.last_layer), experts.c_str(), format_bytes(d.part.weight_bytes).c_str(),
                  format_bytes(d.part.kv_cache_bytes).c_str(), std::string(dtype_name(plan.cache_type)).c_str(),
-                 static_cast<long long>(n_ctx),
-                 format_bytes(d.free_bytes).c_str(), prediction(d).c_str());
+                 static_cast<long long>(n_ctx), ring.c_str(), format_bytes(d.free_bytes).c_str(), prediction(d).c_str());
   }
   ProgressBar bar;
   const auto t0 = std::chrono::steady_clock::now();

@@ -188,6 +188,14 @@ struct LayerPlacement {
   int64_t last = 0;
 };
 
+// LoadOptions::sliding_ring_step's default.
+inline constexpr int64_t kSlidingRingStep = 512;
+
+// Rows a sliding-window layer's ring keeps for n_ctx positions, steps of
+// `step` tokens: n_swa + step - 1 rounded up to 32, or 0 (full caches) when
+// that is not fewer than n_ctx, no layer slides, or step is 0.
+int64_t sliding_ring_rows(const LlamaParams& p, int64_t n_ctx, int64_t step);
+
 // What one part of a split model holds (see LlamaModel::plan).
 struct PartPlan {
   int64_t first_layer = 0;
@@ -244,6 +252,14 @@ struct LoadOptions {
   // kFlagSparseRows: SET_TENSOR_ROWS and GET_TENSOR_ROWS on a 1.7 worker).
   // false: every row, as before (what the bench compares bytes against).
   bool experts_routed_rows = true;
+  // Sliding-window layers keep a ring of the window plus one step of rows
+  // (n_swa + step - 1, rounded up to 32) instead of n_ctx when that is
+  // fewer: position p lives in row p mod rows. One eval then writes at most
+  // `step` positions (longer ones are cut into steps), and it may go back
+  // (a cached prefix) only as far as the ring still holds the window before
+  // it (Error(invalid_input) otherwise). Batches over sequences (eval_batch,
+  // submit_batch) need full caches: 0 turns the ring off.
+  int64_t sliding_ring_step = kSlidingRingStep;
 };
 
 // Which tokens' logits an eval computes and returns: every token's (a
@@ -295,11 +311,16 @@ class LlamaModel {
   // the same checks of the file's tensors as the constructors make (and the
   // same errors), without allocating or reading any weight.
   // expert_split as LoadOptions::expert_split (one count per part).
+  // sliding_ring_step as LoadOptions'.
   static std::vector<PartPlan> plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx,
-                                    DType cache_type = DType::f16, std::span<const int64_t> expert_split = {});
+                                    DType cache_type = DType::f16, std::span<const int64_t> expert_split = {},
+                                    int64_t sliding_ring_step = kSlidingRingStep);
 
   const LlamaParams& params() const { return params_; }
   int64_t n_ctx() const { return n_ctx_; }
+  // Rows each sliding-window layer keeps (LoadOptions::sliding_ring_step);
+  // 0 when every layer keeps n_ctx.
+  int64_t sliding_ring_rows() const { return ring_rows_; }
   // Weight bytes used in place from the file's mapping (LoadOptions).
   size_t mapped_weight_bytes() const { return mapped_weight_bytes_; }
   // Whether the graphs use flash_attn (LoadOptions::fused_attention and
@@ -340,6 +361,9 @@ class LlamaModel {
     Tensor* kv_rows = nullptr;  // i32 [n, n_head_kv]: the positions again, per kv head (the cache rows written)
     Tensor* mask = nullptr;
     Tensor* mask_swa = nullptr;
+    // i32 [n, n_head_kv]: the ring rows sliding layers write (p mod ring
+    // rows), with a ring only; mask_swa then spans the ring's rows read.
+    Tensor* kv_rows_swa = nullptr;
     Tensor* rope_factors = nullptr;
     // i32 [n_out]: the tokens whose logits a batch returns (new_inputs with
     // n_out > 0; build_forward then computes the output for those alone).
@@ -430,6 +454,13 @@ class LlamaModel {
   // eval() of a long prompt in micro-batches that flow through the devices
   // at once (LoadOptions::pipeline_micro_batch).
   void eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows);
+  // eval() in steps of at most ring_step_ tokens (a sliding-window ring).
+  void eval_steps(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows);
+  // Refuses an eval from n_past that would read ring rows already
+  // overwritten; records the positions it writes.
+  void check_ring(int64_t n_past, int64_t n);
+  // Refuses a batch over sequences while a ring is kept.
+  void check_no_ring(const char* what) const;
 
   LlamaParams params_;
   Device& device_;
@@ -457,6 +488,12 @@ class LlamaModel {
   int n_parts_ = 1;
   int64_t micro_batch_ = 0;  // > 0: prompts are pipelined (LoadOptions::pipeline_micro_batch)
   int64_t pipeline_reserved_kv_ = 0;  // the KV length the memory sets were last reserved for
+  // The sliding-window ring (LoadOptions::sliding_ring_step): its rows (0:
+  // full caches), the most positions one eval writes, and one past the
+  // highest position written since the last eval from position 0.
+  int64_t ring_rows_ = 0;
+  int64_t ring_step_ = 0;
+  int64_t ring_high_ = 0;
   int n_copies_ = 1;                  // the scheduler's memory sets
   // submit_batch's slots: each its graph (null until its first step), and
   // its step in flight (split), or its logits (one device).
@@ -486,6 +523,10 @@ class LlamaModel {
 // if the size does not fit a size_t, Error(unsupported) for a cache type
 // LoadOptions does not take or a head size it cannot store.
 size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx, DType cache_type = DType::f16);
+// The same for layers [first, last), sliding ones keeping ring_rows rows
+// when ring_rows > 0 (sliding_ring_rows).
+size_t kv_cache_bytes(const LlamaParams& p, int64_t first, int64_t last, int64_t n_ctx, DType cache_type,
+                      int64_t ring_rows);
 
 // mask[i * n_kv + j] = 0 if key j is visible to query i (j <= n_past + i,
 // and with a sliding window > 0 also n_past + i - j < window), else

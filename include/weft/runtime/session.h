@@ -84,6 +84,7 @@ struct DevicePlan {
 struct LoadPlan {
   int64_t n_ctx = 0;
   DType cache_type = DType::f16;  // SessionOptions::load.cache_type
+  int64_t sliding_ring_rows = 0;  // rows a sliding-window layer keeps (0: n_ctx; model::sliding_ring_rows)
   std::string policy;  // PlacementPolicy::describe(), and why the default fell back to free memory
   // Predicted seconds per generated token, every stage and hop (0: none).
   double predicted_seconds = 0;
