@@ -19,7 +19,7 @@ constexpr int64_t kDistinctRows = 64;  // quantized once, then repeated
 
 constexpr DType kTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
                             DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
-                            DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs};
+                            DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs, DType::mxfp4};
 
 // Fills a [kCols, rows] weight matrix: kDistinctRows rows quantized from
 // uniform values, repeated (quantizing hundreds of MiB with the reference

@@ -93,7 +93,7 @@ std::vector<OpCase> op_cases() {
   }
   // Prompt-sized products (64 activation rows) for every quantized type.
   for (DType w : {DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K,
-                  DType::q6_K, DType::iq4_nl, DType::iq4_xs, DType::q8_0, DType::q4_0}) {
+                  DType::q6_K, DType::iq4_nl, DType::iq4_xs, DType::mxfp4, DType::q8_0, DType::q4_0}) {
     cases.push_back({"mul_mat " + std::string(dtype_name(w)) + " 4096x4096 n=64",
                      [=](Context& ctx) {
                        return ops::mul_mat(ctx, ctx.new_tensor(w, {4096, 4096}), ctx.new_tensor(DType::f32, {4096, 64}));

@@ -1,6 +1,6 @@
-// tests/data/quant-vectors.json, read once: per GGUF type, f32 rows, the
-// bytes llama.cpp's quantizer wrote for them (no importance matrix) and the
-// floats its dequantizer returned. Shared by the tests of weft's codecs
+// tests/data/quant-vectors.json and mxfp4-vectors.json, read once: per GGUF
+// type, f32 rows, the bytes ggml's reference quantizer wrote for them (no
+// importance matrix) and the floats its dequantizer returned. Shared by the tests of weft's codecs
 // (tests/core/test_quant_types.cpp) and of the conformance reference's
 // decoders (tests/conformance/test_reference_quant.cpp).
 #pragma once
@@ -156,29 +156,39 @@ inline std::vector<uint8_t> bytes_from_hex(const std::string& hex) {
   return out;
 }
 
+// The types of one vector file (tests/data/NAME).
+inline std::vector<VectorType> load_vector_file(const std::string& name) {
+  const std::string path = WEFT_SOURCE_DIR "/tests/data/" + name;
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw std::runtime_error("cannot open " + path);
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string content = text.str();
+  const Json doc = JsonReader(content).document();
+  std::vector<VectorType> out;
+  for (const Json& t : doc.at("types").array) {
+    VectorType type{t.at("type").string,
+                    static_cast<uint32_t>(t.at("gguf_dtype_id").number),
+                    static_cast<int64_t>(t.at("block_values").number),
+                    static_cast<size_t>(t.at("block_bytes").number),
+                    {}};
+    for (const Json& r : t.at("rows").array) {
+      type.rows.push_back(
+          {floats(r.at("input_f32")), bytes_from_hex(r.at("quantized_hex").string), floats(r.at("dequantized_f32"))});
+    }
+    out.push_back(std::move(type));
+  }
+  return out;
+}
+
+// Every type's vectors: quant-vectors.json (llama-quantize's output for the
+// common types), then mxfp4-vectors.json (ggml's mxfp4 reference functions,
+// driven by tests/data/mxfp4_vectors.c; edge cases included).
 inline const std::vector<VectorType>& quant_vectors() {
   static const std::vector<VectorType> types = [] {
-    const std::string path = WEFT_SOURCE_DIR "/tests/data/quant-vectors.json";
-    std::ifstream file(path, std::ios::binary);
-    if (!file) throw std::runtime_error("cannot open " + path);
-    std::stringstream text;
-    text << file.rdbuf();
-    const std::string content = text.str();
-    const Json doc = JsonReader(content).document();
-    std::vector<VectorType> out;
-    for (const Json& t : doc.at("types").array) {
-      VectorType type{t.at("type").string,
-                      static_cast<uint32_t>(t.at("gguf_dtype_id").number),
-                      static_cast<int64_t>(t.at("block_values").number),
-                      static_cast<size_t>(t.at("block_bytes").number),
-                      {}};
-      for (const Json& r : t.at("rows").array) {
-        type.rows.push_back(
-            {floats(r.at("input_f32")), bytes_from_hex(r.at("quantized_hex").string), floats(r.at("dequantized_f32"))});
-      }
-      out.push_back(std::move(type));
-    }
-    return out;
+    std::vector<VectorType> all = load_vector_file("quant-vectors.json");
+    for (VectorType& t : load_vector_file("mxfp4-vectors.json")) all.push_back(std::move(t));
+    return all;
   }();
   return types;
 }

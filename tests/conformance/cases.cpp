@@ -130,7 +130,8 @@ double storage_tol(DType t) {
   // q5_1 8.6e-4 / 1.1e-3 -> 5e-3, q2_K 5.4e-2 / 7.4e-2 -> 0.3, q3_K 1.6e-2 /
   // 2.0e-2 -> 8e-2, q4_K 3.0e-3 / 3.9e-3 -> 2e-2, q5_K 7.6e-4 / 9.9e-4 ->
   // 4e-3, q6_K 1.8e-4 / 2.3e-4 -> 1e-3, iq4_nl 4.1e-3 / 5.0e-3 -> 2e-2,
-  // iq4_xs 4.2e-3 / 5.2e-3 -> 2e-2. Loose by nature: quant_grid() cases pin
+  // iq4_xs 4.2e-3 / 5.2e-3 -> 2e-2, mxfp4 2.1e-2 / 2.6e-2 -> 0.1 (a power-of-
+  // two scale: values above 1.5 * 2^floor(log2 amax) clip). Loose by nature: quant_grid() cases pin
   // the quantizer exactly.
   switch (t) {
     case DType::f16: return 2e-6;
@@ -147,6 +148,7 @@ double storage_tol(DType t) {
     case DType::q6_K: return 1e-3;
     case DType::iq4_nl: return 2e-2;
     case DType::iq4_xs: return 2e-2;
+    case DType::mxfp4: return 0.1;
     case DType::f32:
     case DType::i32: return 0.0;
   }

@@ -176,10 +176,10 @@ inline constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
 // The weight types the structured fuzzer draws from (its shapes assume
 // 32-value blocks); the suite's own cases cover kFloatTypes and kQuantTypes.
 inline constexpr DType kWeightTypes[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
-// Every quantized dtype: blocks of 32 (q8_0 ... q5_1, iq4_nl) or 256 values.
-inline constexpr DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1,   DType::q5_0,
-                                        DType::q5_1, DType::q2_K, DType::q3_K,   DType::q4_K,
-                                        DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs};
+// Every quantized dtype: blocks of 32 (q8_0 ... q5_1, iq4_nl, mxfp4) or 256 values.
+inline constexpr DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1,   DType::q5_0,   DType::q5_1,
+                                        DType::q2_K, DType::q3_K, DType::q4_K,   DType::q5_K,   DType::q6_K,
+                                        DType::iq4_nl, DType::iq4_xs, DType::mxfp4};
 
 void add_elementwise_cases(std::vector<Case>& cases);
 void add_row_cases(std::vector<Case>& cases);   // norms, soft_max, rope (add_rope_cases), reductions, sorts

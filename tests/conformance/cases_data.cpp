@@ -23,7 +23,8 @@ bool whole_blocks(DType t, const Shape& ne) {
 
 // A stored value read back as f32. Exact where every decoded value fits in
 // 24 bits (an f16 scale times an integer product of at most 2^12: q8_0,
-// q4_0, q5_0, q3_K, q6_K, iq4_nl, iq4_xs); one f32 rounding where a min is
+// q4_0, q5_0, q3_K, q6_K, iq4_nl, iq4_xs; mxfp4's level times a power of
+// two); one f32 rounding where a min is
 // added (q4_1, q5_1, q2_K, q4_K, q5_K), which the reference does not round.
 double read_tol(DType t) {
   switch (t) {

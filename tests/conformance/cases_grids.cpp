@@ -70,6 +70,16 @@ void block_iq4_nl(Rng& rng, float* v) {
   for (int i = 0; i < 32; ++i) v[i] = s * static_cast<float>(kIq4Levels[j[i]]);
 }
 
+// mxfp4: D * level, D = 2^-e, levels twice E2M1 (ggml's kvalues_mxfp4) with
+// -12 (code 15) present: amax = 12 D, whose exponent byte gives the scale D.
+constexpr int kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+void block_mxfp4(Rng& rng, float* v) {
+  const float d = step(uni(rng, 4, 6));
+  int j[32];
+  ints(rng, j, 32, 0, 15);
+  for (int i = 0; i < 32; ++i) v[i] = d * static_cast<float>(kMxfp4Levels[j[i]]);
+}
+
 // q2_K / q4_K / q5_K: sub-blocks of `sub` values x = q * ls * D - lm * M with
 // q over [0, nmax] at both ends, ls in [1, smax] and lm in [0, smax] both
 // reaching smax in some sub-block: the super-block scales are then D and M.
@@ -134,6 +144,7 @@ Init quant_grid(DType t) {
         case DType::q3_K: block_k_symmetric(rng, x, 4, 32, 7, 9); break;
         case DType::q6_K: block_k_symmetric(rng, x, 32, 128, 12, 13); break;
         case DType::iq4_xs: block_iq4_xs(rng, x); break;
+        case DType::mxfp4: block_mxfp4(rng, x); break;
         default: break;
       }
     }

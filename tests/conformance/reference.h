@@ -47,6 +47,7 @@ void decode_q4_K(const uint8_t* block, double out[256]);
 void decode_q5_K(const uint8_t* block, double out[256]);
 void decode_q6_K(const uint8_t* block, double out[256]);
 void decode_iq4_xs(const uint8_t* block, double out[256]);
+void decode_mxfp4(const uint8_t* block, double out[32]);
 
 // A GGUF block format the reference decodes.
 struct RefQuantFormat {

@@ -18,6 +18,8 @@
 //   q5_K   176: d @0, dmin @2, scales[12] @4, qh[32] @16, qs[128] @48
 //   q6_K   210: ql[128] @0, qh[64] @128, scales i8[16] @192, d @208
 //   iq4_xs 136: d @0, scales_h u16 @2, scales_l[4] @4, qs[128] @8
+//   mxfp4   17: e u8 @0, qs[16] @1                       x = e2m1(q) * 2^(e - 127)
+#include <cmath>
 #include <string>
 
 #include "conformance/reference.h"
@@ -182,6 +184,26 @@ void decode_iq4_xs(const uint8_t* b, double out[256]) {
   }
 }
 
+// mxfp4, read from the OCP microscaling spec rather than ggml's tables: code
+// q is an E2M1 float (sign bit 3, exponent bits 2-1 with bias 1, mantissa
+// bit 0; exponent 0 is subnormal: 0 or 0.5), scaled by the E8M0 byte e as
+// 2^(e - 127). Two departures follow ggml: e = 255 is 2^128, not NaN, and
+// -0 (code 8) decodes as +0 (ggml keeps the levels as integers). Exact in
+// double: at most 2 significant bits times a power of two.
+void decode_mxfp4(const uint8_t* b, double out[32]) {
+  const int e = b[0];
+  for (int i = 0; i < 32; ++i) {
+    const int q = nibble32(b + 1, i);
+    const int exponent = (q >> 1) & 3, mantissa = q & 1;
+    const double magnitude = exponent == 0 ? 0.5 * mantissa : std::ldexp(1.0 + 0.5 * mantissa, exponent - 1);
+    if (magnitude == 0) {
+      out[i] = 0.0;
+      continue;
+    }
+    out[i] = std::ldexp(q & 8 ? -magnitude : magnitude, e - 127);
+  }
+}
+
 namespace {
 
 constexpr RefQuantFormat kFormats[] = {
@@ -189,6 +211,7 @@ constexpr RefQuantFormat kFormats[] = {
     {7, "q5_1", 32, 24, decode_q5_1},    {8, "q8_0", 32, 34, decode_q8_0},      {10, "q2_K", 256, 84, decode_q2_K},
     {11, "q3_K", 256, 110, decode_q3_K}, {12, "q4_K", 256, 144, decode_q4_K},   {13, "q5_K", 256, 176, decode_q5_K},
     {14, "q6_K", 256, 210, decode_q6_K}, {20, "iq4_nl", 32, 18, decode_iq4_nl}, {23, "iq4_xs", 256, 136, decode_iq4_xs},
+    {39, "mxfp4", 32, 17, decode_mxfp4},
 };
 
 }  // namespace
@@ -219,6 +242,7 @@ const RefQuantFormat* ref_quant_format(DType t) {
     case DType::q6_K: return ref_gguf_format(14);
     case DType::iq4_nl: return ref_gguf_format(20);
     case DType::iq4_xs: return ref_gguf_format(23);
+    case DType::mxfp4: return ref_gguf_format(39);
     case DType::f32:
     case DType::f16:
     case DType::bf16:

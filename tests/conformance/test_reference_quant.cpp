@@ -68,21 +68,23 @@ TEST(ConformanceReference, DecodersMatchQuantVectors) {
     }
     EXPECT_EQ(rows, 4) << name;
   }
-  EXPECT_EQ(types, 12);
-  EXPECT_EQ(ref_gguf_formats().size(), 12u);
+  EXPECT_EQ(types, 13);
+  EXPECT_EQ(ref_gguf_formats().size(), 13u);
 }
 
 // Random bytes reach bit patterns the standard quantizer may never write
 // (every 6-bit sub-block scale, negative q6_K scales, set high bits): the
 // reference and weft's dequantizer, written apart, must agree on them too.
-// Scale fields are random finite f16; the rest is random.
+// Scale fields are random finite f16 (mxfp4's exponent byte at most 250);
+// the rest is random.
 TEST(ConformanceReference, DecodersAgreeWithWeftOnRandomBlocks) {
   struct Scales {
     uint32_t id;
     std::vector<size_t> f16_at;  // byte offsets of the f16 fields
   };
   const Scales kScales[] = {{2, {0}},    {3, {0, 2}},  {6, {0}},     {7, {0, 2}}, {8, {0}},  {10, {80, 82}},
-                            {11, {108}}, {12, {0, 2}}, {13, {0, 2}}, {14, {208}}, {20, {0}}, {23, {0}}};
+                            {11, {108}}, {12, {0, 2}}, {13, {0, 2}}, {14, {208}}, {20, {0}}, {23, {0}},
+                            {39, {}}};
   std::mt19937_64 rng(20240611);
   std::uniform_int_distribution<int> byte(0, 255);
   for (const Scales& s : kScales) {
@@ -98,6 +100,8 @@ TEST(ConformanceReference, DecodersAgreeWithWeftOnRandomBlocks) {
         const int exp = byte(rng) % 30;
         hi = static_cast<uint8_t>((hi & 0x83) | (exp << 2));
       }
+      // mxfp4's E8M0 byte: at most 250, so that 12 * 2^(e - 128) is a float.
+      if (s.id == 39) blocks[b * f->block_bytes] = static_cast<uint8_t>(blocks[b * f->block_bytes] % 251);
     }
     std::vector<float> weft_values(static_cast<size_t>(n));
     if (s.id == 2 || s.id == 8) {

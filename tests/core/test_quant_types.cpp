@@ -2,7 +2,9 @@
 // dtypes) against vectors written by llama.cpp itself: tests/data/
 // quant-vectors.json holds, per type, f32 rows, the bytes `llama-quantize
 // --pure` wrote for them (no importance matrix) and the floats gguf-py
-// dequantized those bytes to. Both directions must match bit for bit.
+// dequantized those bytes to; tests/data/mxfp4-vectors.json the same for
+// mxfp4 from ggml's quantize_row_mxfp4_ref / dequantize_row_mxfp4, edge
+// cases included. Both directions must match bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,7 +82,7 @@ TEST(QuantTypes, TableMatchesGgufLayouts) {
   const Expected expected[] = {{3, "q4_1", 32, 20},    {6, "q5_0", 32, 22},     {7, "q5_1", 32, 24},
                                {10, "q2_K", 256, 84},  {11, "q3_K", 256, 110},  {12, "q4_K", 256, 144},
                                {13, "q5_K", 256, 176}, {14, "q6_K", 256, 210},  {15, "q8_K", 256, 292},
-                               {20, "iq4_nl", 32, 18}, {23, "iq4_xs", 256, 136}};
+                               {20, "iq4_nl", 32, 18}, {23, "iq4_xs", 256, 136}, {39, "mxfp4", 32, 17}};
   ASSERT_EQ(quant_types().size(), std::size(expected));
   for (const Expected& e : expected) {
     const QuantTypeInfo* info = quant_type_info(e.id);
@@ -219,7 +221,8 @@ TEST(QuantTypes, RoundTripErrorIsBounded) {
   // (the outliers make them larger than the relative_rmse in the vectors).
   const std::map<std::string, double> bound = {{"q4_1", 0.115}, {"q5_0", 0.076},   {"q5_1", 0.056},  {"q2_K", 0.43},
                                                {"q3_K", 0.24},  {"q4_K", 0.106},   {"q5_K", 0.054},  {"q6_K", 0.029},
-                                               {"q8_K", 0.020}, {"iq4_nl", 0.121}, {"iq4_xs", 0.123}};
+                                               {"q8_K", 0.020}, {"iq4_nl", 0.121}, {"iq4_xs", 0.123},
+                                               {"mxfp4", 0.18}};
   constexpr int64_t n = 4096;
   for (const QuantTypeInfo& info : quant_types()) {
     double err2 = 0, ref2 = 0;
@@ -260,6 +263,45 @@ TEST(QuantTypes, Q8_KBlockFollowsItsDefinition) {
     for (int j = 0; j < 256; ++j) {
       EXPECT_GE(block.qs[j], -127);
       EXPECT_EQ(bits(y[static_cast<size_t>(256 * b + j)]), bits(block.d * block.qs[j]));
+    }
+  }
+}
+
+// mxfp4 from its definition, on rows the vector file does not hold: the
+// scale byte is floor(log2 amax) - 2 + 127 (amax's binary exponent, read
+// with frexp), each value takes the first of the codes whose level times
+// 2^(e - 128) is nearest to it (in double), and decodes to exactly that.
+TEST(QuantTypes, Mxfp4FollowsItsDefinition) {
+  constexpr int kLevels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  constexpr int64_t n = 2048;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    std::vector<float> x = weight_like_row(seed * 104729, n);
+    if (seed % 2 == 0) {  // magnitudes from 2^-30 to 2^30
+      uint64_t s = seed;
+      for (float& v : x) v = std::ldexp(v, static_cast<int>(splitmix64(s) % 61) - 30);
+    }
+    std::vector<quant::BlockMxfp4> blocks(n / 32);
+    quantize_row_reference(39, x.data(), blocks.data(), n);
+    std::vector<float> y(n);
+    dequantize_row(39, blocks.data(), y.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      const quant::BlockMxfp4& blk = blocks[static_cast<size_t>(b)];
+      const float* xb = x.data() + 32 * b;
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+      int exp2 = 0;
+      std::frexp(amax, &exp2);  // amax = m * 2^exp2, m in [0.5, 1)
+      ASSERT_EQ(blk.e, exp2 - 1 - 2 + 127) << "block " << b << " amax " << amax;
+      const double d = std::ldexp(1.0, blk.e - 128);
+      for (int j = 0; j < 32; ++j) {
+        const int code = j < 16 ? blk.qs[j] & 0xF : blk.qs[j - 16] >> 4;
+        int best = 0;
+        for (int c = 1; c < 16; ++c) {
+          if (std::fabs(kLevels[c] * d - xb[j]) < std::fabs(kLevels[best] * d - xb[j])) best = c;
+        }
+        ASSERT_EQ(code, best) << "block " << b << " value " << j << ": " << xb[j] << " with scale " << d;
+        ASSERT_EQ(y[static_cast<size_t>(32 * b + j)], static_cast<float>(kLevels[code] * d));
+      }
     }
   }
 }

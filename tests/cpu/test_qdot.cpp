@@ -23,8 +23,9 @@
 namespace weft::cpu {
 namespace {
 
-constexpr DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
-                                 DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_xs};
+constexpr DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                                 DType::iq4_nl, DType::mxfp4, DType::q2_K, DType::q3_K, DType::q4_K,
+                                 DType::q5_K, DType::q6_K, DType::iq4_xs};
 
 bool is_k_type(DType t) {
   return traits(t).block_size == kSuperBlock;
@@ -331,6 +332,52 @@ TEST(QuantDot, NonFiniteActivationsAreDefined) {
       for (const Kernel& k : kernels(t)) {
         float out[kTileRows * kTileCols];
         k.dot->tile(w.data(), 0, 1, xs, 1, n, out);
+      }
+    }
+  }
+}
+
+// mxfp4's E8M0 scales over their range, subnormal ones (e = 0, 1) included:
+// random codes under one exponent per weight row, against the float64 sum
+// of (level / 2) * 2^(e - 127) * d_x * q_x. Activations whose scale is 1
+// keep every product a normal float; the tolerance is relative only, as the
+// sums with e near 0 are ~1e-35.
+TEST(QuantDot, Mxfp4ScalesOfEveryExponent) {
+  constexpr int kHalfLevels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};  // 2 * E2M1
+  constexpr int64_t n = 4128;  // 129 blocks: AVX-512 chunks of 16 and a tail
+  const std::vector<float> xf = randoms(n, 31, -127.0f, 127.0f);
+  std::vector<float> xr(xf.size());
+  for (size_t i = 0; i < xf.size(); ++i) xr[i] = std::nearbyint(xf[i]);
+  for (int64_t b = 0; b < n / 32; ++b) xr[32 * b + b % 32] = b % 2 ? 127.0f : -127.0f;  // d_x = 1
+  std::vector<uint8_t> xq(act_row_bytes(ActType::q8_0, n));
+  scalar_quantizer(ActType::q8_0)(xr.data(), xq.data(), n);
+  const std::vector<double> xv = decode_act(ActType::q8_0, xq.data(), n);
+  for (const std::vector<int>& exps : {std::vector<int>{0, 1, 2, 3}, std::vector<int>{126, 127, 128, 220}}) {
+    const size_t row = row_bytes(DType::mxfp4, n);
+    std::vector<uint8_t> w(row * kTileRows);
+    std::mt19937 rng(static_cast<uint32_t>(exps[0] + 5));
+    double want[kTileRows], mag[kTileRows];
+    for (int r = 0; r < kTileRows; ++r) {
+      want[r] = mag[r] = 0;
+      for (int64_t b = 0; b < n / 32; ++b) {
+        uint8_t* blk = w.data() + r * row + b * 17;
+        blk[0] = static_cast<uint8_t>(exps[r]);
+        for (int j = 0; j < 16; ++j) blk[1 + j] = static_cast<uint8_t>(rng());
+        for (int j = 0; j < 32; ++j) {
+          const int code = j < 16 ? blk[1 + j] & 0xF : blk[1 + j - 16] >> 4;
+          const double v = std::ldexp(kHalfLevels[code] / 2.0, exps[r] - 127) * xv[32 * b + j];
+          want[r] += v;
+          mag[r] += std::fabs(v);
+        }
+      }
+    }
+    const void* xs[1] = {xq.data()};
+    for (const Kernel& k : kernels(DType::mxfp4)) {
+      float out[kTileRows * kTileCols];
+      k.dot->tile(w.data(), row, kTileRows, xs, 1, n, out);
+      for (int r = 0; r < kTileRows; ++r) {
+        EXPECT_NEAR(out[r * kTileCols], want[r], 1e-5 * mag[r]) << k.level << " e=" << exps[r];
+        EXPECT_GT(std::fabs(want[r]), 0.0);
       }
     }
   }

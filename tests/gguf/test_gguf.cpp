@@ -7,6 +7,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "sanitized.h"
+#include "weft/core/dtype.h"
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 
@@ -363,6 +365,38 @@ TEST(Gguf, CorruptFieldsAreNamed) {
   Bytes dup;
   dup.header(2, 0).info("w", {4}, 0, 0).info("w", {4}, 0, 32).pad().zeros(64);
   check(dup, "duplicate tensor name");
+}
+
+// gpt-oss stores its experts as 3-D mxfp4 tensors (GGUF type 39, 17-byte
+// blocks of 32): one loads as DType::mxfp4 with its bytes in place, and
+// decodes to the values it was quantized from (all exact mxfp4 values).
+TEST(Gguf, Mxfp4ExpertTensorLoads) {
+  TempDir dir;
+  const std::string p = dir.file("mxfp4.gguf");
+  constexpr int64_t kValues = 64 * 3 * 2;  // [64, 3 rows, 2 experts]
+  std::vector<float> x(kValues);
+  const float kLevels[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  // Block b: E2M1 values times 2^(b % 4 - 2), its largest magnitude 6 of them.
+  for (int64_t i = 0; i < kValues; ++i) x[i] = kLevels[i % 8] * std::ldexp(i % 3 == 0 ? -1.0f : 1.0f, i / 32 % 4 - 2);
+  for (int64_t b = 0; b < kValues / 32; ++b) x[32 * b + 5] = std::ldexp(-6.0f, static_cast<int>(b % 4) - 2);
+  std::vector<uint8_t> data(kValues / 32 * 17);
+  from_f32(DType::mxfp4, x.data(), data.data(), kValues);
+  Bytes b;
+  b.header(1, 0).info("blk.0.ffn_up_exps.weight", {64, 3, 2}, 39, 0).pad();
+  b.b.insert(b.b.end(), data.begin(), data.end());
+  write_all(p, b.b);
+  auto f = GgufFile::open(p);
+  const GgufTensorInfo& t = f->tensors()[0];
+  ASSERT_TRUE(t.supported);
+  EXPECT_EQ(t.dtype(), DType::mxfp4);
+  EXPECT_EQ(t.ggml_type, 39u);
+  EXPECT_EQ(t.n_dims, 3);
+  EXPECT_EQ(t.nbytes, data.size());
+  const auto* bytes = static_cast<const uint8_t*>(f->tensor_data(t));
+  ASSERT_TRUE(std::equal(data.begin(), data.end(), bytes));
+  std::vector<float> y(kValues);
+  to_f32(DType::mxfp4, bytes, y.data(), kValues);
+  EXPECT_EQ(y, x);
 }
 
 TEST(Gguf, UnsupportedDTypesOpenButRefuseData) {

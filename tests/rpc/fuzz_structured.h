@@ -203,11 +203,12 @@ inline constexpr DType kPlain[] = {DType::f32, DType::f16, DType::bf16, DType::i
 // Every storage type: weights, caches, embeddings.
 inline constexpr DType kWeights[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
                                      DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
-                                     DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs};
+                                     DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl, DType::iq4_xs,
+                                     DType::mxfp4};
 inline constexpr DType kAll[] = {DType::f32,  DType::f16,  DType::bf16, DType::i32,  DType::q8_0,
                                  DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K,
                                  DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl,
-                                 DType::iq4_xs};
+                                 DType::iq4_xs, DType::mxfp4};
 
 // Sizes: mostly small, sometimes 1, sometimes up to max (vector loops and tails).
 int64_t size(Rng& rng, int64_t max);

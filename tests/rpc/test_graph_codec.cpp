@@ -423,9 +423,9 @@ TEST_F(RpcGraphCodec, RejectsReferencesThatAreNotEarlier) {
 
 TEST_F(RpcGraphCodec, RejectsUnknownValues) {
   std::vector<Rec> g = {leaf(DType::f32, {4})};
-  static_assert(kDTypeCount == 16);
+  static_assert(kDTypeCount == 17);
   g[0].dtype = kDTypeCount;
-  expect_rejected(g, {}, {"tensor 0", "dtype 16 is unknown"});
+  expect_rejected(g, {}, {"tensor 0", "dtype 17 is unknown"});
   g = {leaf(DType::f32, {4}), node(Op::silu, DType::f32, {4}, {0}, 64)};
   g[1].op = 200;
   expect_rejected(g, {1}, {"tensor 1", "op 200 is unknown"});
@@ -578,6 +578,9 @@ TEST_F(RpcGraphCodec, RejectsMisalignedData) {
   expect_rejected({leaf(DType::f16, {4}, 1)}, {}, {"tensor 0", "aligned to 2"});
   expect_rejected({leaf(DType::q8_0, {32}, 3)}, {}, {"tensor 0", "aligned to 2"});
   decode(encode({leaf(DType::f16, {4}, 2), leaf(DType::q4_0, {32}, 34)}, {}));
+  // mxfp4 blocks are 17 bytes led by a scale byte: odd addresses and rows
+  // of an odd number of blocks (nb[1] = 17) are its normal layout.
+  decode(encode({leaf(DType::mxfp4, {32, 3}, 3)}, {}));
   Rec v = packed(DType::f32, {2, 2}, Op::view);
   v.src[0] = v.view_src = 1;
   v.nb[1] = 6;

@@ -14,10 +14,11 @@ namespace weft {
 enum class DType : uint8_t {
   f32, f16, bf16, i32, q8_0, q4_0,
   q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs,
+  mxfp4,
 };
-inline constexpr int kDTypeCount = 16;
+inline constexpr int kDTypeCount = 17;
 
-inline constexpr int kQuantBlock = 32;    // values per q8_0 / q4_0 / q4_1 / q5_x / iq4_nl block
+inline constexpr int kQuantBlock = 32;    // values per q8_0 / q4_0 / q4_1 / q5_x / iq4_nl / mxfp4 block
 inline constexpr int kSuperBlock = 256;  // values per K-quant / iq4_xs block
 
 struct DTypeTraits {
@@ -45,6 +46,7 @@ inline constexpr DTypeTraits kDTypeTraits[kDTypeCount] = {
     {"q6_K", kSuperBlock, 210, true, 14},
     {"iq4_nl", kQuantBlock, 18, true, 20},
     {"iq4_xs", kSuperBlock, 136, true, 23},
+    {"mxfp4", kQuantBlock, 17, true, 39},
 };
 
 constexpr const DTypeTraits& traits(DType t) { return kDTypeTraits[static_cast<size_t>(t)]; }
@@ -52,6 +54,15 @@ inline std::string_view dtype_name(DType t) { return traits(t).name; }
 std::optional<DType> dtype_from_name(std::string_view name);
 // The DType of a GGUF / ggml type id, if weft has one.
 std::optional<DType> dtype_from_gguf_id(uint32_t id);
+
+// The alignment kernels need for t's data and strides: the element's size
+// for plain types, 2 for the blocks that start with an f16 scale, 1 for
+// mxfp4 (17-byte blocks led by a scale byte).
+constexpr size_t storage_alignment(DType t) {
+  const DTypeTraits& tr = traits(t);
+  if (!tr.quantized) return tr.unit_bytes;
+  return t == DType::mxfp4 ? 1 : 2;
+}
 
 // Bytes used by a row of n elements; n must be a multiple of the block size
 // (checked by the op constructors, not here).

@@ -124,6 +124,7 @@ constexpr QuantDotTable make_generic() {
   set(DType::q6_K, generic_entry<DType::q6_K>());
   set(DType::iq4_nl, generic_entry<DType::iq4_nl>());
   set(DType::iq4_xs, generic_entry<DType::iq4_xs>());
+  set(DType::mxfp4, generic_entry<DType::mxfp4>());
   t.quantize_q8_0 = quantize_q8_0_scalar;
   t.quantize_q8_K = quantize_q8_K_scalar;
   return t;

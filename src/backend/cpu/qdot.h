@@ -61,7 +61,7 @@ size_t act_row_bytes(ActType a, int64_t n);
 void quantize_act_row(ActType a, const float* x, void* xq, int64_t n);
 
 // Per-level tables, indexed by DType; entries for non-quantized types are
-// empty (tile == nullptr). Exported by qdot_generic.cpp, qdot_avx2.cpp and
+// empty (tile == nullptr). Exported by qdot.cpp (generic), qdot_avx2.cpp and
 // qdot_avx512.cpp.
 struct QuantDotTable {
   QuantDot by_type[kDTypeCount];
@@ -71,5 +71,9 @@ struct QuantDotTable {
 const QuantDotTable& generic_quant_table();
 const QuantDotTable& avx2_quant_table();
 const QuantDotTable& avx512_quant_table();
+
+// The AVX2 activation quantizers of the AVX2 table (qdot_act_avx2.cpp).
+void quantize_q8_0_avx2(const float* x, void* xq, int64_t n);
+void quantize_q8_K_avx2(const float* x, void* xq, int64_t n);
 
 }  // namespace weft::cpu

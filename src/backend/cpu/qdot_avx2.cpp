@@ -10,7 +10,8 @@
 // Decode (nx = 1) is memory-bound: the 32-value types take four weight rows
 // per pass, sharing each activation block's work; the super-block types one
 // row at a time; both prefetch the weights ahead. Wider tiles unpack each
-// weight block once for all their activation rows.
+// weight block once for all their activation rows. The activation
+// quantizers of this level are in qdot_act_avx2.cpp.
 #include <immintrin.h>
 
 #include <cmath>
@@ -190,6 +191,18 @@ struct Iq4Nl {
     return {_mm256_shuffle_epi8(levels, n.lo), _mm256_shuffle_epi8(levels, n.hi)};
   }
 };
+// mxfp4: iq4_nl's layout with its own levels (at most 12 in magnitude, so
+// both halves' products add up in i16) under an E8M0 scale byte.
+struct Mxfp4 {
+  using Block = wq::BlockMxfp4;
+  static constexpr Form kForm = Form::signed_q;
+  static constexpr bool kE8M0 = true, kSmallLevels = true;
+  WEFT_INLINE static Halves quants(const Block& b0, const Block& b1) {
+    const Halves n = nibbles2(b0.qs, b1.qs);
+    const __m256i levels = _mm256_broadcastsi128_si256(load16(wq::kMxfp4Levels));
+    return {_mm256_shuffle_epi8(levels, n.lo), _mm256_shuffle_epi8(levels, n.hi)};
+  }
+};
 struct Q4_1 {
   using Block = wq::BlockQ4_1;
   static constexpr Form kForm = Form::min_q;
@@ -220,6 +233,39 @@ WEFT_INLINE __m256 halves8(const void* p, size_t stride) {
   return _mm256_cvtph_ps(from_u64(lo, hi));
 }
 
+// E8M0 bytes e as 2^(e - 128) (ggml_e8m0_to_fp32_half, the half that the
+// doubled mxfp4 levels need): e << 23 is 2^(e - 127) for e >= 1, halved
+// exactly (to a subnormal for e = 1); e = 0 is 2^-128.
+WEFT_INLINE __m256 e8m0_half8(__m256i e) {
+  const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(e, 23)), _mm256_set1_ps(0.5f));
+  return _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-128f), _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_setzero_si256())));
+}
+WEFT_INLINE float e8m0_half(uint8_t e) {
+  return _mm256_cvtss_f32(e8m0_half8(_mm256_set1_epi32(e)));
+}
+
+// Weight scales of type T: 8 consecutive blocks' (halves8), or one block's.
+template <class T>
+inline constexpr bool kE8M0Scale = requires { T::kE8M0; };
+template <class T>
+WEFT_INLINE __m256 weight_scales8(const typename T::Block* w) {
+  if constexpr (kE8M0Scale<T>) {
+    uint64_t e = 0;
+    for (int k = 0; k < 8; ++k) e |= static_cast<uint64_t>(w[k].e) << (8 * k);
+    return e8m0_half8(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(e))));
+  } else {
+    return halves8(&w->d, sizeof(*w));
+  }
+}
+template <class T>
+WEFT_INLINE float weight_scale(const typename T::Block& w) {
+  if constexpr (kE8M0Scale<T>) {
+    return e8m0_half(w.e);
+  } else {
+    return f16(w.d);
+  }
+}
+
 // The scales of a pair: lanes 0-3 from lane k of v, lanes 4-7 from lane k + 1.
 WEFT_INLINE __m256 pair_scale(__m256 v, int k) {
   return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(k, k, k, k, k + 1, k + 1, k + 1, k + 1));
@@ -237,6 +283,7 @@ template <class T, int NW, int NX>
 void legacy_tile(const uint8_t* wp, size_t stride, const BlockQ8_0* const* x, int64_t nb, float* out) {
   using Block = typename T::Block;
   constexpr Form kForm = T::kForm;
+  constexpr bool kSmall = requires { T::kSmallLevels; };
   const Block* w[NW];
   for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * stride);
   __m256 acc[NW][NX], s[NW][NX], sm[NW][NX];
@@ -265,7 +312,11 @@ void legacy_tile(const uint8_t* wp, size_t stride, const BlockQ8_0* const* x, in
       const Halves q = T::quants(w[r][b0], w[r][b1]);
       for (int j = 0; j < NX; ++j) {
         __m256i p;
-        if constexpr (kForm == Form::signed_q) {  // two maddubs of up to 2 * 128 * 127 each: madd them apart
+        if constexpr (kForm == Form::signed_q && kSmall) {  // pair sums of up to 2 * 2 * 12 * 127
+          const __m256i lo = _mm256_maddubs_epi16(_mm256_sign_epi8(q.lo, q.lo), _mm256_sign_epi8(xa[j], q.lo));
+          const __m256i hi = _mm256_maddubs_epi16(_mm256_sign_epi8(q.hi, q.hi), _mm256_sign_epi8(xb[j], q.hi));
+          p = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
+        } else if constexpr (kForm == Form::signed_q) {  // two maddubs of up to 2 * 128 * 127 each: madd them apart
           p = _mm256_add_epi32(dot_us(_mm256_sign_epi8(q.lo, q.lo), _mm256_sign_epi8(xa[j], q.lo)),
                                dot_us(_mm256_sign_epi8(q.hi, q.hi), _mm256_sign_epi8(xb[j], q.hi)));
         } else {  // |pair sums| <= 4 * 31 * 127 + 4 * 16 * 127: fits in i16
@@ -286,7 +337,7 @@ void legacy_tile(const uint8_t* wp, size_t stride, const BlockQ8_0* const* x, in
     __m256 dx[NX], s8[NW][NX], sm8[NW][NX];
     for (int j = 0; j < NX; ++j) dx[j] = halves8(&x[j][b].d, sizeof(BlockQ8_0));
     for (int r = 0; r < NW; ++r) {
-      const __m256 dw = halves8(&w[r][b].d, sizeof(Block));
+      const __m256 dw = weight_scales8<T>(w[r] + b);
       for (int j = 0; j < NX; ++j) s8[r][j] = _mm256_mul_ps(dw, dx[j]);
       if constexpr (kForm == Form::min_q) {
         const __m256 m = halves8(&w[r][b].m, sizeof(Block));
@@ -309,7 +360,7 @@ void legacy_tile(const uint8_t* wp, size_t stride, const BlockQ8_0* const* x, in
     for (int r = 0; r < NW; ++r)
       for (int j = 0; j < NX; ++j) {
         const float dx0 = f16(x[j][b].d), dx1 = f16(x[j][b1].d);
-        s[r][j] = pair_scale(f16(w[r][b].d) * dx0, odd ? 0.0f : f16(w[r][b1].d) * dx1);
+        s[r][j] = pair_scale(weight_scale<T>(w[r][b]) * dx0, odd ? 0.0f : weight_scale<T>(w[r][b1]) * dx1);
         if constexpr (kForm == Form::min_q)
           sm[r][j] = pair_scale(f16(w[r][b].m) * dx0, odd ? 0.0f : f16(w[r][b1].m) * dx1);
       }
@@ -650,93 +701,6 @@ struct Super {
   }
 };
 
-// ---------------------------------------------------------------------------
-// Activation quantizers: the same bytes as the scalar ones in qdot.cpp.
-// _mm256_round_ps rounds half to even like nearbyint under the default
-// rounding mode; maxima skip NaNs as std::max(amax, nan) does.
-
-WEFT_INLINE float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-
-// Lane-wise max of |v| over 8k floats at x; NaNs skipped (max_ps returns
-// its second operand when either is NaN).
-WEFT_INLINE __m256 abs_max(const float* x, int k) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 m = _mm256_setzero_ps();
-  for (int i = 0; i < k; ++i) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i)), m);
-  return m;
-}
-
-// Rounds the 32 floats at x times s to bytes at q: 0 outside [-127, 127]
-// (NaN included), as the scalar quantizers.
-WEFT_INLINE void round_to_bytes(const float* x, __m256 s, int8_t* q) {
-  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-  __m256i v[4];
-  for (int k = 0; k < 4; ++k) {
-    const __m256 r =
-        _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(r, lo, _CMP_GE_OQ), _mm256_cmp_ps(r, hi, _CMP_LE_OQ));
-    v[k] = _mm256_cvtps_epi32(_mm256_and_ps(r, ok));
-  }
-  // The packs work within 128-bit lanes: 32-bit units come out as values
-  // 0-3, 8-11, 16-19, 24-27, 4-7, ...; the permutation restores the order.
-  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
-                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-}
-
-void quantize_q8_0(const float* x, void* out, int64_t n) {
-  auto* y = static_cast<BlockQ8_0*>(out);
-  for (int64_t b = 0; b < n / kQuantBlock; ++b, x += kQuantBlock) {
-    const float d = hmax(abs_max(x, 4)) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-    round_to_bytes(x, _mm256_set1_ps(id), y[b].q);
-  }
-}
-
-// The sums of each 16 quants of a q8_K block.
-WEFT_INLINE void block_sums(BlockQ8K& y) {
-  __m256i s[8];  // i32 sums of 4: lanes 0-3 of s[c] make group 2c, lanes 4-7 group 2c + 1
-  for (int c = 0; c < 8; ++c) s[c] = dot_us(_mm256_set1_epi8(1), load32(y.qs + 32 * c));
-  // [g0 g2 g4 g6 | g1 g3 g5 g7] and [g8 g10 g12 g14 | g9 ... g15], then interleaved.
-  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-  const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
-  const __m256i p = _mm256_packs_epi32(a, c);  // |sum| <= 16 * 127
-  const __m128i even = _mm256_castsi256_si128(p), odd = _mm256_extracti128_si256(p, 1);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(y.bsums), _mm_unpacklo_epi16(even, odd));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(y.bsums + 8), _mm_unpackhi_epi16(even, odd));
-}
-
-void quantize_q8_K(const float* x, void* out, int64_t n) {
-  auto* y = static_cast<BlockQ8K*>(out);
-  for (int64_t b = 0; b < n / kSuperBlock; ++b, x += kSuperBlock) {
-    BlockQ8K& blk = y[b];
-    const float amax = hmax(abs_max(x, kSuperBlock / 8));
-    if (amax == 0.0f || !std::isfinite(amax)) {
-      std::memset(&blk, 0, sizeof blk);
-      continue;
-    }
-    // The first value of largest magnitude, sign kept, as the scalar loop finds it.
-    const __m256 target = _mm256_set1_ps(amax), sign = _mm256_set1_ps(-0.0f);
-    float max = amax;
-    for (int i = 0; i < kSuperBlock; i += 8) {
-      const __m256 eq = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), target, _CMP_EQ_OQ);
-      if (const int bits = _mm256_movemask_ps(eq); bits != 0) {
-        max = x[i + __builtin_ctz(static_cast<unsigned>(bits))];
-        break;
-      }
-    }
-    const float iscale = -127.0f / max;
-    for (int c = 0; c < kSuperBlock; c += 32) round_to_bytes(x + c, _mm256_set1_ps(iscale), blk.qs + c);
-    block_sums(blk);
-    blk.d = 1.0f / iscale;
-  }
-}
-
 constexpr QuantDotTable make_table() {
   QuantDotTable t{};
   auto set = [&t](DType d, QuantDot q) { t.by_type[static_cast<int>(d)] = q; };
@@ -746,14 +710,15 @@ constexpr QuantDotTable make_table() {
   set(DType::q5_0, {ActType::q8_0, Legacy<Q5_0>::tile});
   set(DType::q5_1, {ActType::q8_0, Legacy<Q5_1>::tile});
   set(DType::iq4_nl, {ActType::q8_0, Legacy<Iq4Nl>::tile});
+  set(DType::mxfp4, {ActType::q8_0, Legacy<Mxfp4>::tile});
   set(DType::q2_K, {ActType::q8_K, Super<Q2K>::tile});
   set(DType::q3_K, {ActType::q8_K, Super<Q3K>::tile});
   set(DType::q4_K, {ActType::q8_K, Super<K4<wq::BlockQ4_K, false>>::tile});
   set(DType::q5_K, {ActType::q8_K, Super<K4<wq::BlockQ5_K, true>>::tile});
   set(DType::q6_K, {ActType::q8_K, Super<Q6K>::tile});
   set(DType::iq4_xs, {ActType::q8_K, Super<Iq4Xs>::tile});
-  t.quantize_q8_0 = quantize_q8_0;
-  t.quantize_q8_K = quantize_q8_K;
+  t.quantize_q8_0 = quantize_q8_0_avx2;
+  t.quantize_q8_K = quantize_q8_K_avx2;
   return t;
 }
 

@@ -243,6 +243,31 @@ struct Iq4NlW {
     return {_mm512_shuffle_epi8(table, c.lo), _mm512_shuffle_epi8(table, c.hi)};
   }
 };
+// mxfp4: codes as iq4_nl at byte 1 of 17, under an E8M0 scale byte (kE8M0).
+struct Mxfp4W {
+  static constexpr int kBytes = 17, kOffset = 128;
+  static constexpr bool kMin = false, kE8M0 = true;
+  static Codes codes(const uint8_t* p) {
+    const __m128i levels = _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kMxfp4Levels)),
+                                        _mm_set1_epi8(static_cast<char>(0x80)));
+    const __m512i table = _mm512_broadcast_i32x4(levels);
+    const Codes c = split_nibbles(quad_qs<kBytes, 1>(p));
+    return {_mm512_shuffle_epi8(table, c.lo), _mm512_shuffle_epi8(table, c.hi)};
+  }
+};
+// The E8M0 bytes of 16 consecutive blocks as 2^(e - 128)
+// (ggml_e8m0_to_fp32_half): e << 23 is 2^(e - 127) for e >= 1, halved
+// exactly; e = 0 is 2^-128.
+__m512 e8m0_scales(const uint8_t* p) {
+  alignas(16) uint8_t e[kChunk];
+  for (int i = 0; i < kChunk; ++i) e[i] = p[i * Mxfp4W::kBytes];
+  const __m512i v = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(e)));
+  const __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 23)), _mm512_set1_ps(0.5f));
+  return _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(v, zero()), f, _mm512_set1_ps(0x1p-128f));
+}
+template <class T>
+constexpr bool kE8M0Scale = requires { T::kE8M0; };  // else an f16 d at byte 0
+
 struct Q4_1W {
   static constexpr int kBytes = 20, kOffset = 0;
   static constexpr bool kMin = true;
@@ -313,8 +338,14 @@ void legacy_chunk(const uint8_t* w, size_t stride, const uint8_t* const* xb, __m
   __m512 ds[NW][NX];
   for (int r = 0; r < NW; ++r) {
     if constexpr (Prefetch) prefetch_ahead<kChunk * T::kBytes>(w + r * stride);
-    const __m512i dm = HalfGather<T::kBytes, T::kMin>::words(w + r * stride);
-    const __m512 dw = low_halfs(dm);
+    __m512i dm = zero();  // f16 words: 0..15 the scales, 16..31 the minima (kMin)
+    __m512 dw;
+    if constexpr (kE8M0Scale<T>) {
+      dw = e8m0_scales(w + r * stride);
+    } else {
+      dm = HalfGather<T::kBytes, T::kMin>::words(w + r * stride);
+      dw = low_halfs(dm);
+    }
     for (int j = 0; j < NX; ++j) ds[r][j] = _mm512_mul_ps(dw, x[j].d);
     if constexpr (T::kMin) {
       const __m512 mw = high_halfs(dm);
@@ -697,6 +728,7 @@ constexpr QuantDotTable make_table() {
   set(DType::q5_0, ActType::q8_0, tile<Legacy<Q5_0W>>);
   set(DType::q5_1, ActType::q8_0, tile<Legacy<Q5_1W>>);
   set(DType::iq4_nl, ActType::q8_0, tile<Legacy<Iq4NlW>>);
+  set(DType::mxfp4, ActType::q8_0, tile<Legacy<Mxfp4W>>);
   set(DType::q2_K, ActType::q8_K, tile<KQuant<Q2K>>);
   set(DType::q3_K, ActType::q8_K, tile<KQuant<Q3K>>);
   set(DType::q4_K, ActType::q8_K, tile<KQuant<QK45<false>>>);

@@ -7,7 +7,7 @@
 
 namespace weft::quant {
 
-inline constexpr int kLegacyBlock = 32;  // values per q4_1 / q5_x / iq4_nl block
+inline constexpr int kLegacyBlock = 32;  // values per q4_1 / q5_x / iq4_nl / mxfp4 block
 inline constexpr int kSuperBlock = 256;  // values per K-quant / iq4_xs block (QK_K)
 inline constexpr int kScaleBytesK = 12;  // packed 6-bit scales of q3_K...q5_K
 
@@ -93,6 +93,15 @@ struct BlockIq4Xs {
   uint8_t qs[kSuperBlock / 2];
 };
 
+// MXFP4 (OCP microscaling): 32 four-bit E2M1 codes under one E8M0 scale
+// byte, codes as in iq4_nl (value j in the low nibble of qs[j], j + 16 in
+// the high). Value = kMxfp4Levels[code] * 2^(e - 128): the levels are twice
+// E2M1, the scale half of E8M0's 2^(e - 127).
+struct BlockMxfp4 {
+  uint8_t e;
+  uint8_t qs[kLegacyBlock / 2];
+};
+
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
@@ -104,8 +113,13 @@ static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockIq4Nl) == 18);
 static_assert(sizeof(BlockIq4Xs) == 136);
+static_assert(sizeof(BlockMxfp4) == 17);
 
 // The iq4_nl / iq4_xs levels (kvalues_iq4nl), ascending.
 inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// The mxfp4 levels (kvalues_mxfp4): twice the E2M1 values, codes 0-7
+// positive, 8-15 their negatives (code 8 is -0, stored as 0).
+inline constexpr int8_t kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 }  // namespace weft::quant

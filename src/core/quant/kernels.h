@@ -43,4 +43,8 @@ void quantize_iq4_nl(const float* in, void* blocks, int64_t nblocks);
 void dequantize_iq4_xs(const void* blocks, float* out, int64_t nblocks);
 void quantize_iq4_xs(const float* in, void* blocks, int64_t nblocks);
 
+// mxfp4.cpp
+void dequantize_mxfp4(const void* blocks, float* out, int64_t nblocks);
+void quantize_mxfp4(const float* in, void* blocks, int64_t nblocks);
+
 }  // namespace weft::quant

@@ -43,6 +43,7 @@ constexpr std::array kCodecs = {
     codec<quant::BlockQ8_K>(15, "q8_K", kSuper, quant::dequantize_q8_K, quant::quantize_q8_K),
     codec<quant::BlockIq4Nl>(20, "iq4_nl", kSmall, quant::dequantize_iq4_nl, quant::quantize_iq4_nl),
     codec<quant::BlockIq4Xs>(23, "iq4_xs", kSuper, quant::dequantize_iq4_xs, quant::quantize_iq4_xs),
+    codec<quant::BlockMxfp4>(39, "mxfp4", kSmall, quant::dequantize_mxfp4, quant::quantize_mxfp4),
 };
 
 constexpr std::array<QuantTypeInfo, kCodecs.size()> info_table() {

@@ -23,10 +23,7 @@ namespace {
 constexpr int64_t kMaxNominalElements = int64_t{1} << 32;
 constexpr uint8_t kNoSource = 0xFF;
 
-size_t element_alignment(DType type) {
-  const DTypeTraits& tr = traits(type);
-  return tr.quantized ? alignof(uint16_t) : tr.unit_bytes;
-}
+size_t element_alignment(DType type) { return storage_alignment(type); }
 
 uint8_t layout_bits(const Tensor& t) {
   return static_cast<uint8_t>((t.rows_contiguous() ? 1 : 0) | (t.is_contiguous() ? 2 : 0));

@@ -315,12 +315,9 @@ class Decoder {
 
   // Memory: a tensor of its own in a live buffer, or a view of its (bound) root.
   // Kernels read elements through typed pointers: data and strides must
-  // be multiples of the storage unit's alignment (quantized blocks start
-  // with a 16-bit scale).
-  static size_t alignment_of(DType type) {
-    const DTypeTraits& tr = traits(type);
-    return tr.quantized ? alignof(uint16_t) : tr.unit_bytes;
-  }
+  // be multiples of the storage unit's alignment (most quantized blocks
+  // start with a 16-bit scale, mxfp4's with a byte).
+  static size_t alignment_of(DType type) { return storage_alignment(type); }
 
   static void check_alignment(size_t i, const Tensor& t, uintptr_t address, uint64_t offset) {
     const size_t align = alignment_of(t.type);

@@ -44,7 +44,7 @@ Tensor* make_source(Context& ctx, const TensorLayout& l, int k) {
     query_fail(which + " ne[0] " + std::to_string(l.ne[0]) + " is not a whole number of " + std::string(dtype_name(type)) +
                " blocks");
   }
-  const size_t align = tr.quantized ? alignof(uint16_t) : tr.unit_bytes;
+  const size_t align = storage_alignment(type);
   unsigned __int128 extent = tr.unit_bytes;
   for (int d = 0; d < kMaxDims; ++d) {
     if (l.ne[d] <= 1) continue;
