@@ -88,6 +88,8 @@ void GgufFile::join_split_parts(uint64_t max_metadata_bytes) {
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0)
       bad(path + ": " + part_of(i, k.count) + " of " + path_ + " is missing (" + std::strerror(errno) + ")");
+    if (!S_ISREG(st.st_mode))  // a FIFO in a part's place would block open()
+      bad(path + ": " + part_of(i, k.count) + " of " + path_ + " is not a regular file");
     std::unique_ptr<GgufFile> part = open_part(path, max_metadata_bytes);
     if (!part->has(kGgufSplitCount))
       bad(path + ": has no split.count; it is not " + part_of(i, k.count) + " of " + path_);

@@ -4,6 +4,7 @@
 // the tool's cut rule); sets that do not hold together are refused naming the
 // file at fault.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -222,6 +223,9 @@ TEST(GgufSplit, RefusesAMissingPart) {
   HandSet s;
   fs::remove(s.part(1));
   expect_refused(s.part(0), {s.part(1), "part 2 of 3", "is missing"});
+  // A FIFO in its place is refused before open(), which would block on it.
+  ASSERT_EQ(::mkfifo(s.part(1).c_str(), 0600), 0);
+  expect_refused(s.part(0), {s.part(1), "is not a regular file"});
 }
 
 TEST(GgufSplit, RefusesANonFirstPartNamingTheFirst) {
