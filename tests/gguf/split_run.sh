@@ -30,8 +30,9 @@ for set in bysize bycount; do
   done
   echo "$set: $n parts"
 done
-first=$(printf '%s/bysize-00001-of-%05d.gguf' "$dir" "$(ls "$dir"/bysize-*.gguf | wc -l)")
-grep -q "and $(($(ls "$dir"/bysize-*.gguf | wc -l) - 1)) more parts" "$dir/q.out" || die "quantize's summary lacks the parts"
+bysize=("$dir"/bysize-*.gguf)
+first=$(printf '%s/bysize-00001-of-%05d.gguf' "$dir" "${#bysize[@]}")
+grep -q "and $((${#bysize[@]} - 1)) more parts" "$dir/q.out" || die "quantize's summary lacks the parts"
 
 "$weft" gguf info "$first" >"$dir/info.txt"
 grep -q "^parts (a split model" "$dir/info.txt" || die "gguf info lists no parts"

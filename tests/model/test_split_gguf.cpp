@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -167,6 +168,34 @@ TEST(SplitGgufQuantize, SplitInAndOut) {
     ASSERT_EQ(b.nbytes, a.nbytes);
     EXPECT_EQ(std::memcmp(split->tensor_data(b), ref->tensor_data(a), a.nbytes), 0) << a.name;
   }
+}
+
+// A cancel while the last part is being written leaves no part behind: the
+// parts written so far wait under temporary names and are removed.
+TEST(SplitGgufQuantize, CancelLeavesNoPart) {
+  TempDir tmp("cancel");
+  const std::string in = (family_files::dir() / "llama.gguf").string();
+  std::string before_last;
+  {
+    auto f = GgufFile::open(in);
+    before_last = f->tensors().at(f->tensors().size() - 2).name;
+  }
+  std::atomic<bool> cancel{false};
+  weft::model::QuantizeOptions o;
+  o.mix = weft::model::QuantMix::Q8_0;
+  o.threads = 1;
+  o.split.max_tensors = 3;
+  o.cancel = &cancel;
+  size_t temporaries = 0;
+  o.progress = [&](int64_t, int64_t, const std::string& tensor) {
+    if (tensor != before_last) return;
+    for (const auto& e : fs::directory_iterator(tmp.dir))
+      temporaries += e.path().filename().string().find(".gguf.tmp-") != std::string::npos ? 1 : 0;
+    cancel = true;
+  };
+  EXPECT_THROW(weft::model::quantize_file(in, tmp / "out.gguf", o), weft::Error);
+  EXPECT_GE(temporaries, 2u);  // earlier parts were written, under temporary names
+  EXPECT_TRUE(fs::is_empty(tmp.dir));
 }
 
 }  // namespace
