@@ -325,6 +325,7 @@ const GgufValue* GgufFile::find(const std::string& key) const {
 size_t GgufFile::metadata_heap_bytes() const {
   size_t n = kvs_.capacity() * sizeof(kvs_[0]);
   for (const auto& [key, v] : kvs_) n += heap_of(key) + heap_of(v.s) + v.arr.heap_bytes();
+  for (const auto& part : others_) n += part->metadata_heap_bytes();
   return n;
 }
 

@@ -7,19 +7,22 @@
 //   for (const weft::GgufTensorInfo& t : f->tensors())
 //     upload(t.name, t.dtype(), t.ne, f->tensor_data(t), t.nbytes);
 //
+//   auto big = weft::GgufFile::open("m-00001-of-00003.gguf");  // all three parts
+//
 //   weft::GgufWriter w;
 //   w.set_string("general.architecture", "llama");
 //   const int64_t ne[2] = {4096, 32000};
 //   w.add_tensor("token_embd.weight", weft::DType::f16, ne, data);
 //   w.write("out.gguf");                                   // data read here
+//   w.write_split("out", {.max_bytes = 2ull << 30});       // out-00001-of-0000N.gguf ...
 //
 // Caps on what the reader accepts (a file beyond them is refused as
-// invalid_input): kGgufMaxTensors tensors, kGgufMaxKVs key/values, strings of
-// kGgufMaxString bytes, arrays nested kGgufMaxDepth deep (an array of arrays,
-// no deeper), array counts no larger than the bytes left in the file allow,
-// and kGgufMaxMetadataBytes bytes of key/value section (keys, types, strings
-// and array payloads as stored). Errors name the file, the field and its byte
-// position.
+// invalid_input): kGgufMaxTensors tensors (in all parts of a split model),
+// kGgufMaxKVs key/values, strings of kGgufMaxString bytes, arrays nested
+// kGgufMaxDepth deep (an array of arrays, no deeper), array counts no larger
+// than the bytes left in the file allow, and kGgufMaxMetadataBytes bytes of
+// key/value section (keys, types, strings and array payloads as stored).
+// Errors name the file, the field and its byte position.
 //
 // Split models (docs/models.md, "Split GGUF files"): a file whose split.count
 // is over 1 is the first of a set written by llama-gguf-split,
@@ -207,8 +210,9 @@ class GgufFile {
   std::optional<std::vector<float>> get_array_f32(const std::string& key) const;
   std::optional<std::vector<int32_t>> get_array_i32(const std::string& key) const;
 
-  // Heap bytes held for metadata (keys, values, element offsets), from the
-  // containers' capacities; the file's own bytes stay in the mapping.
+  // Heap bytes held for metadata (keys, values, element offsets; every
+  // part's), from the containers' capacities; the file's own bytes stay in
+  // the mapping.
   size_t metadata_heap_bytes() const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
