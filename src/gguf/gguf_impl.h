@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "weft/core/dtype.h"
 #include "weft/gguf/gguf.h"
@@ -27,3 +28,25 @@ void encode_fixed(const GgufValue& v, uint8_t* out);
 GgufValue decode_fixed(GgufType t, const uint8_t* p);
 
 }  // namespace weft::detail
+
+namespace weft {
+
+// A file written beside its target under a temporary name and renamed over
+// it by commit(); destroyed uncommitted, the temporary file is removed.
+class GgufWriter::Output {
+ public:
+  explicit Output(const std::string& path);
+  ~Output();
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+  void write(const void* data, size_t n);
+  void flush();   // fsync and close; commit() flushes when not yet done
+  void commit();  // renames the temporary file over the target
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace weft

@@ -279,7 +279,7 @@ class GgufParser {
   uint64_t pos_ = 0;
 };
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, uint64_t max_metadata_bytes) {
+std::unique_ptr<GgufFile> GgufFile::open_part(const std::string& path, uint64_t max_metadata_bytes) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -303,6 +303,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, uint64_t max_m
   }
   ::close(fd);
   GgufParser(*f, max_metadata_bytes).parse();  // on a throw, the mapping goes with f
+  f->parts_.push_back(GgufPart{path, f->size_, f->data_offset_, f->alignment_, f->tensors_.size()});
   return f;
 }
 
@@ -324,6 +325,7 @@ const GgufValue* GgufFile::find(const std::string& key) const {
 size_t GgufFile::metadata_heap_bytes() const {
   size_t n = kvs_.capacity() * sizeof(kvs_[0]);
   for (const auto& [key, v] : kvs_) n += heap_of(key) + heap_of(v.s) + v.arr.heap_bytes();
+  for (const auto& part : others_) n += part->metadata_heap_bytes();
   return n;
 }
 
@@ -335,9 +337,14 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
 
 const void* GgufFile::tensor_data(const GgufTensorInfo& info) const {
   info.dtype();  // throws for an unsupported dtype
-  if (info.offset > size_ - data_offset_ || info.nbytes > size_ - data_offset_ - info.offset)
-    fail(ErrorKind::invalid_input, "gguf", path_ + ": tensor '" + info.name + "' is not in this file");
-  return map_ + data_offset_ + info.offset;
+  // Part 0 is this object; part i > 0 is others_[i - 1], read by the same parser.
+  if (info.part > others_.size())
+    fail(ErrorKind::invalid_input, "gguf", path_ + ": tensor '" + info.name + "' names part " +
+                                               std::to_string(info.part) + " of " + std::to_string(parts_.size()));
+  const GgufFile& p = info.part == 0 ? *this : *others_[info.part - 1];
+  if (info.offset > p.size_ - p.data_offset_ || info.nbytes > p.size_ - p.data_offset_ - info.offset)
+    fail(ErrorKind::invalid_input, "gguf", p.path_ + ": tensor '" + info.name + "' is not in this file");
+  return p.map_ + p.data_offset_ + info.offset;
 }
 
 }  // namespace weft

@@ -43,46 +43,6 @@ void put_value(std::string& out, const GgufValue& v) {
 
 uint64_t align_up(uint64_t n, uint64_t a) { return n + (a - n % a) % a; }
 
-class TempFile {
- public:
-  explicit TempFile(const std::string& path) : path_(path), tmp_(path + ".tmp-XXXXXX") {
-    fd_ = mkstemp(tmp_.data());
-    if (fd_ < 0) fail(ErrorKind::invalid_input, "gguf", path + ": cannot create a temporary file: " + std::strerror(errno));
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail(ErrorKind::invalid_input, "gguf", path_ + ": write failed: " + std::strerror(errno));
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  void commit() {
-    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
-      fd_ = -1;
-      fail(ErrorKind::invalid_input, "gguf", path_ + ": cannot flush: " + std::strerror(errno));
-    }
-    fd_ = -1;
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-      fail(ErrorKind::invalid_input, "gguf", path_ + ": cannot rename into place: " + std::strerror(errno));
-    committed_ = true;
-  }
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 GgufValue make_value(GgufType type) {
   GgufValue v;
   v.type = type;
@@ -97,6 +57,41 @@ GgufValue make_array(GgufArray a) {
 
 }  // namespace
 
+GgufWriter::Output::Output(const std::string& path) : path_(path), tmp_(path + ".tmp-XXXXXX") {
+  fd_ = mkstemp(tmp_.data());
+  if (fd_ < 0) fail(ErrorKind::invalid_input, "gguf", path + ": cannot create a temporary file: " + std::strerror(errno));
+}
+
+GgufWriter::Output::~Output() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void GgufWriter::Output::write(const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fail(ErrorKind::invalid_input, "gguf", path_ + ": write failed: " + std::strerror(errno));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void GgufWriter::Output::flush() {
+  const int fd = fd_;
+  fd_ = -1;
+  if (::fsync(fd) != 0 || ::close(fd) != 0)
+    fail(ErrorKind::invalid_input, "gguf", path_ + ": cannot flush: " + std::strerror(errno));
+}
+
+void GgufWriter::Output::commit() {
+  if (fd_ >= 0) flush();
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    fail(ErrorKind::invalid_input, "gguf", path_ + ": cannot rename into place: " + std::strerror(errno));
+  committed_ = true;
+}
+
 void GgufWriter::set_value(const std::string& key, GgufValue v) {
   v.arr.own();
   for (auto& kv : kvs_) {
@@ -108,6 +103,11 @@ void GgufWriter::set_value(const std::string& key, GgufValue v) {
   kvs_.emplace_back(key, std::move(v));
 }
 
+void GgufWriter::set_u16(const std::string& key, uint16_t v) {
+  GgufValue x = make_value(GgufType::u16);
+  x.u = v;
+  set_value(key, std::move(x));
+}
 void GgufWriter::set_u32(const std::string& key, uint32_t v) {
   GgufValue x = make_value(GgufType::u32);
   x.u = v;
@@ -180,9 +180,13 @@ void GgufWriter::add(const std::string& name, DType type, std::span<const int64_
   tensors_.push_back(Tensor{name, type, std::vector<int64_t>(ne.begin(), ne.end()), data, nbytes, std::move(produce)});
 }
 
-void GgufWriter::write(const std::string& path) const {
+void GgufWriter::write(const std::string& path) const { write_file(path, kvs_, 0, tensors_.size())->commit(); }
+
+std::unique_ptr<GgufWriter::Output> GgufWriter::write_file(const std::string& path,
+                                                           const std::vector<std::pair<std::string, GgufValue>>& kvs,
+                                                           size_t first, size_t last) const {
   uint64_t alignment = kGgufDefaultAlignment;
-  for (const auto& kv : kvs_) {
+  for (const auto& kv : kvs) {
     if (kv.first != "general.alignment") continue;
     if (kv.second.type != GgufType::u32 || kv.second.u == 0 || (kv.second.u & (kv.second.u - 1)) != 0)
       fail(ErrorKind::invalid_input, "gguf", path + ": general.alignment must be a u32 power of two");
@@ -192,15 +196,16 @@ void GgufWriter::write(const std::string& path) const {
   std::string head;
   head.append("GGUF", 4);
   put<uint32_t>(head, 3);
-  put<uint64_t>(head, tensors_.size());
-  put<uint64_t>(head, kvs_.size());
-  for (const auto& kv : kvs_) {
+  put<uint64_t>(head, last - first);
+  put<uint64_t>(head, kvs.size());
+  for (const auto& kv : kvs) {
     put_string(head, kv.first);
     put<uint32_t>(head, static_cast<uint32_t>(kv.second.type));
     put_value(head, kv.second);
   }
   uint64_t offset = 0;
-  for (const Tensor& t : tensors_) {
+  for (size_t i = first; i < last; ++i) {
+    const Tensor& t = tensors_[i];
     put_string(head, t.name);
     put<uint32_t>(head, static_cast<uint32_t>(t.ne.size()));
     for (int64_t n : t.ne) put<uint64_t>(head, static_cast<uint64_t>(n));
@@ -210,12 +215,13 @@ void GgufWriter::write(const std::string& path) const {
   }
   // Padding to the data section only when there is data; after the last
   // tensor none, so the file ends where its last byte is needed.
-  if (!tensors_.empty()) head.resize(align_up(head.size(), alignment), '\0');
+  if (last > first) head.resize(align_up(head.size(), alignment), '\0');
 
-  TempFile out(path);
+  auto file = std::make_unique<Output>(path);
+  Output& out = *file;
   out.write(head.data(), head.size());
   static const char kZeros[4096] = {};
-  for (size_t i = 0; i < tensors_.size(); ++i) {
+  for (size_t i = first; i < last; ++i) {
     const Tensor& t = tensors_[i];
     if (t.produce) {
       size_t written = 0;
@@ -232,7 +238,7 @@ void GgufWriter::write(const std::string& path) const {
     } else {
       out.write(t.data, t.nbytes);
     }
-    if (i + 1 < tensors_.size()) {
+    if (i + 1 < last) {
       uint64_t pad = align_up(t.nbytes, alignment) - t.nbytes;
       while (pad > 0) {
         size_t n = pad < sizeof kZeros ? static_cast<size_t>(pad) : sizeof kZeros;
@@ -241,7 +247,8 @@ void GgufWriter::write(const std::string& path) const {
       }
     }
   }
-  out.commit();
+  out.flush();
+  return file;
 }
 
 }  // namespace weft

@@ -107,13 +107,13 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
     Device& device = *placement[static_cast<size_t>(i)].device;
     BufferType& bt = device.default_buffer_type();
     if (options.map_weights) {
-      if (auto mapped = detail::map_weights(file, w, device, weights[static_cast<size_t>(i)])) {
+      if (auto mapped = detail::map_weights(file, w, device, weights[static_cast<size_t>(i)]); !mapped.empty()) {
         size_t part_bytes = 0;
         for (const Tensor* t : weights[static_cast<size_t>(i)]) part_bytes += t->nbytes();
         mapped_weight_bytes_ += part_bytes;
         done += part_bytes;
         if (progress) progress(std::min(done, total), total);
-        bufs_.push_back(std::move(mapped));
+        for (auto& b : mapped) bufs_.push_back(std::move(b));
         continue;
       }
     }

@@ -309,31 +309,47 @@ bool runs_routed_rows(const Device& device, const LlamaParams& p) {
   return device.supports_op(*ops::routed_rows(ctx, x, ids, 0, 1));
 }
 
-std::unique_ptr<Buffer> map_weights(const GgufFile& file, const ModelWeights& w, Device& device,
-                                    std::span<Tensor* const> tensors) {
+std::vector<std::unique_ptr<Buffer>> map_weights(const GgufFile& file, const ModelWeights& w, Device& device,
+                                                 std::span<Tensor* const> tensors) {
   BufferType& bt = device.default_buffer_type();
   // The host CPU reads the mapping directly; any other device (a GPU stand-in
   // with host-visible memory included) keeps its own copy.
-  if (device.kind() != DeviceKind::cpu || !bt.is_host() || tensors.empty()) return nullptr;
+  if (device.kind() != DeviceKind::cpu || !bt.is_host() || tensors.empty()) return {};
+  // A split model's parts are separate mappings: one buffer per part spanned.
   constexpr uintptr_t kAlign = 32;  // the GGUF default; f32 and every block type need less
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  for (const Tensor* t : tensors) {
-    if (t->view_src != nullptr || t->buffer != nullptr) return nullptr;
-    if (bt.alloc_size(*t) != t->nbytes()) return nullptr;
-    const auto p = reinterpret_cast<uintptr_t>(w.data(file, *t));
-    if (p % kAlign != 0) return nullptr;
-    lo = std::min(lo, p);
-    hi = std::max(hi, p + t->nbytes());
+  struct Span {
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+  };
+  std::vector<Span> spans(file.parts().size());
+  std::vector<uint32_t> part_of(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor* t = tensors[i];
+    if (t->view_src != nullptr || t->buffer != nullptr) return {};
+    if (bt.alloc_size(*t) != t->nbytes()) return {};
+    const auto p = reinterpret_cast<uintptr_t>(w.data(file, *t));  // throws unless the tensor is in the file
+    if (p % kAlign != 0) return {};
+    part_of[i] = file.find_tensor(t->name)->part;
+    Span& s = spans.at(part_of[i]);
+    s.lo = std::min(s.lo, p);
+    s.hi = std::max(s.hi, p + t->nbytes());
   }
-  auto buf = wrap_host_memory(bt, file.mapping(), reinterpret_cast<const void*>(lo), hi - lo);
-  for (Tensor* t : tensors)
-    bind_tensor(*t, *buf, reinterpret_cast<uintptr_t>(w.data(file, *t)) - lo);
-  // Read ahead so the first token does not fault page by page (advice only:
-  // a failure changes nothing).
+  std::vector<std::unique_ptr<Buffer>> bufs(spans.size());
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t start = lo / page * page;
-  (void)madvise(reinterpret_cast<void*>(start), hi - start, MADV_WILLNEED);
-  return buf;
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const Span& s = spans[k];
+    if (s.hi == 0) continue;  // no tensor of this placement in part k
+    bufs[k] = wrap_host_memory(bt, file.mapping(), reinterpret_cast<const void*>(s.lo), s.hi - s.lo);
+    // Read ahead so the first token does not fault page by page (advice
+    // only: a failure changes nothing).
+    const uintptr_t start = s.lo / page * page;
+    (void)madvise(reinterpret_cast<void*>(start), s.hi - start, MADV_WILLNEED);
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Span& s = spans[part_of[i]];
+    bind_tensor(*tensors[i], *bufs[part_of[i]], reinterpret_cast<uintptr_t>(w.data(file, *tensors[i])) - s.lo);
+  }
+  std::erase(bufs, nullptr);
+  return bufs;
 }
 
 }  // namespace detail

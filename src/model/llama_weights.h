@@ -77,12 +77,13 @@ bool runs_routed_rows(const Device& device, const LlamaParams& p);
 void check_cache_type(const LlamaParams& p, DType cache_type);
 
 // Binds a placement's weights to the file's mapped bytes in place
-// (LoadOptions::map_weights) and returns the read-only buffer holding them,
-// after asking the kernel to read them ahead (MADV_WILLNEED). nullptr (bind
-// nothing) when device is not the host CPU, or a tensor's bytes are not
-// 32-byte aligned in the file; the caller then copies.
-std::unique_ptr<Buffer> map_weights(const GgufFile& file, const ModelWeights& w, Device& device,
-                                    std::span<Tensor* const> tensors);
+// (LoadOptions::map_weights) and returns the read-only buffers holding them,
+// one per file part they lie in (one for a single file), after asking the
+// kernel to read them ahead (MADV_WILLNEED). Empty (bind nothing) when device
+// is not the host CPU, or a tensor's bytes are not 32-byte aligned in the
+// file; the caller then copies.
+std::vector<std::unique_ptr<Buffer>> map_weights(const GgufFile& file, const ModelWeights& w, Device& device,
+                                                 std::span<Tensor* const> tensors);
 
 // Throws Error(invalid_input) unless 0 < n_ctx <= 2^24.
 void check_n_ctx(int64_t n_ctx);

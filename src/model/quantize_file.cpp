@@ -202,9 +202,7 @@ QuantModelFacts quant_model_facts(const GgufFile& f) {
 QuantizeStats quantize_file(const std::string& in_path, const std::string& out_path, const QuantizeOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const QuantMixInfo& mix = quant_mix_info(o.mix);
-  std::unique_ptr<GgufFile> in = GgufFile::open(in_path);
-  if (int_or_first(*in, "split.count").value_or(1) > 1)
-    fail(ErrorKind::unsupported, kWhere, in_path + " is one part of a split model; merge the parts first");
+  std::unique_ptr<GgufFile> in = GgufFile::open(in_path);  // every part of a split model
   const QuantModelFacts facts = quant_model_facts(*in);
 
   const std::vector<GgufTensorInfo>& infos = in->tensors();
@@ -296,11 +294,17 @@ QuantizeStats quantize_file(const std::string& in_path, const std::string& out_p
       }
     });
   }
-  w.write(out_path);
+  if (o.split.max_bytes != 0 || o.split.max_tensors != 0) {
+    const bool gguf = out_path.size() > 5 && out_path.ends_with(".gguf");
+    stats.out_paths = w.write_split(gguf ? out_path.substr(0, out_path.size() - 5) : out_path, o.split);
+  } else {
+    w.write(out_path);
+    stats.out_paths = {out_path};
+  }
 
   std::error_code ec;
-  stats.in_bytes = std::filesystem::file_size(in_path, ec);
-  stats.out_bytes = std::filesystem::file_size(out_path, ec);
+  for (const GgufPart& part : in->parts()) stats.in_bytes += part.size;
+  for (const std::string& path : stats.out_paths) stats.out_bytes += std::filesystem::file_size(path, ec);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

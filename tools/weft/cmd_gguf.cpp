@@ -58,20 +58,32 @@ int cmd_gguf_info(const std::string& path) {
   std::vector<std::string> keys = f->keys();
   std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, alignment %u, data at byte %" PRIu64 "\n",
               path.c_str(), f->version(), keys.size(), f->tensors().size(), f->alignment(), f->data_offset());
+  if (f->parts().size() > 1) {
+    std::printf("\nparts (a split model; metadata from part 1):\n");
+    for (size_t i = 0; i < f->parts().size(); ++i) {
+      const GgufPart& p = f->parts()[i];
+      std::printf("  %zu  %s: %" PRIu64 " bytes, %zu tensors, alignment %u, data at byte %" PRIu64 "\n", i + 1,
+                  p.path.c_str(), p.size, p.n_tensors, p.alignment, p.data_offset);
+    }
+  }
   std::printf("\nmetadata:\n");
   for (const std::string& k : keys) {
     const GgufValue* v = f->find(k);
     std::printf("  %-40s %-6s %s\n", k.c_str(), gguf_type_name(v->type), scalar_text(*v).c_str());
   }
-  std::printf("\ntensors:\n  %-40s %-8s %-28s %14s %14s\n", "name", "dtype", "shape", "offset", "bytes");
+  const bool split = f->parts().size() > 1;
+  std::printf("\ntensors:\n  %-40s %-8s %-28s %14s %14s%s\n", "name", "dtype", "shape", "offset", "bytes",
+              split ? "  part" : "");
   uint64_t total = 0;
   for (const GgufTensorInfo& t : f->tensors()) {
     std::string dtype = t.supported ? std::string(dtype_name(t.type)) : "id " + std::to_string(t.ggml_type) + "?";
     std::string shape = "[";
     for (int d = 0; d < t.n_dims; ++d) shape += (d ? ", " : "") + std::to_string(t.ne[d]);
     shape += "]";
-    std::printf("  %-40s %-8s %-28s %14" PRIu64 " %14zu\n", t.name.c_str(), dtype.c_str(), shape.c_str(), t.offset,
+    std::printf("  %-40s %-8s %-28s %14" PRIu64 " %14zu", t.name.c_str(), dtype.c_str(), shape.c_str(), t.offset,
                 t.nbytes);
+    if (split) std::printf("  %5u", t.part + 1);
+    std::printf("\n");
     total += t.nbytes;
   }
   std::printf("\n%zu tensors, %" PRIu64 " bytes of data\n", f->tensors().size(), total);

@@ -73,6 +73,33 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
+// "500M" or "2G" (K, M, G: 1024-based, as llama-gguf-split reads M and G) in
+// bytes; a plain number is bytes.
+uint64_t parse_size(const std::string& text) {
+  auto bad = [&]() -> uint64_t {
+    fail(ErrorKind::invalid_input, kWhere, "--split-max-size '" + text + "' is not a positive size such as 500M or 2G");
+  };
+  size_t digits = 0;
+  uint64_t n = 0;
+  for (; digits < text.size() && text[digits] >= '0' && text[digits] <= '9'; ++digits) {
+    const uint64_t d = static_cast<uint64_t>(text[digits] - '0');
+    if (n > (UINT64_MAX - d) / 10) return bad();
+    n = n * 10 + d;
+  }
+  if (digits == 0 || n == 0 || text.size() > digits + 1) return bad();
+  int shift = 0;
+  if (text.size() == digits + 1) {
+    switch (text[digits]) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      default: return bad();
+    }
+  }
+  if (n > (UINT64_MAX >> shift)) return bad();
+  return n << shift;
+}
+
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 double bpw(uint64_t bytes, int64_t weights) { return weights > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(weights) : 0.0; }
 
@@ -90,6 +117,8 @@ int cmd_quantize(const QuantizeArgs& args) {
   o.pure = args.pure;
   o.allow_requantize = args.allow_requantize;
   o.threads = args.threads;
+  if (!args.split_max_size.empty()) o.split.max_bytes = parse_size(args.split_max_size);
+  o.split.max_tensors = args.split_max_tensors;
   o.cancel = &g_stop;
   ProgressBar bar;
   if (isatty(STDERR_FILENO)) o.progress = [&bar](int64_t d, int64_t t, const std::string& n) { bar.update(d, t, n); };
@@ -116,11 +145,16 @@ int cmd_quantize(const QuantizeArgs& args) {
   else
     std::snprintf(converted, sizeof converted, "all copied");
   const std::string fallback = s.n_fallback > 0 ? " (" + std::to_string(s.n_fallback) + " to a fallback type)" : "";
+  const std::string out = s.out_paths.size() > 1
+                              ? s.out_paths.front() + " and " + std::to_string(s.out_paths.size() - 1) + " more parts"
+                              : args.output;
   std::printf("%s: %.2f MiB -> %s: %.2f MiB (%s), %lld of %lld tensors converted%s: %s, whole file %.2f bpw, %.2f s\n",
-              args.input.c_str(), mib(s.in_bytes), args.output.c_str(), mib(s.out_bytes),
+              args.input.c_str(), mib(s.in_bytes), out.c_str(), mib(s.out_bytes),
               std::string(model::quant_mix_info(*mix).name).c_str(), static_cast<long long>(s.n_converted),
               static_cast<long long>(s.n_tensors), fallback.c_str(), converted, bpw(s.out_bytes, s.weights),
               s.seconds);
+  if (s.out_paths.size() > 1)
+    for (const std::string& path : s.out_paths) std::printf("  %s\n", path.c_str());
   return 0;
 }
 

@@ -184,6 +184,8 @@ struct QuantizeArgs {
   bool pure = false;              // the mix's base type for every quantized tensor
   bool allow_requantize = false;  // accept already-quantized input tensors
   int threads = 0;                // 0: hardware threads
+  std::string split_max_size;     // "500M", "2G": write a split model
+  uint64_t split_max_tensors = 0; // nonzero: write a split model
 };
 int cmd_quantize(const QuantizeArgs& args);
 

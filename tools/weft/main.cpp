@@ -243,6 +243,12 @@ int main(int argc, char** argv) {
   quant_cmd->add_flag("--allow-requantize", quant.allow_requantize,
                       "accept already-quantized input tensors (loses more than quantizing from 16 or 32 bits)");
   quant_cmd->add_option("-t,--threads", quant.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  quant_cmd->add_option("--split-max-size", quant.split_max_size,
+                        "write a split model (OUT less .gguf becomes OUT-00001-of-0000N.gguf ...), each part's tensors "
+                        "at most this size: 500M, 2G (MiB, GiB, as llama-gguf-split counts)");
+  quant_cmd->add_option("--split-max-tensors", quant.split_max_tensors,
+                        "write a split model with at most this many tensors a part")
+      ->check(CLI::PositiveNumber);
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -7,19 +7,30 @@
 //   for (const weft::GgufTensorInfo& t : f->tensors())
 //     upload(t.name, t.dtype(), t.ne, f->tensor_data(t), t.nbytes);
 //
+//   auto big = weft::GgufFile::open("m-00001-of-00003.gguf");  // all three parts
+//
 //   weft::GgufWriter w;
 //   w.set_string("general.architecture", "llama");
 //   const int64_t ne[2] = {4096, 32000};
 //   w.add_tensor("token_embd.weight", weft::DType::f16, ne, data);
 //   w.write("out.gguf");                                   // data read here
+//   w.write_split("out", {.max_bytes = 2ull << 30});       // out-00001-of-0000N.gguf ...
 //
 // Caps on what the reader accepts (a file beyond them is refused as
-// invalid_input): kGgufMaxTensors tensors, kGgufMaxKVs key/values, strings of
-// kGgufMaxString bytes, arrays nested kGgufMaxDepth deep (an array of arrays,
-// no deeper), array counts no larger than the bytes left in the file allow,
-// and kGgufMaxMetadataBytes bytes of key/value section (keys, types, strings
-// and array payloads as stored). Errors name the file, the field and its byte
-// position.
+// invalid_input): kGgufMaxTensors tensors (in all parts of a split model),
+// kGgufMaxKVs key/values, strings of kGgufMaxString bytes, arrays nested
+// kGgufMaxDepth deep (an array of arrays, no deeper), array counts no larger
+// than the bytes left in the file allow, and kGgufMaxMetadataBytes bytes of
+// key/value section (keys, types, strings and array payloads as stored).
+// Errors name the file, the field and its byte position.
+//
+// Split models (docs/models.md, "Split GGUF files"): a file whose split.count
+// is over 1 is the first of a set written by llama-gguf-split,
+// PREFIX-00001-of-0000N.gguf; open() then reads every part with the same
+// reader, checks that they belong together, and presents one file whose
+// metadata is the first part's and whose tensors are all the parts'
+// (GgufTensorInfo::part says which). A set that does not hold together is
+// refused naming the offending file.
 //
 // Memory: metadata arrays are not expanded per element. A reader's array is a
 // view of its bytes in the mapping plus, for string and array elements, one
@@ -128,28 +139,60 @@ struct GgufTensorInfo {
   uint32_t ggml_type = 0;   // the GGUF dtype id as stored
   int n_dims = 0;           // 1..4
   int64_t ne[4] = {1, 1, 1, 1};
-  uint64_t offset = 0;  // from the start of the data section
+  uint64_t offset = 0;  // from the start of its part's data section
   size_t nbytes = 0;    // 0 for a dtype id whose layout the reader does not know
+  uint32_t part = 0;    // index into GgufFile::parts(): the file holding the bytes
   // The weft dtype; throws Error(unsupported) "unsupported dtype id N".
   DType dtype() const;
 };
+
+// One file of a GgufFile: the file itself, or one part of a split model.
+struct GgufPart {
+  std::string path;
+  uint64_t size = 0;         // bytes
+  uint64_t data_offset = 0;  // file position of its data section
+  uint32_t alignment = kGgufDefaultAlignment;
+  size_t n_tensors = 0;      // tensors whose bytes are in this part
+};
+
+// The keys llama-gguf-split writes into every part of a split model, with the
+// types it gives them.
+inline constexpr const char* kGgufSplitNo = "split.no";                    // u16, 0-based part index
+inline constexpr const char* kGgufSplitCount = "split.count";              // u16, number of parts
+inline constexpr const char* kGgufSplitTensorsCount = "split.tensors.count";  // i32, tensors in all parts
+// The standard name of part `no` (0-based) of `count`: PREFIX-%05d-of-%05d.gguf
+// with no + 1, as llama_split_path builds it.
+std::string gguf_split_path(const std::string& prefix, uint32_t no, uint32_t count);
+// The prefix of a path named as part `no` of `count`, or nullopt when the
+// name does not end that way (llama_split_prefix).
+std::optional<std::string> gguf_split_prefix(const std::string& path, uint32_t no, uint32_t count);
 
 // An open GGUF file. The mapping lives as long as the object; pointers from
 // tensor_data() and references into tensors() die with it. Const methods are
 // safe to call from several threads.
 class GgufFile {
  public:
-  // max_metadata_bytes caps the key/value section (tests lower it).
+  // max_metadata_bytes caps the key/value section (tests lower it); each
+  // part of a split model is held to it separately. The first part of a
+  // split model opens the whole set; any other part is refused, naming the
+  // first part's file.
   static std::unique_ptr<GgufFile> open(const std::string& path,
                                         uint64_t max_metadata_bytes = kGgufMaxMetadataBytes);
+  // One file as it stands, a split model's part without its siblings (to
+  // inspect a part's own keys); its split.* keys are not checked.
+  static std::unique_ptr<GgufFile> open_part(const std::string& path,
+                                             uint64_t max_metadata_bytes = kGgufMaxMetadataBytes);
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return path_; }  // the first part's, for a split model
   uint32_t version() const { return 3; }
-  uint32_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }  // file position of the data section
+  uint32_t alignment() const { return alignment_; }     // the first part's
+  uint64_t data_offset() const { return data_offset_; }  // the first part's data section position
+  // The files read: one for a single file; for a split model every part in
+  // order (parts()[0] is path()).
+  const std::vector<GgufPart>& parts() const { return parts_; }
 
   // Metadata in file order. Typed getters return nullopt when the key is
   // absent and throw Error(invalid_input) naming the key when the stored type
@@ -167,23 +210,28 @@ class GgufFile {
   std::optional<std::vector<float>> get_array_f32(const std::string& key) const;
   std::optional<std::vector<int32_t>> get_array_i32(const std::string& key) const;
 
-  // Heap bytes held for metadata (keys, values, element offsets), from the
-  // containers' capacities; the file's own bytes stay in the mapping.
+  // Heap bytes held for metadata (keys, values, element offsets; every
+  // part's), from the containers' capacities; the file's own bytes stay in
+  // the mapping.
   size_t metadata_heap_bytes() const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(const std::string& name) const;
-  // The tensor's bytes inside the mapping (nbytes long). Throws
+  // The tensor's bytes inside its part's mapping (nbytes long). Throws
   // Error(unsupported) for a dtype weft does not support.
   const void* tensor_data(const GgufTensorInfo& info) const;
-  // Shares the mapping: it stays (read-only, tensor_data() pointers valid)
-  // while a copy of this pointer lives, after the GgufFile is gone. For
-  // weights used in place (LlamaModel's mapped weights). Null for an empty file.
+  // Shares the mappings of every part: they stay (read-only, tensor_data()
+  // pointers valid) while a copy of this pointer lives, after the GgufFile
+  // is gone. For weights used in place (LlamaModel's mapped weights). Parts
+  // are separate mappings: a range of bytes is contiguous only within one
+  // part. Null for an empty single file.
   std::shared_ptr<const void> mapping() const { return mapping_; }
 
  private:
   GgufFile() = default;
   friend class GgufParser;
+  // Reads the siblings of a first part whose split.count is over 1 (split_reader.cpp).
+  void join_split_parts(uint64_t max_metadata_bytes);
   std::string path_;
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
@@ -192,6 +240,17 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> kvs_;
   std::vector<GgufTensorInfo> tensors_;
+  std::vector<GgufPart> parts_;
+  std::vector<std::unique_ptr<GgufFile>> others_;  // parts 1.. of a split model (their tensors moved here)
+};
+
+// Limits for GgufWriter::write_split (0: no limit). As llama-gguf-split
+// counts, max_bytes bounds a part's tensor bytes (each padded to the
+// alignment), not its metadata; a tensor larger than max_bytes gets a part of
+// its own.
+struct GgufSplitLimits {
+  uint64_t max_bytes = 0;
+  uint64_t max_tensors = 0;
 };
 
 // Builds a GGUF v3 file in memory order: metadata in the order first set
@@ -200,6 +259,7 @@ class GgufFile {
 // else 32), zero padding between. Not thread-safe.
 class GgufWriter {
  public:
+  void set_u16(const std::string& key, uint16_t v);
   void set_u32(const std::string& key, uint32_t v);
   void set_i32(const std::string& key, int32_t v);
   void set_u64(const std::string& key, uint64_t v);
@@ -230,8 +290,20 @@ class GgufWriter {
 
   // Writes to a temporary file beside path, then renames it over path.
   void write(const std::string& path) const;
+  // Writes a split model as llama-gguf-split does: tensors in order, a new
+  // part whenever the next tensor would pass a limit, part i named
+  // gguf_split_path(prefix, i, n); all metadata (less any split.* keys) in
+  // the first part, then split.no (u16), split.count (u16) and
+  // split.tensors.count (i32) in every part. Every part goes to a temporary
+  // file first; they are renamed into place only once all are written, so an
+  // error or a producer's exception leaves no part behind. Returns the paths.
+  std::vector<std::string> write_split(const std::string& prefix, const GgufSplitLimits& limits) const;
 
  private:
+  class Output;
+  // The file holding kvs and tensors [first, last), left in a temporary file.
+  std::unique_ptr<Output> write_file(const std::string& path, const std::vector<std::pair<std::string, GgufValue>>& kvs,
+                                     size_t first, size_t last) const;
   struct Tensor {
     std::string name;
     DType type;

@@ -94,11 +94,16 @@ struct QuantizeOptions {
   // Called on the calling thread after each tensor and every few MiB of
   // output: weights done so far, all weights, the tensor being written.
   std::function<void(int64_t done, int64_t total, const std::string& tensor)> progress;
+  // Nonzero limits write a split model (GgufWriter::write_split): out_path
+  // less a ".gguf" ending is the PREFIX of the parts PREFIX-00001-of-0000N.gguf
+  // (model.gguf gives model-00001-of-00003.gguf, ...).
+  GgufSplitLimits split;
 };
 
 struct QuantizeStats {
-  uint64_t in_bytes = 0;            // input file size
-  uint64_t out_bytes = 0;           // output file size
+  uint64_t in_bytes = 0;            // input file size (all parts of a split model)
+  uint64_t out_bytes = 0;           // output file size (all parts)
+  std::vector<std::string> out_paths;  // the files written: out_path, or the parts
   int64_t n_tensors = 0;
   int64_t n_converted = 0;          // tensors whose type changed
   int64_t n_fallback = 0;           // of those, tensors given a fallback type
@@ -108,7 +113,8 @@ struct QuantizeStats {
   double seconds = 0;
 };
 
-// Rewrites in_path as out_path in the mix. Metadata is copied in order, with
+// Rewrites in_path (a single file or a split model's first part) as out_path
+// in the mix. Metadata is copied in order, with
 // general.file_type set to the mix's id and general.quantization_version to 2
 // (set in place when present, else appended), and split.* keys dropped, as
 // llama-quantize does; tensors keep their order; a tensor whose type does not
