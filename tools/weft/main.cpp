@@ -202,14 +202,14 @@ int main(int argc, char** argv) {
       ->needs(conversation_opt);
   run_cmd->add_flag("--stats", run.stats, "print speeds and RPC traffic to stderr");
   run_cmd->add_flag("--special", run.special, "read special-token strings in the prompt (e.g. <|eot_id|>) as those tokens");
-  run_cmd->add_option("--parallel", run.parallel,
+  CLI::Option* parallel_opt = run_cmd->add_option("--parallel", run.parallel,
                       "sequences decoded together, pipelined over the devices (the prompt repeated; seed + i each)")
       ->capture_default_str()->check(CLI::Range(1, 64));
   CLI::Option* prompts_opt =
       run_cmd->add_option("--prompts", run.prompts_file, "decode every non-empty line of this file as its own prompt, together")
           ->excludes(prompt_opt)
           ->excludes(file_opt);
-  for (CLI::Option* o : {prompt_opt, file_opt, prompts_opt}) conversation_opt->excludes(o);
+  for (CLI::Option* o : {prompt_opt, file_opt, prompts_opt, parallel_opt}) conversation_opt->excludes(o);
 
   ChatArgs chat;
   CLI::App* chat_cmd = app.add_subcommand(
