@@ -8,7 +8,8 @@
 // thread, which raises a flag and writes a byte into a pipe. A reply in
 // progress sees the flag at its next token and stops (back to the prompt);
 // at the prompt the pipe wakes the line reader, and the chat ends. End of
-// input (Ctrl-D) ends it too; both with status 0.
+// input (Ctrl-D) ends it too; both with status 0. A second Ctrl-C before a
+// reply noticed the first exits at once with status 130.
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -36,6 +37,7 @@ constexpr const char* kWhere = "chat";
 constexpr int64_t kDefaultContext = 4096;
 
 std::atomic<bool> g_interrupted{false};
+std::atomic<bool> g_in_reply{false};  // a turn is being evaluated or generated
 int g_wake[2] = {-1, -1};  // the signal thread writes a byte into [1]
 
 // Takes SIGINT for the whole process (it is blocked in every thread created
@@ -50,7 +52,13 @@ void start_signal_thread() {
     for (;;) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
-      g_interrupted.store(true);
+      // A second Ctrl-C before the reply noticed the first (a long prompt,
+      // a worker that stopped answering): leave at once.
+      if (g_interrupted.exchange(true) && g_in_reply.load()) {
+        static const char kMessage[] = "\nweft: interrupted twice: exiting\n";
+        (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+        _exit(130);
+      }
       const char byte = 1;
       (void)!::write(g_wake[1], &byte, 1);
     }
@@ -145,12 +153,14 @@ int cmd_chat(const ChatArgs& args) {
     }
     if (line->find_first_not_of(" \t\r") == std::string::npos) continue;
     const model::Tokenizer& tok = session.tokenizer();
+    g_in_reply.store(true);
     const serve::Reply r = chat.say(*line, [&tok](int32_t t) {
       const std::string piece = tok.decode_token(t);  // kept in the reply whatever this returns
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
       return !g_interrupted.load();
     });
+    g_in_reply.store(false);
     if (r.evaluated == 0 && r.context_full) {
       std::fprintf(stderr,
                    "weft: the context is full (%lld of %lld positions hold the conversation; this turn needs more): "
