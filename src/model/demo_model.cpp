@@ -180,6 +180,7 @@ void write_demo_model(const std::string& path, const DemoModelSpec& s) {
   g.set_u32("tokenizer.ggml.unknown_token_id", 0);
   g.set_bool("tokenizer.ggml.add_bos_token", true);
   g.set_bool("tokenizer.ggml.add_eos_token", false);
+  if (!s.chat_template.empty()) g.set_string("tokenizer.chat_template", s.chat_template);
 
   w.add("token_embd.weight", {s.n_embd, s.n_vocab}, false);
   w.add("output_norm.weight", {s.n_embd}, true);

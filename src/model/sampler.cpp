@@ -1,11 +1,14 @@
-// Sampler (include/weft/model/sampler.h): repetition penalty, greedy or
-// top-k -> softmax(temperature) -> top-p -> min-p -> one draw.
+// Sampler (include/weft/model/sampler.h): repetition, frequency and presence
+// penalties, greedy or top-k -> softmax(temperature) -> top-p -> min-p -> one
+// draw. The one sampler of weft: `weft run`, `weft chat` and the server's
+// engine all draw through it.
 #include "weft/model/sampler.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "weft/core/error.h"
 
@@ -32,6 +35,9 @@ Sampler::Sampler(SamplerOptions options) : options_(options), rng_(options.seed)
   if (!(o.repetition_penalty > 0.f) || std::isinf(o.repetition_penalty))
     bad("repetition_penalty " + std::to_string(o.repetition_penalty) + " is not a positive finite number");
   if (o.repetition_window < 0) bad("repetition_window " + std::to_string(o.repetition_window) + " is negative");
+  if (!std::isfinite(o.presence_penalty)) bad("presence_penalty " + std::to_string(o.presence_penalty) + " is not finite");
+  if (!std::isfinite(o.frequency_penalty))
+    bad("frequency_penalty " + std::to_string(o.frequency_penalty) + " is not finite");
 }
 
 void Sampler::accept(int token) {
@@ -47,6 +53,20 @@ void Sampler::reset() {
 }
 
 int Sampler::sample(std::span<const float> logits) {
+  filter(logits);
+  return greedy_ ? cands_[0].id : draw();
+}
+
+std::vector<Sampler::Choice> Sampler::distribution(std::span<const float> logits) {
+  filter(logits);
+  double total = 0;
+  for (double p : probs_) total += p;
+  std::vector<Choice> out;
+  for (size_t i = 0; i < cands_.size(); ++i) out.push_back({cands_[i].id, probs_[i] / total});
+  return out;
+}
+
+void Sampler::filter(std::span<const float> logits) {
   if (logits.empty()) bad("logits are empty");
   const size_t n = logits.size();
   cands_.resize(n);
@@ -56,20 +76,29 @@ int Sampler::sample(std::span<const float> logits) {
     cands_[i] = {l, static_cast<int>(i)};
   }
 
-  // Repetition penalty, once per distinct recent token (llama.cpp).
+  // Penalties, once per distinct recent token with its count (llama.cpp).
   const float pen = options_.repetition_penalty;
-  if (pen != 1.f && !recent_.empty()) {
-    std::unordered_set<int> seen;
-    for (int t : recent_) {
-      if (static_cast<size_t>(t) >= n || !seen.insert(t).second) continue;
+  const float freq = options_.frequency_penalty, presence = options_.presence_penalty;
+  if ((pen != 1.f || freq != 0.f || presence != 0.f) && !recent_.empty()) {
+    std::unordered_map<int, int> counts;
+    for (int t : recent_)
+      if (static_cast<size_t>(t) < n) ++counts[t];
+    for (const auto& [t, c] : counts) {
       float& l = cands_[static_cast<size_t>(t)].logit;
-      l = l > 0.f ? l / pen : l * pen;
+      if (pen != 1.f) l = l > 0.f ? l / pen : l * pen;
+      l -= static_cast<float>(c) * freq + presence;
+      if (l == INFINITY) l = std::numeric_limits<float>::max();  // a large negative penalty: finite, the top
     }
   }
 
   auto order = [](const Candidate& a, const Candidate& b) { return before(a.logit, a.id, b.logit, b.id); };
   const Candidate best = *std::min_element(cands_.begin(), cands_.end(), order);
-  if (options_.temperature <= 0.f || best.logit == -INFINITY) return best.id;
+  greedy_ = options_.temperature <= 0.f || best.logit == -INFINITY;
+  if (greedy_) {
+    cands_.assign(1, best);
+    probs_.assign(1, 1.0);
+    return;
+  }
 
   // Top-k; also sort when top-p needs the candidates in order.
   const int k = options_.top_k;
@@ -112,7 +141,6 @@ int Sampler::sample(std::span<const float> logits) {
     cands_.resize(out);
     probs_.resize(out);
   }
-  return draw();
 }
 
 int Sampler::draw() {

@@ -48,6 +48,11 @@ std::optional<StopReason> take_token(int32_t next, int64_t n_past, int64_t n_ctx
 
 }  // namespace detail
 
+void accept_prompt_tail(model::Sampler& sampler, std::span<const int32_t> prompt) {
+  const size_t window = static_cast<size_t>(sampler.options().repetition_window);
+  for (size_t i = prompt.size() - std::min(window, prompt.size()); i < prompt.size(); ++i) sampler.accept(prompt[i]);
+}
+
 const char* stop_reason_name(StopReason r) {
   switch (r) {
     case StopReason::max_tokens: return "max_tokens";
@@ -70,22 +75,26 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
     fail(ErrorKind::invalid_input, kWhere, "max_tokens " + std::to_string(options.max_tokens) + " (>= 0)");
   if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty");
   if (model.n_vocab <= 0) fail(ErrorKind::invalid_input, kWhere, "a model without a vocabulary");
-  if (static_cast<int64_t>(prompt.size()) > model.n_ctx)
+  if (options.start < 0 || options.start > model.n_ctx)
+    fail(ErrorKind::invalid_input, kWhere,
+         "start " + std::to_string(options.start) + " is outside the context of " + std::to_string(model.n_ctx));
+  if (static_cast<int64_t>(prompt.size()) > model.n_ctx - options.start)
     fail(ErrorKind::invalid_input, kWhere,
          "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
-             std::to_string(model.n_ctx));
+             std::to_string(model.n_ctx) + (options.start > 0 ? " after " + std::to_string(options.start) + " positions" : ""));
   model::Sampler sampler(options.sampler);
+  accept_prompt_tail(sampler, prompt);
   GenerateResult r;
   const auto t0 = Clock::now();
   std::vector<float> logits;
-  eval(prompt, 0, logits);
+  eval(prompt, options.start, logits);
   std::span<const float> row = checked(logits, model.n_vocab);
   r.prompt_seconds = seconds_since(t0);
   if (options.max_tokens == 0) {  // the prompt alone: its keys and values are in the cache
     r.total_seconds = r.prompt_seconds;
     return r;
   }
-  int64_t n_past = static_cast<int64_t>(prompt.size());
+  int64_t n_past = options.start + static_cast<int64_t>(prompt.size());
   while (true) {
     const int32_t next = sampler.sample(row);
     if (auto stop = detail::take_token(next, n_past, model.n_ctx, model, options, sampler, r, on_token)) {

@@ -39,6 +39,8 @@ std::vector<GenerateResult> run_parallel_generation(const BatchedEval& eval, con
     fail(ErrorKind::invalid_input, kWhere, "max_tokens " + std::to_string(options.max_tokens) + " (>= 0)");
   if (model.n_vocab <= 0) fail(ErrorKind::invalid_input, kWhere, "a model without a vocabulary");
   if (eval.slots < 1) fail(ErrorKind::invalid_input, kWhere, "a batched eval without slots");
+  if (options.start != 0)
+    fail(ErrorKind::invalid_input, kWhere, "start " + std::to_string(options.start) + ": parallel sequences begin at 0");
   const int64_t n_seq = static_cast<int64_t>(prompts.size());
   const int64_t seq_ctx = model.n_ctx / n_seq;
   if (seq_ctx <= 0 || model.n_ctx % n_seq != 0)
@@ -58,6 +60,7 @@ std::vector<GenerateResult> run_parallel_generation(const BatchedEval& eval, con
     model::SamplerOptions so = options.sampler;
     so.seed += s;
     seqs.push_back({model::Sampler(so), {}, static_cast<int64_t>(prompts[s].size())});
+    accept_prompt_tail(seqs.back().sampler, prompts[s]);
   }
   const int n_groups = static_cast<int>(std::min<int64_t>(eval.slots, n_seq));
   std::vector<Group> groups(static_cast<size_t>(n_groups));

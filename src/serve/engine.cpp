@@ -13,7 +13,6 @@ namespace weft::serve {
 namespace {
 
 constexpr const char* kWhere = "serve";
-constexpr size_t kPenaltyWindow = 64;  // tokens the frequency and presence penalties look back over
 
 using Clock = std::chrono::steady_clock;
 
@@ -81,7 +80,6 @@ struct Engine::Slot {
   int generated = 0;
   int cached_prefix = 0;
   std::unique_ptr<model::Sampler> sampler;
-  std::deque<int32_t> window;  // the penalty window
   TextStream text;
   Event out;  // tokens (and logprobs) not yet handed over with text
   Clock::time_point admitted, first_token;
@@ -243,7 +241,7 @@ void Engine::advance() {
     const size_t vocab = static_cast<size_t>(session_.params().n_vocab);
     for (size_t r = 0; r < g.rows.size(); ++r) {
       if (!g.rows[r]) continue;
-      emit_token(*g.rows[r], std::span<float>(&logits_[r * vocab], vocab));
+      emit_token(*g.rows[r], std::span<const float>(&logits_[r * vocab], vocab));
       ++sampled;
     }
     prompt_tokens += g.prompt_tokens;
@@ -316,8 +314,7 @@ void Engine::admit() {
     s.generated = 0;
     s.next = -1;
     s.sampler = std::make_unique<model::Sampler>(s.job.sampler);
-    s.window.assign(s.job.prompt.end() - static_cast<std::ptrdiff_t>(std::min(kPenaltyWindow, s.job.prompt.size())),
-                    s.job.prompt.end());
+    accept_prompt_tail(*s.sampler, s.job.prompt);  // the penalties look back over the prompt too
     s.text = TextStream(s.job.stop);
     s.out = Event{};
     s.admitted = Clock::now();
@@ -375,27 +372,12 @@ bool Engine::build(int group, bool all) {
   return true;
 }
 
-void Engine::emit_token(Slot& s, std::span<float> row) {
+void Engine::emit_token(Slot& s, std::span<const float> row) {
   const Job& job = s.job;
   TokenLogprob chosen;
   std::vector<TokenLogprob> top;
-  // Logprobs are the model's own distribution: the row before penalties.
-  const bool penalties = job.frequency_penalty != 0 || job.presence_penalty != 0;
-  std::vector<float> raw;
-  if (job.top_logprobs >= 0 && penalties) raw.assign(row.begin(), row.end());
-  // Penalties over the window (the prompt's tail, then what was generated).
-  if (penalties) {
-    std::vector<int32_t> seen(s.window.begin(), s.window.end());
-    std::sort(seen.begin(), seen.end());
-    for (size_t i = 0; i < seen.size();) {
-      size_t j = i;
-      while (j < seen.size() && seen[j] == seen[i]) ++j;
-      const int32_t t = seen[i];
-      if (t >= 0 && static_cast<size_t>(t) < row.size())
-        row[static_cast<size_t>(t)] -= job.frequency_penalty * static_cast<float>(j - i) + job.presence_penalty;
-      i = j;
-    }
-  }
+  // The penalties are the sampler's (it reads row, never writes it), so
+  // the logprobs are the model's own distribution.
   int32_t token;
   try {
     token = static_cast<int32_t>(s.sampler->sample(row));
@@ -411,15 +393,12 @@ void Engine::emit_token(Slot& s, std::span<float> row) {
     return;
   }
   if (job.top_logprobs >= 0) {
-    logprobs_of(raw.empty() ? std::span<const float>(row) : std::span<const float>(raw), token, job.top_logprobs,
-                chosen, top);
+    logprobs_of(row, token, job.top_logprobs, chosen, top);
     s.out.chosen.push_back(chosen);
     s.out.top.push_back(std::move(top));
   }
   ++s.generated;
   s.next = token;
-  s.window.push_back(token);
-  if (s.window.size() > kPenaltyWindow) s.window.pop_front();
   s.out.tokens.push_back(token);
   std::string piece;
   try {

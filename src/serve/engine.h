@@ -46,9 +46,7 @@ namespace weft::serve {
 struct Job {
   std::vector<int32_t> prompt;  // non-empty
   int max_tokens = 16;          // >= 0; clipped to what the slot's context holds
-  model::SamplerOptions sampler;
-  float frequency_penalty = 0;  // subtracted per occurrence in the penalty window
-  float presence_penalty = 0;   // subtracted once for a token in the window
+  model::SamplerOptions sampler;  // its penalties also see the prompt's last repetition_window tokens
   std::vector<std::string> stop;  // stop strings (the text ends before the first match)
   bool ignore_eos = false;
   int top_logprobs = -1;  // -1: no logprobs; else the chosen token's and this many alternatives'
@@ -179,7 +177,7 @@ class Engine {
   void end_step(Group& g);  // its slots are idle again
   void drain();  // finishes every step in flight, dropping its logits
   void finish(Slot& s, const std::string& reason, const std::string& error = "");
-  void emit_token(Slot& s, std::span<float> row);  // samples row (penalties applied in place)
+  void emit_token(Slot& s, std::span<const float> row);  // samples row
 
   Session& session_;
   EngineOptions options_;

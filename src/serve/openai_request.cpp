@@ -187,8 +187,8 @@ CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext
   } else {
     s.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   }
-  job.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
-  job.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0.0, -2.0, 2.0));
+  s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+  s.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0.0, -2.0, 2.0));
   job.stop = stops(body);
   job.ignore_eos = boolean(body, "ignore_eos", false);
 

@@ -9,6 +9,7 @@
 
 #include "serve/server_impl.h"
 #include "weft/core/error.h"
+#include "weft/serve/conversation.h"
 #include "weft/gguf/gguf.h"
 
 namespace weft::serve {
@@ -115,22 +116,9 @@ void Server::Impl::load() {
     session_options.load.sliding_ring_step = 0;
     auto sess = std::make_unique<Session>(std::move(session_options));
     // The template: --chat-template, else the file's, else ChatML.
-    std::string source = options.chat_template, origin = "--chat-template";
-    if (source.empty()) {
-      auto file = GgufFile::open(options.session.model);
-      if (auto t = file->get_string("tokenizer.chat_template")) source = *t, origin = "the file's";
-    }
-    std::unique_ptr<ChatTemplate> tmpl;
-    if (!source.empty()) {
-      try {
-        tmpl = std::make_unique<ChatTemplate>(ChatTemplate::parse(source));
-      } catch (const Error& e) {
-        if (origin == "--chat-template") throw;
-        std::fprintf(stderr, "[serve] warning: %s chat template cannot be used (%s): using chatml; "
-                     "--chat-template NAME|FILE chooses another\n", origin.c_str(), e.what());
-      }
-    }
-    if (!tmpl) tmpl = std::make_unique<ChatTemplate>(ChatTemplate::parse(*builtin_chat_template("chatml")));
+    std::string warning;
+    auto tmpl = std::make_unique<ChatTemplate>(load_chat_template(options.chat_template, options.session.model, &warning));
+    if (!warning.empty()) std::fprintf(stderr, "[serve] warning: %s\n", warning.c_str());
     sess->load(options.ctx_size, [this](size_t done, size_t total) {
       std::lock_guard<std::mutex> lock(mu);
       progress = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;

@@ -184,14 +184,17 @@ for mix_limit in Q4_K_M:0.05 Q2_K:0.30 IQ4_XS:0.08 Q5_1:0.03; do
 done
 
 # A worker whose memory budget cannot hold its share: refused at the plan,
-# naming the worker, before anything is uploaded.
-start_worker small --mem 8192; small=$endpoint
+# naming the worker, before anything is uploaded. (1 MiB, the smallest
+# budget a worker accepts, against a model whose layers are ~2.5 MB each.)
+"$writer" "$dir/wide.gguf" --layers 2 --embd 512 --heads 8 --heads-kv 4 --ff 1024 --vocab 600 --ctx 512 >/dev/null
+start_worker small --mem 1MiB; small=$endpoint
+grep -q "memory budget 1 MiB;" "$dir/workersmall.log" || { cat "$dir/workersmall.log"; die "the worker's log does not state its 1 MiB budget"; }
 status=0
-"$weft" run -m "$dir/model.gguf" -p "$prompt" -n 4 -t 1 --worker "$small" --split 1,1 >/dev/null 2>"$dir/small.err" ||
+"$weft" run -m "$dir/wide.gguf" -p "$prompt" -n 4 -t 1 --worker "$small" --split 1,1 >/dev/null 2>"$dir/small.err" ||
   status=$?
 cat "$dir/small.err"
 [[ $status -eq 1 ]] || die "a plan over the worker's budget: exit status $status (want 1)"
-grep -q "out of memory error: \[run\] $small has 8.0 KiB free but its share needs" "$dir/small.err" ||
+grep -q "out of memory error: \[run\] $small has [0-9.]* [KM]iB free but its share needs" "$dir/small.err" ||
   die "the refusal does not name the worker and the sizes"
 grep -q "^loaded" "$dir/small.err" && die "weights were loaded despite the refusal"
 

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", spec.seed, "weight generator seed")->capture_default_str();
   app.add_option("--experts", spec.n_expert, "expert_count (0: dense feed-forward)")->capture_default_str();
   app.add_option("--experts-used", spec.n_expert_used, "expert_used_count (experts per token)")->capture_default_str();
+  app.add_option("--chat-template", spec.chat_template, "tokenizer.chat_template (Jinja text; default: none)");
   CLI11_PARSE(app, argc, argv);
   spec.tied = !untied;
 

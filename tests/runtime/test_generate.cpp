@@ -113,6 +113,43 @@ TEST(Generate, SamplingIsSeeded) {
   EXPECT_EQ(ra.tokens.size(), 6u);
 }
 
+TEST(Generate, ContinuesAfterStartPositions) {
+  FakeModel m;
+  weft::GenerateOptions o{.max_tokens = 3};
+  o.start = 7;  // positions 0..6 already cached (a conversation's earlier turns)
+  const auto r = weft::run_generation(std::ref(m), fake(12), std::vector<int32_t>{2, 3}, o);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{4, 5, 6}));
+  ASSERT_EQ(m.calls.size(), 3u);
+  EXPECT_EQ(m.calls[0].n_past, 7);  // the prompt only, after the cached positions
+  EXPECT_EQ(m.calls[1].n_past, 9);
+  EXPECT_EQ(m.calls[2].n_past, 10);
+  // 7 + 2 = 9 positions, then 3 more reach 12: the context ends the third.
+  FakeModel full;
+  o.max_tokens = 10;
+  const auto f = weft::run_generation(std::ref(full), fake(11), std::vector<int32_t>{2, 3}, o);
+  EXPECT_EQ(f.stop, weft::StopReason::context_full);
+  EXPECT_EQ(f.tokens.size(), 3u);
+  o.start = 10;  // a prompt of 2 does not fit after 10 of 11
+  EXPECT_THROW(weft::run_generation(std::ref(m), fake(11), std::vector<int32_t>{2, 3}, o), weft::Error);
+  o.start = -1;
+  EXPECT_THROW(weft::run_generation(std::ref(m), fake(11), std::vector<int32_t>{2, 3}, o), weft::Error);
+}
+
+TEST(Generate, PenaltiesSeeThePromptTail) {
+  // The fake model's greedy next token after 4 is 5 (logit 5, the rest 0).
+  weft::GenerateOptions o{.max_tokens = 1};
+  o.sampler.presence_penalty = 10.f;
+  FakeModel a;
+  EXPECT_EQ(weft::run_generation(std::ref(a), fake(64), std::vector<int32_t>{3, 4}, o).tokens[0], 5);
+  // 5 in the prompt: 5 - 10 < 0, and 4 too: token 0 (the lowest id at 0) wins.
+  FakeModel b;
+  EXPECT_EQ(weft::run_generation(std::ref(b), fake(64), std::vector<int32_t>{5, 4}, o).tokens[0], 0);
+  // A window of one token holds only 4: 5 is not penalized.
+  o.sampler.repetition_window = 1;
+  FakeModel c;
+  EXPECT_EQ(weft::run_generation(std::ref(c), fake(64), std::vector<int32_t>{5, 4}, o).tokens[0], 5);
+}
+
 TEST(Generate, BadInputIsRefused) {
   FakeModel m;
   const std::vector<int32_t> prompt{1, 2, 3};

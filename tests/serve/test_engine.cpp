@@ -110,6 +110,27 @@ TEST_F(EngineTest, OneRequestEqualsGenerate) {
   EXPECT_EQ(o.text, decoded);
 }
 
+TEST_F(EngineTest, PenaltiesSeeThePrompt) {
+  // A prompt whose greedy next token is already in it: grown by its own
+  // greedy tokens until one repeats (random weights repeat soon).
+  std::vector<int32_t> p = prompt(0);
+  int32_t next = -1;
+  for (int i = 0; i < 32 && next < 0; ++i) {
+    const int32_t g = alone(p, 1).at(0);
+    if (std::find(p.begin(), p.end(), g) != p.end()) next = g;
+    else p.push_back(g);
+  }
+  ASSERT_GE(next, 0) << "no greedy token repeated within 32 steps";
+  auto s = session(128);
+  Engine engine(*s, {.slots = 1});
+  Job j = greedy_job(p, 1);
+  j.sampler.presence_penalty = 100.f;  // far beyond any logit gap: no token of the prompt's tail can win
+  const Outcome o = drain(*engine.submit(std::move(j)));
+  ASSERT_EQ(o.tokens.size(), 1u);
+  EXPECT_NE(o.tokens[0], next);
+  EXPECT_EQ(std::find(p.begin(), p.end(), o.tokens[0]), p.end()) << "token " << o.tokens[0] << " is in the prompt";
+}
+
 TEST_F(EngineTest, ConcurrentRequestsEachEqualTheirOwnAlone) {
   // Six requests on three slots: three wait in the queue and join as
   // others finish; different lengths make them leave at different steps.

@@ -126,7 +126,7 @@ TEST_F(OpenAIRequest, DefaultsAndFields) {
   EXPECT_EQ(c.job.sampler.seed, 18446744073709551615ull);
   EXPECT_EQ(c.job.stop, std::vector<std::string>{"\n\n"});
   EXPECT_EQ(c.job.top_logprobs, 3);
-  EXPECT_EQ(c.job.frequency_penalty, 0.5f);
+  EXPECT_EQ(c.job.sampler.frequency_penalty, 0.5f);
   EXPECT_EQ(c.job.sampler.top_k, 5);
   // A completion's logprobs is a count; token-id prompts are taken as they are.
   const auto t = weft::serve::parse_completion(Json::parse(R"({"prompt":[1,300,301],"logprobs":2})"), false, ctx());

@@ -25,7 +25,7 @@ int cmd_bench_rpc(const BenchRpcArgs& args) {
   bench::RpcBenchOptions options;
   options.endpoint = args.endpoint;
   options.n_threads = args.threads;
-  options.upload_bytes = args.upload_mib << 20;
+  options.upload_bytes = args.upload_bytes;
   return bench::run_rpc_bench(options);
 }
 

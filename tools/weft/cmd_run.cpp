@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_options.h"
 #include "commands.h"
 #include "session_ui.h"
 #include "weft/core/error.h"
@@ -91,6 +92,9 @@ void run_parallel(Session& session, const std::vector<std::vector<int32_t>>& pro
 int cmd_run(const RunArgs& args) {
   if (args.n_tokens < 0)
     fail(ErrorKind::invalid_input, kWhere, "--tokens " + std::to_string(args.n_tokens) + " (>= 0)");
+  if (args.ctx_size < 0)
+    fail(ErrorKind::invalid_input, kWhere, "--ctx-size " + std::to_string(args.ctx_size) + " (>= 0; 0: as needed)");
+  (void)sampler_options(args.sampling, 0, kWhere);  // the flags checked before any worker is dialed
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 
   const std::vector<std::string> texts = prompt_texts(args);
@@ -111,16 +115,31 @@ int cmd_run(const RunArgs& args) {
     longest = std::max(longest, prompts.back().size());
   }
   const int64_t n_seq = static_cast<int64_t>(prompts.size());
+  // -c: the KV positions in all, one part per sequence; else each part
+  // holds the longest prompt and every generated token (at most the
+  // training context).
   int64_t seq_ctx = static_cast<int64_t>(longest) + std::max(args.n_tokens, 1);
   if (session.params().n_ctx_train > 0) seq_ctx = std::min(seq_ctx, session.params().n_ctx_train);
+  if (args.ctx_size > 0) {
+    if (args.ctx_size < n_seq)
+      fail(ErrorKind::invalid_input, kWhere,
+           "--ctx-size " + std::to_string(args.ctx_size) + " is fewer positions than the " + std::to_string(n_seq) +
+               " sequences");
+    seq_ctx = args.ctx_size / n_seq;
+    if (session.params().n_ctx_train > 0 && seq_ctx > session.params().n_ctx_train)
+      std::fprintf(stderr, "weft: warning: --ctx-size %lld gives each sequence %lld positions, more than the %lld the model was trained on\n",
+                   static_cast<long long>(args.ctx_size), static_cast<long long>(seq_ctx),
+                   static_cast<long long>(session.params().n_ctx_train));
+  }
   if (static_cast<int64_t>(longest) > seq_ctx)
     fail(ErrorKind::invalid_input, kWhere,
-         "prompt of " + std::to_string(longest) + " tokens exceeds the context length " + std::to_string(seq_ctx));
-  const LoadPlan plan = load_with_progress(session, seq_ctx * n_seq);
-
+         "prompt of " + std::to_string(longest) + " tokens exceeds the context length " + std::to_string(seq_ctx) +
+             (args.ctx_size > 0 ? " (--ctx-size " + std::to_string(args.ctx_size) + ")" : ""));
   GenerateOptions options;
   options.max_tokens = args.n_tokens;
-  options.sampler = {.temperature = args.temperature, .seed = args.seed};
+  options.sampler = sampler_options(args.sampling, seq_ctx, kWhere);  // flags checked before loading
+  const LoadPlan plan = load_with_progress(session, seq_ctx * n_seq);
+
   if (n_seq > 1) {
     run_parallel(session, prompts, options, args.stats);
   } else {

@@ -38,18 +38,6 @@ std::string read_key(const std::string& path) {
   return key;
 }
 
-// --chat-template NAME (a built-in) or FILE.
-std::string template_source(const std::string& spec) {
-  if (spec.empty()) return "";
-  if (auto builtin = serve::builtin_chat_template(spec)) return *builtin;
-  std::ifstream probe(spec);
-  if (!probe)
-    fail(ErrorKind::invalid_input, "serve",
-         "--chat-template " + spec + " is neither a file nor a built-in template (" +
-             serve::builtin_chat_template_names() + ")");
-  return read_text_file(spec, "serve");
-}
-
 }  // namespace
 
 int cmd_serve(const ServeArgs& args) {
@@ -71,7 +59,7 @@ int cmd_serve(const ServeArgs& args) {
   o.insecure = args.insecure;
   o.tls_cert = args.tls_cert;
   o.tls_key = args.tls_key;
-  o.chat_template = template_source(args.chat_template);
+  o.chat_template = chat_template_source(args.chat_template, "serve");
   o.model_name = args.alias;
   o.max_queue = args.max_queue;
   o.max_tokens = args.max_tokens;

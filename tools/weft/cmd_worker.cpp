@@ -19,6 +19,7 @@
 
 #include "commands.h"
 #include "weft/backend/cpu.h"
+#include "weft/core/byte_size.h"
 #include "weft/core/error.h"
 #include "weft/rpc/worker.h"
 
@@ -83,12 +84,27 @@ void set_tls(const WorkerArgs& args, rpc::WorkerOptions& options) {
   }
 }
 
+// The smallest --mem and --session-mem: below it no model's share fits (a
+// single layer of the smallest real models holds several MiB), and a budget
+// that small is nearly always a unit forgotten ("--mem 64" is 64 bytes).
+constexpr size_t kMinMemory = size_t{1} << 20;
+
+void check_memory_flag(const char* flag, size_t bytes) {
+  if (bytes == 0 || bytes >= kMinMemory) return;
+  fail(ErrorKind::invalid_input, "worker",
+       std::string(flag) + " " + std::to_string(bytes) + " is " + format_byte_size(bytes) +
+           ", below the smallest useful budget, " + format_byte_size(kMinMemory) +
+           ": a plain number counts bytes; give a unit, e.g. " + flag + " " + std::to_string(bytes) + "MiB");
+}
+
 // The worker's options from its flags.
 rpc::WorkerOptions worker_options(const WorkerArgs& args) {
   rpc::WorkerOptions options;
   options.host = args.host;
   options.port = static_cast<uint16_t>(args.port);
   options.max_clients = args.max_clients;
+  check_memory_flag("--mem", args.mem);
+  check_memory_flag("--session-mem", args.session_mem);
   options.memory_budget = args.mem != 0 ? args.mem : default_budget();
   options.limits.session_memory = args.session_mem != 0 ? args.session_mem : options.memory_budget;
   if (args.max_graph_cost > 0) {
@@ -147,9 +163,12 @@ int cmd_worker(const WorkerArgs& args) {
   rpc::Worker worker(devices, options);
   worker.start();
   std::fprintf(stderr,
-               "weft worker: %d CPU device(s) of %d threads; memory budget %zu MiB; cache %s; auth %s; peer links may "
+               "weft worker: %d CPU device(s) of %d threads; memory budget %s%s; cache %s; auth %s; peer links may "
                "dial: %s\n",
-               args.cpu_devices, per_device, options.memory_budget >> 20,
+               args.cpu_devices, per_device, format_byte_size(options.memory_budget).c_str(),
+               options.limits.session_memory < options.memory_budget
+                   ? (", " + format_byte_size(options.limits.session_memory) + " per session").c_str()
+                   : "",
                args.cache_dir.empty() ? "off" : args.cache_dir.c_str(), options.auth_secret ? "on" : "off",
                worker.dial_policy().c_str());
   if (!worker.tls_fingerprint().empty()) {

@@ -29,7 +29,7 @@ int cmd_bench_gemm(const BenchOpsArgs& args);
 struct BenchRpcArgs {
   std::string endpoint;  // empty: an in-process worker
   int threads = 0;
-  size_t upload_mib = 256;
+  size_t upload_bytes = size_t{256} << 20;
 };
 int cmd_bench_rpc(const BenchRpcArgs& args);
 
@@ -145,13 +145,42 @@ struct ServeArgs {
 };
 int cmd_serve(const ServeArgs& args);
 
+// The sampler's flags of `weft run` and `weft chat` (cli_options.h turns
+// them into model::SamplerOptions, the one sampler the server uses too).
+struct SamplingArgs {
+  float temperature = 0;        // --temp; 0: greedy
+  int top_k = 40;               // --top-k; 0: off
+  float top_p = 0.95f;          // --top-p; 1: off
+  float min_p = 0.05f;          // --min-p; 0: off
+  uint64_t seed = 0;            // --seed
+  float repeat_penalty = 1;     // --repeat-penalty; 1: off
+  int repeat_last_n = 64;       // --repeat-last-n; 0: no penalties; -1: the whole context
+  float presence_penalty = 0;   // --presence-penalty
+  float frequency_penalty = 0;  // --frequency-penalty
+};
+
+// `weft chat` and `weft run --conversation`: an interactive chat with the
+// model's chat template, its history kept in the KV cache between turns
+// (weft/serve/conversation.h). Ctrl-C stops a reply; Ctrl-C at the prompt or
+// end of input (Ctrl-D) ends the chat with status 0.
+struct ChatArgs {
+  ModelHostArgs host;
+  SamplingArgs sampling;
+  int64_t ctx_size = 0;        // KV positions; 0: 4096, at most the model's training context
+  int n_tokens = -1;           // most tokens per reply; -1: until the end of generation or of the context
+  std::string system;          // the system message
+  std::string chat_template;   // NAME (built-in) or FILE; empty: the file's, else chatml
+  bool stats = false;          // per turn: tokens evaluated, reused, speeds
+};
+int cmd_chat(const ChatArgs& args);
+
 struct RunArgs {
   ModelHostArgs host;
   std::string prompt;
   std::string prompt_file;           // the prompt from a file instead
   int n_tokens = 64;                 // tokens to generate (stops early at end of generation)
-  float temperature = 0;             // 0: greedy
-  uint64_t seed = 0;
+  SamplingArgs sampling;
+  int64_t ctx_size = 0;              // KV positions in all; 0: the prompt and -n tokens (at most the training context)
   bool stats = false;                // speeds and RPC traffic to stderr
   bool special = false;              // special-token strings in the prompt are those tokens
   int parallel = 1;                  // sequences decoded together (the prompt repeated)

@@ -4,6 +4,7 @@
 #include <exception>
 #include <string>
 
+#include "cli_options.h"
 #include "commands.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/error.h"
@@ -87,7 +88,13 @@ int main(int argc, char** argv) {
   CLI::App* bench_rpc_cmd = bench_cmd->add_subcommand("rpc", "RPC upload, latency and a graph chain against loopback limits");
   bench_rpc_cmd->add_option("--worker", bench_rpc.endpoint, "HOST:PORT of a running worker (default: one in-process)");
   bench_rpc_cmd->add_option("-t,--threads", bench_rpc.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
-  bench_rpc_cmd->add_option("--upload-mib", bench_rpc.upload_mib, "MiB uploaded")->capture_default_str();
+  add_size_option(bench_rpc_cmd, "--upload", bench_rpc.upload_bytes, "bytes uploaded (default 256MiB)");
+  bench_rpc_cmd->add_option_function<size_t>(
+      "--upload-mib", [&bench_rpc](size_t mib) {
+        if (mib > (SIZE_MAX >> 20)) throw CLI::ValidationError("--upload-mib " + std::to_string(mib) + " is too large");
+        bench_rpc.upload_bytes = mib << 20;
+      },
+      "MiB uploaded (the same as --upload NMiB)");
 
   BenchModelArgs bench_model;
   CLI::App* bench_model_cmd = bench_cmd->add_subcommand(
@@ -113,9 +120,10 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--host", worker.host, "address to listen on")->capture_default_str();
   worker_cmd->add_option("--port", worker.port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   worker_cmd->add_option("-t,--threads", worker.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
-  worker_cmd->add_option("--mem", worker.mem,
-                         "bytes all sessions may hold together: buffers, graphs, scratch (0: 90% of available memory)");
-  worker_cmd->add_option("--session-mem", worker.session_mem, "bytes one session may hold (0: all of --mem)");
+  add_size_option(worker_cmd, "--mem", worker.mem,
+                  "memory all sessions may hold together: buffers, graphs, scratch (0: 90% of available memory; at "
+                  "least 1MiB)");
+  add_size_option(worker_cmd, "--session-mem", worker.session_mem, "memory one session may hold (0: all of --mem; at least 1MiB)");
   worker_cmd->add_option("--max-graph-cost", worker.max_graph_cost,
                          "most multiply-adds + bytes touched one graph may ask for (0: 2^50)")
       ->check(CLI::NonNegativeNumber);
@@ -127,7 +135,7 @@ int main(int argc, char** argv) {
                          "seconds to receive a command's rest or send a reply, plus 1 s per MiB")
       ->capture_default_str()->check(CLI::PositiveNumber);
   worker_cmd->add_option("--cache-dir", worker.cache_dir, "tensor cache directory");
-  worker_cmd->add_option("--cache-max", worker.cache_max, "bytes the tensor cache may hold (0: 16 GiB)");
+  add_size_option(worker_cmd, "--cache-max", worker.cache_max, "what the tensor cache may hold (0: 16GiB)");
   worker_cmd->add_option("--max-clients", worker.max_clients, "sessions at once (and connections in their handshake)")->capture_default_str()->check(CLI::PositiveNumber);
   worker_cmd->add_option("--auth-token-file", worker.auth_token_file, "file holding the shared secret");
   worker_cmd->add_flag("--insecure", worker.insecure, "allow a non-loopback address without a token");
@@ -177,19 +185,46 @@ int main(int argc, char** argv) {
   CLI::Option* prompt_opt = run_cmd->add_option("-p,--prompt", run.prompt, "prompt text");
   CLI::Option* file_opt =
       run_cmd->add_option("-f,--file", run.prompt_file, "read the prompt from this file")->excludes(prompt_opt);
-  run_cmd->add_option("-n,--tokens", run.n_tokens, "tokens to generate (stops early at end of generation)")
+  CLI::Option* run_tokens_opt = run_cmd->add_option("-n,--tokens", run.n_tokens, "tokens to generate (stops early at end of generation; with --conversation per reply, default unlimited)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  run_cmd->add_option("--temp,--temperature", run.temperature, "sampling temperature (0: greedy)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  run_cmd->add_option("--seed", run.seed, "sampler seed")->capture_default_str();
+  add_sampling_options(run_cmd, run.sampling);
+  run_cmd->add_option("-c,--ctx-size", run.ctx_size,
+                      "KV cache positions in all, cut evenly among the sequences (0: the prompt and -n tokens; with "
+                      "--conversation 4096), at most the model's training context unless given")
+      ->capture_default_str();
+  bool run_conversation = false;
+  std::string run_system, run_template;
+  CLI::Option* conversation_opt = run_cmd->add_flag(
+      "--conversation", run_conversation, "an interactive chat, as `weft chat` (also spelled -cnv)");
+  run_cmd->add_option("--system", run_system, "with --conversation: the system message")->needs(conversation_opt);
+  run_cmd->add_option("--chat-template", run_template,
+                      "with --conversation: a built-in template NAME or a FILE (default: the model's, else chatml)")
+      ->needs(conversation_opt);
   run_cmd->add_flag("--stats", run.stats, "print speeds and RPC traffic to stderr");
   run_cmd->add_flag("--special", run.special, "read special-token strings in the prompt (e.g. <|eot_id|>) as those tokens");
-  run_cmd->add_option("--parallel", run.parallel,
+  CLI::Option* parallel_opt = run_cmd->add_option("--parallel", run.parallel,
                       "sequences decoded together, pipelined over the devices (the prompt repeated; seed + i each)")
       ->capture_default_str()->check(CLI::Range(1, 64));
-  run_cmd->add_option("--prompts", run.prompts_file, "decode every non-empty line of this file as its own prompt, together")
-      ->excludes(prompt_opt)
-      ->excludes(file_opt);
+  CLI::Option* prompts_opt =
+      run_cmd->add_option("--prompts", run.prompts_file, "decode every non-empty line of this file as its own prompt, together")
+          ->excludes(prompt_opt)
+          ->excludes(file_opt);
+  for (CLI::Option* o : {prompt_opt, file_opt, prompts_opt, parallel_opt}) conversation_opt->excludes(o);
+
+  ChatArgs chat;
+  CLI::App* chat_cmd = app.add_subcommand(
+      "chat", "an interactive chat with the model's chat template, split over this CPU and any workers like `run`");
+  add_model_host_options(chat_cmd, chat.host);
+  add_sampling_options(chat_cmd, chat.sampling);
+  chat_cmd->add_option("-c,--ctx-size", chat.ctx_size,
+                       "KV cache positions for the whole conversation (0: 4096, at most the model's training context)")
+      ->capture_default_str();
+  chat_cmd->add_option("-n,--tokens", chat.n_tokens, "most tokens per reply (-1: until the reply or the context ends)")
+      ->capture_default_str();
+  chat_cmd->add_option("--system", chat.system, "the system message");
+  chat_cmd->add_option("--chat-template", chat.chat_template,
+                       "a built-in template NAME or a FILE (default: the model's, else chatml)");
+  chat_cmd->add_flag("--stats", chat.stats, "per turn: tokens evaluated and reused from the cache, speeds");
 
   ServeArgs serve;
   CLI::App* serve_cmd = app.add_subcommand(
@@ -250,6 +285,7 @@ int main(int argc, char** argv) {
                         "write a split model with at most this many tensors a part")
       ->check(CLI::PositiveNumber);
 
+  rewrite_long_short_options(argc, argv);
   CLI11_PARSE(app, argc, argv);
   try {
     if (check_cmd->parsed()) return cmd_check(check);
@@ -261,7 +297,19 @@ int main(int argc, char** argv) {
     if (workers_cmd->parsed()) return cmd_workers(workers);
     if (gguf_info_cmd->parsed()) return cmd_gguf_info(gguf_path);
     if (demo_cmd->parsed()) return cmd_demo(demo);
+    if (run_cmd->parsed() && run_conversation) {
+      ChatArgs c;
+      c.host = run.host;
+      c.sampling = run.sampling;
+      c.ctx_size = run.ctx_size;
+      c.n_tokens = run_tokens_opt->count() > 0 ? run.n_tokens : -1;
+      c.system = run_system;
+      c.chat_template = run_template;
+      c.stats = run.stats;
+      return cmd_chat(c);
+    }
     if (run_cmd->parsed()) return cmd_run(run);
+    if (chat_cmd->parsed()) return cmd_chat(chat);
     if (serve_cmd->parsed()) return cmd_serve(serve);
     if (ppl_cmd->parsed()) return cmd_perplexity(ppl);
     if (quant_cmd->parsed()) return cmd_quantize(quant);

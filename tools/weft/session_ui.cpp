@@ -10,9 +10,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "weft/core/error.h"
 #include "weft/rpc/discovery.h"
+#include "weft/serve/chat_template.h"
 
 namespace weft::tools {
 namespace {
@@ -112,6 +114,16 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   o.device_options.rpc.reply_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.worker_timeout_s * 1000.0));
   return o;
+}
+
+std::string chat_template_source(const std::string& spec, const char* what) {
+  if (spec.empty()) return "";
+  if (auto builtin = serve::builtin_chat_template(spec)) return *builtin;
+  if (!std::filesystem::exists(spec))
+    fail(ErrorKind::invalid_input, what,
+         "--chat-template " + spec + " is neither a file nor a built-in template (" +
+             serve::builtin_chat_template_names() + ")");
+  return read_text_file(spec, what);
 }
 
 std::string read_token_file(const std::string& path, const char* what) {

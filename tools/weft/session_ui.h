@@ -39,6 +39,10 @@ void print_stage_times(const LoadPlan& plan, const std::vector<DeviceCompute>& b
 // cannot be opened or read; what names the command.
 std::string read_text_file(const std::string& path, const char* what);
 
+// --chat-template NAME (a built-in) or FILE as the template's text; "" for
+// "" (the model's own). Error(invalid_input) naming both when it is neither.
+std::string chat_template_source(const std::string& spec, const char* what);
+
 // A token file's text with surrounding whitespace trimmed; Error(invalid_input) when empty.
 std::string read_token_file(const std::string& path, const char* what);
 

@@ -53,6 +53,8 @@ struct DemoModelSpec {
   // them per token (0 < n_expert_used <= n_expert). 0: dense layers.
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
+  // Written as tokenizer.chat_template when not empty (`weft chat` tests).
+  std::string chat_template;
 };
 
 // A tiny model for tests (tests/model/write_test_model.cpp's defaults):

@@ -21,7 +21,17 @@ struct GenerateOptions {
   model::SamplerOptions sampler;        // default: greedy
   bool stop_at_end_of_generation = true;  // the model's end-of-generation tokens end it (not emitted)
   std::vector<int32_t> stop_tokens;     // more ids that end it (not emitted)
+  // Positions already in the KV cache before the prompt (a conversation's
+  // earlier turns): the prompt is evaluated at positions start.. and only
+  // it. run_generation only; run_parallel_generation refuses non-zero.
+  int64_t start = 0;
 };
+
+// Feeds the sampler's penalty window with the prompt's last
+// repetition_window tokens, so that the penalties see the prompt as they
+// see what is generated (llama.cpp's behaviour; the server's engine and both
+// generation loops call it).
+void accept_prompt_tail(model::Sampler& sampler, std::span<const int32_t> prompt);
 
 enum class StopReason {
   max_tokens,         // max_tokens were emitted
@@ -56,11 +66,13 @@ struct GenerationModel {
   std::function<bool(int32_t)> is_end_of_generation;  // null: none
 };
 
-// Evaluates the prompt at position 0, then repeats: sample the last row,
+// Evaluates the prompt at position options.start (0 unless continuing a
+// conversation), then repeats: sample the last row,
 // stop if it is an end-of-generation or stop token, emit it (on_token), stop
 // at max_tokens or when the callback says so, stop when the context is
 // full, else evaluate it at the next position. Throws Error(invalid_input)
-// for an empty prompt, one that does not fit n_ctx, max_tokens < 0, or an
+// for an empty prompt, one that does not fit n_ctx after start, start < 0,
+// max_tokens < 0, or an
 // eval returning the wrong number of logits.
 GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, std::span<const int32_t> prompt,
                               const GenerateOptions& options, const TokenCallback& on_token = {});

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""`weft run`'s sampling and context flags end to end, on a tiny model with
+random weights (whose greedy text repeats itself, so penalties show):
+
+- each filter at its extreme gives the greedy text at temperature 1 (top-k 1,
+  top-p 1e-6, min-p 1), as the sampler's contract says;
+- each penalty changes the greedy text, and --repeat-last-n 0 turns them off;
+- -c/--ctx-size bounds the KV cache: a long -n stops at the context's end;
+- an impossible value is refused before loading, naming the flag and value.
+
+Usage: run_flags_test.py WEFT_BINARY WRITE_TEST_MODEL_BINARY
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+WEFT, WRITER = sys.argv[1], sys.argv[2]
+
+
+def die(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def run(model, *flags, check=True):
+    r = subprocess.run([WEFT, "run", "-m", model, "-t", "1", "-p", "The quick brown fox", *flags],
+                       capture_output=True, timeout=120)
+    if check and r.returncode != 0:
+        die(f"weft run {' '.join(flags)}: status {r.returncode}\n{r.stderr.decode('latin-1')}")
+    return r
+
+
+def main():
+    d = tempfile.mkdtemp()
+    try:
+        model = os.path.join(d, "m.gguf")
+        subprocess.run([WRITER, model], check=True, stdout=subprocess.DEVNULL)
+        greedy = run(model, "-n", "24").stdout
+        if len(greedy) < 10:
+            die(f"no greedy text: {greedy!r}")
+        for flags in (["--temp", "1", "--top-k", "1"], ["--temp", "1", "--top-k", "0", "--top-p", "0.000001"],
+                      ["--temp", "1", "--top-k", "0", "--top-p", "1", "--min-p", "1"],
+                      ["--repeat-penalty", "3", "--presence-penalty", "5", "--repeat-last-n", "0"]):
+            for seed in ("1", "2"):
+                got = run(model, "-n", "24", "--seed", seed, *flags).stdout
+                if got != greedy:
+                    die(f"{' '.join(flags)} (seed {seed}) is not greedy: {got!r} vs {greedy!r}")
+        free = run(model, "-n", "24", "--temp", "1", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", "1")
+        if free.stdout == greedy:
+            die("temperature 1 without a filter gives the greedy text")
+        for flags in (["--repeat-penalty", "3"], ["--presence-penalty", "5"], ["--frequency-penalty", "5"]):
+            got = run(model, "-n", "24", *flags).stdout
+            if got == greedy:
+                die(f"{' '.join(flags)} leaves the greedy text unchanged: {got!r}")
+        print("filters at their extremes are greedy; each penalty changes the text; --repeat-last-n 0 disables them")
+
+        r = run(model, "-n", "200", "-c", "24", "--stats")
+        err = r.stderr.decode("latin-1")
+        if "stopped by context_full" not in err or "(24 positions)" not in err:
+            die(f"-c 24 with -n 200 did not stop at a 24-position context:\n{err}")
+        print("-c 24: the KV cache holds 24 positions and generation stops at its end")
+
+        for flag, value, why in (("--top-p", "1.5", r"is outside \(0, 1\]"), ("--top-p", "0", r"is outside \(0, 1\]"),
+                                 ("--top-k", "-1", "is negative"), ("--min-p", "2", r"is outside \[0, 1\]"),
+                                 ("--repeat-penalty", "0", "is not a positive number"),
+                                 ("--repeat-last-n", "-2", "is below -1"), ("--temp", "-1", "is not a number >= 0"),
+                                 ("--presence-penalty", "inf", "is not finite"), ("-c", "-5", "--ctx-size -5")):
+            r = run(model, flag, value, check=False)
+            err = r.stderr.decode("latin-1")
+            want = rf"\[run\] {re.escape(flag)} {re.escape(value)} {why}" if flag != "-c" else re.escape(why)
+            if r.returncode != 1 or not re.search(want, err) or "loaded" in err:
+                die(f"{flag} {value}: status {r.returncode}, wanted a refusal matching {want!r} before loading:\n{err}")
+        r = subprocess.run([WEFT, "chat", "-m", model, "--min-p", "-0.5"], capture_output=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        if r.returncode != 1 or b"[chat] --min-p -0.5 is outside [0, 1]" not in r.stderr:
+            die(f"weft chat --min-p -0.5: status {r.returncode}\n{r.stderr.decode('latin-1')}")
+        print("impossible values refused before loading, naming the flag and the value")
+    finally:
+        subprocess.run(["rm", "-rf", d])
+    print("PASS")
+
+
+main()
