@@ -4,6 +4,8 @@
 // and its refusals.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -136,6 +138,31 @@ TEST(TokenizerPre, SplitsOfTheVocabTestFamilies) {
   EXPECT_EQ(split("deepseek-coder", "ab 12\ncd!!"), (P{"ab", " ", "1", "2", "\n", "cd", "!!"}));
   EXPECT_EQ(split("deepseek-llm", "ab 12\n\ncd!!"), (P{"ab", " ", "12", "\n", "\n", "cd", "!!"}));
   EXPECT_EQ(split("deepseek-v3", "x.Hello 1234 日本語"), (P{"x", ".Hello", " ", "123", "4", " ", "日本語"}));
+}
+
+}  // namespace
+
+namespace {
+
+// Long inputs through every rule: the split covers the text, and the time
+// each takes is printed (the regex rules are linear on text like this: each
+// match attempt stops at the first code point of another class).
+TEST(TokenizerPre, LongTextsThroughEveryRule) {
+  std::string words, spaces(50000, ' '), digits(50000, '7');
+  while (words.size() < 100000) words += "Hello, world! It's 2024: caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC\n  x ";
+  std::set<const PreTokenizerRule*> done;
+  for (const auto& [pre, rule] : weft::model::detail::pre_tokenizer_names()) {
+    if (!done.insert(rule).second) continue;
+    for (const std::string* text : {&words, &spaces, &digits}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      size_t covered = 0;
+      weft::model::detail::for_each_piece(*text, *rule, [&](std::string_view p) { covered += p.size(); });
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_EQ(covered, text->size()) << rule->name;
+      EXPECT_LT(ms, 2000.0) << rule->name;
+      if (ms > 50) std::printf("  %s: %zu bytes in %.1f ms\n", std::string(rule->name).c_str(), text->size(), ms);
+    }
+  }
 }
 
 }  // namespace

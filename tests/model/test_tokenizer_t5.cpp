@@ -6,6 +6,8 @@
 // charsmap.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "test_tokenizer_util.h"
 #include "weft/core/error.h"
 
@@ -124,6 +126,31 @@ TEST(TokenizerT5, HostileCharsmapIsRefused) {
   for (size_t i = 4 + blob; i < open.size(); ++i)
     if (open[i] == 0) open[i] = 'x';
   refused(open, "no terminating NUL", false);
+}
+
+// Scores that are not numbers, infinite, or a piece far longer than any
+// text: encoding still ends with ids inside the vocabulary.
+TEST(TokenizerT5, HostileScoresStillEncode) {
+  const std::string S = "\xE2\x96\x81";
+  const std::vector<std::string> tokens = {"<pad>", "</s>", "<unk>", S, "a", S + "a", "b", std::string(5000, 'a')};
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const std::vector<float>& scores : {std::vector<float>{0, 0, 0, nan, nan, nan, -1, 0},
+                                           std::vector<float>{0, 0, 0, -inf, inf, -inf, nan, inf},
+                                           std::vector<float>{0, 0, 0, -inf, -inf, -inf, -inf, -inf}}) {
+    weft::GgufWriter w;
+    w.set_string("tokenizer.ggml.model", "t5");
+    w.set_array("tokenizer.ggml.tokens", tokens);
+    w.set_array("tokenizer.ggml.scores", scores);
+    w.set_array("tokenizer.ggml.token_type", std::vector<int32_t>{3, 3, 2, 1, 1, 1, 1, 1});
+    w.set_bool("tokenizer.ggml.add_space_prefix", true);
+    auto tok = load(w, "t5_hostile");
+    for (const std::string& text : {std::string("a b ab"), std::string("zzz"), std::string(6000, 'a')}) {
+      const Ids ids = tok->encode(text, false);
+      EXPECT_FALSE(ids.empty()) << text;
+      for (int32_t id : ids) EXPECT_TRUE(id >= 0 && static_cast<size_t>(id) < tokens.size()) << text;
+    }
+    EXPECT_EQ(tok->encode("", false), Ids{});
+  }
 }
 
 }  // namespace
