@@ -112,7 +112,17 @@ inline size_t utf8_len(unsigned char c) {
 // without White_Space is exactly C*) and whether it is White_Space (\s).
 // Exact for the Unicode version named in tokenizer_unicode.cpp.
 enum class CpCategory : uint8_t {
-  other = 0, Lu = 1, Ll = 2, Lt = 3, Lm = 4, Lo = 5, Mn = 6, N = 7, P = 8, S = 9, Mc_Me = 10
+  other = 0,
+  Lu = 1,
+  Ll = 2,
+  Lt = 3,
+  Lm = 4,
+  Lo = 5,
+  Mn = 6,
+  N = 7,
+  P = 8,
+  S = 9,
+  Mc_Me = 10
 };
 constexpr uint8_t kWhiteSpaceBit = 16;
 // The category in the low four bits, kWhiteSpaceBit when White_Space.
@@ -129,10 +139,10 @@ inline bool cp_is_letter(uint8_t props) {
 // everything else.
 enum class CpClass : uint8_t { other = 0, letter = 1, number = 2, space = 3 };
 inline CpClass cp_class_of(uint8_t props) {
-  return cp_is_letter(props)                       ? CpClass::letter
+  return cp_is_letter(props)                   ? CpClass::letter
          : cp_category(props) == CpCategory::N ? CpClass::number
-         : (props & kWhiteSpaceBit)                ? CpClass::space
-                                                   : CpClass::other;
+         : (props & kWhiteSpaceBit)            ? CpClass::space
+                                               : CpClass::other;
 }
 
 // The table behind cp_props (generated into tokenizer_unicode.cpp): sorted

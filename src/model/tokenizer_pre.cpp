@@ -109,8 +109,8 @@ constexpr Step re(std::string_view pattern) {
 #define WEFT_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 // GPT-4o's and Tekken's letter runs: an optional non-letter, then upper/title
 // case letters before lower case ones, or the other way round.
-#define WEFT_CASED_WORDS(suffix)                                                                         \
-  R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)" suffix               \
+#define WEFT_CASED_WORDS(suffix)                                                           \
+  R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)" suffix \
   R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)" suffix
 
 struct RuleSpec {
@@ -133,7 +133,17 @@ std::vector<RuleSpec> rule_specs() {
        {re(R"([\r\n])"),
         // Cased letters (\p{LC} of some Unicode version), written as escapes:
         // several are canonical singletons that text tools normalise away.
-        re("\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-\u0293\u0295-\u02AF\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-\u038A\u038C\u038E-\u03A1\u03A3-\u03F5\u03F7-\u0481\u048A-\u052F\u0531-\u0556\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA\u1CBD-\u1CBF\u1D00-\u1D2B\u1D6B-\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D\u1F50-\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4\u1FF6-\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D\u2124\u2126\u2128\u212A-\u212D\u212F-\u2134\u2139\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184\u2C00-\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B\uA722-\uA76F\uA771-\uA787\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17\uFF21-\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-\U000104D3\U000104D8-\U000104FB\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF\U0001E900-\U0001E943]+"),
+        re("\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-\u0293\u0295-\u02AF\u0370-"
+           "\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-\u038A\u038C\u038E-\u03A1\u03A3-\u03F5\u03F7-"
+           "\u0481\u048A-\u052F\u0531-\u0556\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA\u1CBD-\u1CBF\u1D00-"
+           "\u1D2B\u1D6B-\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D\u1F50-"
+           "\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-"
+           "\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4\u1FF6-\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-"
+           "\u211D\u2124\u2126\u2128\u212A-\u212D\u212F-\u2134\u2139\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184\u2C00-"
+           "\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B\uA722-\uA76F\uA771-\uA787\uA78B-"
+           "\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17\uFF21-\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-"
+           "\U000104D3\U000104D8-\U000104FB\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF\U0001E900-"
+           "\U0001E943]+"),
         re(R"(\s?[!-/:-~！-／：-～‘-‟　-。]+)"), re(R"(\s+$)"), re("[一-龥ࠀ-一가-퟿]+"), re(R"(\p{N}+)")}},
       {"deepseek-coder",
        {re(R"([\r\n])"), re(R"(\s?\p{L}+)"), re(R"(\s?\p{P}+)"), re("[一-龥ࠀ-一가-퟿]+"), re(R"(\p{N})")}},
@@ -148,17 +158,20 @@ std::vector<RuleSpec> rule_specs() {
         re(R"(\p{N})")}},
       {"bloom", {re(R"( ?[^(\s|.,!?…。，、।۔،)]+)")}},
       {"viking", {re(R"( ?[^(\s|.,!?…。，、।۔،)]+)"), re(R"(\p{N})")}},
-      {"tekken", {re(WEFT_CASED_WORDS("") R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)")}, true, true},
+      {"tekken",
+       {re(WEFT_CASED_WORDS("") R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)")},
+       true,
+       true},
       {"gpt-4o",
-       {re(WEFT_CASED_WORDS(WEFT_CONTRACTIONS "?") R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)")}},
+       {re(WEFT_CASED_WORDS(WEFT_CONTRACTIONS
+                            "?") R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)")}},
       {"chameleon",
-       {re("<sentinel:[0-9]+>"), re("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z"), re(R"(([\t\n]|    |  ))"),
-        re(R"(\p{N})"), re(R"([\p{P}!-/:-@\[-`{-~])"), kGpt2},
+       {re("<sentinel:[0-9]+>"), re("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z"), re(R"(([\t\n]|    |  ))"), re(R"(\p{N})"),
+        re(R"([\p{P}!-/:-@\[-`{-~])"), kGpt2},
        false,
        true},
       {"seed-coder",
-       {re(WEFT_CONTRACTIONS
-           R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)")}},
+       {re(WEFT_CONTRACTIONS R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)")}},
       {"qwen35",
        {re(WEFT_CONTRACTIONS
            R"(|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)")}},

@@ -124,7 +124,7 @@ std::string normalize(const TokenizerData& d, std::string_view text) {
     }
     const Cp c = split_utf8(rest.substr(0, std::min<size_t>(4, rest.size())))[0];
     put(c.cp == 0xFFFD && c.len == 1 && static_cast<unsigned char>(rest[0]) >= 0x80 ? "\xEF\xBF\xBD"
-                                                                                       : rest.substr(0, c.len));
+                                                                                    : rest.substr(0, c.len));
     pos += c.len;
   }
   return out;

@@ -225,7 +225,8 @@ TEST(TokenizerBpe, PreTokenizerNames) {
     return std::make_pair(std::string(d.pre->name), d.warning.empty());
   };
   using R = std::pair<std::string, bool>;
-  for (const char* name : {"gpt2", "gpt-2", "phi-2", "mpt", "olmo", "jais"}) EXPECT_EQ(rule_of(name), R("gpt2", true)) << name;
+  for (const char* name : {"gpt2", "gpt-2", "phi-2", "mpt", "olmo", "jais"})
+    EXPECT_EQ(rule_of(name), R("gpt2", true)) << name;
   for (const char* name : {"llama-bpe", "llama3", "llama-v3"}) EXPECT_EQ(rule_of(name), R("llama3", true)) << name;
   for (const char* name : {"dbrx", "smaug-bpe"}) EXPECT_EQ(rule_of(name), R("llama3-merges", true)) << name;
   for (const char* name : {"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"})
@@ -234,8 +235,8 @@ TEST(TokenizerBpe, PreTokenizerNames) {
     EXPECT_EQ(rule_of(name), R("digits-gpt2", true)) << name;
   for (const char* name : {"gpt-4o", "llama4"}) EXPECT_EQ(rule_of(name), R("gpt-4o", true)) << name;
   for (const char* name : {"bloom", "poro-chat"}) EXPECT_EQ(rule_of(name), R("bloom", true)) << name;
-  for (const char* name : {"falcon", "deepseek-llm", "deepseek-coder", "deepseek-v3", "tekken", "viking", "chameleon",
-                           "seed-coder"})
+  for (const char* name :
+       {"falcon", "deepseek-llm", "deepseek-coder", "deepseek-v3", "tekken", "viking", "chameleon", "seed-coder"})
     EXPECT_EQ(rule_of(name), R(name, true)) << name;
   for (const char* name : {"", "default"}) EXPECT_EQ(rule_of(name), R("default", false)) << name;
   for (const char* name : {"SMOLLM", "kimi-k2", "no-such-thing"}) EXPECT_EQ(rule_of(name), R("gpt2", false)) << name;

@@ -80,7 +80,9 @@ TEST(TokenizerBert, KeysAndDecode) {
 
   weft::GgufWriter none;  // no [UNK] anywhere: refused
   none.set_string("tokenizer.ggml.model", "bert");
-  none.set_array("tokenizer.ggml.tokens", std::vector<std::string>{"\xE2\x96\x81" "a", "b"});
+  none.set_array("tokenizer.ggml.tokens", std::vector<std::string>{"\xE2\x96\x81"
+                                                                   "a",
+                                                                   "b"});
   try {
     load(none, "bert_nounk");
     ADD_FAILURE() << "accepted a bert vocabulary without [UNK]";

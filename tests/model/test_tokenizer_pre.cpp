@@ -93,8 +93,8 @@ TEST(TokenizerPre, RegexSubset) {
   EXPECT_EQ(match(R"(\s+(?=x))", "   x"), 3);
   EXPECT_EQ(match(R"(\s+$)", "   "), 3);
   EXPECT_EQ(match(R"(\s+$)", "  a"), -1);
-  EXPECT_EQ(match(R"(ab|a)", "ab"), 2);      // the first alternative that matches,
-  EXPECT_EQ(match(R"(a|ab)", "ab"), 1);      // not the longest
+  EXPECT_EQ(match(R"(ab|a)", "ab"), 2);  // the first alternative that matches,
+  EXPECT_EQ(match(R"(a|ab)", "ab"), 1);  // not the longest
   EXPECT_EQ(match(R"((?:a|b)+c)", "abbac"), 5);
   EXPECT_EQ(match(R"([^\s\p{L}]+)", "!?x"), 2);
   EXPECT_EQ(match(R"([\p{Lu}]+)", "ÀBc"), 2);
@@ -111,8 +111,9 @@ TEST(TokenizerPre, RegexSubset) {
 }
 
 TEST(TokenizerPre, RegexRefusesWhatItCannotRun) {
-  for (const char* bad : {"(?i:a)", "a+?", "a++", "(?:(?=a))*", R"(\d)", R"(\w)", R"(\b)", "(a*)*", "(?:a?)+", "[z-a]", "(a",
-                          "a)", "[ab", R"(\p{Xx})", R"([\S])", "a{2000}", "^a", ".", "a{3,1}", "*a"}) {
+  for (const char* bad :
+       {"(?i:a)", "a+?", "a++", "(?:(?=a))*", R"(\d)",   R"(\w)",   R"(\b)", "(a*)*", "(?:a?)+", "[z-a]",
+        "(a",     "a)",  "[ab", R"(\p{Xx})",  R"([\S])", "a{2000}", "^a",    ".",     "a{3,1}",  "*a"}) {
     try {
       CpRegex re(bad);
       ADD_FAILURE() << "accepted " << bad;

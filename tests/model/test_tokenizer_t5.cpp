@@ -134,9 +134,9 @@ TEST(TokenizerT5, HostileScoresStillEncode) {
   const std::string S = "\xE2\x96\x81";
   const std::vector<std::string> tokens = {"<pad>", "</s>", "<unk>", S, "a", S + "a", "b", std::string(5000, 'a')};
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  for (const std::vector<float>& scores : {std::vector<float>{0, 0, 0, nan, nan, nan, -1, 0},
-                                           std::vector<float>{0, 0, 0, -inf, inf, -inf, nan, inf},
-                                           std::vector<float>{0, 0, 0, -inf, -inf, -inf, -inf, -inf}}) {
+  for (const std::vector<float>& scores :
+       {std::vector<float>{0, 0, 0, nan, nan, nan, -1, 0}, std::vector<float>{0, 0, 0, -inf, inf, -inf, nan, inf},
+        std::vector<float>{0, 0, 0, -inf, -inf, -inf, -inf, -inf}}) {
     weft::GgufWriter w;
     w.set_string("tokenizer.ggml.model", "t5");
     w.set_array("tokenizer.ggml.tokens", tokens);
