@@ -1,6 +1,7 @@
-// What tokenizer.cpp shares with the two encoders (tokenizer_spm.cpp,
-// tokenizer_bpe.cpp) and the code point table (tokenizer_unicode.cpp). Not
-// part of the public API. Everything here is filled once by
+// What tokenizer.cpp shares with the four encoders (tokenizer_spm.cpp,
+// tokenizer_bpe.cpp with the pre-tokenizers of tokenizer_pre.cpp,
+// tokenizer_wpm.cpp, tokenizer_ugm.cpp) and the code point table
+// (tokenizer_unicode.cpp). Not part of the public API. Everything here is filled once by
 // Tokenizer::from_gguf and read-only afterwards, so encoding from several
 // threads needs no locks.
 #pragma once
