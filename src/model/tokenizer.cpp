@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "tokenizer_impl.h"
+#include "tokenizer_pre.h"
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 
@@ -100,7 +101,51 @@ bool is_ascii_space(char c) {
 }
 
 std::vector<int32_t> encode_plain(const TokenizerData& d, std::string_view text) {
-  return d.kind == TokenizerKind::spm ? detail::spm_encode(d, text) : detail::bpe_encode(d, text);
+  switch (d.kind) {
+    case TokenizerKind::spm: return detail::spm_encode(d, text);
+    case TokenizerKind::bpe: return detail::bpe_encode(d, text);
+    case TokenizerKind::wpm: return detail::wpm_encode(d, text);
+    case TokenizerKind::ugm: return detail::ugm_encode(d, text);
+  }
+  return {};
+}
+
+// An id llama.cpp assumes for a bert or t5 file without the key, when the
+// vocabulary has it.
+int32_t default_id(int32_t id, int32_t fallback, size_t n) {
+  return id >= 0 ? id : static_cast<size_t>(fallback) < n ? fallback : -1;
+}
+
+// The keys of bert (WordPiece) and t5 (Unigram) files beyond the common ones,
+// with llama.cpp's defaults: bert's [CLS] 101 as bos, [UNK] 100, [SEP] 102,
+// bos and sep added; t5's </s> 1 as eos, <unk> 2, eos added.
+void load_wpm_ugm(const GgufFile& f, TokenizerData& d) {
+  const size_t n = d.tokens.size();
+  const bool bert = d.kind == TokenizerKind::wpm;
+  if (bert) {
+    d.bos = default_id(d.bos >= 0 ? d.bos : read_id(f, "tokenizer.ggml.cls_token_id", n), 101, n);
+    d.unk = default_id(d.unk, 100, n);
+    d.sep = default_id(d.sep, 102, n);
+    d.lowercase = f.get_bool("tokenizer.ggml.normalizer.lowercase").value_or(true);
+    d.strip_accents = f.get_bool("tokenizer.ggml.normalizer.strip_accents").value_or(d.lowercase);
+    for (const std::string& t : d.tokens) d.max_token_len = std::max(d.max_token_len, t.size());
+  } else {
+    d.eos = default_id(d.eos, 1, n);
+    d.unk = default_id(d.unk, 2, n);
+    d.remove_extra_whitespaces = f.get_bool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
+    if (const GgufValue* v = f.find("tokenizer.ggml.precompiled_charsmap")) {
+      if (v->type != GgufType::array || (v->arr.elem_type() != GgufType::u8 && v->arr.elem_type() != GgufType::i8))
+        fail(ErrorKind::invalid_input, kWhere, "tokenizer.ggml.precompiled_charsmap is not an array of bytes");
+      const auto bytes = v->arr.bytes();
+      d.charsmap.assign(reinterpret_cast<const char*>(bytes.data()),
+                        reinterpret_cast<const char*>(bytes.data()) + bytes.size());
+    }
+  }
+  if (d.unk < 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         std::string("a ") + (bert ? "bert" : "t5") + " tokenizer needs tokenizer.ggml.unknown_token_id");
+  d.add_sep = f.get_bool("tokenizer.ggml.add_sep_token").value_or(bert) && d.sep >= 0;
+  d.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(!bert) && d.eos >= 0;
 }
 
 }  // namespace
@@ -112,8 +157,13 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
     d->kind = TokenizerKind::spm;
   } else if (model == "gpt2") {
     d->kind = TokenizerKind::bpe;
+  } else if (model == "bert") {
+    d->kind = TokenizerKind::wpm;
+  } else if (model == "t5") {
+    d->kind = TokenizerKind::ugm;
   } else {
-    fail(ErrorKind::invalid_input, kWhere, "tokenizer.ggml.model '" + model + "' is not supported (llama, gpt2)");
+    fail(ErrorKind::invalid_input, kWhere,
+         "tokenizer.ggml.model '" + model + "' is not supported (llama, gpt2, bert, t5)");
   }
 
   auto tokens = f.get_array_strings("tokenizer.ggml.tokens");
@@ -152,6 +202,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   d->bos = read_id(f, "tokenizer.ggml.bos_token_id", n);
   d->eos = read_id(f, "tokenizer.ggml.eos_token_id", n);
   d->unk = read_id(f, "tokenizer.ggml.unknown_token_id", n);
+  d->sep = read_id(f, "tokenizer.ggml.seperator_token_id", n);  // llama.cpp's spelling
+  if (d->kind == TokenizerKind::wpm || d->kind == TokenizerKind::ugm) load_wpm_ugm(f, *d);
   d->eot = read_id(f, "tokenizer.ggml.eot_token_id", n);
   d->eom = read_id(f, "tokenizer.ggml.eom_token_id", n);
   if (d->eot < 0) d->eot = find_named(*d, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>"});
@@ -164,9 +216,11 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   d->eog.erase(std::unique(d->eog.begin(), d->eog.end()), d->eog.end());
   index_specials(*d, is_phi3(f, d->kind));
   d->add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(d->kind == TokenizerKind::spm);
+  if (d->kind == TokenizerKind::ugm) detail::ugm_load(*d);
   // llama.cpp's defaults when the key is absent: SentencePiece files and
-  // Llama 3's BPE add bos, other BPE files do not.
-  const bool bos_by_default = d->kind == TokenizerKind::spm || d->pre == detail::PreTokenizer::llama3;
+  // some BPE rules (Llama 3's, Tekken's) add bos, other BPE files do not.
+  const bool bos_by_default =
+      d->kind == TokenizerKind::spm || d->kind == TokenizerKind::wpm || (d->pre && d->pre->add_bos);
   d->add_bos = d->bos >= 0 && f.get_bool("tokenizer.ggml.add_bos_token").value_or(bos_by_default);
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(d)));
 }
@@ -212,12 +266,25 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
   return out;
 }
 
+std::vector<int32_t> Tokenizer::encode_with_specials(std::string_view text, bool parse_special) const {
+  std::vector<int32_t> out = encode(text, add_bos(), parse_special);
+  if (d_->add_sep) out.push_back(d_->sep);
+  if (d_->add_eos) out.push_back(d_->eos);
+  return out;
+}
+
 std::string Tokenizer::decode_token(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= d_->tokens.size())
     fail(ErrorKind::invalid_input, "tokenizer.decode",
          "token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(d_->tokens.size()));
   if (d_->types[id] == static_cast<int32_t>(TokenType::control)) return {};
-  return d_->kind == TokenizerKind::spm ? detail::spm_decode_token(*d_, id) : detail::bpe_decode_token(*d_, id);
+  switch (d_->kind) {
+    case TokenizerKind::spm: return detail::spm_decode_token(*d_, id);
+    case TokenizerKind::bpe: return detail::bpe_decode_token(*d_, id);
+    case TokenizerKind::wpm: return detail::wpm_decode_token(*d_, id);
+    case TokenizerKind::ugm: return detail::ugm_decode_token(*d_, id);
+  }
+  return {};
 }
 
 const std::string& Tokenizer::token_text(int32_t id) const {
@@ -235,9 +302,10 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
     if (piece.empty()) continue;
     // SentencePiece: the prefix space belongs to the first word only when the
     // encoder added it, and decode() always starts at the beginning of a text.
-    if (first && d_->kind == TokenizerKind::spm && d_->add_space_prefix && piece[0] == ' ' &&
-        d_->has_type(id, TokenType::normal))
-      piece.erase(0, 1);
+    // WordPiece: a word's first piece decodes with the space before it.
+    const bool prefixed = d_->kind == TokenizerKind::wpm ||
+                          ((d_->kind == TokenizerKind::spm || d_->kind == TokenizerKind::ugm) && d_->add_space_prefix);
+    if (first && prefixed && piece[0] == ' ' && d_->has_type(id, TokenType::normal)) piece.erase(0, 1);
     first = false;
     out += piece;
   }

@@ -1,11 +1,10 @@
 // GPT-2 byte-level BPE (tokenizer.ggml.model = gpt2): the text is split by
-// the pre-tokenizer's pattern (written out by hand below, no regex library;
-// code point classes from the table in tokenizer_unicode.cpp), each piece's bytes are
+// the pre-tokenizer's rule (tokenizer_pre.cpp), each piece's bytes are
 // mapped to printable characters by the GPT-2 byte-to-unicode table, and
 // adjacent symbols are merged lowest rank first, leftmost on ties
-// (tokenizer.ggml.merges, "a b"). With llama3's pre-tokenizer a piece that is
-// a token as a whole is that token without merging (ignore_merges, as in the
-// Llama 3 tokenizer.json and llama.cpp).
+// (tokenizer.ggml.merges, "a b"). With some rules (llama3's, tekken's) a
+// piece that is a token as a whole is that token without merging
+// (ignore_merges, as in those models' tokenizer.json and llama.cpp).
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -13,6 +12,7 @@
 #include <span>
 
 #include "tokenizer_impl.h"
+#include "tokenizer_pre.h"
 #include "weft/core/error.h"
 
 namespace weft::model::detail {
@@ -39,13 +39,7 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
-// One code point per entry with its byte span and class; an invalid byte
-// stands alone (code point 0xFFFD for classification, its own byte for output).
-struct Cp {
-  uint32_t cp;
-  size_t pos, len;
-  CpClass cls;
-};
+}  // namespace
 
 std::vector<Cp> split_utf8(std::string_view s) {
   std::vector<Cp> out;
@@ -70,95 +64,21 @@ std::vector<Cp> split_utf8(std::string_view s) {
       cp = 0xFFFD;
       len = 1;
     }
-    out.push_back({cp, i, len, cp_class(cp)});
+    const uint8_t props = cp_props(cp);
+    out.push_back({cp, i, len, props, cp_class_of(props)});
     i += len;
   }
   return out;
 }
 
-}  // namespace
-
-CpClass cp_class(uint32_t cp) {
-  if (cp > 0x10FFFF) return CpClass::other;
+uint8_t cp_props(uint32_t cp) {
+  if (cp > 0x10FFFF) return 0;
   const uint32_t* end = kCodePointRuns + kCodePointRunCount;
-  const uint32_t* run = std::upper_bound(kCodePointRuns, end, (cp << 2) | 3) - 1;  // entry 0 starts at 0
-  return static_cast<CpClass>(*run & 3);
+  const uint32_t* run = std::upper_bound(kCodePointRuns, end, (cp << 5) | 31) - 1;  // entry 0 starts at 0
+  return static_cast<uint8_t>(*run & 31);
 }
 
 namespace {
-
-uint32_t lower_ascii(uint32_t c) {
-  return c >= 'A' && c <= 'Z' ? c + 32 : c;
-}
-
-// --- pre-tokenizers ---------------------------------------------------------
-
-// 's 't 're 've 'm 'll 'd at i: the match length, or 0.
-size_t match_contraction(std::span<const Cp> t, size_t i, bool ignore_case) {
-  if (t[i].cp != '\'' || i + 1 >= t.size()) return 0;
-  auto at = [&](size_t k) { return k < t.size() ? (ignore_case ? lower_ascii(t[k].cp) : t[k].cp) : 0u; };
-  uint32_t a = at(i + 1), b = at(i + 2);
-  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
-  if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-  return 0;
-}
-
-// The whitespace alternatives shared by all patterns, at a space code point i:
-// \s+(?!\S) then \s+ (llama3/qwen2 first try \s*[\r\n]+).
-size_t match_space(std::span<const Cp> t, size_t i, bool newline_rule) {
-  size_t end = i;
-  while (end < t.size() && t[end].cls == CpClass::space) ++end;
-  if (newline_rule) {
-    size_t last_nl = 0;
-    for (size_t k = i; k < end; ++k)
-      if (t[k].cp == '\r' || t[k].cp == '\n') last_nl = k + 1;
-    if (last_nl) return last_nl - i;
-  }
-  if (end == t.size() || end - i == 1) return end - i;  // (?!\S) holds at the end; a single space falls to \s+
-  return end - 1 - i;                                   // leave the last space for the next word
-}
-
-// gpt2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-size_t match_gpt2(std::span<const Cp> t, size_t i) {
-  if (size_t n = match_contraction(t, i, false)) return n;
-  size_t j = i + (t[i].cp == ' ' && i + 1 < t.size() ? 1 : 0);
-  const CpClass cls = t[j].cls;
-  if (cls != CpClass::space) {
-    size_t k = j;
-    while (k < t.size() && t[k].cls == cls) ++k;
-    return k - i;
-  }
-  return match_space(t, i, false);
-}
-
-// llama3 (digits 3 at a time) and qwen2 (digits 1 at a time):
-// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-size_t match_llama3(std::span<const Cp> t, size_t i, size_t max_digits) {
-  const size_t n = t.size();
-  if (size_t m = match_contraction(t, i, true)) return m;
-  const uint32_t c = t[i].cp;
-  const CpClass cls = t[i].cls;
-  size_t j = i;
-  if (cls != CpClass::letter && cls != CpClass::number && c != '\r' && c != '\n' && i + 1 < n &&
-      t[i + 1].cls == CpClass::letter)
-    j = i + 1;
-  if (t[j].cls == CpClass::letter) {
-    while (j < n && t[j].cls == CpClass::letter) ++j;
-    return j - i;
-  }
-  if (cls == CpClass::number) {
-    size_t k = i;
-    while (k < n && k - i < max_digits && t[k].cls == CpClass::number) ++k;
-    return k - i;
-  }
-  j = i + (c == ' ' && i + 1 < n ? 1 : 0);
-  if (t[j].cls == CpClass::other) {
-    while (j < n && t[j].cls == CpClass::other) ++j;
-    while (j < n && (t[j].cp == '\r' || t[j].cp == '\n')) ++j;
-    return j - i;
-  }
-  return match_space(t, i, true);
-}
 
 // --- the GPT-2 byte <-> unicode table ---------------------------------------
 
@@ -180,37 +100,6 @@ struct ByteTable {
 const ByteTable& byte_table() {
   static const ByteTable table;  // constant after its (thread-safe) construction
   return table;
-}
-
-// Calls fn(piece) for each piece of text in order; the pieces cover text.
-template <typename Fn>
-void for_each_piece(std::string_view text, PreTokenizer pre, Fn&& fn) {
-  const std::vector<Cp> t = split_utf8(text);
-  size_t run_end = 0;  // digits_gpt2: the end of the run without \p{N} that i is in
-  for (size_t i = 0; i < t.size();) {
-    size_t n = 0;
-    switch (pre) {
-      case PreTokenizer::gpt2: n = match_gpt2(t, i); break;
-      case PreTokenizer::llama3:
-      case PreTokenizer::qwen2: n = match_llama3(t, i, pre == PreTokenizer::qwen2 ? 1 : 3); break;
-      case PreTokenizer::digits_gpt2:
-        // \p{N} first: each number code point is a piece, and the gpt2
-        // pattern splits each run between them as a text of its own (so
-        // \s+(?!\S) sees the run's end as the end of text).
-        if (t[i].cls == CpClass::number) {
-          n = 1;
-          break;
-        }
-        if (run_end <= i)
-          for (run_end = i; run_end < t.size() && t[run_end].cls != CpClass::number;) ++run_end;
-        n = match_gpt2(std::span<const Cp>(t).first(run_end), i);
-        break;
-    }
-    if (n == 0) n = 1;  // cannot happen with these patterns; never loop
-    const size_t pos = t[i].pos, end = t[i + n - 1].pos + t[i + n - 1].len;
-    fn(text.substr(pos, end - pos));
-    i += n;
-  }
 }
 
 // --- merging ----------------------------------------------------------------
@@ -282,39 +171,6 @@ void merge_piece(const TokenizerData& d, std::string_view piece, std::vector<Nod
   for (int32_t k = nodes.empty() ? -1 : 0; k >= 0; k = nodes[k].next) emit_symbol(d, nodes[k].sym, out);
 }
 
-// tokenizer.ggml.pre names with the split llama.cpp (src/llama-vocab.cpp)
-// gives them; "gpt2" is weft's own name for GPT-2's pattern.
-struct PreTokenizerName {
-  std::string_view name;
-  PreTokenizer pre;
-};
-constexpr PreTokenizerName kPreTokenizerNames[] = {
-    {"gpt2", PreTokenizer::gpt2},
-    {"gpt-2", PreTokenizer::gpt2},
-    {"phi-2", PreTokenizer::gpt2},
-    {"mpt", PreTokenizer::gpt2},
-    {"olmo", PreTokenizer::gpt2},
-    {"llama-bpe", PreTokenizer::llama3},
-    {"llama3", PreTokenizer::llama3},
-    {"llama-v3", PreTokenizer::llama3},
-    {"qwen2", PreTokenizer::qwen2},
-    {"deepseek-r1-qwen", PreTokenizer::qwen2},
-    {"stablelm2", PreTokenizer::qwen2},
-    {"smollm", PreTokenizer::digits_gpt2},
-    {"starcoder", PreTokenizer::digits_gpt2},
-    {"refact", PreTokenizer::digits_gpt2},
-    {"command-r", PreTokenizer::digits_gpt2},
-    {"codeshell", PreTokenizer::digits_gpt2},
-    {"exaone", PreTokenizer::digits_gpt2},
-    {"minerva-7b", PreTokenizer::digits_gpt2},
-};
-
-const PreTokenizerName* find_pre_tokenizer(std::string_view name) {
-  for (const PreTokenizerName& p : kPreTokenizerNames)
-    if (p.name == name) return &p;
-  return nullptr;
-}
-
 }  // namespace
 
 void bpe_load(TokenizerData& d, const std::vector<std::string>& merges, const std::string& pre) {
@@ -348,23 +204,21 @@ void bpe_load(TokenizerData& d, const std::vector<std::string>& merges, const st
     d.merges.emplace(TokenizerData::pair_key(left, right), BpeMerge{static_cast<int32_t>(i), result});  // first wins
   }
 
-  d.pre = PreTokenizer::gpt2;
   d.warning.clear();
-  if (const PreTokenizerName* known = find_pre_tokenizer(pre)) {
-    d.pre = known->pre;
-  } else {
+  d.pre = find_pre_tokenizer(pre);
+  if (!d.pre) {
+    // As llama.cpp: its own "default" rule for a file without the key (or
+    // with "default"); for a name it does not know llama.cpp refuses the
+    // file, weft splits as GPT-2 does.
+    const bool unnamed = pre.empty() || pre == "default";
+    d.pre = unnamed ? &default_pre_tokenizer() : &unknown_pre_tokenizer();
     const std::string what = pre.empty()        ? "the file has no tokenizer.ggml.pre"
                              : pre == "default" ? "tokenizer.ggml.pre 'default' does not name the model's pre-tokenizer"
                                                 : "tokenizer.ggml.pre '" + pre + "' is not known to weft";
-    d.warning = what + ": using gpt2's pre-tokenizer, so tokens may differ from the model's own";
+    d.warning = what + ": using " + (unnamed ? "llama.cpp's default" : "gpt2's") +
+                " pre-tokenizer, so tokens may differ from the model's own";
   }
-  d.ignore_merges = d.pre == PreTokenizer::llama3;
-}
-
-std::vector<std::string> bpe_pretokenize(std::string_view text, PreTokenizer pre) {
-  std::vector<std::string> out;
-  for_each_piece(text, pre, [&](std::string_view piece) { out.emplace_back(piece); });
-  return out;
+  d.ignore_merges = d.pre->ignore_merges;
 }
 
 std::vector<int32_t> bpe_encode(const TokenizerData& d, std::string_view text) {
@@ -372,7 +226,7 @@ std::vector<int32_t> bpe_encode(const TokenizerData& d, std::string_view text) {
   std::vector<int32_t> out;
   std::vector<Node> nodes;
   std::string mapped;
-  for_each_piece(text, d.pre, [&](std::string_view piece) {
+  for_each_piece(text, *d.pre, [&](std::string_view piece) {
     if (d.ignore_merges) {
       mapped.clear();
       for (char c : piece) mapped += table.to_unicode[static_cast<unsigned char>(c)];

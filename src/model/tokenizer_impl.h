@@ -1,6 +1,7 @@
-// What tokenizer.cpp shares with the two encoders (tokenizer_spm.cpp,
-// tokenizer_bpe.cpp) and the code point table (tokenizer_unicode.cpp). Not
-// part of the public API. Everything here is filled once by
+// What tokenizer.cpp shares with the four encoders (tokenizer_spm.cpp,
+// tokenizer_bpe.cpp with the pre-tokenizers of tokenizer_pre.cpp,
+// tokenizer_wpm.cpp, tokenizer_ugm.cpp) and the code point table
+// (tokenizer_unicode.cpp). Not part of the public API. Everything here is filled once by
 // Tokenizer::from_gguf and read-only afterwards, so encoding from several
 // threads needs no locks.
 #pragma once
@@ -16,14 +17,9 @@
 namespace weft::model::detail {
 
 enum class TokenType : int32_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
-enum class TokenizerKind { spm, bpe };
-// The pre-tokenizer splits of bpe_load's table (tokenizer_bpe.cpp):
-//   gpt2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//   llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
-//           | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-//   qwen2:  llama3's with \p{N} for \p{N}{1,3}
-//   digits_gpt2: each \p{N} alone, then gpt2's on each run between them
-enum class PreTokenizer { gpt2, llama3, qwen2, digits_gpt2 };
+// spm: tokenizer.ggml.model llama; bpe: gpt2; wpm: bert (WordPiece); ugm: t5 (Unigram).
+enum class TokenizerKind { spm, bpe, wpm, ugm };
+struct PreTokenizerRule;  // tokenizer_pre.cpp: how a gpt2 file's text is split before merging
 
 // Hashes std::string and std::string_view alike, so maps keyed by string can
 // be searched with a view (no allocation per lookup).
@@ -65,12 +61,27 @@ struct TokenizerData {
   // merge names that are not tokens (extra_symbols[id - tokens.size()]).
   // merges maps pair_key(left, right) to the merge; byte_symbols[b] is the
   // symbol of byte b's printable stand-in.
-  PreTokenizer pre = PreTokenizer::gpt2;
-  std::string warning;         // Tokenizer::warning(): set when tokenizer.ggml.pre is not known
-  bool ignore_merges = false;  // a piece that is a token as a whole is that token (llama3)
+  const PreTokenizerRule* pre = nullptr;  // set by bpe_load
+  std::string warning;                    // Tokenizer::warning(): set when tokenizer.ggml.pre is not known
+  bool ignore_merges = false;             // a piece that is a token as a whole is that token (llama3)
   std::unordered_map<uint64_t, BpeMerge> merges;
   std::vector<std::string> extra_symbols;
   std::array<int32_t, 256> byte_symbols{};
+
+  // wpm: BERT's normalizer options (tokenizer.ggml.normalizer.*); the
+  // longest token in bytes (wpm, ugm).
+  bool lowercase = true, strip_accents = true;
+  size_t max_token_len = 0;
+  // wpm and ugm: the separator and whether encode_special adds it and eos.
+  int32_t sep = -1;
+  bool add_sep = false, add_eos = false;
+  // ugm: tokenizer.ggml.precompiled_charsmap as the file holds it (checked by
+  // ugm_load), its double array's node count, the score of an unknown code
+  // point, and tokenizer.ggml.remove_extra_whitespaces.
+  std::vector<char> charsmap;
+  size_t xcda_size = 0;
+  double unknown_score = 0;
+  bool remove_extra_whitespaces = false;
 
   // Control, user-defined and unknown tokens by their text's first byte,
   // longest first (for encode); whether any is user-defined.
@@ -96,17 +107,62 @@ inline size_t utf8_len(unsigned char c) {
   return 1;
 }
 
-// The classes the pre-tokenizer patterns name: \p{L}, \p{N}, \s (Unicode
-// White_Space), and everything else. Exact for the Unicode version named in
-// tokenizer_unicode.cpp.
-enum class CpClass : uint8_t { other = 0, letter = 1, number = 2, space = 3 };
-CpClass cp_class(uint32_t cp);
+// The Unicode properties the pre-tokenizer patterns name: a code point's
+// general category (\p{Lu} ... \p{S}; \p{M} is Mn, or Mc and Me together;
+// other is C* and Z*, and since every Z* code point is White_Space, other
+// without White_Space is exactly C*) and whether it is White_Space (\s).
+// Exact for the Unicode version named in tokenizer_unicode.cpp.
+enum class CpCategory : uint8_t {
+  other = 0,
+  Lu = 1,
+  Ll = 2,
+  Lt = 3,
+  Lm = 4,
+  Lo = 5,
+  Mn = 6,
+  N = 7,
+  P = 8,
+  S = 9,
+  Mc_Me = 10
+};
+constexpr uint8_t kWhiteSpaceBit = 16;
+// The category in the low four bits, kWhiteSpaceBit when White_Space.
+uint8_t cp_props(uint32_t cp);
+inline CpCategory cp_category(uint8_t props) {
+  return static_cast<CpCategory>(props & 15);
+}
+inline bool cp_is_letter(uint8_t props) {
+  const auto c = cp_category(props);
+  return c >= CpCategory::Lu && c <= CpCategory::Lo;
+}
 
-// The table behind cp_class (generated into tokenizer_unicode.cpp): sorted
-// entries (first << 2) | class, each starting a run of code points of that
-// class that lasts until the next entry's first; the first entry starts at 0.
+// The classes the gpt2/llama3 patterns name: \p{L}, \p{N}, \s, and
+// everything else.
+enum class CpClass : uint8_t { other = 0, letter = 1, number = 2, space = 3 };
+inline CpClass cp_class_of(uint8_t props) {
+  return cp_is_letter(props)                   ? CpClass::letter
+         : cp_category(props) == CpCategory::N ? CpClass::number
+         : (props & kWhiteSpaceBit)            ? CpClass::space
+                                               : CpClass::other;
+}
+
+// The table behind cp_props (generated into tokenizer_unicode.cpp): sorted
+// entries (first << 5) | props, each starting a run of code points with
+// those properties that lasts until the next entry's first; the first entry
+// starts at 0.
 extern const uint32_t kCodePointRuns[];
 extern const size_t kCodePointRunCount;
+
+// One code point of a text with its byte span and properties; an invalid
+// byte stands alone (code point 0xFFFD for classification, its own byte for
+// output).
+struct Cp {
+  uint32_t cp;
+  size_t pos, len;
+  uint8_t props;
+  CpClass cls;
+};
+std::vector<Cp> split_utf8(std::string_view s);
 
 // Encodes text with no special tokens in it. spm adds the space prefix when
 // d.add_space_prefix and merges into normal and user-defined tokens only (as
@@ -114,14 +170,23 @@ extern const size_t kCodePointRunCount;
 std::vector<int32_t> spm_encode(const TokenizerData& d, std::string_view text);
 std::string spm_decode_token(const TokenizerData& d, int32_t id);
 
+// WordPiece (tokenizer_wpm.cpp): d.unk must be a token.
+std::vector<int32_t> wpm_encode(const TokenizerData& d, std::string_view text);
+std::string wpm_decode_token(const TokenizerData& d, int32_t id);
+
+// Unigram (tokenizer_ugm.cpp): ugm_load checks d.charsmap's header and sets
+// the scores and lengths ugm_encode needs (throws Error(invalid_input));
+// d.unk must be a token.
+void ugm_load(TokenizerData& d);
+std::vector<int32_t> ugm_encode(const TokenizerData& d, std::string_view text);
+std::string ugm_decode_token(const TokenizerData& d, int32_t id);
+
 // Reads tokenizer.ggml.merges and tokenizer.ggml.pre into d (tokens and ids
 // already filled); throws Error(invalid_input) for a merge that is not "a b".
-// pre is "" when the file has no tokenizer.ggml.pre; a name not in the table
-// (or "", or "default") gets gpt2's split and sets d.warning.
+// pre is "" when the file has no tokenizer.ggml.pre; "", "default" or a name
+// not in tokenizer_pre.cpp's table get a fallback rule and set d.warning.
 void bpe_load(TokenizerData& d, const std::vector<std::string>& merges, const std::string& pre);
 std::vector<int32_t> bpe_encode(const TokenizerData& d, std::string_view text);
 std::string bpe_decode_token(const TokenizerData& d, int32_t id);
-// The pre-tokenizer's split of text into pieces (exposed for tests).
-std::vector<std::string> bpe_pretokenize(std::string_view text, PreTokenizer pre);
 
 }  // namespace weft::model::detail

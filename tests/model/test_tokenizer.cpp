@@ -7,13 +7,21 @@
 #include <vector>
 
 #include "model/tokenizer_impl.h"
+#include "model/tokenizer_pre.h"
 #include "test_tokenizer_util.h"
 #include "weft/core/error.h"
 
 namespace {
 
 using namespace tokenizer_test;
-using weft::model::detail::PreTokenizer;
+using weft::model::detail::PreTokenizerRule;
+
+// The split of tokenizer.ggml.pre value pre.
+std::vector<std::string> split_by(const char* pre, std::string_view text) {
+  const PreTokenizerRule* rule = weft::model::detail::find_pre_tokenizer(pre);
+  EXPECT_NE(rule, nullptr) << pre;
+  return rule ? weft::model::detail::pretokenize(text, *rule) : std::vector<std::string>{};
+}
 
 TEST(TokenizerSpm, HelloWorldMergesByScore) {
   SpmVocab v;
@@ -162,7 +170,7 @@ TEST(TokenizerBpe, DigitsByPreTokenizer) {
 using Pieces = std::vector<std::string>;
 
 TEST(TokenizerBpe, PreTokenizerLlama3) {
-  auto split = [](const char* s) { return weft::model::detail::bpe_pretokenize(s, PreTokenizer::llama3); };
+  auto split = [](const char* s) { return split_by("llama3", s); };
   EXPECT_EQ(split("Hello world"), (Pieces{"Hello", " world"}));
   EXPECT_EQ(split("I'm here, they'LL go"), (Pieces{"I", "'m", " here", ",", " they", "'LL", " go"}));
   EXPECT_EQ(split("1234567"), (Pieces{"123", "456", "7"}));
@@ -180,8 +188,8 @@ TEST(TokenizerBpe, PreTokenizerLlama3) {
 }
 
 TEST(TokenizerBpe, PreTokenizerQwen2AndGpt2) {
-  auto qwen = [](const char* s) { return weft::model::detail::bpe_pretokenize(s, PreTokenizer::qwen2); };
-  auto gpt2 = [](const char* s) { return weft::model::detail::bpe_pretokenize(s, PreTokenizer::gpt2); };
+  auto qwen = [](const char* s) { return split_by("qwen2", s); };
+  auto gpt2 = [](const char* s) { return split_by("gpt2", s); };
   EXPECT_EQ(qwen("a 123"), (Pieces{"a", " ", "1", "2", "3"}));
   EXPECT_EQ(qwen("I'M"), (Pieces{"I", "'M"}));
   EXPECT_EQ(gpt2("I'M"), (Pieces{"I", "'", "M"}));  // gpt2's contractions are case-sensitive
@@ -193,7 +201,7 @@ TEST(TokenizerBpe, PreTokenizerQwen2AndGpt2) {
 // smollm, starcoder, ...: each \p{N} alone, then gpt2's pattern on each run
 // between them as a text of its own.
 TEST(TokenizerBpe, PreTokenizerDigitsGpt2) {
-  auto split = [](const char* s) { return weft::model::detail::bpe_pretokenize(s, PreTokenizer::digits_gpt2); };
+  auto split = [](const char* s) { return split_by("smollm", s); };
   EXPECT_EQ(split("abc 12345 de'll"), (Pieces{"abc", " ", "1", "2", "3", "4", "5", " de", "'ll"}));
   EXPECT_EQ(split("Hello world! 123"), (Pieces{"Hello", " world", "!", " ", "1", "2", "3"}));
   EXPECT_EQ(split("  multiple   spaces"), (Pieces{" ", " multiple", "  ", " spaces"}));
@@ -211,21 +219,44 @@ TEST(TokenizerBpe, PreTokenizerDigitsGpt2) {
 
 TEST(TokenizerBpe, PreTokenizerNames) {
   using weft::model::detail::TokenizerData;
-  auto pre_of = [](const std::string& name) {
+  auto rule_of = [](const std::string& name) {
     TokenizerData d;
     weft::model::detail::bpe_load(d, {}, name);
-    return std::make_pair(d.pre, d.warning.empty());
+    return std::make_pair(std::string(d.pre->name), d.warning.empty());
   };
-  for (const char* name : {"gpt2", "gpt-2", "phi-2", "mpt", "olmo"})
-    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::gpt2, true)) << name;
-  for (const char* name : {"llama-bpe", "llama3", "llama-v3"})
-    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::llama3, true)) << name;
-  for (const char* name : {"qwen2", "deepseek-r1-qwen", "stablelm2"})
-    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::qwen2, true)) << name;
+  using R = std::pair<std::string, bool>;
+  for (const char* name : {"gpt2", "gpt-2", "phi-2", "mpt", "olmo", "jais"})
+    EXPECT_EQ(rule_of(name), R("gpt2", true)) << name;
+  for (const char* name : {"llama-bpe", "llama3", "llama-v3"}) EXPECT_EQ(rule_of(name), R("llama3", true)) << name;
+  for (const char* name : {"dbrx", "smaug-bpe"}) EXPECT_EQ(rule_of(name), R("llama3-merges", true)) << name;
+  for (const char* name : {"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"})
+    EXPECT_EQ(rule_of(name), R("qwen2", true)) << name;
   for (const char* name : {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"})
-    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::digits_gpt2, true)) << name;
-  for (const char* name : {"", "default", "tekken", "SMOLLM", "deepseek-llm"})
-    EXPECT_EQ(pre_of(name), std::make_pair(PreTokenizer::gpt2, false)) << name;
+    EXPECT_EQ(rule_of(name), R("digits-gpt2", true)) << name;
+  for (const char* name : {"gpt-4o", "llama4"}) EXPECT_EQ(rule_of(name), R("gpt-4o", true)) << name;
+  for (const char* name : {"bloom", "poro-chat"}) EXPECT_EQ(rule_of(name), R("bloom", true)) << name;
+  for (const char* name :
+       {"falcon", "deepseek-llm", "deepseek-coder", "deepseek-v3", "tekken", "viking", "chameleon", "seed-coder"})
+    EXPECT_EQ(rule_of(name), R(name, true)) << name;
+  for (const char* name : {"", "default"}) EXPECT_EQ(rule_of(name), R("default", false)) << name;
+  for (const char* name : {"SMOLLM", "kimi-k2", "no-such-thing"}) EXPECT_EQ(rule_of(name), R("gpt2", false)) << name;
+}
+
+// Every pattern in the table compiles (CpRegex refuses what it cannot run),
+// and every name reaches a rule of its own name's family.
+TEST(TokenizerBpe, EveryPreTokenizerCompiles) {
+  const auto names = weft::model::detail::pre_tokenizer_names();
+  EXPECT_GE(names.size(), 80u);
+  for (const auto& [name, rule] : names) {
+    ASSERT_NE(rule, nullptr) << name;
+    EXPECT_EQ(weft::model::detail::find_pre_tokenizer(name), rule) << name;
+    EXPECT_FALSE(rule->steps.empty()) << name;
+    // A split covers its text.
+    std::string joined;
+    for (const std::string& p : weft::model::detail::pretokenize("Hi  there, I'M 12345 \u00e9t\u00e9\n\n!", *rule))
+      joined += p;
+    EXPECT_EQ(joined, "Hi  there, I'M 12345 \u00e9t\u00e9\n\n!") << name;
+  }
 }
 
 TEST(TokenizerBpe, SmollmEncodesDigitsOneByOne) {
@@ -253,7 +284,7 @@ TEST(TokenizerBpe, WarningForUnknownPreTokenizer) {
 
   const std::string deflt = load(v.writer("default"), "bpe_default")->warning();
   EXPECT_NE(deflt.find("'default'"), std::string::npos) << deflt;
-  EXPECT_NE(deflt.find("using gpt2's pre-tokenizer"), std::string::npos) << deflt;
+  EXPECT_NE(deflt.find("using llama.cpp's default pre-tokenizer"), std::string::npos) << deflt;
 
   weft::GgufWriter w;
   w.set_string("tokenizer.ggml.model", "gpt2");

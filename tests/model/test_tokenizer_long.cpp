@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "model/tokenizer_impl.h"
+#include "model/tokenizer_pre.h"
 #include "test_tokenizer_util.h"
 
 namespace {
@@ -84,7 +85,7 @@ Ids reference_encode(const BpeRefData& d, const std::string& text) {
   const auto& [ids, ranks] = maps;
   Ids out;
   for (const std::string& piece :
-       weft::model::detail::bpe_pretokenize(text, weft::model::detail::PreTokenizer::llama3)) {
+       weft::model::detail::pretokenize(text, *weft::model::detail::find_pre_tokenizer("llama3"))) {
     std::vector<std::string> sym;
     for (char c : piece) sym.push_back(byte_symbol(static_cast<unsigned char>(c)));
     std::string whole;

@@ -1,6 +1,10 @@
 // Tokenizers read from GGUF metadata (FACTS.md, "Tokenizers in GGUF"):
-// `llama` (SentencePiece-style: score-greedy merges with <0xXX> byte fallback)
-// and `gpt2` (byte-level BPE: a pre-tokenizer split, then merges by rank).
+// `llama` (SentencePiece-style: score-greedy merges with <0xXX> byte fallback),
+// `gpt2` (byte-level BPE: a pre-tokenizer split, then merges by rank),
+// `bert` (WordPiece: BERT's normalizer and word split, then the longest
+// vocabulary entries) and `t5` (Unigram: the precompiled charsmap, then the
+// segmentation with the highest total score). docs/models.md lists what
+// each was checked against.
 //
 //   auto f = weft::GgufFile::open("model.gguf");
 //   auto tok = weft::model::Tokenizer::from_gguf(*f);   // throws weft::Error
@@ -62,6 +66,12 @@ class Tokenizer {
   // encodes as "<|user|>Hi". decode() does not invert this: control tokens
   // decode to "".
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
+  // The model's input for text, as llama.cpp's tokenize with add_special
+  // makes it: bos when add_bos(), the text, then the separator when the file
+  // asks for it (tokenizer.ggml.add_sep_token; by default for `bert`: BERT's
+  // [CLS] text [SEP]) and eos when it asks for that (add_eos_token; by
+  // default for `t5`: text </s>).
+  std::vector<int32_t> encode_with_specials(std::string_view text, bool parse_special = false) const;
   // One token's bytes (control tokens give ""); throws Error(invalid_input)
   // for an id outside [0, vocab_size()).
   std::string decode_token(int32_t id) const;
@@ -76,8 +86,9 @@ class Tokenizer {
   int32_t bos() const;  // -1 when the file names none
   // Whether a text should start with bos (the encode() argument callers
   // should pass): tokenizer.ggml.add_bos_token, or when the file lacks the
-  // key, llama.cpp's default (yes for `llama` and Llama 3's `llama-bpe`, no
-  // for other gpt2 files such as Qwen2's); never without a bos token.
+  // key, llama.cpp's default (yes for `llama`, `bert` ([CLS]) and the gpt2
+  // pre-tokenizers of Llama 3, Tekken and Chameleon, no for other gpt2 files
+  // such as Qwen2's and for `t5`); never without a bos token.
   bool add_bos() const;
   int32_t eos() const;  // -1 when the file names none
   // End of turn: tokenizer.ggml.eot_token_id, or when the file has no such
@@ -97,12 +108,13 @@ class Tokenizer {
   size_t vocab_size() const;
   // What a user should be told about this tokenizer, as one sentence without
   // a trailing newline, or "" when there is nothing. Not empty when a `gpt2`
-  // file's tokenizer.ggml.pre is missing, "default" or a name weft does not
-  // know: its text is then split with GPT-2's pattern, which may differ from
-  // the model's own split, e.g. "tokenizer.ggml.pre 'foo' is not known to
-  // weft: using gpt2's pre-tokenizer, so tokens may differ from the model's
-  // own". Encoding still works. (`llama` files never warn: SentencePiece has
-  // no pre-tokenizer.)
+  // file's tokenizer.ggml.pre is missing or "default" (its text is then
+  // split as llama.cpp splits such files: its "default" rule) or a name weft
+  // does not know (split with GPT-2's pattern), which may differ from the
+  // model's own split, e.g. "tokenizer.ggml.pre 'foo' is not known to weft:
+  // using gpt2's pre-tokenizer, so tokens may differ from the model's own".
+  // Encoding still works. (`llama`, `bert` and `t5` files never warn: they
+  // have no pre-tokenizer name.)
   const std::string& warning() const;
 
  private:
