@@ -175,6 +175,30 @@ float attention_scale(const GgufFile& f, const std::string& pre, const LlamaPara
   return static_cast<float>(1.0 / std::sqrt(d));
 }
 
+// The heads' shape: kv heads dividing heads, head_dim from key_length (or
+// n_embd / n_head), equal value heads, and the rotated dims.
+void read_head_shape(const GgufFile& f, const std::string& pre, LlamaParams& p) {
+  if (p.n_head % p.n_head_kv != 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         f.path() + ": head_count " + std::to_string(p.n_head) + " is not a multiple of head_count_kv " +
+             std::to_string(p.n_head_kv));
+  const bool has_key_length = f.has(pre + "attention.key_length");
+  if (!has_key_length && p.n_embd % p.n_head != 0)
+    fail(ErrorKind::invalid_input, kWhere,
+         f.path() + ": embedding_length " + std::to_string(p.n_embd) + " is not a multiple of head_count " +
+             std::to_string(p.n_head) + " (and the file has no attention.key_length)");
+  p.head_dim = optional_positive(f, pre + "attention.key_length", p.n_embd / p.n_head);
+  const int64_t value_length = optional_positive(f, pre + "attention.value_length", p.head_dim);
+  if (value_length != p.head_dim)
+    bad_key(f, pre + "attention.value_length",
+            "= " + std::to_string(value_length) + " differs from key_length " + std::to_string(p.head_dim) +
+                " (weft runs equal key and value heads)");
+  p.n_rot = optional_positive(f, pre + "rope.dimension_count", p.head_dim);
+  if (p.n_rot % 2 != 0 || p.n_rot > p.head_dim)
+    bad_key(f, pre + "rope.dimension_count",
+            "= " + std::to_string(p.n_rot) + " must be even and <= head_dim " + std::to_string(p.head_dim));
+}
+
 }  // namespace
 
 const char* known_architectures() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3"; }
@@ -222,25 +246,7 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
     p.expert_weights_norm = info->weights_norm;
   }
 
-  if (p.n_head % p.n_head_kv != 0)
-    fail(ErrorKind::invalid_input, kWhere,
-         f.path() + ": head_count " + std::to_string(p.n_head) + " is not a multiple of head_count_kv " +
-             std::to_string(p.n_head_kv));
-  const bool has_key_length = f.has(pre + "attention.key_length");
-  if (!has_key_length && p.n_embd % p.n_head != 0)
-    fail(ErrorKind::invalid_input, kWhere,
-         f.path() + ": embedding_length " + std::to_string(p.n_embd) + " is not a multiple of head_count " +
-             std::to_string(p.n_head) + " (and the file has no attention.key_length)");
-  p.head_dim = optional_positive(f, pre + "attention.key_length", p.n_embd / p.n_head);
-  const int64_t value_length = optional_positive(f, pre + "attention.value_length", p.head_dim);
-  if (value_length != p.head_dim)
-    bad_key(f, pre + "attention.value_length",
-            "= " + std::to_string(value_length) + " differs from key_length " + std::to_string(p.head_dim) +
-                " (weft runs equal key and value heads)");
-  p.n_rot = optional_positive(f, pre + "rope.dimension_count", p.head_dim);
-  if (p.n_rot % 2 != 0 || p.n_rot > p.head_dim)
-    bad_key(f, pre + "rope.dimension_count",
-            "= " + std::to_string(p.n_rot) + " must be even and <= head_dim " + std::to_string(p.head_dim));
+  read_head_shape(f, pre, p);
 
   read_rope_scaling(f, pre, p);
   p.rope_base_swa = p.rope_base;

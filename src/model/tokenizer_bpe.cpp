@@ -21,6 +21,9 @@ namespace {
 
 // --- UTF-8 ------------------------------------------------------------------
 
+
+}  // namespace
+
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);
@@ -38,8 +41,6 @@ void append_utf8(std::string& out, uint32_t cp) {
     out += static_cast<char>(0x80 | (cp & 0x3F));
   }
 }
-
-}  // namespace
 
 std::vector<Cp> split_utf8(std::string_view s) {
   std::vector<Cp> out;

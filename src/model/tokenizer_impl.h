@@ -163,6 +163,13 @@ struct Cp {
   CpClass cls;
 };
 std::vector<Cp> split_utf8(std::string_view s);
+// Appends code point cp (<= 0x10FFFF) as UTF-8.
+void append_utf8(std::string& out, uint32_t cp);
+
+// SentencePiece's space, U+2581 ("▁"), which spm, ugm and wpm pieces carry.
+inline constexpr std::string_view kPhantomSpace = "\xE2\x96\x81";
+// t with every kPhantomSpace turned back into ' ' (a piece's text).
+std::string phantom_to_spaces(std::string_view t);
 
 // Encodes text with no special tokens in it. spm adds the space prefix when
 // d.add_space_prefix and merges into normal and user-defined tokens only (as

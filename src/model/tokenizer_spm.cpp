@@ -13,7 +13,6 @@ namespace weft::model::detail {
 
 namespace {
 
-constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
 
 // The token spelled s that merging may produce, or -1.
 int32_t find_piece(const TokenizerData& d, std::string_view s) {
@@ -43,10 +42,10 @@ std::vector<int32_t> spm_encode(const TokenizerData& d, std::string_view text) {
   if (text.empty()) return out;
   std::string s;
   s.reserve(text.size() * 3 + 3);
-  if (d.add_space_prefix) s += kSpace;
+  if (d.add_space_prefix) s += kPhantomSpace;
   for (char c : text) {
     if (c == ' ')
-      s += kSpace;
+      s += kPhantomSpace;
     else
       s += c;
   }
@@ -116,12 +115,16 @@ std::string spm_decode_token(const TokenizerData& d, int32_t id) {
       return std::string(1, static_cast<char>(hex(t[3]) * 16 + hex(t[4])));
     return t;
   }
+  return phantom_to_spaces(t);
+}
+
+std::string phantom_to_spaces(std::string_view t) {
   std::string out;
   out.reserve(t.size());
   for (size_t i = 0; i < t.size();) {
-    if (t.compare(i, kSpace.size(), kSpace) == 0) {
+    if (t.compare(i, kPhantomSpace.size(), kPhantomSpace) == 0) {
       out += ' ';
-      i += kSpace.size();
+      i += kPhantomSpace.size();
     } else {
       out += t[i++];
     }

@@ -26,7 +26,6 @@ namespace weft::model::detail {
 
 namespace {
 
-constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
 constexpr const char* kWhere = "tokenizer";
 // Pieces longer than this are never matched: Viterbi tries every length up
 // to the longest piece at every byte, and a hostile file could name a huge
@@ -99,14 +98,14 @@ std::string normalize(const TokenizerData& d, std::string_view text) {
         if (!in_word) {
           in_word = true;
           if ((d.add_space_prefix && !prefixed) || merge) {  // with merge, one space before every word
-            out += kSpace;
+            out += kPhantomSpace;
             prefixed = true;
           }
         }
         out += c;
       } else {
         in_word = false;
-        if (!merge) out += kSpace;
+        if (!merge) out += kPhantomSpace;
       }
     }
   };
@@ -199,17 +198,7 @@ std::vector<int32_t> ugm_encode(const TokenizerData& d, std::string_view text) {
 }
 
 std::string ugm_decode_token(const TokenizerData& d, int32_t id) {
-  std::string out;
-  const std::string& t = d.tokens[static_cast<size_t>(id)];
-  for (size_t i = 0; i < t.size();) {
-    if (t.compare(i, kSpace.size(), kSpace) == 0) {
-      out += ' ';
-      i += kSpace.size();
-    } else {
-      out += t[i++];
-    }
-  }
-  return out;
+  return phantom_to_spaces(d.tokens[static_cast<size_t>(id)]);
 }
 
 }  // namespace weft::model::detail

@@ -19,26 +19,7 @@ namespace weft::model::detail {
 
 namespace {
 
-constexpr std::string_view kPhantom = "\xE2\x96\x81";  // U+2581
 constexpr size_t kMaxWordChars = 100;                  // HF WordPiece's max_input_chars_per_word
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // HF tokenizers' is_chinese_char (its range 0x2B920.. where Unicode's
 // Extension E starts at 0x2B820).
@@ -113,7 +94,7 @@ std::vector<int32_t> wpm_encode(const TokenizerData& d, std::string_view text) {
       out.push_back(d.unk);
       continue;
     }
-    word.assign(kPhantom);
+    word.assign(kPhantomSpace);
     starts.clear();
     for (uint32_t cp : cps) {
       starts.push_back(word.size());
@@ -144,7 +125,7 @@ std::vector<int32_t> wpm_encode(const TokenizerData& d, std::string_view text) {
 
 std::string wpm_decode_token(const TokenizerData& d, int32_t id) {
   const std::string& t = d.tokens[static_cast<size_t>(id)];
-  if (t.compare(0, kPhantom.size(), kPhantom) == 0) return " " + t.substr(kPhantom.size());
+  if (t.compare(0, kPhantomSpace.size(), kPhantomSpace) == 0) return " " + t.substr(kPhantomSpace.size());
   return t;
 }
 
