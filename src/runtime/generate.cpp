@@ -60,6 +60,8 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::stop_token: return "stop_token";
     case StopReason::context_full: return "context_full";
     case StopReason::callback: return "callback";
+    case StopReason::cancelled: return "cancelled";
+    case StopReason::failed: return "failed";
   }
   return "unknown";
 }

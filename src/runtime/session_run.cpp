@@ -7,15 +7,27 @@
 #include "weft/runtime/session.h"
 
 namespace weft {
-namespace {
 
-GenerationModel generation_model(const model::LlamaParams& p, int64_t n_ctx, const model::Tokenizer& tok) {
-  return {.n_vocab = p.n_vocab,
-          .n_ctx = n_ctx,
-          .is_end_of_generation = [&tok](int32_t t) { return tok.is_end_of_generation(t); }};
+GenerationModel Session::generation_model() const {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "generation_model before load");
+  const model::Tokenizer* tok = tokenizer_.get();
+  return {.n_vocab = params_.n_vocab,
+          .n_ctx = model_->n_ctx(),
+          .is_end_of_generation = [tok](int32_t t) { return tok->is_end_of_generation(t); }};
 }
 
-}  // namespace
+BatchedEval Session::batched_eval() {
+  if (!model_) fail(ErrorKind::invalid_input, options_.name, "batched_eval before load");
+  model::LlamaModel* m = model_.get();
+  return {
+      .slots = m->batch_slots(),
+      .submit = [m](int slot, std::span<const model::BatchToken> batch, int64_t n_seq) {
+        m->submit_batch(slot, batch, n_seq);
+      },
+      .finish = [m](int slot, std::vector<float>& logits) { m->finish_batch(slot, logits); },
+      .reserve = [m](int64_t n_tokens, int64_t n_out) { m->reserve_batch(n_tokens, n_out); },
+  };
+}
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, int64_t n_past, model::LogitRows rows) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "eval before load");
@@ -50,7 +62,7 @@ void Session::reserve_batch(int64_t n_tokens, int64_t n_out) {
 GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate before load");
-  const GenerationModel m = generation_model(params_, model_->n_ctx(), *tokenizer_);
+  const GenerationModel m = generation_model();
   auto eval_last = [this](std::span<const int32_t> t, int64_t n_past, std::vector<float>& logits) {
     model_->eval(t, n_past, logits, model::LogitRows::last);
   };
@@ -61,14 +73,7 @@ std::vector<GenerateResult> Session::generate_parallel(std::span<const std::vect
                                                        const GenerateOptions& options,
                                                        const SequenceTokenCallback& on_token) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate_parallel before load");
-  const GenerationModel m = generation_model(params_, model_->n_ctx(), *tokenizer_);
-  const BatchedEval eval{
-      .slots = model_->batch_slots(),
-      .submit = [this](int slot, std::span<const model::BatchToken> batch,
-                       int64_t n_seq) { model_->submit_batch(slot, batch, n_seq); },
-      .finish = [this](int slot, std::vector<float>& logits) { model_->finish_batch(slot, logits); },
-  };
-  return run_parallel_generation(eval, m, prompts, options, on_token);
+  return run_parallel_generation(batched_eval(), generation_model(), prompts, options, on_token);
 }
 
 model::PerplexityScore Session::perplexity(

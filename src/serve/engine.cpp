@@ -1,5 +1,5 @@
-// The serving engine's thread: admission, batched steps, sampling and the
-// text each request receives (engine.h).
+// The serving engine's thread: the queue, admission into the BatchEngine's
+// slots, and the text each request receives (engine.h).
 #include "serve/engine.h"
 
 #include <algorithm>
@@ -15,16 +15,6 @@ namespace {
 constexpr const char* kWhere = "serve";
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
 
 // log-softmax of row at the chosen token, and the k most likely tokens.
 void logprobs_of(std::span<const float> row, int32_t chosen, int k, TokenLogprob& out_chosen,
@@ -68,46 +58,110 @@ void Request::push(Event e) {
   cv_.notify_all();
 }
 
-// A sequence of the batch: its part of the KV cache and, while busy, the
-// request it serves. Engine thread only.
-struct Engine::Slot {
-  int index = 0;
-  std::vector<int32_t> cached;  // tokens whose keys and values are in this slot's rows, in order
-  std::shared_ptr<Request> request;  // null: free
-  Job job;
-  size_t fed = 0;     // prompt tokens in the cache
-  int32_t next = -1;  // the sampled token to feed at the next step
-  int generated = 0;
-  int cached_prefix = 0;
-  std::unique_ptr<model::Sampler> sampler;
-  TextStream text;
-  Event out;  // tokens (and logprobs) not yet handed over with text
-  Clock::time_point admitted, first_token;
-  bool stepping = false;  // its tokens are in a step in flight
-  bool busy() const { return request != nullptr; }
-  bool prefilled() const { return fed == job.prompt.size(); }
+// A running request: what the BatchEngine's steps hand it becomes text,
+// logprobs and, at the end, the finished event. Engine thread only.
+class Engine::Active final : public BatchSink {
+ public:
+  Active(Engine& engine, Pending p)
+      : engine_(engine), job_(std::move(p.job)), request_(std::move(p.request)), text_(job_.stop) {}
+
+  bool on_token(int32_t token, std::span<const float> row) override {
+    if (job_.top_logprobs >= 0) {
+      TokenLogprob chosen;
+      std::vector<TokenLogprob> top;
+      logprobs_of(row, token, job_.top_logprobs, chosen, top);
+      out_.chosen.push_back(chosen);
+      out_.top.push_back(std::move(top));
+    }
+    out_.tokens.push_back(token);
+    // A file whose vocabulary outgrows its tokenizer has ids without text:
+    // decode_token throws, and the request ends with the error.
+    if (text_.append(engine_.session_.tokenizer().decode_token(token))) return false;  // a stop string
+    std::string ready = text_.take_ready();
+    if (!ready.empty()) {
+      Event e = std::move(out_);
+      out_ = Event{};
+      e.text = std::move(ready);
+      request_->push(std::move(e));
+    }
+    return true;
+  }
+  bool cancelled() override { return request_->cancelled() || Clock::now() >= job_.deadline; }
+  void on_finish(const BatchEnd& end) override {
+    Event e = std::move(out_);
+    out_ = Event{};
+    e.text = text_.take_all();
+    e.finished = true;
+    e.finish_reason = reason(end.stop);
+    e.error = end.error;
+    e.prompt_tokens = end.prompt_tokens;
+    e.completion_tokens = end.generated;
+    e.cached_tokens = end.cached_tokens;
+    e.prompt_seconds = end.prompt_seconds;
+    e.decode_seconds = end.generated > 0 ? end.total_seconds - end.prompt_seconds : 0;
+    // Counted before the client hears: metrics() read after the finished
+    // event includes this request.
+    engine_.count_finish(e.finish_reason);
+    request_->push(std::move(e));
+    done = true;
+  }
+  bool done = false;
+
+ private:
+  std::string reason(StopReason stop) const {
+    switch (stop) {
+      case StopReason::max_tokens:
+      case StopReason::context_full: return "length";
+      case StopReason::end_of_generation:
+      case StopReason::stop_token:
+      case StopReason::callback: return "stop";  // callback: a stop string
+      case StopReason::cancelled:
+        return !request_->cancelled() && Clock::now() >= job_.deadline ? "timeout" : "cancelled";
+      case StopReason::failed: return "error";
+    }
+    return "error";
+  }
+
+  Engine& engine_;
+  Job job_;
+  std::shared_ptr<Request> request_;
+  TextStream text_;
+  Event out_;  // tokens (and logprobs) not yet handed over with text
 };
 
-Engine::Engine(Session& session, EngineOptions options) : session_(session), options_(options) {
-  if (!session_.loaded()) fail(ErrorKind::invalid_input, kWhere, "the engine needs a loaded session");
-  const int64_t n_ctx = session_.n_ctx();
-  if (options_.slots < 1 || n_ctx % options_.slots != 0)
-    fail(ErrorKind::invalid_input, kWhere,
-         std::to_string(options_.slots) + " slots do not divide the context of " + std::to_string(n_ctx));
-  if (options_.batch_tokens < 1) fail(ErrorKind::invalid_input, kWhere, "batch_tokens must be at least 1");
-  slot_ctx_ = n_ctx / options_.slots;
-  for (int i = 0; i < options_.slots; ++i) {
-    slots_.push_back(std::make_unique<Slot>());
-    slots_.back()->index = i;
-  }
-  n_groups_ = options_.pipelined ? std::max(1, std::min(session_.batch_slots(), options_.slots)) : 1;
-  groups_.resize(static_cast<size_t>(n_groups_));
-  // Every memory set sized once for the largest step: a buffer that grew
-  // while steps are in flight would be a call to a worker, which answers
-  // only after the work queued before it (the pipeline would drain).
-  if (n_groups_ > 1) session_.reserve_batch(options_.batch_tokens + options_.slots, options_.slots + 1);
+namespace {
+
+Session& loaded(Session& s) {
+  if (!s.loaded()) fail(ErrorKind::invalid_input, kWhere, "the engine needs a loaded session");
+  return s;
+}
+
+BatchEngineOptions batch_options(const EngineOptions& o) {
+  BatchEngineOptions b;
+  b.slots = o.slots;
+  b.batch_tokens = o.batch_tokens;
+  b.pipelined = o.pipelined;
+  b.decode_together = true;
+  return b;
+}
+
+BatchJob batch_job(const Job& job) {
+  BatchJob b;
+  b.prompt = job.prompt;
+  b.options.max_tokens = job.max_tokens;
+  b.options.sampler = job.sampler;
+  b.options.stop_at_end_of_generation = !job.ignore_eos;
+  return b;
+}
+
+}  // namespace
+
+Engine::Engine(Session& session, EngineOptions options)
+    : session_(session),
+      options_(options),
+      batch_(loaded(session).batched_eval(), session.generation_model(), batch_options(options)) {
   metrics_.slots = options_.slots;
-  metrics_.groups = n_groups_;
+  metrics_.groups = batch_.groups();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -121,9 +175,7 @@ void Engine::shutdown() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
-  for (auto& s : slots_)
-    if (s->busy()) finish(*s, "cancelled");
+  thread_.join();  // the thread cancels what it was running
   std::lock_guard<std::mutex> lock(mu_);
   for (Pending& p : queue_) {
     Event e;
@@ -136,18 +188,7 @@ void Engine::shutdown() {
 }
 
 std::shared_ptr<Request> Engine::submit(Job job) {
-  const int64_t vocab = session_.params().n_vocab;
-  if (job.prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty");
-  if (static_cast<int64_t>(job.prompt.size()) > slot_ctx_)
-    fail(ErrorKind::invalid_input, kWhere,
-         "the prompt's " + std::to_string(job.prompt.size()) + " tokens do not fit a slot's context of " +
-             std::to_string(slot_ctx_));
-  for (int32_t t : job.prompt)
-    if (t < 0 || t >= vocab)
-      fail(ErrorKind::invalid_input, kWhere,
-           "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(vocab));
-  if (job.max_tokens < 0) fail(ErrorKind::invalid_input, kWhere, "max_tokens must not be negative");
-  model::Sampler check(job.sampler);  // throws naming an impossible option
+  batch_.check(batch_job(job));  // throws naming what is wrong
   auto request = std::make_shared<Request>();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -174,105 +215,39 @@ void Engine::run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      const bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); });
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || any_busy || !in_flight_.empty(); });
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || batch_.busy(); });
       if (stop_) break;
     }
     // A step that throws (a worker died; an allocation failed) ends the
-    // busy requests, not the process. Whatever is still in flight is
-    // finished first (the model may have abandoned it already, when the
-    // error was its own), and the cache's state is unknown: no slot's tokens
-    // are reused.
+    // busy requests, not the process; the BatchEngine forgets every slot's
+    // cache (its state is unknown).
     try {
-      advance();
+      step();
     } catch (const std::exception& e) {
-      drain();
-      for (auto& s : slots_) {
-        s->stepping = false;
-        s->cached.clear();
-        if (s->busy()) finish(*s, "error", e.what());
-      }
+      batch_.fail_all(e.what());
       std::lock_guard<std::mutex> lock(mu_);
       metrics_.last_error = e.what();
     }
+    reap();
   }
-  drain();
+  batch_.cancel_all();
+  reap();
 }
 
-void Engine::drain() {
-  while (!in_flight_.empty()) {
-    const int k = in_flight_.front();
-    in_flight_.pop_front();
-    end_step(groups_[static_cast<size_t>(k)]);
-    try {
-      session_.finish_batch(k, logits_);
-    } catch (const std::exception&) {  // the model abandoned the rest: nothing is in flight
-      while (!in_flight_.empty()) {
-        end_step(groups_[static_cast<size_t>(in_flight_.front())]);
-        in_flight_.pop_front();
-      }
-    }
-  }
-}
-
-void Engine::end_step(Group& g) {
-  g.in_flight = false;
-  for (Slot* s : g.members) s->stepping = false;
-}
-
-void Engine::submit_step(int group) {
-  Group& g = groups_[static_cast<size_t>(group)];
-  session_.submit_batch(group, g.batch, static_cast<int64_t>(slots_.size()));  // throws to run()
-  g.in_flight = true;
-  for (Slot* s : g.members) s->stepping = true;
-  in_flight_.push_back(group);
-}
-
-void Engine::advance() {
-  const Clock::time_point t0 = Clock::now();
-  bool worked = false;
-  uint64_t prompt_tokens = 0, sampled = 0, steps = 0;
-  if (!in_flight_.empty()) {
-    const int k = in_flight_.front();
-    Group& g = groups_[static_cast<size_t>(k)];
-    in_flight_.pop_front();
-    end_step(g);
-    session_.finish_batch(k, logits_);  // throws to run()
-    const size_t vocab = static_cast<size_t>(session_.params().n_vocab);
-    for (size_t r = 0; r < g.rows.size(); ++r) {
-      if (!g.rows[r]) continue;
-      emit_token(*g.rows[r], std::span<const float>(&logits_[r * vocab], vocab));
-      ++sampled;
-    }
-    prompt_tokens += g.prompt_tokens;
-    ++steps;
-    worked = true;
-  }
+void Engine::step() {
+  batch_.collect();  // throws to run()
   admit();
-  const bool prompts = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy() && !s->prefilled(); });
-  if (n_groups_ > 1 && prompts) {
-    for (int k = 0; k < n_groups_; ++k) {
-      if (groups_[static_cast<size_t>(k)].in_flight || !build(k, false)) continue;
-      submit_step(k);
-      worked = true;
-    }
-  } else if (in_flight_.empty() && build(0, true)) {  // one step of every slot, once the others are done
-    submit_step(0);
-    worked = true;
-  }
-  if (!worked) return;
+  batch_.launch();   // throws to run()
+  const BatchCounters& c = batch_.counters();
   std::lock_guard<std::mutex> lock(mu_);
-  metrics_.steps += steps;
-  metrics_.busy_seconds += seconds_between(t0, Clock::now());
-  metrics_.prompt_tokens += prompt_tokens;
-  metrics_.generated_tokens += sampled;
+  metrics_.steps = c.steps;
+  metrics_.busy_seconds = c.busy_seconds;
+  metrics_.prompt_tokens = c.prompt_tokens;
+  metrics_.generated_tokens = c.generated_tokens;
 }
 
 void Engine::admit() {
   const Clock::time_point now = Clock::now();
-  for (auto& s : slots_)  // the client went away, or the deadline passed (between its group's steps)
-    if (s->busy() && idle(*s) && (s->request->cancelled() || now >= s->job.deadline))
-      finish(*s, s->request->cancelled() ? "cancelled" : "timeout");
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (!it->request->cancelled() && now < it->job.deadline) {
@@ -287,171 +262,31 @@ void Engine::admit() {
     ++metrics_.requests_cancelled;
     it = queue_.erase(it);
   }
-  metrics_.queue_length = queue_.size();
-  while (!queue_.empty()) {
-    // The free slot sharing the longest prefix with the prompt; among
-    // equals the one with the fewest cached tokens to lose, then the lowest
-    // (its rows are read by fewer masks).
-    Slot* best = nullptr;
-    size_t best_common = 0;
-    for (auto& s : slots_) {
-      if (s->busy() || !idle(*s)) continue;
-      const size_t common = common_prefix(s->cached, queue_.front().job.prompt);
-      if (!best || common > best_common || (common == best_common && s->cached.size() < best->cached.size()))
-        best = s.get(), best_common = common;
-    }
-    if (!best) break;
-    Pending p = std::move(queue_.front());
+  while (!queue_.empty() && batch_.has_free_slot()) {
+    BatchJob job = batch_job(queue_.front().job);
+    active_.push_back(std::make_unique<Active>(*this, std::move(queue_.front())));
     queue_.pop_front();
-    Slot& s = *best;
-    s.job = std::move(p.job);
-    s.request = std::move(p.request);
-    // At least the prompt's last token is evaluated: its logits are the first sample's.
-    const size_t keep = std::min(best_common, s.job.prompt.size() - 1);
-    s.cached.resize(keep);
-    s.fed = keep;
-    s.cached_prefix = static_cast<int>(keep);
-    s.generated = 0;
-    s.next = -1;
-    s.sampler = std::make_unique<model::Sampler>(s.job.sampler);
-    accept_prompt_tail(*s.sampler, s.job.prompt);  // the penalties look back over the prompt too
-    s.text = TextStream(s.job.stop);
-    s.out = Event{};
-    s.admitted = Clock::now();
-    s.first_token = s.admitted;
-    // What the slot can still hold: the prompt, then tokens fed back.
-    s.job.max_tokens = static_cast<int>(
-        std::min<int64_t>(s.job.max_tokens, slot_ctx_ - static_cast<int64_t>(s.job.prompt.size()) + 1));
-    metrics_.queue_length = queue_.size();
+    batch_.start(std::move(job), active_.back().get());  // checked at submit
   }
-  int busy = 0;
-  for (auto& s : slots_) busy += s->busy() ? 1 : 0;
-  metrics_.slots_busy = busy;
+  metrics_.queue_length = queue_.size();
+  metrics_.slots_busy = batch_.slots_busy();
 }
 
-bool Engine::idle(const Slot& s) const { return !s.stepping; }
-
-bool Engine::build(int group, bool all) {
-  Group& g = groups_[static_cast<size_t>(group)];
-  g.batch.clear();
-  g.rows.clear();
-  g.members.clear();
-  g.prompt_tokens = 0;
-  auto mine = [&](const auto& s) { return s->busy() && !s->stepping && (all || s->index % n_groups_ == group); };
-  for (auto& s : slots_)  // a request for no tokens ends before any compute
-    if (mine(s) && s->job.max_tokens == 0) finish(*s, "length");
-  // Decode tokens first (one per generating slot), then prompt chunks
-  // within the step's budget.
-  for (auto& s : slots_) {
-    if (!mine(s) || !s->prefilled()) continue;
-    g.batch.push_back({s->next, static_cast<int32_t>(s->cached.size()), s->index, true});
-    s->cached.push_back(s->next);
-    g.rows.push_back(s.get());
-    g.members.push_back(s.get());
-  }
-  int budget = options_.batch_tokens;
-  for (auto& s : slots_) {
-    if (!mine(s) || s->prefilled() || budget == 0) continue;
-    const size_t chunk = std::min(s->job.prompt.size() - s->fed, static_cast<size_t>(budget));
-    for (size_t i = 0; i < chunk; ++i, ++s->fed) {
-      const bool last = s->fed + 1 == s->job.prompt.size();
-      g.batch.push_back({s->job.prompt[s->fed], static_cast<int32_t>(s->cached.size()), s->index, last});
-      s->cached.push_back(s->job.prompt[s->fed]);
-      if (last) g.rows.push_back(s.get());
-    }
-    budget -= static_cast<int>(chunk);
-    g.prompt_tokens += chunk;
-    if (chunk > 0) g.members.push_back(s.get());
-  }
-  if (g.batch.empty()) return false;
-  // A step of prompt chunks alone still returns one row (dropped).
-  if (g.rows.empty()) {
-    g.batch.back().logits = true;
-    g.rows.push_back(nullptr);
-  }
-  return true;
+void Engine::reap() {
+  std::erase_if(active_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_.slots_busy = batch_.slots_busy();
 }
 
-void Engine::emit_token(Slot& s, std::span<const float> row) {
-  const Job& job = s.job;
-  TokenLogprob chosen;
-  std::vector<TokenLogprob> top;
-  // The penalties are the sampler's (it reads row, never writes it), so
-  // the logprobs are the model's own distribution.
-  int32_t token;
-  try {
-    token = static_cast<int32_t>(s.sampler->sample(row));
-  } catch (const std::exception& e) {
-    finish(s, "error", e.what());
-    return;
-  }
-  s.sampler->accept(token);
-  if (s.generated == 0) s.first_token = Clock::now();
-  const model::Tokenizer& tok = session_.tokenizer();
-  if (!job.ignore_eos && tok.is_end_of_generation(token)) {
-    finish(s, "stop");
-    return;
-  }
-  if (job.top_logprobs >= 0) {
-    logprobs_of(row, token, job.top_logprobs, chosen, top);
-    s.out.chosen.push_back(chosen);
-    s.out.top.push_back(std::move(top));
-  }
-  ++s.generated;
-  s.next = token;
-  s.out.tokens.push_back(token);
-  std::string piece;
-  try {
-    piece = tok.decode_token(token);  // a file whose vocabulary outgrows its tokenizer has ids without text
-  } catch (const std::exception& e) {
-    finish(s, "error", e.what());
-    return;
-  }
-  const bool stopped = s.text.append(piece);
-  if (stopped) {
-    finish(s, "stop");
-    return;
-  }
-  std::string ready = s.text.take_ready();
-  if (!ready.empty()) {
-    Event e = std::move(s.out);
-    s.out = Event{};
-    e.text = std::move(ready);
-    s.request->push(std::move(e));
-  }
-  if (s.generated >= job.max_tokens || static_cast<int64_t>(s.cached.size()) >= slot_ctx_) finish(s, "length");
-}
-
-void Engine::finish(Slot& s, const std::string& reason, const std::string& error) {
-  const Clock::time_point now = Clock::now();
-  Event e = std::move(s.out);
-  s.out = Event{};
-  e.text = s.text.take_all();
-  e.finished = true;
-  e.finish_reason = reason;
-  e.error = error;
-  e.prompt_tokens = static_cast<int>(s.job.prompt.size());
-  e.completion_tokens = s.generated;
-  e.cached_tokens = s.cached_prefix;
-  e.prompt_seconds = seconds_between(s.admitted, s.first_token);
-  e.decode_seconds = s.generated > 0 ? seconds_between(s.first_token, now) : 0;
-  std::shared_ptr<Request> request = std::move(s.request);
-  s.sampler.reset();
-  {
-    // Counted before the client hears: metrics() read after the finished
-    // event includes this request.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (reason == "cancelled" || reason == "timeout")
-      ++metrics_.requests_cancelled;
-    else if (reason == "error")
-      ++metrics_.requests_failed;
-    else
-      ++metrics_.requests_finished;
-    int busy = 0;
-    for (auto& slot : slots_) busy += slot->busy() ? 1 : 0;
-    metrics_.slots_busy = busy;
-  }
-  request->push(std::move(e));
+void Engine::count_finish(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reason == "cancelled" || reason == "timeout")
+    ++metrics_.requests_cancelled;
+  else if (reason == "error")
+    ++metrics_.requests_failed;
+  else
+    ++metrics_.requests_finished;
+  metrics_.slots_busy = batch_.slots_busy();
 }
 
 }  // namespace weft::serve

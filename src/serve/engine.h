@@ -1,18 +1,17 @@
 // The serving engine: continuous batching of completion requests over one
-// loaded Session. N slots, each a sequence with its own part of the KV
-// cache (LlamaModel::eval_batch); one thread runs a step at a time: it
-// admits queued requests into free slots (the slot whose cached tokens share
-// the longest prefix with the prompt, so a conversation's next turn
-// re-evaluates only what is new), feeds prompt chunks and one decode token
-// per generating slot in one batched graph, samples every slot's row, and
-// hands each request its text as it becomes final. Over several stages
-// (Session::batch_slots() > 1) the slots form that many groups (slot i in
-// group i % groups), each group's step in flight at once with the others',
-// so that while one device works on a group's step the next works on
-// another's; a group's requests are admitted, cancelled and sampled only
-// between its steps. A request that is
-// cancelled (its client went away) or passes its deadline leaves at the
-// next step; a full queue refuses new requests (the HTTP side answers 429).
+// loaded Session, through the runtime's one batched-generation engine
+// (weft/runtime/batch_engine.h, which `weft run --parallel` drives too).
+// This class adds what serving needs around it: a queue and the thread that
+// drives the BatchEngine, admitting queued requests into free slots between
+// steps (the slot whose cached tokens share the longest prefix with the
+// prompt, so a conversation's next turn re-evaluates only what is new); the
+// text each request receives (UTF-8 complete, stop strings held back),
+// logprobs, cancellation and deadlines (a request that is cancelled — its
+// client went away — or passes its deadline leaves at its next step); and
+// metrics. A full queue refuses new requests (the HTTP side answers 429).
+// Over several stages the slots form groups whose steps are in flight at
+// once while some slot still has prompt tokens to feed; once every busy
+// slot only decodes, one step carries them all (docs/serve.md).
 //
 //   Engine engine(session, {.slots = 4});
 //   auto r = engine.submit(std::move(job));          // null: queue full
@@ -38,6 +37,7 @@
 #include <vector>
 
 #include "weft/model/sampler.h"
+#include "weft/runtime/batch_engine.h"
 #include "weft/runtime/session.h"
 
 namespace weft::serve {
@@ -45,7 +45,7 @@ namespace weft::serve {
 // What one completion asks of the engine (already tokenized and checked).
 struct Job {
   std::vector<int32_t> prompt;  // non-empty
-  int max_tokens = 16;          // >= 0; clipped to what the slot's context holds
+  int max_tokens = 16;          // >= 0 (0: the prompt is evaluated into the slot's cache); the slot's context also ends it
   model::SamplerOptions sampler;  // its penalties also see the prompt's last repetition_window tokens
   std::vector<std::string> stop;  // stop strings (the text ends before the first match)
   bool ignore_eos = false;
@@ -143,46 +143,24 @@ class Engine {
   // "cancelled". Idempotent; the engine stays valid (submit refuses).
   void shutdown();
 
-  int64_t slot_context() const { return slot_ctx_; }
+  int64_t slot_context() const { return batch_.slot_context(); }
   EngineMetrics metrics() const;
 
  private:
-  struct Slot;
+  class Active;  // a running request: the BatchEngine's sink for it
   struct Pending {
     Job job;
     std::shared_ptr<Request> request;
   };
-  // A group's step: the tokens it carries and the slot of each logits row
-  // (null: a row asked for only because a step needs one).
-  struct Group {
-    std::vector<model::BatchToken> batch;
-    std::vector<Slot*> rows;
-    std::vector<Slot*> members;  // the slots whose tokens it carries
-    uint64_t prompt_tokens = 0;
-    bool in_flight = false;
-  };
   void run();
-  // Finishes the oldest step in flight and samples its rows, admits, and
-  // submits every group that is not in flight and has work; while no slot
-  // has prompt tokens left to feed, one step of every slot instead (decoding
-  // reads the weights once per step however many slots it carries, so it
-  // gains nothing from the groups).
-  void advance();
-  void admit();
-  // group's slots (every idle slot when all), into groups_[group]; false
-  // when it has nothing to compute.
-  bool build(int group, bool all);
-  bool idle(const Slot& s) const;  // not in a step in flight
-  void submit_step(int group);
-  void end_step(Group& g);  // its slots are idle again
-  void drain();  // finishes every step in flight, dropping its logits
-  void finish(Slot& s, const std::string& reason, const std::string& error = "");
-  void emit_token(Slot& s, std::span<const float> row);  // samples row
+  void step();   // one round: collect, admit, launch
+  void admit();  // queued requests into free slots; drops the cancelled and expired ones
+  void reap();   // forgets the requests that finished
+  void count_finish(const std::string& reason);  // metrics_, under mu_
 
   Session& session_;
   EngineOptions options_;
-  int64_t slot_ctx_ = 0;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  BatchEngine batch_;  // the engine thread's (check() is const and safe anywhere)
 
   mutable std::mutex mu_;  // guards queue_, stop_, metrics_
   std::condition_variable cv_;
@@ -191,11 +169,7 @@ class Engine {
   bool shut_down_ = false;  // engine thread joined (caller's thread only)
   EngineMetrics metrics_;
 
-  // The engine thread's.
-  int n_groups_ = 1;
-  std::vector<Group> groups_;
-  std::deque<int> in_flight_;  // groups with a step in flight, in the order submitted
-  std::vector<float> logits_;
+  std::vector<std::unique_ptr<Active>> active_;  // the engine thread's
   std::thread thread_;  // last: started after everything it reads
 };
 

@@ -55,11 +55,14 @@ command -v node >/dev/null || fail "node not found (install Node.js 18 or newer)
 mkdir -p "$out_dir"
 out_dir=$(cd "$out_dir" && pwd)
 
-"$writer" "$dir/tiny-llama.gguf" --layers 2 --embd 64 --ctx 2048 >/dev/null || fail "$writer could not write the model"
+# 2048 positions per slot: the third message carries the stopped reply (up
+# to STOP_MAX_TOKENS, re-tokenized) as context, however late a loaded
+# machine lets the page's Stop arrive.
+"$writer" "$dir/tiny-llama.gguf" --layers 2 --embd 64 --ctx 4096 >/dev/null || fail "$writer could not write the model"
 "$root/scripts/install-test-node.sh" "$node_dir" || fail "could not install the Node packages into $node_dir"
 cp "$here/chat_page.test.mjs" "$node_dir/"
 
-"$weft" serve -m "$dir/tiny-llama.gguf" -t 1 --port 0 --port-file "$dir/port" --ctx-size 2048 --parallel 2 \
+"$weft" serve -m "$dir/tiny-llama.gguf" -t 1 --port 0 --port-file "$dir/port" --ctx-size 4096 --parallel 2 \
   >"$dir/server.log" 2>&1 &
 server_pid=$!
 

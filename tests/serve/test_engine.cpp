@@ -357,6 +357,50 @@ TEST_F(EngineTest, ADeadStageEndsTheRequestsWithAnError) {
   EXPECT_EQ(engine.metrics().requests_failed, 5u);
 }
 
+// `weft run --parallel` (Session::generate_parallel) and `weft serve`
+// (Engine) drive the one BatchEngine: the same prompts with the same
+// sampling (sequence s seeded seed + s, as generate_parallel seeds it)
+// give the same tokens, with a sampled temperature and penalties so that
+// the samplers' state, not only the logits, must agree; over one device and
+// over two stages (groups in flight).
+TEST_F(EngineTest, RunParallelAndServeGiveTheSameTokens) {
+  weft::testing::LocalWorkers workers(1);
+  weft::model::SamplerOptions so;
+  so.temperature = 0.9f;
+  so.top_k = 40;
+  so.repetition_penalty = 1.3f;
+  so.seed = 77;
+  for (bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "two stages" : "one device");
+    weft::SessionOptions o{.model = *path_};
+    if (staged) {
+      o.devices = {"cpu:1", "rpc://" + workers.endpoint(0)};
+      o.split = "1,1";
+    }
+    weft::Session s(o);
+    s.load(4 * 32);
+    std::vector<std::vector<int32_t>> ps;
+    for (int i = 0; i < 4; ++i) ps.push_back(prompt(i, 2 + 3 * i));
+    weft::GenerateOptions go{.max_tokens = 12, .sampler = so, .stop_at_end_of_generation = false};
+    const std::vector<weft::GenerateResult> parallel = s.generate_parallel(ps, go);
+    Engine engine(s, {.slots = 4, .batch_tokens = 5});
+    std::vector<std::shared_ptr<Request>> requests;
+    for (int i = 0; i < 4; ++i) {
+      Job j = greedy_job(ps[static_cast<size_t>(i)], 12);
+      j.sampler = so;
+      j.sampler.seed = so.seed + static_cast<uint64_t>(i);
+      j.ignore_eos = true;
+      requests.push_back(engine.submit(std::move(j)));
+    }
+    for (int i = 0; i < 4; ++i) {
+      const Outcome out = drain(*requests[static_cast<size_t>(i)]);
+      EXPECT_EQ(out.finish.finish_reason, "length");
+      ASSERT_EQ(parallel[static_cast<size_t>(i)].tokens.size(), 12u);
+      EXPECT_EQ(out.tokens, parallel[static_cast<size_t>(i)].tokens) << "sequence " << i;
+    }
+  }
+}
+
 TEST_F(EngineTest, ZeroMaxTokensFinishesAtOnce) {
   auto s = session(128);
   Engine engine(*s, {.slots = 1});

@@ -39,6 +39,9 @@ enum class StopReason {
   stop_token,         // one of options.stop_tokens came
   context_full,       // the next token would not fit n_ctx
   callback,           // on_token returned false
+  // BatchEngine only (weft/runtime/batch_engine.h):
+  cancelled,          // its owner cancelled it between steps
+  failed,             // a step or its owner's callback threw
 };
 const char* stop_reason_name(StopReason r);
 
@@ -84,11 +87,15 @@ struct BatchedEval {
   int slots = 1;
   std::function<void(int slot, std::span<const model::BatchToken> batch, int64_t n_seq)> submit;
   std::function<void(int slot, std::vector<float>& logits)> finish;
+  // Optional: sizes every slot's memory for steps of up to n_tokens tokens
+  // and n_out logit rows (LlamaModel::reserve_batch).
+  std::function<void(int64_t n_tokens, int64_t n_out)> reserve;
 };
 // Called with each emitted token of sequence seq; false stops that sequence.
 using SequenceTokenCallback = std::function<bool(int seq, int32_t token)>;
 
-// Generates for every prompt at once. The KV cache is cut into one part per
+// Generates for every prompt at once, through the one BatchEngine
+// (weft/runtime/batch_engine.h; decode_together false). The KV cache is cut into one part per
 // prompt (n_ctx / prompts.size() positions each; BatchToken). Sequence s
 // goes in group s mod G, G = min(slots, prompts): one step per group carries
 // its sequences' next tokens (first, their whole prompts), and the groups'

@@ -169,6 +169,12 @@ class Session {
   void submit_batch(int slot, std::span<const model::BatchToken> batch, int64_t n_seq);
   void finish_batch(int slot, std::vector<float>& logits);
   void reserve_batch(int64_t n_tokens, int64_t n_out);  // LlamaModel::reserve_batch
+  // The loaded model as the generation loops see it (weft/runtime/
+  // batch_engine.h): its batched steps (submit_batch, finish_batch,
+  // reserve_batch), and its vocabulary, context and end-of-generation
+  // tokens. Both refer to this Session, which must outlive them.
+  BatchedEval batched_eval();
+  GenerationModel generation_model() const;
 
   // Generation from position 0 (run_generation() with this model's eval
   // and end-of-generation tokens). The prompt and up to max_tokens - 1

@@ -1,0 +1,179 @@
+// The one batched-generation engine: several sequences decoded together
+// over a model that keeps steps in flight (BatchedEval: LlamaModel::
+// submit_batch / finish_batch). `weft run --parallel` (run_parallel_
+// generation) and `weft serve` (serve::Engine) both drive it; neither has a
+// step loop of its own.
+//
+// The KV cache is cut into `slots` parts, one sequence each. A job started
+// goes to the free slot whose cached tokens share the longest prefix with
+// its prompt (a conversation's next turn re-evaluates only what is new).
+// Each step is one batched graph: a token for every slot that is
+// generating, then prompt chunks within batch_tokens. Over several stages
+// (BatchedEval::slots > 1) the slots form that many groups (slot i in group
+// i % groups), each group's step in flight at once with the others', so that
+// while one device works on a group's step the next works on another's.
+// Each sequence samples its rows with its own sampler and stops exactly as
+// run_generation would stop it alone (so greedy sequences equal their own
+// single runs).
+//
+//   BatchEngine engine(session.batched_eval(), session.generation_model(), {.slots = 4});
+//   engine.start(std::move(job), &sink);   // sink: on_token, cancelled, on_finish
+//   while (engine.busy()) engine.advance();
+//
+// Not thread-safe: one thread drives it (serve::Engine's own thread; the
+// caller of run_parallel_generation). The sinks are called on that thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "weft/runtime/generate.h"
+
+namespace weft {
+
+// One sequence's work: its prompt, evaluated from the slot's position 0
+// (what the slot already holds of it is reused), and how to generate after
+// it (GenerateOptions::start must be 0). max_tokens 0 evaluates the prompt
+// (its keys and values stay in the slot's cache) and samples nothing.
+struct BatchJob {
+  std::vector<int32_t> prompt;
+  GenerateOptions options;
+};
+
+// How a job ended (BatchSink::on_finish).
+struct BatchEnd {
+  StopReason stop = StopReason::max_tokens;
+  std::string error;        // with StopReason::failed
+  int prompt_tokens = 0;
+  int cached_tokens = 0;    // prompt tokens reused from the slot's cache
+  int generated = 0;        // tokens handed to on_token
+  double prompt_seconds = 0;  // start() to the prompt's logits
+  double total_seconds = 0;   // start() to the end
+};
+
+// A job's owner. Called on the thread that drives the engine.
+class BatchSink {
+ public:
+  virtual ~BatchSink() = default;
+  // token, sampled from row (the model's logits for it: the sampler never
+  // writes them), is the job's next; false ends the job after it
+  // (StopReason::callback). A throw ends the job (StopReason::failed).
+  virtual bool on_token(int32_t token, std::span<const float> row) = 0;
+  // Asked between the job's steps: true ends it (StopReason::cancelled).
+  virtual bool cancelled() { return false; }
+  // The end, once, last: the engine forgets the sink after it returns.
+  virtual void on_finish(const BatchEnd& end) = 0;
+};
+
+struct BatchEngineOptions {
+  int slots = 1;           // sequences decoded together; must divide the model's n_ctx
+  int batch_tokens = 256;  // prompt tokens per step, across the slots it carries (decode tokens come first)
+  // Over several stages, the slots' groups in flight at once; false: one
+  // step of every slot at a time (for comparison).
+  bool pipelined = true;
+  // Once no slot has prompt tokens left to feed: true, one step of every
+  // slot at a time (a decode step reads every weight once however many
+  // slots it carries: what `weft serve` does, whose requests come and go);
+  // false, the groups stay in flight at once, so every stage works on some
+  // group's step while the host samples another's (what `weft run
+  // --parallel` does).
+  bool decode_together = true;
+};
+
+// Counters, monotonic (BatchEngine::counters).
+struct BatchCounters {
+  uint64_t prompt_tokens = 0;     // evaluated (cached ones not counted)
+  uint64_t generated_tokens = 0;  // sampled rows
+  uint64_t steps = 0;             // steps finished
+  double busy_seconds = 0;        // in advance(): finishing, sampling, submitting
+};
+
+class BatchEngine {
+ public:
+  // Throws Error(invalid_input) when slots < 1 or does not divide
+  // model.n_ctx, batch_tokens < 1, or eval has no slots. With several
+  // groups, eval.reserve (when set) sizes every memory set once for the
+  // largest step: a buffer grown while steps are in flight would be a call
+  // to a worker, which answers only after the work queued before it.
+  BatchEngine(BatchedEval eval, GenerationModel model, BatchEngineOptions options);
+  ~BatchEngine();
+  BatchEngine(const BatchEngine&) = delete;
+  BatchEngine& operator=(const BatchEngine&) = delete;
+
+  // Throws Error(invalid_input) naming what is wrong with job: an empty
+  // prompt or one longer than a slot's context, a token outside the
+  // vocabulary, max_tokens < 0, start != 0, an impossible sampler option.
+  // Reads only what the constructor set: callable from any thread.
+  void check(const BatchJob& job) const;
+  // Whether start() has a slot to give (none busy and none in a step).
+  bool has_free_slot() const;
+  // Checks the job and starts it in a free slot (see above); sink must
+  // live until its on_finish. Throws Error(invalid_input) for a bad job or
+  // when no slot is free.
+  void start(BatchJob job, BatchSink* sink);
+
+  // The two halves of a round, for a driver that admits jobs between them:
+  // collect() finishes the oldest step in flight and samples its rows, then
+  // ends the jobs whose sinks say cancelled (between their steps); false
+  // when nothing was in flight. launch() submits every step that has work
+  // (its group not in flight); false when it submitted none. Both throw
+  // what the model throws (a worker died): then call fail_all().
+  bool collect();
+  bool launch();
+  // collect() then launch(); false when neither did anything.
+  bool advance();
+
+  // After a throw: finishes what is still in flight (dropping its logits),
+  // ends every job with StopReason::failed and error, and forgets every
+  // slot's cache (its state is unknown). The engine takes jobs again.
+  void fail_all(const std::string& error);
+  // Ends every job with StopReason::cancelled after finishing the steps in
+  // flight (a driver shutting down).
+  void cancel_all();
+
+  bool busy() const;  // a job started and not yet finished
+  int slots_busy() const;
+  int slots() const { return options_.slots; }
+  int groups() const { return n_groups_; }
+  int64_t slot_context() const { return slot_ctx_; }
+  const BatchCounters& counters() const { return counters_; }
+
+ private:
+  struct Slot;
+  // A group's step: the tokens it carries, the slot of each logits row
+  // (null: a row asked for only because a step needs one), and the slots
+  // whose tokens it carries.
+  struct Group {
+    std::vector<model::BatchToken> batch;
+    std::vector<Slot*> rows;
+    std::vector<Slot*> members;
+    uint64_t prompt_tokens = 0;
+    bool in_flight = false;
+  };
+  // group's slots (every idle slot when all) into groups_[group]; false
+  // when it has nothing to compute.
+  bool build(int group, bool all);
+  void submit_step(int group);
+  void end_step(Group& g);  // its slots are idle again
+  void drain();             // finishes every step in flight, dropping its logits
+  void take_row(Slot& s, std::span<const float> row);  // the slot's logits came
+  void end(Slot& s, StopReason stop, const std::string& error = "");
+
+  BatchedEval eval_;
+  GenerationModel model_;
+  BatchEngineOptions options_;
+  int64_t slot_ctx_ = 0;
+  int n_groups_ = 1;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<Group> groups_;
+  std::deque<int> in_flight_;  // groups with a step in flight, in the order submitted
+  std::vector<float> logits_;
+  BatchCounters counters_;
+};
+
+}  // namespace weft

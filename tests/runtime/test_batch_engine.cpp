@@ -1,0 +1,280 @@
+// The one batched-generation engine (weft/runtime/batch_engine.h) over a
+// fake model whose logits name the next token from the sequence and the
+// position it was evaluated at, so every expected token is known: admission
+// by shared prefix, cancellation between steps, a sink or a step that
+// throws, a prompt evaluated alone and reused, the two decode policies over
+// groups, and the checks on a job.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "weft/core/error.h"
+#include "weft/runtime/batch_engine.h"
+
+namespace {
+
+using weft::BatchEnd;
+using weft::BatchEngine;
+using weft::BatchJob;
+using weft::StopReason;
+using weft::model::BatchToken;
+
+constexpr int64_t kVocab = 64;
+
+// The token a fake step predicts after the token at pos of sequence seq.
+int32_t predicted(int seq, int32_t pos) { return static_cast<int32_t>((seq * 7 + pos * 3 + 1) % kVocab); }
+
+// Keeps every step submitted; finish() answers with one-hot rows.
+struct FakeModel {
+  int slots = 1;
+  int finish_throws_at = -1;  // the finish() call (0-based) that throws
+  int finishes = 0;
+  std::map<int, std::vector<BatchToken>> in_flight;
+  std::vector<std::pair<int, std::vector<BatchToken>>> submitted;  // (slot, batch)
+
+  weft::BatchedEval eval() {
+    weft::BatchedEval e;
+    e.slots = slots;
+    e.submit = [this](int slot, std::span<const BatchToken> batch, int64_t) {
+      ASSERT_TRUE(in_flight[slot].empty()) << "slot " << slot << " submitted twice";
+      in_flight[slot].assign(batch.begin(), batch.end());
+      submitted.emplace_back(slot, in_flight[slot]);
+    };
+    e.finish = [this](int slot, std::vector<float>& logits) {
+      std::vector<BatchToken> batch = std::move(in_flight[slot]);
+      in_flight[slot].clear();
+      if (finishes++ == finish_throws_at) throw weft::Error(weft::ErrorKind::disconnected, "[fake] stage 1 went away");
+      logits.clear();
+      for (const BatchToken& t : batch) {
+        if (!t.logits) continue;
+        std::vector<float> row(kVocab, 0.0f);
+        row[static_cast<size_t>(predicted(t.seq, t.pos))] = 1.0f;
+        logits.insert(logits.end(), row.begin(), row.end());
+      }
+    };
+    return e;
+  }
+};
+
+// Records what the engine hands a job.
+struct Recorder : weft::BatchSink {
+  std::vector<int32_t> tokens;
+  bool finished = false;
+  BatchEnd end;
+  int cancel_after = -1;  // tokens, then cancelled() says yes
+  int throw_at = -1;      // the token whose on_token throws
+  bool on_token(int32_t token, std::span<const float> row) override {
+    EXPECT_EQ(row.size(), static_cast<size_t>(kVocab));
+    if (static_cast<int>(tokens.size()) == throw_at) throw std::runtime_error("the owner's callback broke");
+    tokens.push_back(token);
+    return true;
+  }
+  bool cancelled() override { return cancel_after >= 0 && static_cast<int>(tokens.size()) >= cancel_after; }
+  void on_finish(const BatchEnd& e) override {
+    EXPECT_FALSE(finished) << "on_finish twice";
+    finished = true;
+    end = e;
+  }
+};
+
+BatchJob job(std::vector<int32_t> prompt, int max_tokens) {
+  BatchJob j;
+  j.prompt = std::move(prompt);
+  j.options.max_tokens = max_tokens;
+  j.options.stop_at_end_of_generation = false;
+  return j;
+}
+
+// Greedy tokens of a sequence whose prompt has n tokens, in slot seq, from position 0.
+std::vector<int32_t> expected(int seq, int n_prompt, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(predicted(seq, n_prompt - 1 + i));
+  return out;
+}
+
+void run(BatchEngine& e) {
+  for (int guard = 0; e.busy(); ++guard) {
+    ASSERT_LT(guard, 10000) << "the engine does not finish";
+    e.advance();
+  }
+}
+
+TEST(BatchEngine, AJobStartsInTheSlotSharingTheLongestPrefixAndReusesIt) {
+  FakeModel m;
+  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 32}, {.slots = 2});
+  Recorder a, b;
+  e.start(job({5, 6, 7, 8}, 3), &a);
+  e.start(job({9, 10}, 2), &b);
+  run(e);
+  ASSERT_TRUE(a.finished && b.finished);
+  EXPECT_EQ(a.tokens, expected(0, 4, 3));
+  EXPECT_EQ(b.tokens, expected(1, 2, 2));
+  EXPECT_EQ(a.end.stop, StopReason::max_tokens);
+  EXPECT_EQ(a.end.cached_tokens, 0);
+  // Slot 1 holds 9 10 and b's first token: a prompt extending that goes
+  // there, and only its new tokens are evaluated, from position 3.
+  m.submitted.clear();
+  Recorder c;
+  e.start(job({9, 10, b.tokens[0], 40, 41}, 2), &c);
+  run(e);
+  EXPECT_EQ(c.end.cached_tokens, 3);
+  EXPECT_EQ(c.tokens, expected(1, 5, 2));
+  ASSERT_FALSE(m.submitted.empty());
+  const BatchToken first = m.submitted.front().second.front();
+  EXPECT_EQ(first.seq, 1);
+  EXPECT_EQ(first.pos, 3);
+  EXPECT_EQ(first.token, 40);
+  // The same prompt again: everything but its last token is reused (its
+  // logits are the first sample's).
+  Recorder d;
+  e.start(job({9, 10, b.tokens[0], 40, 41}, 1), &d);
+  run(e);
+  EXPECT_EQ(d.end.cached_tokens, 4);
+}
+
+TEST(BatchEngine, APromptAloneIsEvaluatedAndKept) {
+  FakeModel m;
+  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 32}, {.slots = 1});
+  Recorder a;
+  e.start(job({3, 4, 5, 6}, 0), &a);
+  run(e);
+  EXPECT_TRUE(a.tokens.empty());
+  EXPECT_EQ(a.end.stop, StopReason::max_tokens);
+  ASSERT_EQ(m.submitted.size(), 1u);
+  EXPECT_EQ(m.submitted[0].second.size(), 4u);
+  EXPECT_EQ(e.counters().prompt_tokens, 4u);
+  Recorder b;
+  e.start(job({3, 4, 5, 6}, 2), &b);
+  run(e);
+  EXPECT_EQ(b.end.cached_tokens, 3);
+  EXPECT_EQ(b.tokens, expected(0, 4, 2));
+}
+
+TEST(BatchEngine, ACancelledOrThrowingJobEndsAndTheOthersGoOn) {
+  FakeModel m;
+  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 3 * 32}, {.slots = 3});
+  Recorder cancelled, broken, fine;
+  cancelled.cancel_after = 2;
+  broken.throw_at = 1;
+  e.start(job({1, 2}, 8), &cancelled);
+  e.start(job({3, 4, 5}, 8), &broken);
+  e.start(job({6}, 8), &fine);
+  run(e);
+  EXPECT_EQ(cancelled.end.stop, StopReason::cancelled);
+  EXPECT_EQ(cancelled.tokens, expected(0, 2, 2));
+  EXPECT_EQ(broken.end.stop, StopReason::failed);
+  EXPECT_NE(broken.end.error.find("callback broke"), std::string::npos) << broken.end.error;
+  EXPECT_EQ(fine.end.stop, StopReason::max_tokens);
+  EXPECT_EQ(fine.tokens, expected(2, 1, 8));
+}
+
+TEST(BatchEngine, TheContextOfASlotEndsItsJob) {
+  FakeModel m;
+  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 8}, {.slots = 2});
+  Recorder a;
+  e.start(job({1, 2, 3}, 100), &a);
+  run(e);
+  EXPECT_EQ(a.end.stop, StopReason::context_full);
+  EXPECT_EQ(a.tokens.size(), 8u - 3u + 1u);  // the last token sampled has no position left
+}
+
+TEST(BatchEngine, AFailedStepEndsEveryJobAndForgetsTheCaches) {
+  FakeModel m;
+  m.slots = 2;
+  m.finish_throws_at = 3;
+  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 32}, {.slots = 2});
+  Recorder a, b;
+  e.start(job({1, 2, 3}, 10), &a);
+  e.start(job({4, 5}, 10), &b);
+  try {
+    run(e);
+    FAIL() << "the step's error did not reach the driver";
+  } catch (const weft::Error& err) {
+    EXPECT_EQ(err.kind(), weft::ErrorKind::disconnected);
+    e.fail_all(err.what());
+  }
+  for (Recorder* r : {&a, &b}) {
+    EXPECT_TRUE(r->finished);
+    EXPECT_EQ(r->end.stop, StopReason::failed);
+    EXPECT_NE(r->end.error.find("stage 1 went away"), std::string::npos) << r->end.error;
+  }
+  EXPECT_FALSE(e.busy());
+  Recorder c;
+  e.start(job({1, 2, 3}, 2), &c);
+  run(e);
+  EXPECT_EQ(c.end.cached_tokens, 0);
+  EXPECT_EQ(c.tokens, expected(0, 3, 2));
+}
+
+// Over two groups: prompts go in both groups' steps at once; then decoding
+// is one step of every slot (decode_together) or stays in the groups.
+TEST(BatchEngine, DecodeStepsTogetherOrInGroups) {
+  for (bool together : {true, false}) {
+    SCOPED_TRACE(together ? "together" : "in groups");
+    FakeModel m;
+    m.slots = 2;
+    BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 4 * 16},
+                  {.slots = 4, .batch_tokens = 64, .decode_together = together});
+    ASSERT_EQ(e.groups(), 2);
+    Recorder r[4];
+    for (int i = 0; i < 4; ++i) e.start(job(std::vector<int32_t>(static_cast<size_t>(1 + i), 9), 5), &r[i]);
+    run(e);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r[i].tokens, expected(i, 1 + i, 5)) << "sequence " << i;
+    // The first two steps: each group's prompts, in its own eval slot.
+    ASSERT_GE(m.submitted.size(), 2u);
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_EQ(m.submitted[static_cast<size_t>(k)].first, k);
+      for (const BatchToken& t : m.submitted[static_cast<size_t>(k)].second) EXPECT_EQ(t.seq % 2, k);
+    }
+    size_t all_four = 0, in_slot_one = 0;
+    for (size_t i = 2; i < m.submitted.size(); ++i) {
+      all_four += m.submitted[i].second.size() == 4 ? 1 : 0;
+      in_slot_one += m.submitted[i].first == 1 ? 1 : 0;
+    }
+    if (together) {
+      EXPECT_EQ(all_four, 4u);  // 4 decode steps after the prompts' logits, each of every slot
+      EXPECT_EQ(in_slot_one, 0u);
+    } else {
+      EXPECT_EQ(all_four, 0u);
+      EXPECT_EQ(in_slot_one, 4u);
+    }
+  }
+}
+
+TEST(BatchEngine, ImpossibleJobsAndEnginesAreRefused) {
+  FakeModel m;
+  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 8}, {.slots = 2});
+  auto expect_invalid = [&](const BatchJob& j, const std::string& words) {
+    try {
+      e.check(j);
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const weft::Error& err) {
+      EXPECT_EQ(err.kind(), weft::ErrorKind::invalid_input);
+      EXPECT_NE(std::string(err.what()).find(words), std::string::npos) << err.what();
+    }
+  };
+  expect_invalid(job({}, 1), "empty");
+  expect_invalid(job(std::vector<int32_t>(9, 1), 1), "do not fit a slot's context of 8");
+  expect_invalid(job({1, kVocab}, 1), "outside the vocabulary");
+  expect_invalid(job({1}, -1), "max_tokens");
+  BatchJob later = job({1}, 1);
+  later.options.start = 2;
+  expect_invalid(later, "start 2");
+  BatchJob hot = job({1}, 1);
+  hot.options.sampler.temperature = -1;
+  expect_invalid(hot, "temperature");
+  Recorder a, b, c;
+  e.start(job({1}, 1), &a);
+  e.start(job({2}, 1), &b);
+  EXPECT_FALSE(e.has_free_slot());
+  EXPECT_THROW(e.start(job({3}, 1), &c), weft::Error);
+  run(e);
+  EXPECT_THROW(BatchEngine(m.eval(), {.n_vocab = kVocab, .n_ctx = 17}, {.slots = 2}), weft::Error);
+  EXPECT_THROW(BatchEngine(m.eval(), {.n_vocab = kVocab, .n_ctx = 16}, {.slots = 2, .batch_tokens = 0}), weft::Error);
+  EXPECT_THROW(BatchEngine(weft::BatchedEval{}, {.n_vocab = kVocab, .n_ctx = 16}, {.slots = 2}), weft::Error);
+}
+
+}  // namespace
