@@ -21,6 +21,7 @@
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
 #include "weft/rpc/client.h"
+#include "weft/testing/async.h"
 
 namespace {
 
@@ -184,6 +185,42 @@ TEST_F(ExpertsSplit, BatchesOfSequencesMatchTheirSingleRuns) {
     const std::vector<float> want = local.eval(prompts[static_cast<size_t>(s)], 0, weft::model::LogitRows::last);
     for (size_t j = 0; j < want.size(); ++j)
       ASSERT_NEAR(got[static_cast<size_t>(s) * want.size() + j], want[j], 1e-5) << "sequence " << s << ", logit " << j;
+  }
+}
+
+// The point of experts_overlap: the layer's own device computes its slice
+// while the other device computes the other. Two async devices whose every
+// compute sleeps kDelayMs stand in for two machines (sleeps overlap on any
+// CPU): overlapped, their compute windows meet for about a delay per layer
+// and eval; serialised (the own slice first, then the other sent), never.
+// An order check, not a speed check.
+TEST_F(ExpertsSplit, OverlappedSlicesComputeAtOnce) {
+  constexpr double kDelayMs = 30;
+  for (bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlapped" : "serialised");
+    weft::AsyncOptions ao;
+    ao.delay_ms = kDelayMs;
+    ao.name = "slow_a";
+    auto a = weft::make_async_device(ao);
+    ao.name = "slow_b";
+    auto b = weft::make_async_device(ao);
+    {
+      weft::model::LoadOptions o;
+      o.expert_split = {2, 2};
+      o.experts_overlap = overlap;
+      const std::vector<LayerPlacement> pl{{a.get(), 0, kLayers}, {b.get(), kLayers, kLayers}};
+      LlamaModel m(*file, pl, 16, {}, o);
+      const std::vector<float> logits = m.eval(std::vector<int32_t>{3, 14, 15, 9}, 0);
+      ASSERT_EQ(logits.size(), 4 * static_cast<size_t>(kVocab));
+    }
+    const auto la = weft::async_device_compute_log(*a);
+    const auto lb = weft::async_device_compute_log(*b);
+    const double overlap_ms = 1e3 * weft::compute_overlap_seconds(la, lb);
+    ASSERT_GE(lb.size(), static_cast<size_t>(kLayers)) << "the second device computed no slice";
+    if (overlap)
+      EXPECT_GE(overlap_ms, 0.5 * kDelayMs * kLayers) << la.size() << " computes on one device, " << lb.size();
+    else
+      EXPECT_LT(overlap_ms, 0.25 * kDelayMs) << la.size() << " computes on one device, " << lb.size();
   }
 }
 

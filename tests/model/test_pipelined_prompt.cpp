@@ -113,6 +113,57 @@ TEST_F(PipelinedPrompt, MicroBatchesMatchOneBatchOnEveryMix) {
   }
 }
 
+// The point of micro-batches: while the second stage computes micro-batch
+// i, the first computes i + 1. Two workers over async devices whose every
+// compute sleeps kDelayMs stand in for two machines (sleeps overlap on any
+// CPU). A 45-token prompt in micro-batches of 8 must be 6 computes on each
+// stage whose windows overlap for several micro-batches' time; as one batch
+// (pipeline_micro_batch 0) it is one compute each, one after the other. An
+// order check, not a speed check: it fails if micro-batches are not made,
+// or are made but each waited for before the next is sent.
+TEST_F(PipelinedPrompt, MicroBatchesKeepBothStagesBusyAtOnce) {
+  constexpr double kDelayMs = 40;
+  weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
+  spec.n_layer = 4;
+  spec.tied = false;  // the output on the last worker: each micro-batch is one compute per worker
+  const std::string untied = (dir_ / "untied.gguf").string();
+  weft::model::write_demo_model(untied, spec);
+  auto file = weft::GgufFile::open(untied);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < kPromptTokens; ++i) prompt.push_back(1 + (i * 37) % 599);
+  for (int64_t micro : {int64_t{8}, int64_t{0}}) {
+    SCOPED_TRACE("micro-batch " + std::to_string(micro));
+    weft::testing::LocalWorkers slow(2, [&](int i) {
+      weft::AsyncOptions ao;
+      ao.delay_ms = kDelayMs;
+      ao.name = "slow" + std::to_string(i);
+      return weft::make_async_device(ao);
+    });
+    {
+      auto r0 = weft::make_rpc_devices(slow.endpoint(0));
+      auto r1 = weft::make_rpc_devices(slow.endpoint(1));
+      const std::vector<LayerPlacement> pl{{r0.at(0).get(), 0, 2}, {r1.at(0).get(), 2, 4}};
+      weft::model::LoadOptions o;
+      o.pipeline_micro_batch = micro;
+      LlamaModel m(*file, pl, kCtx, {}, o);
+      std::vector<float> logits;
+      m.eval(prompt, 0, logits, LogitRows::last);
+      ASSERT_EQ(logits.size(), 600u);
+    }
+    const auto a = weft::async_device_compute_log(slow.device(0));
+    const auto b = weft::async_device_compute_log(slow.device(1));
+    const double overlap_ms = 1e3 * weft::compute_overlap_seconds(a, b);
+    if (micro > 0) {
+      EXPECT_GE(a.size(), 6u);
+      EXPECT_GE(b.size(), 6u);
+      EXPECT_GE(overlap_ms, 3 * kDelayMs) << a.size() << " computes on one worker, " << b.size() << " on the other";
+    } else {
+      EXPECT_LE(a.size(), 2u);  // the prompt, and at most a warm-up of the graph
+      EXPECT_LT(overlap_ms, kDelayMs / 2);
+    }
+  }
+}
+
 // LogitRows::none fills the cache and returns no logits; what follows sees
 // the cache as after any other eval.
 TEST_F(PipelinedPrompt, NoLogitRowsFillTheCacheOnly) {

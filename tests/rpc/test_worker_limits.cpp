@@ -5,6 +5,7 @@
 // connections cannot hold against a valid client.
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -186,6 +187,14 @@ TEST(WorkerLimits, AGraphOverTheCostLimitIsRefused) {
   good.round();
 }
 
+// This process's CPU time: the worker runs in it, and nothing else here
+// computes, so its growth shows the compute running (no sleep assumes it).
+std::chrono::duration<double> process_cpu_time() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+}
+
 TEST(WorkerLimits, AComputeStopsWhenItsClientDisconnects) {
   auto cpu = make_cpu_device(1);
   Worker worker({cpu.get()}, limited());
@@ -197,10 +206,17 @@ TEST(WorkerLimits, AComputeStopsWhenItsClientDisconnects) {
     const Placement p(mm.g);
     const uint64_t h = c.alloc(0, p.bytes);
     const Bytes encoded = p.encode(mm.g, h);
+    const auto before = process_cpu_time();
     c.compute(0, 1, &encoded);
-    std::this_thread::sleep_for(200ms);  // it is running
+    // It is running once the process has spent a quarter second more of CPU.
+    ASSERT_TRUE(eventually([&] { return process_cpu_time() - before > 250ms; })) << "the compute never started";
   }  // gone
   EXPECT_TRUE(eventually([&] { return worker.active_sessions() == 0; })) << "the compute kept running";
+  // And it stopped: the process's CPU time stands still (a kernel left
+  // running would add about a second per second).
+  const auto idle = process_cpu_time();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_LT(process_cpu_time() - idle, 150ms) << "a kernel kept running after its session ended";
   GoodClient good(worker.port(), 0, 6);
   good.round();
 }

@@ -322,6 +322,36 @@ TEST_F(EngineTest, TwoStagesComputeAtOnce) {
   EXPECT_GE(overlap_ms, 4 * kDelayMs) << a.size() << " computes on one worker, " << b.size() << " on the other";
 }
 
+// Continuous batching on one stage: two requests in flight at once share
+// steps (one batched graph carries a token of each), so the steps number
+// about one request's, not the sum of both. The stage is a worker over an
+// async device whose every compute sleeps kDelayMs, so the second request,
+// submitted right after the first, is queued within the first step even on
+// a loaded machine. Run one after another they would take 2 x 12 steps.
+TEST_F(EngineTest, OneStageBatchesConcurrentRequestsIntoSharedSteps) {
+  constexpr double kDelayMs = 20;
+  constexpr int kTokens = 12;
+  weft::testing::LocalWorkers slow(1, [](int) {
+    weft::AsyncOptions ao;
+    ao.delay_ms = kDelayMs;
+    return weft::make_async_device(ao);
+  });
+  weft::SessionOptions o{.model = *path_, .devices = {"rpc://" + slow.endpoint(0)}};
+  weft::Session s(o);
+  s.load(2 * 64);
+  Engine engine(s, {.slots = 2});
+  EXPECT_EQ(engine.metrics().groups, 1);
+  Job j0 = greedy_job(prompt(0), kTokens), j1 = greedy_job(prompt(1), kTokens);
+  j0.ignore_eos = j1.ignore_eos = true;
+  auto r0 = engine.submit(std::move(j0));
+  auto r1 = engine.submit(std::move(j1));
+  EXPECT_EQ(drain(*r0).tokens, alone(prompt(0), kTokens));
+  EXPECT_EQ(drain(*r1).tokens, alone(prompt(1), kTokens));
+  const weft::serve::EngineMetrics m = engine.metrics();
+  EXPECT_EQ(m.generated_tokens, 2u * kTokens);
+  EXPECT_LE(m.steps, static_cast<uint64_t>(kTokens + 3)) << "the requests took turns instead of sharing steps";
+}
+
 // A stage that dies while steps are in flight ends every busy request with
 // an error naming it; the engine then takes requests again (which fail the
 // same way) and shuts down without a hang.
