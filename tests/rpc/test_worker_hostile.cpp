@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -831,6 +832,145 @@ std::vector<Case> cases() {
   return v;
 }
 
+// What each refusal must say: the validation that fires and the field or
+// value it names (docs/security.md: "an ERROR naming what was wrong").
+// Fragments separated by '|' must each appear. Cases made per dtype or per
+// op are matched by their suffix below.
+const std::map<std::string, std::string>& refusal_words() {
+  static const std::map<std::string, std::string> words{
+      {"payload_over_limit", "[GET_DEVICES] payload of 4294967295 bytes is over the limit"},
+      {"set_tensor_payload_over_limit", "[SET_TENSOR] payload of 67108865 bytes is over the limit"},
+      {"hello_over_limit", "[HELLO] payload of 16777217 bytes is over the limit"},
+      {"nonzero_flags", "[PING] flags 0x0001 (must be 0)"},
+      {"unknown_command", "unknown command 0x0099"},
+      {"client_sends_error", "unknown command 0xffff"},
+      {"client_sends_reply", "unknown command 0x8050"},
+      {"command_before_hello", "[GET_DEVICES] not allowed before HELLO"},
+      {"bad_magic", "[HELLO] bad magic"},
+      {"wrong_major_version", "protocol major version 2"},
+      {"hello_truncated", "[rpc HELLO] truncated: caps needs 8 bytes"},
+      {"hello_trailing_byte", "[rpc HELLO] 1 unexpected bytes after the last field"},
+      {"second_hello", "[HELLO] the handshake is already done"},
+      {"auth_wrong_mac", "[AUTH] authentication failed"},
+      {"auth_mac_of_wrong_secret", "[AUTH] authentication failed"},
+      {"auth_skipped", "[PING] not allowed before authentication"},
+      {"auth_short_mac", "[rpc AUTH] truncated: mac needs 32 bytes"},
+      {"auth_on_open_worker", "[AUTH] the handshake is already done"},
+      {"handle_zero", "[GET_TENSOR] handle 0 is never a buffer"},
+      {"unknown_handle", "[GET_TENSOR] handle|is not a live buffer of this session"},
+      {"other_sessions_handle_read", "[GET_TENSOR] handle|is not a live buffer of this session"},
+      {"other_sessions_handle_write", "[SET_TENSOR] handle|is not a live buffer of this session"},
+      {"other_sessions_handle_free", "[FREE_BUFFER] handle|is not a live buffer of this session"},
+      {"freed_handle", "[GET_TENSOR] handle|is not a live buffer of this session"},
+      {"double_free", "[FREE_BUFFER] handle|is not a live buffer of this session"},
+      {"range_overflow", "[GET_TENSOR] bytes [18446744073709551612, +8) are outside buffer"},
+      {"offset_past_end", "[GET_TENSOR] bytes [65, +0) are outside buffer"},
+      {"size_past_end", "[GET_TENSOR] bytes [0, +65) are outside buffer"},
+      {"set_tensor_range_overflow", "[SET_TENSOR] bytes [18446744073709551612, +8) are outside buffer"},
+      {"set_tensor_payload_shorter_than_size", "size field says 64 bytes but the frame carries 16"},
+      {"set_tensor_payload_longer_than_size", "size field says 8 bytes but the frame carries 16"},
+      {"memset_past_end", "[MEMSET_TENSOR] bytes [60, +8) are outside buffer"},
+      {"set_tensor_rows_not_ascending", "row 1 (entry 1 of 2) is not ascending"},
+      {"set_tensor_rows_repeated_row", "row 2 (entry 1 of 2) is not ascending"},
+      {"set_tensor_rows_row_past_n_rows", "row 4 (entry 1 of 2) is not ascending and below n_rows 4"},
+      {"set_tensor_rows_past_end", "[SET_TENSOR_ROWS] bytes [8, +64) are outside buffer"},
+      {"set_tensor_rows_data_short", "2 rows of 8 bytes do not fit the 15 bytes left"},
+      {"set_tensor_rows_data_long", "[rpc SET_TENSOR_ROWS] 1 unexpected bytes after the last field"},
+      {"set_tensor_rows_count_over_payload", "count 4294967295 rows"},
+      {"set_tensor_rows_range_overflow", "rows of 1099511627776 bytes is not a range"},
+      {"set_tensor_rows_zero_row_bytes", "8 rows of 0 bytes is not a range"},
+      {"get_tensor_rows_past_end", "[GET_TENSOR_ROWS] bytes [16, +56) are outside buffer"},
+      {"get_tensor_rows_reply_over_a_frame", "could need a reply over 16777216 bytes"},
+      {"copy_dst_past_end", "[COPY_TENSOR] bytes [32, +33) are outside buffer"},
+      {"set_tensor_hash_range_overflow", "[SET_TENSOR_HASH] bytes [8, +18446744073709551611) are outside buffer"},
+      {"trailing_byte_ping", "[rpc PING] 1 unexpected bytes after the last field"},
+      {"trailing_byte_get", "[rpc GET_TENSOR] 1 unexpected bytes after the last field"},
+      {"free_truncated", "[rpc FREE_BUFFER] truncated: handle needs 8 bytes"},
+      {"set_tensor_hash_truncated_hash", "[rpc SET_TENSOR_HASH] truncated: hash needs 16 bytes"},
+      {"alloc_device_out_of_range", "[ALLOC_BUFFER] device 3 is out of range (3 devices)"},
+      {"synchronize_device_out_of_range", "[SYNCHRONIZE] device 4294967295 is out of range"},
+      {"compute_device_out_of_range", "[GRAPH_COMPUTE] device 77 is out of range"},
+      {"event_device_out_of_range", "[EVENT_RECORD] device 9 is out of range"},
+      {"event_cap", "cap of 4096 events per session"},
+      {"buffer_count_cap", "65536 live buffers (the cap)"},
+      {"graph_forward_reference", "tensor 2: src[1] refers to tensor 3, which is not an earlier tensor"},
+      {"graph_self_reference", "tensor 2: src[0] refers to tensor 2, which is not an earlier tensor"},
+      {"graph_unknown_op", "tensor 2: op |is unknown"},
+      {"graph_op_255", "tensor 2: op 255 is unknown"},
+      {"graph_unknown_dtype", "tensor 0: dtype |is unknown"},
+      {"graph_shape_contradicts_op", "tensor 2: (add) ne[0] is 4, but the op gives f32[8,4,1,1]"},
+      {"graph_dtype_contradicts_op", "tensor 2: (add) dtype is i32, but the op gives f32[8,4,1,1]"},
+      {"graph_operands_impossible", "[add] cannot broadcast f32[3,4,1,1] and f32[8,4,1,1]"},
+      {"graph_negative_ne", "tensor 0: ne[1] is negative (-4)"},
+      {"graph_stride_outside_buffer", "tensor 0: nb[1] is 1099511627776, but a leaf f32[8,4,1,1] must be packed"},
+      {"graph_node_stride_outside_buffer", "tensor 2: (add) nb[3] is 4611686018427387904, but the op gives 128"},
+      {"graph_view_outside_source", "[view] view of 128 bytes at offset 64 exceeds f32[8,4,1,1]"},
+      {"graph_view_offset_overflow", "[view] offset 18446744073709551607 is outside f32[8,4,1,1]"},
+      {"graph_leaf_outside_buffer", "tensor 1: offset 1000 + 128 bytes of f32[8,4,1,1] is outside buffer"},
+      {"graph_leaf_offset_overflow", "tensor 1: offset 18446744073709551599 + 128 bytes|is outside buffer"},
+      {"graph_node_outside_buffer", "tensor 2: offset 960 + 128 bytes of f32[8,4,1,1] is outside buffer"},
+      {"graph_misaligned_leaf", "tensor 1: data at byte 130 is not aligned to 4 bytes for f32"},
+      {"graph_element_cap_zero_stride_view", "tensor 3: ne [1048576,1048576,1,1] spans more than 2^32 elements"},
+      {"graph_leaf_without_buffer", "tensor 0: buffer is 0, but f32[8,4,1,1] needs memory of its own"},
+      {"graph_leaf_unknown_buffer", "tensor 0: buffer|is not a live buffer of this session"},
+      {"graph_other_sessions_buffer", "tensor 0: buffer|is not a live buffer of this session"},
+      {"graph_node_index_out_of_range", "node 0: index 7 is out of range (n_tensors 3)"},
+      {"graph_node_is_leaf", "node 0: tensor 0 is a leaf (op none)"},
+      {"graph_node_listed_twice", "node 1: tensor 2 is listed twice"},
+      {"graph_n_tensors_huge", "n_tensors 4294967295 is over the cap"},
+      {"graph_n_tensors_over_payload", "n_tensors 5 needs"},
+      {"graph_trailing_bytes", "[rpc GRAPH_COMPUTE] 1 unexpected bytes after the last field"},
+      {"graph_has_graph_2", "has_graph is 2 (must be 0 or 1)"},
+      {"graph_unknown_id", "no stored graph 12345"},
+      {"graph_run_after_free", "was dropped: buffer|it uses was freed"},
+      {"graph_run_on_other_device", "was built for device 0, not device 1"},
+      {"alloc_size_zero", "[GET_TENSOR] bytes [0, +1) are outside buffer|(0 bytes)"},
+      {"get_rows_over_its_source", "tensor 2 (get_rows f32[8,2,1,1]) writes bytes that its src[0] (tensor 0) reads"},
+      {"add_result_half_over_its_operand", "tensor 2 (add f32[8,4,1,1]) writes bytes that its src[0] (tensor 0) reads"},
+      // No ERROR is possible (the frame never completes), or none is sent.
+      {"truncated_header", ""},
+      {"truncated_header_after_hello", ""},
+      {"truncated_payload", ""},
+      {"truncated_set_tensor_bytes", ""},
+      {"alloc_over_budget_session_stays", ""},
+      {"alloc_size_max_session_stays", ""},
+      {"deferred_kernel_error", ""},
+      {"in_place_add_is_valid", ""},
+      {"base_graph_is_valid", ""},
+  };
+  return words;
+}
+
+// The fragments for case name: from the table, or from the per-dtype and
+// per-op families' names.
+std::vector<std::string> words_for(const std::string& name) {
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  std::string joined;
+  if (auto it = refusal_words().find(name); it != refusal_words().end()) {
+    joined = it->second;
+  } else if (ends_with("_row_splits_a_block")) {
+    const std::string type = name.substr(6, name.size() - 6 - std::string("_row_splits_a_block").size());
+    joined = "tensor 0: [new_tensor] " + type + "[8,4,1,1]: row length is not a multiple of the";
+  } else if (ends_with("_blocks_past_the_buffer")) {
+    const std::string type = name.substr(6, name.size() - 6 - std::string("_blocks_past_the_buffer").size());
+    joined = "tensor 0: offset 0 + | bytes of " + type + "[|is outside buffer";
+  } else if (name.rfind("broadcast_empty_row_", 0) == 0) {
+    joined = "[" + name.substr(20) + "] cannot broadcast f32[64,1,1,1] and f32[0,4,1,1]";
+  } else {
+    ADD_FAILURE() << "no expected refusal for case " << name << ": add it to refusal_words()";
+  }
+  std::vector<std::string> out;
+  for (size_t at = 0; !joined.empty();) {
+    const size_t bar = joined.find('|', at);
+    out.push_back(joined.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    if (bar == std::string::npos) break;
+    at = bar + 1;
+  }
+  return out;
+}
+
 class WorkerHostile : public ::testing::TestWithParam<Case> {
  protected:
   static void SetUpTestSuite() { env = new Env(); }
@@ -842,7 +982,9 @@ class WorkerHostile : public ::testing::TestWithParam<Case> {
 
 TEST_P(WorkerHostile, OtherSessionsUnaffected) {
   env->good->upload();  // before the attack; used after it
+  expected_error_words() = words_for(GetParam().name);
   GetParam().run();
+  expected_error_words().clear();
   env->good->compute_and_check();
   Conn& c = env->good->conn();  // and a buffer of its own still comes and goes
   const uint64_t h = c.alloc(1, 256);

@@ -192,6 +192,14 @@ class Conn {
 };
 
 // Expects an ERROR of this kind, then the worker closing the connection.
+// Fragments the next ERROR's message must each contain (a test sets them
+// for the case it runs: the check is that the validation meant to fire
+// fired, and that its message names what was wrong); empty: any message.
+inline std::vector<std::string>& expected_error_words() {
+  static std::vector<std::string> words;
+  return words;
+}
+
 inline void expect_fatal(Conn& c, ErrorKind kind = ErrorKind::invalid_input) {
   Frame f;
   try {
@@ -202,6 +210,9 @@ inline void expect_fatal(Conn& c, ErrorKind kind = ErrorKind::invalid_input) {
   ASSERT_TRUE(f.is_error()) << "got command " << f.command << " instead of ERROR";
   EXPECT_EQ(f.error_kind(), kind) << f.error_message();
   EXPECT_FALSE(f.error_message().empty());
+  for (const std::string& words : expected_error_words())
+    EXPECT_NE(f.error_message().find(words), std::string::npos)
+        << "the refusal does not say \"" << words << "\": " << f.error_message();
   EXPECT_TRUE(c.closed_by_peer()) << "the worker kept the connection after: " << f.error_message();
 }
 
