@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rpc/local_workers.h"
 #include "serve/http_client.h"
 #include "weft/core/error.h"
 #include "weft/model/demo_model.h"
@@ -270,6 +271,62 @@ TEST_F(ServerHttp, ChatTemplateRenderingCountsAgainstTheTimeout) {
   EXPECT_EQ(r.status, 503) << r.body;
   const std::string message = error_of(r)["message"];
   EXPECT_NE(message.find("did not finish rendering within the request's timeout"), std::string::npos) << message;
+  EXPECT_EQ(request(port_, "GET", "/health").status, 200);
+}
+
+// docs/serve.md: a request still generating at --timeout ends as `length`
+// (what it has so far, as a whole reply), and the server goes on.
+TEST_F(ServerHttp, ARequestPastItsTimeoutEndsAsLength) {
+  auto o = long_streams(options());
+  o.request_timeout_seconds = 0.3;
+  start(o);
+  const Response r =
+      request(port_, "POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":4000,"ignore_eos":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length") << r.body;
+  const int completion = j["usage"]["completion_tokens"];
+  EXPECT_GT(completion, 0);
+  EXPECT_LT(completion, 4000) << "the timeout did not end it";
+  EXPECT_EQ(metric("weft_requests_cancelled_total"), 1);  // counted as ended early
+  EXPECT_EQ(request(port_, "POST", "/v1/chat/completions", kChat).status, 200);
+}
+
+// docs/serve.md: a stream whose generation fails after it began (a worker
+// died) ends with a `data: {"error": ...}` event naming the failure, then
+// [DONE], and no chunk carries a finish_reason a client would take for a
+// whole reply. The server answers /health after.
+TEST_F(ServerHttp, AStreamThatFailsEndsWithAnErrorEvent) {
+  weft::testing::LocalWorkers workers(1);
+  auto o = long_streams(options());
+  o.session.devices = {"cpu:1", "rpc://" + workers.endpoint(0)};
+  o.session.split = "1,1";
+  start(o);
+  Socket s(port_);
+  const std::string body = kLongStream;
+  s.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body);
+  std::string got;
+  while (got.find("data: ") == std::string::npos) {
+    const std::string part = s.read_some();
+    ASSERT_FALSE(part.empty()) << "no stream data";
+    got += part;
+  }
+  const std::string dead = workers.endpoint(0);
+  workers.worker(0).stop();
+  while (got.find("data: [DONE]") == std::string::npos) {  // the connection stays open after it
+    const std::string part = s.read_some();
+    if (part.empty()) break;
+    got += part;
+  }
+  const size_t error_at = got.find("data: {\"error\"");
+  ASSERT_NE(error_at, std::string::npos) << got.substr(got.size() > 2000 ? got.size() - 2000 : 0);
+  const std::string tail = got.substr(error_at);
+  EXPECT_NE(tail.find("generation failed"), std::string::npos) << tail;
+  EXPECT_NE(tail.find(dead), std::string::npos) << tail;
+  EXPECT_NE(tail.find("data: [DONE]"), std::string::npos) << tail;
+  EXPECT_EQ(got.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_EQ(got.find("\"finish_reason\":\"stop\""), std::string::npos);
   EXPECT_EQ(request(port_, "GET", "/health").status, 200);
 }
 
