@@ -14,9 +14,16 @@ constexpr unsigned __int128 kMaxExtent = static_cast<unsigned __int128>(1) << 62
 
 [[noreturn]] void query_fail(const std::string& what) { fail(ErrorKind::invalid_input, "rpc SUPPORTS_OP", what); }
 
+// Appended piece by piece: GCC 12 misreads `"[" + std::string&&` as an
+// overlapping copy (-Wrestrict).
 std::string dims(const int64_t (&ne)[kMaxDims]) {
-  return "[" + std::to_string(ne[0]) + "," + std::to_string(ne[1]) + "," + std::to_string(ne[2]) + "," +
-         std::to_string(ne[3]) + "]";
+  std::string s = "[";
+  for (int d = 0; d < kMaxDims; ++d) {
+    if (d > 0) s += ',';
+    s += std::to_string(ne[d]);
+  }
+  s += ']';
+  return s;
 }
 
 // dtype known; ne non-negative and spanning at most 2^32 elements.

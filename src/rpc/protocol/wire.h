@@ -113,11 +113,13 @@ class Writer {
   const std::vector<uint8_t>& data() const { return data_; }
 
  private:
+  // Grows by resize and writes in place: GCC 12 misreads a range insert at
+  // end() here as a possible overlap (-Wrestrict, -Wstringop-overflow).
   template <class T>
   void put(T v) {
-    uint8_t b[sizeof(T)];
-    for (size_t i = 0; i < sizeof(T); ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
-    data_.insert(data_.end(), b, b + sizeof(T));
+    const size_t at = data_.size();
+    data_.resize(at + sizeof(T));
+    for (size_t i = 0; i < sizeof(T); ++i) data_[at + i] = static_cast<uint8_t>(v >> (8 * i));
   }
 
   std::vector<uint8_t> data_;

@@ -371,8 +371,10 @@ bool Session::admit() {
   }
   end_reason_ = "turned away: the worker is busy (every client slot holds a session)";
   refused_ = true;
-  send_error(ErrorKind::out_of_memory, "[" + std::string(cmd_name(static_cast<uint16_t>(current_))) +
-                                           "] busy: every client slot of this worker holds a session; try later");
+  std::string message = "[";  // appended: GCC 12 misreads "[" + std::string&& (-Wrestrict)
+  message += cmd_name(static_cast<uint16_t>(current_));
+  message += "] busy: every client slot of this worker holds a session; try later";
+  send_error(ErrorKind::out_of_memory, message);
   return false;
 }
 
