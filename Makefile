@@ -77,7 +77,8 @@ test-fuzz: deps build/fuzz/build.ninja
 
 # The main job on a built-in default: a ~100M-parameter model split over this
 # CPU and two local workers, checked token for token against this CPU alone.
-demo: build
+demo: deps build/release/build.ninja
+	@cmake --build build/release -j $(JOBS) --target weft
 	@build/release/tools/weft/weft demo
 
 bench: build
