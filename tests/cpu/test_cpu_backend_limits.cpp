@@ -1,6 +1,7 @@
 // The CPU backend's limits: cancelling a compute, the working memory it
 // reports before running, and kernel scratch that refuses to overflow.
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -69,8 +70,16 @@ TEST(CpuBackendLimits, CancelStopsALongMatMulInsideTheNode) {
   auto backend = b.cpu->create_backend();
   std::atomic<bool> cancel{false};
   backend->set_cancel_flag(&cancel);
+  // Cancelled once the product is seen running (the process spent a tenth
+  // of a second more CPU), not after a guessed sleep.
+  auto cpu_seconds = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  const double before = cpu_seconds();
   std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    while (cpu_seconds() - before < 0.1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     cancel = true;
   });
   const auto t0 = std::chrono::steady_clock::now();

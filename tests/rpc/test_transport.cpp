@@ -2,11 +2,14 @@
 // and IPv6) and the in-memory pipe; then what only TCP has (connect, listen,
 // peer names, read timeouts).
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,11 +34,15 @@ constexpr size_t kBigBytes = kSanitized ? size_t{32} << 20 : size_t{256} << 20;
 // More than the 16 MiB the socket buffers of a connection hold.
 constexpr size_t kHugeWriteBytes = kSanitized ? size_t{32} << 20 : size_t{64} << 20;
 
-// Runs f on its own thread; join() waits and returns what f threw (null if nothing).
+// Runs f on its own thread; join() waits and returns what f threw (null if
+// nothing). wait_blocked() waits until that thread sleeps in the kernel (its
+// /proc state S or D): f has reached the call that blocks, so a test acts on
+// a blocked call, not on a guess that 50 ms were enough.
 class Background {
  public:
   explicit Background(std::function<void()> f)
       : thread_([this, f = std::move(f)] {
+          tid_.store(static_cast<pid_t>(::syscall(SYS_gettid)));
           try {
             f();
           } catch (...) {
@@ -49,10 +56,28 @@ class Background {
     thread_.join();
     return error_;
   }
+  // True once the thread is seen blocked (polled every millisecond, up to 10 s).
+  bool wait_blocked() const {
+    for (int i = 0; i < 10000; ++i) {
+      const pid_t tid = tid_.load();
+      if (tid != 0) {
+        std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        const size_t paren = line.rfind(')');  // the name may hold spaces
+        if (paren != std::string::npos && paren + 2 < line.size() &&
+            (line[paren + 2] == 'S' || line[paren + 2] == 'D'))
+          return true;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    return false;
+  }
 
  private:
   std::exception_ptr error_;
-  std::thread thread_;  // last: starts once error_ exists
+  std::atomic<pid_t> tid_{0};
+  std::thread thread_;  // last: starts once error_ and tid_ exist
 };
 
 // The message of an Error(disconnected), or a failure naming what came instead.
@@ -289,7 +314,7 @@ TEST_P(StreamTest, ShutdownWakesABlockedReadWithinASecond) {
     char byte;
     a_->read_exact(&byte, 1);
   });
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(reader.wait_blocked());
   const auto start = Clock::now();
   a_->shutdown();
   const std::exception_ptr error = reader.join();
@@ -303,7 +328,7 @@ TEST_P(StreamTest, ShutdownWakesABlockedReadWithinASecond) {
 TEST_P(StreamTest, ShutdownWakesABlockedWrite) {
   const std::vector<char> data(kHugeWriteBytes);  // more than the buffers between the ends hold
   Background writer([&] { a_->write_all(data.data(), data.size()); });
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(writer.wait_blocked());
   const auto start = Clock::now();
   a_->shutdown();
   const std::exception_ptr error = writer.join();
@@ -316,7 +341,7 @@ TEST_P(StreamTest, PeerShutdownWakesABlockedRead) {
     char byte;
     b_->read_exact(&byte, 1);
   });
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(reader.wait_blocked());
   a_->shutdown();
   EXPECT_TRUE(is_disconnected(reader.join()));
 }
@@ -332,7 +357,7 @@ TEST(MemoryPipe, WriterWaitsForASlowReader) {
     a->write_all(data.data(), data.size());  // four times the capacity
     written = true;
   });
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(writer.wait_blocked());  // the pipe is full: the writer waits for the reader
   EXPECT_FALSE(written.load());
   std::vector<char> got(data.size());
   b->read_exact(got.data(), got.size());
@@ -421,7 +446,7 @@ TEST(Tcp, ListenerCloseWakesAccept) {
   const auto listener = tcp_listen("127.0.0.1", 0);
   std::unique_ptr<Stream> accepted;
   Background acceptor([&] { accepted = listener->accept(); });
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(acceptor.wait_blocked());
   const auto start = Clock::now();
   listener->close();
   EXPECT_FALSE(acceptor.join());
