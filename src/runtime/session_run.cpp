@@ -63,8 +63,20 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
                                  const TokenCallback& on_token) {
   if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate before load");
   const GenerationModel m = generation_model();
-  auto eval_last = [this](std::span<const int32_t> t, int64_t n_past, std::vector<float>& logits) {
-    model_->eval(t, n_past, logits, model::LogitRows::last);
+  // Every token evaluated, from position 0: what a recovery re-evaluates
+  // (none when the generation continues a cache this call did not fill).
+  std::vector<int32_t> history;
+  const bool recoverable = options_.recover && options.start == 0;
+  auto eval_last = [&](std::span<const int32_t> t, int64_t n_past, std::vector<float>& logits) {
+    if (recoverable) {
+      history.resize(static_cast<size_t>(n_past));
+      history.insert(history.end(), t.begin(), t.end());
+    }
+    try {
+      model_->eval(t, n_past, logits, model::LogitRows::last);
+    } catch (const Error& e) {
+      if (!recoverable || e.kind() != ErrorKind::disconnected || !recover(e, history, logits)) throw;
+    }
   };
   return run_generation(eval_last, m, prompt, options, on_token);
 }

@@ -66,6 +66,14 @@ std::vector<std::unique_ptr<Device>> make_rpc_devices(const std::string& endpoin
 // Process-wide count of open worker connections (for tests of the lifetime rules).
 int rpc_open_connections();
 
+// Whether the worker at endpoint answers now: a PING round trip on its open
+// connection (an error it deferred from an earlier command is taken and
+// dropped: it answered). false when no connection is open, it is broken (a
+// call on it failed in transport), or the PING fails so (which breaks it).
+// Waits for the answer as any call does (RpcOptions::reply_timeout bounds a
+// silent worker).
+bool rpc_alive(const std::string& endpoint);
+
 // Traffic of one connection since it opened (frame headers included).
 struct RpcStats {
   uint64_t bytes_sent = 0;

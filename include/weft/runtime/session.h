@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/core/error.h"
 #include "weft/model/model.h"
 #include "weft/model/perplexity.h"
 #include "weft/model/sampler.h"
@@ -37,6 +38,8 @@
 #include "weft/runtime/placement.h"
 
 namespace weft {
+
+struct RecoveryReport;
 
 struct SessionOptions {
   std::string model;                          // GGUF file
@@ -62,6 +65,14 @@ struct SessionOptions {
   DeviceOptions device_options;               // CPU threads, RPC options
   model::LoadOptions load;                    // weights in place on the host CPU, or copied
   std::string name = "session";               // names the caller in errors: "[run] ..."
+  // When a worker holding part of the model dies during generate() (an
+  // Error(disconnected), and its connection no longer answers): re-place
+  // the model over the devices left, load it there, re-evaluate the tokens
+  // so far and go on, the sampler's state untouched (docs/recovery.md).
+  // false: the error ends the generation.
+  bool recover = false;
+  // Called after each recovery (on the thread that runs generate()).
+  std::function<void(const RecoveryReport&)> on_recovery;
 };
 
 // One device's share of a plan.
@@ -95,6 +106,16 @@ struct LoadPlan {
   // "" when every share fits, else the first that does not, as a sentence
   // ("10.0.0.2:50052 has 8.0 KiB free but its share needs 1.2 MiB").
   std::string problem() const;
+};
+
+// What a recovery did (SessionOptions::recover).
+struct RecoveryReport {
+  std::vector<std::string> lost;  // DeviceSpec::label() of each device lost
+  std::string cause;              // the error that revealed the loss
+  LoadPlan plan;                  // the placement over the devices left
+  int64_t tokens_reevaluated = 0;  // the history the lost KV cache was rebuilt from
+  double reload_seconds = 0;       // detecting, re-planning and loading the weights again
+  double reprefill_seconds = 0;    // re-evaluating the history
 };
 
 // One device's traffic (zeros for a local device): the totals of the
@@ -194,6 +215,9 @@ class Session {
   model::PerplexityScore perplexity(std::span<const int32_t> tokens, int64_t n_chunks,
                                     const std::function<void(int64_t, const model::PerplexityScore&)>& on_chunk = {});
 
+  // Recoveries so far (SessionOptions::recover).
+  int recoveries() const { return recoveries_; }
+
   // Per device, in device order.
   std::vector<DeviceStats> stats() const;
   // Per device, in device order. A round trip to each worker, after the
@@ -206,6 +230,13 @@ class Session {
   void probe_devices();
   PlacementInput placement_input(const std::vector<size_t>& free_bytes, int64_t n_ctx) const;
   std::vector<int64_t> bounds(const PlacementInput& in, std::string& policy) const;
+  // session_recover.cpp: after cause, drops the devices whose workers no
+  // longer answer, loads the model over the rest and re-evaluates history
+  // from position 0 into logits (its last token's). false, having changed
+  // nothing, when every device still answers (cause was not a loss);
+  // throws when nothing is left or the rest cannot hold the model.
+  bool recover(const Error& cause, std::span<const int32_t> history, std::vector<float>& logits);
+  void drop_devices(const std::vector<size_t>& lost);
 
   SessionOptions options_;
   std::vector<DeviceSpec> specs_;
@@ -215,6 +246,7 @@ class Session {
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<DeviceSpeed> speeds_;  // per device, when every probe succeeded
   std::string probe_failure_;        // why not, when a probe failed
+  int recoveries_ = 0;
   std::unique_ptr<model::LlamaModel> model_;  // declared after the devices it uses: destroyed first
 };
 

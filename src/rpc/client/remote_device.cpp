@@ -76,6 +76,21 @@ RpcStats rpc_stats(const std::string& endpoint) {
   return connection ? connection->stats() : RpcStats{};
 }
 
+bool rpc_alive(const std::string& endpoint) {
+  std::shared_ptr<rpc::Connection> connection = rpc::find_connection(endpoint);
+  // An ERROR that answers the PING is an error the worker deferred from an
+  // earlier command (a peer link's failure, say): the worker is there, and
+  // the next PING is answered after it. Only a broken connection is a loss.
+  for (int attempt = 0; attempt < 3 && connection && !connection->broken(); ++attempt) {
+    try {
+      connection->call(rpc::PingRequest{});
+      return true;
+    } catch (const Error&) {
+    }
+  }
+  return connection && !connection->broken();
+}
+
 std::optional<WorkerCompute> rpc_compute_stats(const std::string& endpoint, uint32_t device) {
   std::shared_ptr<rpc::Connection> connection = rpc::find_connection(endpoint);
   if (!connection || connection->broken() || connection->peer_minor() < 6) return std::nullopt;

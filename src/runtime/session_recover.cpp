@@ -1,0 +1,87 @@
+// Session: going on after a worker's death (SessionOptions::recover,
+// docs/recovery.md). The lost devices leave the session; the model is
+// placed and loaded again over the rest, from the file, as load() would
+// place it; the tokens so far are evaluated again to rebuild the KV cache.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "weft/core/error.h"
+#include "weft/rpc/client.h"
+#include "weft/runtime/session.h"
+
+namespace weft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// spec ("a,b,c", one weight per device) without the entries at lost.
+std::string without(const std::string& spec, size_t n_parts, const std::vector<size_t>& lost, const char* flag) {
+  if (spec.empty()) return spec;
+  const std::vector<double> weights = parse_split(spec, n_parts, flag);
+  std::string out;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (std::find(lost.begin(), lost.end(), i) != lost.end()) continue;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", weights[i]);
+    out += (out.empty() ? "" : ",") + std::string(buf);
+  }
+  return out;
+}
+
+}  // namespace
+
+void Session::drop_devices(const std::vector<size_t>& lost) {
+  const size_t n = devices_.size();
+  options_.split = without(options_.split, n, lost, "--split");
+  options_.experts_split = without(options_.experts_split, n, lost, "--experts-split");
+  for (size_t k = lost.size(); k-- > 0;) {
+    const auto at = static_cast<std::ptrdiff_t>(lost[k]);
+    devices_.erase(devices_.begin() + at);
+    specs_.erase(specs_.begin() + at);
+    if (speeds_.size() == n) speeds_.erase(speeds_.begin() + at);
+  }
+}
+
+bool Session::recover(const Error& cause, std::span<const int32_t> history, std::vector<float>& logits) {
+  const std::string& where = options_.name;
+  const Clock::time_point t0 = Clock::now();
+  // Which workers are gone: those whose connection no longer answers. A
+  // survivor may have reported the loss (its peer link ended) while the
+  // dead one was never spoken to since, so each is asked.
+  std::vector<size_t> lost;
+  RecoveryReport report;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (specs_[i].kind != DeviceSpecKind::rpc || rpc_alive(specs_[i].endpoint)) continue;
+    lost.push_back(i);
+    report.lost.push_back(specs_[i].label());
+  }
+  if (lost.empty()) return false;
+  std::string names;
+  for (const std::string& l : report.lost) names += (names.empty() ? "" : ", ") + l;
+  report.cause = cause.what();
+  const int64_t n_ctx = model_->n_ctx();
+  model_.reset();  // its buffers on the survivors are freed; the lost ones' with their sessions
+  drop_devices(lost);
+  if (devices_.empty())
+    fail(ErrorKind::disconnected, where, "every device holding the model was lost (" + names + "): " + cause.what());
+  file_ = GgufFile::open(options_.model);
+  report.plan = plan(n_ctx);
+  if (const std::string problem = report.plan.problem(); !problem.empty())
+    fail(ErrorKind::out_of_memory, where,
+         "after losing " + names + ", the devices left cannot hold the model: " + problem);
+  load(report.plan);
+  report.reload_seconds = seconds_since(t0);
+  const Clock::time_point t1 = Clock::now();
+  model_->eval(history, 0, logits, model::LogitRows::last);
+  report.reprefill_seconds = seconds_since(t1);
+  report.tokens_reevaluated = static_cast<int64_t>(history.size());
+  ++recoveries_;
+  if (options_.on_recovery) options_.on_recovery(report);
+  return true;
+}
+
+}  // namespace weft
