@@ -106,6 +106,22 @@ class Worker {
   std::unique_ptr<Impl> impl_;
 };
 
+// The defaults `weft worker` applies, for any program serving its CPU the
+// same way.
+//
+// 90% of the memory device reports free now: a memory_budget that leaves
+// the rest of the machine room.
+size_t default_memory_budget(const Device& device);
+// Each of devices CPU devices' share of threads CPU threads (0: every
+// hardware thread), at least 1. Throws Error(invalid_input) unless devices
+// is in [1, 64] and threads is not negative.
+int cpu_threads_per_device(int threads, int devices);
+// Where a worker keeps the certificate it makes for itself (TLS without a
+// certificate of its own): beside token_file when one is given, else
+// $XDG_CONFIG_HOME/weft, else ~/.config/weft; the files are
+// worker-cert.pem and worker-key.pem there.
+std::filesystem::path default_tls_folder(const std::string& token_file);
+
 // For `weft worker --tls` without a certificate of its own: writes a
 // self-signed one (EC P-256, 10 years) and its key (mode 0600) unless both
 // files exist already. Returns whether it made them.
