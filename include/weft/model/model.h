@@ -1,6 +1,6 @@
-// Llama-family models read from GGUF files (FACTS.md, "Llama-family files";
-// docs/models.md): Llama 2/3.x, Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3,
-// Qwen3-MoE, Phi-3 and Gemma 2/3, run as one weft graph per call.
+// Llama-family models read from GGUF files (docs/models.md): Llama 2/3.x,
+// Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Phi-3 and Gemma 2/3,
+// run as one weft graph per call.
 //
 //   auto file = weft::GgufFile::open("model.gguf");
 //   auto dev = weft::make_cpu_device();

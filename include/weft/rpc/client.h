@@ -63,9 +63,6 @@ std::vector<std::unique_ptr<Device>> make_rpc_devices(const std::string& endpoin
 
 // Device specs ("rpc://host:port/N") are parsed by weft/runtime/devices.h.
 
-// Process-wide count of open worker connections (for tests of the lifetime rules).
-int rpc_open_connections();
-
 // Traffic of one connection since it opened (frame headers included).
 struct RpcStats {
   uint64_t bytes_sent = 0;
