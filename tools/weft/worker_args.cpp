@@ -58,10 +58,10 @@ void add_worker_options(CLI::App* cmd, WorkerArgs& args) {
   cmd->add_option("--host", args.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args.port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("-t,--threads", args.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
-  add_size_option(worker_cmd, "--mem", args.mem,
+  add_size_option(cmd, "--mem", args.mem,
                   "memory all sessions may hold together: buffers, graphs, scratch (0: 90% of available memory; at "
                   "least 1MiB)");
-  add_size_option(worker_cmd, "--session-mem", args.session_mem, "memory one session may hold (0: all of --mem; at least 1MiB)");
+  add_size_option(cmd, "--session-mem", args.session_mem, "memory one session may hold (0: all of --mem; at least 1MiB)");
   cmd->add_option("--max-graph-cost", args.max_graph_cost,
                          "most multiply-adds + bytes touched one graph may ask for (0: 2^50)")
       ->check(CLI::NonNegativeNumber);
@@ -73,7 +73,7 @@ void add_worker_options(CLI::App* cmd, WorkerArgs& args) {
                          "seconds to receive a command's rest or send a reply, plus 1 s per MiB")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--cache-dir", args.cache_dir, "tensor cache directory");
-  add_size_option(worker_cmd, "--cache-max", args.cache_max, "what the tensor cache may hold (0: 16GiB)");
+  add_size_option(cmd, "--cache-max", args.cache_max, "what the tensor cache may hold (0: 16GiB)");
   cmd->add_option("--max-clients", args.max_clients, "sessions at once (and connections in their handshake)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--auth-token-file", args.auth_token_file, "file holding the shared secret");
   cmd->add_flag("--insecure", args.insecure, "allow a non-loopback address without a token");
