@@ -432,11 +432,9 @@ class LlamaModel {
   // and drain the pipeline). Nothing on one device; no step may be in flight.
   void reserve_batch(int64_t n_tokens, int64_t n_out);
 
-  // Reuse of the last graph (on by default); off, every call builds and
-  // allocates its graph (a test compares the two).
-  void set_reuse_graphs(bool on) { reuse_graphs_ = on; }
-
  private:
+  friend struct LlamaModelTestAccess;  // the white-box tests' switches (not installed)
+
   void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress,
             const LoadOptions& options);
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;

@@ -23,8 +23,6 @@
 
 namespace weft::rpc {
 
-class Stream;  // src/rpc/transport/stream.h: a connected byte stream (TCP or in memory)
-
 // The limits every session is held to (docs/security.md lists each with its
 // default and flag).
 struct SessionLimits {
@@ -61,11 +59,6 @@ struct WorkerOptions {
   uint16_t advertise_port = 50051;
   std::chrono::milliseconds advertise_every{2000};
   bool log = true;                     // one line per session event on stderr
-  // Test only: ops every device of this worker is to report as unsupported
-  // (SUPPORTS_OP answers 0 and a graph with such a node is refused), as a
-  // device that lacks them would. Lets tests show that a client places
-  // what the worker refuses elsewhere.
-  std::vector<Op> refuse_ops;
 };
 
 // Connections: up to max_clients wait for their handshake at once (each for
@@ -97,13 +90,10 @@ class Worker {
   // "sha256:HEX" of the TLS certificate, or "" without TLS.
   std::string tls_fingerprint() const;
 
-  // Serves one already-connected stream on the calling thread until it ends
-  // (for in-memory tests and the fuzzer). Never throws.
-  void serve(Stream& stream);
-
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  friend struct WorkerTestAccess;  // the white-box tests' hooks (not installed)
 };
 
 // The defaults `weft worker` applies, for any program serving its CPU the

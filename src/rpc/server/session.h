@@ -60,7 +60,7 @@ struct WorkerShared {
   // Called once a session finished its handshake: true admits it, false
   // turns it away as busy. Unset: every session is admitted.
   std::function<bool(SessionStatus&)> admit;
-  // Bit k: Op k is answered "not supported" (WorkerOptions::refuse_ops).
+  // Bit k: Op k is answered "not supported" (WorkerTestAccess::refuse_ops).
   uint64_t refused_ops = 0;
 
   std::atomic<size_t> memory_in_use{0};
