@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   dpkg-dev file  # make package: CPack DEB runs dpkg-shlibdeps and file
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
   libcli11-dev libxxhash-dev libssl-dev
   libcpp-httplib-dev nlohmann-json3-dev  # weft serve
   chromium  # tests/serve: headless Chromium loads the chat page

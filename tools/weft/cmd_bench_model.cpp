@@ -27,8 +27,74 @@ struct BenchModelArgs {
   int parallel = 1;    // > 1: also the generation test over this many sequences at once
 };
 
+constexpr const char* kWhere = "bench model";
+
+// Bytes to and from the workers over a run (an expert split compares them).
+uint64_t worker_bytes(const Session& s) {
+  uint64_t b = 0;
+  for (const DeviceStats& d : s.stats())
+    if (d.remote) b += d.rpc.bytes_sent + d.rpc.bytes_received;
+  return b;
+}
+
+// Over workers: the same generation test with every layer here, for what
+// each hop between machines costs a token.
+void measure_hops(const BenchModelArgs& args, const LoadPlan& plan, const bench::ModelWork& work,
+                  const bench::ModelBenchOptions& options, bench::ModelBenchResult& r) {
+  int hops = 0;
+  for (const DevicePlan& d : plan.devices)
+    if (d.label != "host" && d.part.last_layer > d.part.first_layer) ++hops;
+  if (hops == 0 || options.n_gen == 0) return;
+  ModelHostArgs local_args = args.host;
+  local_args.workers.clear();
+  local_args.devices.clear();
+  local_args.split.clear();
+  std::fprintf(stderr, "the same generation test with every layer on this host:\n");
+  Session local(session_options(local_args, kWhere));
+  (void)load_with_progress(local, bench::model_bench_context(options));
+  bench::ModelBenchOptions local_options = options;
+  local_options.n_prompt = 0;
+  local_options.measure_limits = false;
+  local_options.parallel = 1;
+  const bench::ModelBenchResult l = bench::run_model_bench(local, work, local_options);
+  r.hops = hops + 1;  // host -> each worker holding layers -> host
+  r.local_tg_seconds_per_token = l.tg_seconds_per_token.mean;
+  r.tg_seconds_per_hop = bench::per_hop_seconds(r.tg_seconds_per_token.mean, r.local_tg_seconds_per_token, r.hops);
+}
+
+// An expert split: the same tests with each layer's own slice first, for
+// what overlapping the devices' slices saves, then with every row sent to
+// every slice.
+void measure_expert_variants(const BenchModelArgs& args, const bench::ModelWork& work,
+                             const bench::ModelBenchOptions& options, bench::ModelBenchResult& r) {
+  std::fprintf(stderr, "the same tests with the experts serialised (the host's slice before the others):\n");
+  SessionOptions serial_options = session_options(args.host, kWhere);
+  serial_options.load.experts_overlap = false;
+  Session serial(serial_options);
+  (void)load_with_progress(serial, bench::model_bench_context(options));
+  bench::ModelBenchOptions serial_bench = options;
+  serial_bench.measure_limits = false;
+  serial_bench.parallel = 1;
+  const bench::ModelBenchResult s = bench::run_model_bench(serial, work, serial_bench);
+  r.experts_split = true;
+  r.serial_pp_tokens_per_s = s.pp_tokens_per_s.mean;
+  r.serial_tg_seconds_per_token = s.tg_seconds_per_token.mean;
+
+  std::fprintf(stderr, "the same tests with every row sent to every slice:\n");
+  SessionOptions rows_options = session_options(args.host, kWhere);
+  rows_options.load.experts_routed_rows = false;
+  Session all_rows(rows_options);
+  (void)load_with_progress(all_rows, bench::model_bench_context(options));
+  const uint64_t rows_before = worker_bytes(all_rows);
+  bench::ModelBenchOptions rows_bench = options;
+  rows_bench.measure_limits = false;
+  const bench::ModelBenchResult a = bench::run_model_bench(all_rows, work, rows_bench);
+  r.all_rows_worker_bytes = worker_bytes(all_rows) - rows_before;
+  r.all_rows_pp_tokens_per_s = a.pp_tokens_per_s.mean;
+  r.all_rows_tg_seconds_per_token = a.tg_seconds_per_token.mean;
+}
+
 int cmd_bench_model(const BenchModelArgs& args) {
-  constexpr const char* kWhere = "bench model";
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
   bench::ModelBenchOptions options;
   options.n_prompt = args.n_prompt;
@@ -46,67 +112,11 @@ int cmd_bench_model(const BenchModelArgs& args) {
   // The Session closed its file after loading; the tensor table tells what
   // each token reads and computes on this host.
   const bench::ModelWork work = bench::model_work(*GgufFile::open(args.host.model), plan);
-  // Bytes to and from the workers over a run (an expert split compares them).
-  auto worker_bytes = [](const Session& s) {
-    uint64_t b = 0;
-    for (const DeviceStats& d : s.stats())
-      if (d.remote) b += d.rpc.bytes_sent + d.rpc.bytes_received;
-    return b;
-  };
   const uint64_t bytes_before = worker_bytes(session);
   bench::ModelBenchResult r = bench::run_model_bench(session, work, options);
   r.worker_bytes = worker_bytes(session) - bytes_before;
-  // Over workers: the same generation test with every layer here, for what
-  // each hop between machines costs a token.
-  int hops = 0;
-  for (const DevicePlan& d : plan.devices)
-    if (d.label != "host" && d.part.last_layer > d.part.first_layer) ++hops;
-  if (hops > 0 && options.n_gen > 0) {
-    ModelHostArgs local_args = args.host;
-    local_args.workers.clear();
-    local_args.devices.clear();
-    local_args.split.clear();
-    std::fprintf(stderr, "the same generation test with every layer on this host:\n");
-    Session local(session_options(local_args, kWhere));
-    (void)load_with_progress(local, bench::model_bench_context(options));
-    bench::ModelBenchOptions local_options = options;
-    local_options.n_prompt = 0;
-    local_options.measure_limits = false;
-    local_options.parallel = 1;
-    const bench::ModelBenchResult l = bench::run_model_bench(local, work, local_options);
-    r.hops = hops + 1;  // host -> each worker holding layers -> host
-    r.local_tg_seconds_per_token = l.tg_seconds_per_token.mean;
-    r.tg_seconds_per_hop = bench::per_hop_seconds(r.tg_seconds_per_token.mean, r.local_tg_seconds_per_token, r.hops);
-  }
-  // An expert split: the same tests with each layer's own slice first, for
-  // what overlapping the devices' slices saves.
-  if (!args.host.experts_split.empty()) {
-    std::fprintf(stderr, "the same tests with the experts serialised (the host's slice before the others):\n");
-    SessionOptions serial_options = session_options(args.host, kWhere);
-    serial_options.load.experts_overlap = false;
-    Session serial(serial_options);
-    (void)load_with_progress(serial, bench::model_bench_context(options));
-    bench::ModelBenchOptions serial_bench = options;
-    serial_bench.measure_limits = false;
-    serial_bench.parallel = 1;
-    const bench::ModelBenchResult s = bench::run_model_bench(serial, work, serial_bench);
-    r.experts_split = true;
-    r.serial_pp_tokens_per_s = s.pp_tokens_per_s.mean;
-    r.serial_tg_seconds_per_token = s.tg_seconds_per_token.mean;
-
-    std::fprintf(stderr, "the same tests with every row sent to every slice:\n");
-    SessionOptions rows_options = session_options(args.host, kWhere);
-    rows_options.load.experts_routed_rows = false;
-    Session all_rows(rows_options);
-    (void)load_with_progress(all_rows, bench::model_bench_context(options));
-    const uint64_t rows_before = worker_bytes(all_rows);
-    bench::ModelBenchOptions rows_bench = options;
-    rows_bench.measure_limits = false;
-    const bench::ModelBenchResult a = bench::run_model_bench(all_rows, work, rows_bench);
-    r.all_rows_worker_bytes = worker_bytes(all_rows) - rows_before;
-    r.all_rows_pp_tokens_per_s = a.pp_tokens_per_s.mean;
-    r.all_rows_tg_seconds_per_token = a.tg_seconds_per_token.mean;
-  }
+  measure_hops(args, plan, work, options, r);
+  if (!args.host.experts_split.empty()) measure_expert_variants(args, work, options, r);
   const std::string report = args.json ? bench::format_model_bench_json(r) : bench::format_model_bench_text(r);
   std::fputs(report.c_str(), stdout);
   if (!args.json) print_device_stats(session);
