@@ -74,8 +74,8 @@ std::unique_ptr<PreparedCase> prepare(const OpCase& c, Device& dev) {
   return p;
 }
 
-std::vector<OpCase> op_cases() {
-  std::vector<OpCase> cases;
+// Matrix products: decode- and prompt-sized, for each weight type.
+void add_mul_mat_cases(std::vector<OpCase>& cases) {
   const DType weights[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
   for (int64_t size : {1024, 4096}) {
     for (DType w : weights) {
@@ -99,6 +99,10 @@ std::vector<OpCase> op_cases() {
                      },
                      2.0 * 4096 * 4096 * 64});
   }
+}
+
+// The elementwise and row ops a layer runs, over 64 and 4096 rows of 4096.
+void add_row_op_cases(std::vector<OpCase>& cases) {
   for (int64_t rows : {64, 4096}) {
     const std::string shape = "[4096," + std::to_string(rows) + "]";
     const double elems = 4096.0 * static_cast<double>(rows);
@@ -130,11 +134,15 @@ std::vector<OpCase> op_cases() {
                        return ops::cpy(ctx, ctx.new_tensor(DType::f32, {4096, rows}), ctx.new_tensor(DType::q8_0, {4096, rows}));
                      }, 0});
   }
-  // One decode token's attention in a 1 B model's layer (32 query heads of
-  // 64 over 4 kv heads) after n_kv positions, from a cache laid out as the
-  // model's (a kv head's rows side by side): 4 flops per head, value and
-  // position (q . k and p v). At 32768 positions the keys and values (32 MiB
-  // in f16) outgrow a last-level cache, as a model's layers do together.
+}
+
+// One decode token's attention in a 1 B model's layer (32 query heads of
+// 64 over 4 kv heads) after n_kv positions, from a cache laid out as the
+// model's (a kv head's rows side by side): 4 flops per head, value and
+// position (q . k and p v). At 32768 positions the keys and values (32 MiB
+// in f16) outgrow a last-level cache, as a model's layers do together.
+// Then rope and get_rows for one and 64 tokens.
+void add_attention_cases(std::vector<OpCase>& cases) {
   for (int64_t n_kv : {64, 4096, 32768}) {
     for (DType kv : {DType::f16, DType::q8_0}) {
       cases.push_back({"flash_attn " + std::string(dtype_name(kv)) + " decode kv=" + std::to_string(n_kv),
@@ -156,6 +164,13 @@ std::vector<OpCase> op_cases() {
                                             ctx.new_tensor(DType::i32, {tokens}));
                      }, 0});
   }
+}
+
+std::vector<OpCase> op_cases() {
+  std::vector<OpCase> cases;
+  add_mul_mat_cases(cases);
+  add_row_op_cases(cases);
+  add_attention_cases(cases);
   return cases;
 }
 
