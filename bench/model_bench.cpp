@@ -76,7 +76,10 @@ int64_t model_bench_context(const ModelBenchOptions& o) {
   return (n + p - 1) / p * p;  // the sequences' parts divide it
 }
 
-ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const ModelBenchOptions& o) {
+namespace {
+
+// The options against the session: Error(invalid_input) naming what cannot be run.
+void check_bench_options(const Session& session, const ModelBenchOptions& o) {
   if (o.n_prompt < 0 || o.n_gen < 0 || (o.n_prompt == 0 && o.n_gen == 0))
     fail(ErrorKind::invalid_input, kWhere,
          "prompt " + std::to_string(o.n_prompt) + " and generation " + std::to_string(o.n_gen) +
@@ -89,7 +92,78 @@ ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const 
     fail(ErrorKind::invalid_input, kWhere,
          "the session holds " + std::to_string(session.n_ctx()) + " positions; the tests need " +
              std::to_string(model_bench_context(o)));
+}
 
+// pp: the prompt evaluated as one batch from position 0, o.reps times.
+void measure_prompt(Session& session, const ModelWork& work, const ModelBenchOptions& o,
+                    const std::vector<int32_t>& prompt, ModelBenchResult& r) {
+  log_line(o.log, "pp%d: %d repetitions ...\n", o.n_prompt, o.reps);
+  r.pp_flops = prompt_flops(work, o.n_prompt);
+  std::vector<double> tps, fps, host;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    const Timed t = timed([&] { (void)session.eval(prompt, 0, model::LogitRows::last); });
+    tps.push_back(o.n_prompt / t.wall);
+    fps.push_back(r.pp_flops / t.wall);
+    host.push_back(t.wall - t.kernel);
+  }
+  r.pp_tokens_per_s = spread(tps);
+  r.pp_flops_per_s = spread(fps);
+  r.pp_host_seconds = spread(host);
+  r.pp_fraction = r.fma.flops_per_s > 0 ? r.pp_flops_per_s.mean / r.fma.flops_per_s : 0;
+}
+
+// tg: o.n_gen tokens one at a time after o.depth positions, o.reps times.
+void measure_generation(Session& session, const ModelWork& work, const ModelBenchOptions& o,
+                        const std::vector<int32_t>& gen, ModelBenchResult& r) {
+  log_line(o.log, "tg%d: %d repetitions ...\n", o.n_gen, o.reps);
+  double bytes = 0;  // averaged over the positions the test evaluates
+  for (int64_t pos = o.depth; pos < o.depth + o.n_gen; ++pos) bytes += decode_bytes(work, pos + 1);
+  r.tg_bytes_per_token = bytes / o.n_gen;
+  std::vector<double> tps, bps, wall, kernel, host;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    const Timed t = timed([&] {
+      for (int i = 0; i < o.n_gen; ++i)
+        (void)session.eval(std::span(gen).subspan(static_cast<size_t>(i), 1), o.depth + i);
+    });
+    tps.push_back(o.n_gen / t.wall);
+    bps.push_back(r.tg_bytes_per_token * o.n_gen / t.wall);
+    wall.push_back(t.wall / o.n_gen);
+    kernel.push_back(t.kernel / o.n_gen);
+    host.push_back((t.wall - t.kernel) / o.n_gen);
+  }
+  r.tg_tokens_per_s = spread(tps);
+  r.tg_bytes_per_s = spread(bps);
+  r.tg_seconds_per_token = spread(wall);
+  r.tg_kernel_seconds_per_token = spread(kernel);
+  r.tg_host_seconds_per_token = spread(host);
+  r.tg_fraction = r.memory_read_bytes_per_s > 0 ? r.tg_bytes_per_s.mean / r.memory_read_bytes_per_s : 0;
+}
+
+// The generation test over o.parallel sequences at once.
+void measure_parallel(Session& session, const ModelBenchOptions& o, const std::vector<int32_t>& gen,
+                      ModelBenchResult& r) {
+  // Each sequence from one token, in its own part of the cache; every
+  // token counted, the end of generation ignored, so each run does the
+  // same work. The first run warms the sequences' graphs up.
+  log_line(o.log, "tg%d x %d sequences: %d repetitions ...\n", o.n_gen, o.parallel, o.reps);
+  std::vector<std::vector<int32_t>> starts;
+  for (int s = 0; s < o.parallel; ++s) starts.push_back({gen[static_cast<size_t>(s) % gen.size()]});
+  GenerateOptions go;
+  go.max_tokens = o.n_gen;
+  go.stop_at_end_of_generation = false;
+  (void)session.generate_parallel(starts, go);
+  std::vector<double> tps;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    const Timed t = timed([&] { (void)session.generate_parallel(starts, go); });
+    tps.push_back(static_cast<double>(o.n_gen) * o.parallel / t.wall);
+  }
+  r.tg_parallel_tokens_per_s = spread(tps);
+}
+
+}  // namespace
+
+ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const ModelBenchOptions& o) {
+  check_bench_options(session, o);
   ModelBenchResult r;
   r.options = o;
   if (r.options.n_threads <= 0)
@@ -117,66 +191,9 @@ ModelBenchResult run_model_bench(Session& session, const ModelWork& work, const 
     (void)session.eval(context, 0, model::LogitRows::last);
   }
   if (o.n_gen > 0) (void)session.eval(std::span(gen).first(1), o.depth);
-
-  if (o.n_prompt > 0) {
-    log_line(o.log, "pp%d: %d repetitions ...\n", o.n_prompt, o.reps);
-    r.pp_flops = prompt_flops(work, o.n_prompt);
-    std::vector<double> tps, fps, host;
-    for (int rep = 0; rep < o.reps; ++rep) {
-      const Timed t = timed([&] { (void)session.eval(prompt, 0, model::LogitRows::last); });
-      tps.push_back(o.n_prompt / t.wall);
-      fps.push_back(r.pp_flops / t.wall);
-      host.push_back(t.wall - t.kernel);
-    }
-    r.pp_tokens_per_s = spread(tps);
-    r.pp_flops_per_s = spread(fps);
-    r.pp_host_seconds = spread(host);
-    r.pp_fraction = r.fma.flops_per_s > 0 ? r.pp_flops_per_s.mean / r.fma.flops_per_s : 0;
-  }
-
-  if (o.n_gen > 0) {
-    log_line(o.log, "tg%d: %d repetitions ...\n", o.n_gen, o.reps);
-    double bytes = 0;  // averaged over the positions the test evaluates
-    for (int64_t pos = o.depth; pos < o.depth + o.n_gen; ++pos) bytes += decode_bytes(work, pos + 1);
-    r.tg_bytes_per_token = bytes / o.n_gen;
-    std::vector<double> tps, bps, wall, kernel, host;
-    for (int rep = 0; rep < o.reps; ++rep) {
-      const Timed t = timed([&] {
-        for (int i = 0; i < o.n_gen; ++i)
-          (void)session.eval(std::span(gen).subspan(static_cast<size_t>(i), 1), o.depth + i);
-      });
-      tps.push_back(o.n_gen / t.wall);
-      bps.push_back(r.tg_bytes_per_token * o.n_gen / t.wall);
-      wall.push_back(t.wall / o.n_gen);
-      kernel.push_back(t.kernel / o.n_gen);
-      host.push_back((t.wall - t.kernel) / o.n_gen);
-    }
-    r.tg_tokens_per_s = spread(tps);
-    r.tg_bytes_per_s = spread(bps);
-    r.tg_seconds_per_token = spread(wall);
-    r.tg_kernel_seconds_per_token = spread(kernel);
-    r.tg_host_seconds_per_token = spread(host);
-    r.tg_fraction = r.memory_read_bytes_per_s > 0 ? r.tg_bytes_per_s.mean / r.memory_read_bytes_per_s : 0;
-  }
-
-  if (o.n_gen > 0 && o.parallel > 1) {
-    // Each sequence from one token, in its own part of the cache; every
-    // token counted, the end of generation ignored, so each run does the
-    // same work. The first run warms the sequences' graphs up.
-    log_line(o.log, "tg%d x %d sequences: %d repetitions ...\n", o.n_gen, o.parallel, o.reps);
-    std::vector<std::vector<int32_t>> starts;
-    for (int s = 0; s < o.parallel; ++s) starts.push_back({gen[static_cast<size_t>(s) % gen.size()]});
-    GenerateOptions go;
-    go.max_tokens = o.n_gen;
-    go.stop_at_end_of_generation = false;
-    (void)session.generate_parallel(starts, go);
-    std::vector<double> tps;
-    for (int rep = 0; rep < o.reps; ++rep) {
-      const Timed t = timed([&] { (void)session.generate_parallel(starts, go); });
-      tps.push_back(static_cast<double>(o.n_gen) * o.parallel / t.wall);
-    }
-    r.tg_parallel_tokens_per_s = spread(tps);
-  }
+  if (o.n_prompt > 0) measure_prompt(session, work, o, prompt, r);
+  if (o.n_gen > 0) measure_generation(session, work, o, gen, r);
+  if (o.n_gen > 0 && o.parallel > 1) measure_parallel(session, o, gen, r);
   return r;
 }
 

@@ -1,7 +1,5 @@
 #include "ops_bench.h"
 
-#include <benchmark/benchmark.h>
-
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -14,6 +12,7 @@
 #include "matvec_bench.h"
 #include "memory_bandwidth.h"
 #include "rowops_bench.h"
+#include "timing.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/ops.h"
 
@@ -75,8 +74,8 @@ std::unique_ptr<PreparedCase> prepare(const OpCase& c, Device& dev) {
   return p;
 }
 
-std::vector<OpCase> op_cases() {
-  std::vector<OpCase> cases;
+// Matrix products: decode- and prompt-sized, for each weight type.
+void add_mul_mat_cases(std::vector<OpCase>& cases) {
   const DType weights[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
   for (int64_t size : {1024, 4096}) {
     for (DType w : weights) {
@@ -100,6 +99,10 @@ std::vector<OpCase> op_cases() {
                      },
                      2.0 * 4096 * 4096 * 64});
   }
+}
+
+// The elementwise and row ops a layer runs, over 64 and 4096 rows of 4096.
+void add_row_op_cases(std::vector<OpCase>& cases) {
   for (int64_t rows : {64, 4096}) {
     const std::string shape = "[4096," + std::to_string(rows) + "]";
     const double elems = 4096.0 * static_cast<double>(rows);
@@ -131,11 +134,15 @@ std::vector<OpCase> op_cases() {
                        return ops::cpy(ctx, ctx.new_tensor(DType::f32, {4096, rows}), ctx.new_tensor(DType::q8_0, {4096, rows}));
                      }, 0});
   }
-  // One decode token's attention in a 1 B model's layer (32 query heads of
-  // 64 over 4 kv heads) after n_kv positions, from a cache laid out as the
-  // model's (a kv head's rows side by side): 4 flops per head, value and
-  // position (q . k and p v). At 32768 positions the keys and values (32 MiB
-  // in f16) outgrow a last-level cache, as a model's layers do together.
+}
+
+// One decode token's attention in a 1 B model's layer (32 query heads of
+// 64 over 4 kv heads) after n_kv positions, from a cache laid out as the
+// model's (a kv head's rows side by side): 4 flops per head, value and
+// position (q . k and p v). At 32768 positions the keys and values (32 MiB
+// in f16) outgrow a last-level cache, as a model's layers do together.
+// Then rope and get_rows for one and 64 tokens.
+void add_attention_cases(std::vector<OpCase>& cases) {
   for (int64_t n_kv : {64, 4096, 32768}) {
     for (DType kv : {DType::f16, DType::q8_0}) {
       cases.push_back({"flash_attn " + std::string(dtype_name(kv)) + " decode kv=" + std::to_string(n_kv),
@@ -157,31 +164,24 @@ std::vector<OpCase> op_cases() {
                                             ctx.new_tensor(DType::i32, {tokens}));
                      }, 0});
   }
+}
+
+std::vector<OpCase> op_cases() {
+  std::vector<OpCase> cases;
+  add_mul_mat_cases(cases);
+  add_row_op_cases(cases);
+  add_attention_cases(cases);
   return cases;
 }
 
-// Prints one row per benchmark: time, GFLOP/s, GB/s and GB/s as a fraction
-// of the read bandwidth (the counters arrive as rates already).
-class RatioReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override {
-    std::printf("%-40s %12s %10s %10s %10s\n", "op", "time/run", "GFLOP/s", "GB/s", "of bw");
-    return true;
-  }
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
-      auto counter = [&](const char* key) {
-        auto it = run.counters.find(key);
-        return it == run.counters.end() ? 0.0 : static_cast<double>(it->second);
-      };
-      const double us = run.GetAdjustedRealTime();  // in the run's time unit: microseconds
-      const double flops = counter("FLOP/s");
-      std::printf("%-40s %10.1f us %10s %10.2f %10.3f\n", run.run_name.function_name.c_str(), us,
-                  flops > 0 ? std::to_string(flops / 1e9).substr(0, 7).c_str() : "-", counter("B/s") / 1e9,
-                  counter("bw_ratio"));
-    }
-  }
-};
+// One row: time per run, GFLOP/s, GB/s, and GB/s as a fraction of the read
+// bandwidth.
+void print_row(const std::string& name, double seconds, double flops, double bytes, double read_bw) {
+  const double flops_rate = flops / seconds;
+  std::printf("%-40s %10.1f us %10s %10.2f %10.3f\n", name.c_str(), seconds * 1e6,
+              flops > 0 ? std::to_string(flops_rate / 1e9).substr(0, 7).c_str() : "-", bytes / seconds / 1e9,
+              bytes / read_bw / seconds);
+}
 
 }  // namespace
 
@@ -195,27 +195,14 @@ int run_ops_bench(const OpsBenchOptions& options) {
 
   auto device = make_cpu_device(n_threads);
   auto backend = device->create_backend();
-  std::vector<std::unique_ptr<PreparedCase>> prepared;
+  bool header = false;
   for (const OpCase& c : op_cases()) {
     if (!options.filter.empty() && c.name.find(options.filter) == std::string::npos) continue;
-    PreparedCase* p = prepared.emplace_back(prepare(c, *device)).get();
-    const double flops = c.flops;
-    const double read_bw = bw.read_bytes_per_s;
-    benchmark::RegisterBenchmark(c.name.c_str(), [p, flops, read_bw, &backend](benchmark::State& state) {
-      for (auto _ : state) backend->compute(p->graph);
-      using benchmark::Counter;
-      if (flops > 0) state.counters["FLOP/s"] = Counter(flops, Counter::kIsIterationInvariantRate);
-      state.counters["B/s"] = Counter(p->bytes, Counter::kIsIterationInvariantRate);
-      state.counters["bw_ratio"] = Counter(p->bytes / read_bw, Counter::kIsIterationInvariantRate);
-    })->MinTime(options.min_seconds)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    if (!header) std::printf("%-40s %12s %10s %10s %10s\n", "op", "time/run", "GFLOP/s", "GB/s", "of bw");
+    header = true;
+    const std::unique_ptr<PreparedCase> p = prepare(c, *device);
+    print_row(c.name, time_compute(*backend, p->graph, options.min_seconds), c.flops, p->bytes, bw.read_bytes_per_s);
   }
-  int argc = 1;
-  char arg0[] = "weft-bench-ops";
-  char* argv[] = {arg0, nullptr};
-  benchmark::Initialize(&argc, argv);
-  RatioReporter reporter;
-  if (!prepared.empty()) benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
   run_matvec_rows(n_threads, bw.read_bytes_per_s, options.min_seconds, options.filter);
   run_rowop_rows(n_threads, bw.read_bytes_per_s, options.min_seconds, options.filter);
   return 0;

@@ -6,8 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   dpkg-dev file  # make package: CPack DEB runs dpkg-shlibdeps and file
-  libgtest-dev libgmock-dev libbenchmark-dev
-  libfmt-dev libcli11-dev libxxhash-dev libssl-dev
+  libgtest-dev libgmock-dev
+  libcli11-dev libxxhash-dev libssl-dev
   libcpp-httplib-dev nlohmann-json3-dev  # weft serve
   chromium  # tests/serve: headless Chromium loads the chat page
   clang libclang-rt-14-dev

@@ -53,6 +53,19 @@ std::string part_of(uint32_t no, uint32_t count) {
   return "part " + std::to_string(no + 1) + " of " + std::to_string(count);
 }
 
+// Names are unique within a part (the parser checks); across parts here.
+// tensors must not grow meanwhile: the map holds views of their names.
+void check_names_unique_across_parts(const std::vector<GgufTensorInfo>& tensors, const std::vector<GgufPart>& parts) {
+  std::unordered_map<std::string_view, uint32_t> first_part;
+  first_part.reserve(tensors.size());
+  for (const GgufTensorInfo& t : tensors) {
+    auto [it, fresh] = first_part.emplace(t.name, t.part);
+    if (!fresh)
+      bad(parts[t.part].path + ": tensor '" + t.name + "' is also in " + parts[it->second].path +
+          " (a tensor belongs to one part)");
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, uint64_t max_metadata_bytes) {
@@ -124,16 +137,7 @@ void GgufFile::join_split_parts(uint64_t max_metadata_bytes) {
     }
     part.tensors_ = {};
   }
-  // Names are unique within a part (the parser checks); across parts here.
-  // tensors_ no longer grows, so views of its names stay valid.
-  std::unordered_map<std::string_view, uint32_t> first_part;
-  first_part.reserve(tensors_.size());
-  for (const GgufTensorInfo& t : tensors_) {
-    auto [it, fresh] = first_part.emplace(t.name, t.part);
-    if (!fresh)
-      bad(parts_[t.part].path + ": tensor '" + t.name + "' is also in " + parts_[it->second].path +
-          " (a tensor belongs to one part)");
-  }
+  check_names_unique_across_parts(tensors_, parts_);
 
   // One holder keeps every part's mapping; it points at the first part's.
   auto all = std::make_shared<std::vector<std::shared_ptr<const void>>>();

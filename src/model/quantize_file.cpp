@@ -199,29 +199,21 @@ QuantModelFacts quant_model_facts(const GgufFile& f) {
   return facts;
 }
 
-QuantizeStats quantize_file(const std::string& in_path, const std::string& out_path, const QuantizeOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
-  const QuantMixInfo& mix = quant_mix_info(o.mix);
-  std::unique_ptr<GgufFile> in = GgufFile::open(in_path);  // every part of a split model
-  const QuantModelFacts facts = quant_model_facts(*in);
+namespace {
 
-  const std::vector<GgufTensorInfo>& infos = in->tensors();
-  std::vector<QuantTensorDesc> descs(infos.size());
-  for (size_t i = 0; i < infos.size(); ++i) {
-    descs[i].name = infos[i].name;
-    std::copy(std::begin(infos[i].ne), std::end(infos[i].ne), descs[i].ne);
-  }
-  const std::vector<QuantTensorPlan> plans = plan_quant_types(facts, descs, o.mix, o.pure);
-
-  // Every refusal before anything is written.
-  QuantizeStats stats;
+// Each tensor's conversion (plans[i]: its type), with every refusal before
+// anything is written: i32 tensors that would convert, and quantized ones
+// unless o.allow_requantize. Counts what converts into stats; max_ne0 is the
+// longest row converted.
+std::vector<Conversion> plan_conversions(const GgufFile& in, const std::vector<QuantTensorPlan>& plans,
+                                         const QuantizeOptions& o, QuantizeStats& stats, int64_t& max_ne0) {
+  const std::vector<GgufTensorInfo>& infos = in.tensors();
   std::vector<Conversion> conv(infos.size());
-  int64_t max_ne0 = 0;
   for (size_t i = 0; i < infos.size(); ++i) {
     const GgufTensorInfo& t = infos[i];
     const DType from = t.dtype();  // Error(unsupported) naming the tensor
     const DType to = plans[i].keep ? from : plans[i].type;
-    conv[i] = Conversion{&t, from, to, static_cast<const uint8_t*>(in->tensor_data(t)), t.ne[0],
+    conv[i] = Conversion{&t, from, to, static_cast<const uint8_t*>(in.tensor_data(t)), t.ne[0],
                          elements(t) / std::max<int64_t>(1, t.ne[0]), row_bytes(from, t.ne[0]), row_bytes(to, t.ne[0])};
     stats.weights += elements(t);
     if (from == to) continue;
@@ -240,14 +232,59 @@ QuantizeStats quantize_file(const std::string& in_path, const std::string& out_p
     stats.converted_bytes += conv[i].out_row * static_cast<size_t>(conv[i].rows);
   }
   stats.n_tensors = static_cast<int64_t>(infos.size());
+  return conv;
+}
 
-  GgufWriter w;
-  for (const std::string& key : in->keys()) {
+// The input's metadata less its split keys, with the mix's file type.
+void copy_metadata(const GgufFile& in, const QuantMixInfo& mix, GgufWriter& w) {
+  for (const std::string& key : in.keys()) {
     if (key == "split.no" || key == "split.count" || key == "split.tensors.count") continue;
-    w.set_value(key, *in->find(key));
+    w.set_value(key, *in.find(key));
   }
   w.set_u32("general.quantization_version", 2);
   w.set_u32("general.file_type", mix.ftype);
+}
+
+// Writes w to out_path (in parts when o.split asks) and counts the bytes
+// read and written into stats.
+void write_output(GgufWriter& w, const GgufFile& in, const std::string& out_path, const QuantizeOptions& o,
+                  QuantizeStats& stats) {
+  if (o.split.max_bytes != 0 || o.split.max_tensors != 0) {
+    const bool gguf = out_path.size() > 5 && out_path.ends_with(".gguf");
+    stats.out_paths = w.write_split(gguf ? out_path.substr(0, out_path.size() - 5) : out_path, o.split);
+  } else {
+    w.write(out_path);
+    stats.out_paths = {out_path};
+  }
+  std::error_code ec;
+  for (const GgufPart& part : in.parts()) stats.in_bytes += part.size;
+  for (const std::string& path : stats.out_paths) stats.out_bytes += std::filesystem::file_size(path, ec);
+}
+
+}  // namespace
+
+QuantizeStats quantize_file(const std::string& in_path, const std::string& out_path, const QuantizeOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const QuantMixInfo& mix = quant_mix_info(o.mix);
+  std::unique_ptr<GgufFile> in = GgufFile::open(in_path);  // every part of a split model
+  const QuantModelFacts facts = quant_model_facts(*in);
+
+  const std::vector<GgufTensorInfo>& infos = in->tensors();
+  std::vector<QuantTensorDesc> descs(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    descs[i].name = infos[i].name;
+    std::copy(std::begin(infos[i].ne), std::end(infos[i].ne), descs[i].ne);
+  }
+  const std::vector<QuantTensorPlan> plans = plan_quant_types(facts, descs, o.mix, o.pure);
+
+  // Every refusal before anything is written.
+  QuantizeStats stats;
+  int64_t max_ne0 = 0;
+  const std::vector<Conversion> conv = plan_conversions(*in, plans, o, stats, max_ne0);
+
+  GgufWriter w;
+  copy_metadata(*in, mix, w);
+
 
   unsigned hw = std::thread::hardware_concurrency();
   const int threads = std::clamp(o.threads > 0 ? o.threads : static_cast<int>(hw == 0 ? 1 : hw), 1, 1024);
@@ -294,17 +331,7 @@ QuantizeStats quantize_file(const std::string& in_path, const std::string& out_p
       }
     });
   }
-  if (o.split.max_bytes != 0 || o.split.max_tensors != 0) {
-    const bool gguf = out_path.size() > 5 && out_path.ends_with(".gguf");
-    stats.out_paths = w.write_split(gguf ? out_path.substr(0, out_path.size() - 5) : out_path, o.split);
-  } else {
-    w.write(out_path);
-    stats.out_paths = {out_path};
-  }
-
-  std::error_code ec;
-  for (const GgufPart& part : in->parts()) stats.in_bytes += part.size;
-  for (const std::string& path : stats.out_paths) stats.out_bytes += std::filesystem::file_size(path, ec);
+  write_output(w, *in, out_path, o, stats);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

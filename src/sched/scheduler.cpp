@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sched_impl.h"
+#include "scheduler_testing.h"
 #include "weft/backend/alloc.h"
 #include "weft/core/error.h"
 
@@ -48,6 +49,7 @@ GraphLayout layout_of(const ExecPlan& plan) {
 struct Scheduler::Impl {
   BackendSet set;
   SchedulerOptions options;
+  bool skip_hazard_waits = false;  // SchedulerTestAccess only
   Assignment pins;
   std::vector<std::unique_ptr<GraphAllocator>> allocators;  // one per memory set
   std::vector<Batch> batches;                               // one per memory set
@@ -192,7 +194,7 @@ struct Scheduler::Impl {
       for (const auto& c : splits[s].copies) {
         if (c.producer >= 0) waits.push_back(c.producer);
       }
-      if (!options.unsafe_skip_hazard_waits && s < memory.hazards.size()) {
+      if (!skip_hazard_waits && s < memory.hazards.size()) {
         waits.insert(waits.end(), memory.hazards[s].begin(), memory.hazards[s].end());
       }
       std::sort(waits.begin(), waits.end());
@@ -507,5 +509,7 @@ size_t Scheduler::compute_buffer_size() const {
   for (int i = 0; i < a.n_buffers(); ++i) total += a.buffer_size(i);
   return total;
 }
+
+void SchedulerTestAccess::skip_hazard_waits(Scheduler& scheduler, bool skip) { scheduler.impl_->skip_hazard_waits = skip; }
 
 }  // namespace weft

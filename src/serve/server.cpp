@@ -4,6 +4,7 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 
@@ -68,6 +69,12 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
   if (!is_loopback_host(o.host) && o.api_key.empty() && !o.insecure)
     fail(ErrorKind::invalid_input, kWhere,
          "serving on " + o.host + " (not loopback) needs --api-key-file, or --insecure to serve without a key");
+  // cpp-httplib percent-decodes header values: a key with '%' (or bytes a
+  // client would have to escape) could never match as sent.
+  for (unsigned char c : o.api_key)
+    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '+' || c == '/' || c == '='))
+      fail(ErrorKind::invalid_input, kWhere,
+           "the API key (--api-key-file) may hold letters, digits and - _ . ~ + / = only");
   impl_->model_name = o.model_name.empty() ? std::filesystem::path(o.session.model).stem().string() : o.model_name;
   if (!o.api_key.empty()) impl_->key_digest = sha256(o.api_key);
 }

@@ -62,6 +62,17 @@ struct Server::Impl {
 
   void load();  // the load thread's body
   void add_routes();
+  // Before and around every route: the API key, bodies cpp-httplib would
+  // not bound, error and exception replies, the log line per request.
+  void add_guards();
+  // The handlers (routes.cpp, routes_completion.cpp); each runs after begin().
+  void get_page(const httplib::Request& req, httplib::Response& res);
+  void get_health(const httplib::Request& req, httplib::Response& res);
+  void get_models(const httplib::Request& req, httplib::Response& res);
+  void get_metrics(const httplib::Request& req, httplib::Response& res);
+  void post_tokenize(const httplib::Request& req, httplib::Response& res);
+  void post_detokenize(const httplib::Request& req, httplib::Response& res);
+  void post_completion(const httplib::Request& req, httplib::Response& res, bool chat);
   // The engine when ready; else answers 503 (loading) or 500 (failed) into
   // res and returns null.
   Engine* ready_engine(httplib::Response& res);

@@ -2,103 +2,61 @@
 // child process, for tests that kill it or measure it from outside.
 #pragma once
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "runtime/listening_process.h"
+#include "weft/core/error.h"
 
 extern char** environ;
 
 namespace weft::rpc_test {
 
+using weft::ListeningProcess;
+using weft::ListeningProcessOptions;
+
 // A worker in a separate process, killed with SIGKILL: the real `weft
 // worker` when the weft binary sits next to this test binary's folder
 // (BUILD/tools/weft/weft), else this test binary run again with only
 // DISABLED_ChildWorker. Either prints "listening on HOST:PORT" on stdout.
+// The process itself is the library's ListeningProcess (the helper `weft
+// demo` starts its workers with).
 class ChildWorker {
-  using Clock = std::chrono::steady_clock;
-
-
  public:
   // Starts argv[0] with argv; false when it ended without a port.
   bool start(std::vector<std::string> argv, const std::string& extra_env) {
-    int fds[2];
-    if (::pipe(fds) != 0) return false;
-    // Everything the child needs is made before fork(): after it, only exec.
-    std::vector<std::string> env;
+    ListeningProcessOptions o;
+    o.program = argv[0];
+    o.argv = std::move(argv);
     for (char** e = environ; *e != nullptr; ++e) {
-      if (std::strncmp(*e, "GTEST_", 6) != 0) env.emplace_back(*e);
+      if (std::strncmp(*e, "GTEST_", 6) != 0) o.env.emplace_back(*e);
     }
-    if (!extra_env.empty()) env.push_back(extra_env);
-    std::vector<char*> envp, args;
-    for (auto& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    for (auto& s : argv) args.push_back(s.data());
-    args.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
-      if (::getppid() != parent) ::_exit(1);
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::execve(args[0], args.data(), envp.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    if (pid_ < 0) {
-      ::close(fds[0]);
+    if (!extra_env.empty()) o.env.push_back(extra_env);
+    o.stop_signal = SIGKILL;
+    o.death_signal = SIGKILL;  // never outlive the test
+    o.ready_timeout = std::chrono::seconds(60);
+    try {
+      process_ = std::make_unique<ListeningProcess>(std::move(o));
+    } catch (const Error&) {
       return false;
     }
-    out_ = fds[0];
-    std::string text;
-    const std::string key = "listening on ";
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
-    size_t at = std::string::npos;
-    while (Clock::now() < deadline) {
-      at = text.find(key);
-      if (at != std::string::npos && text.find('\n', at) != std::string::npos) break;
-      pollfd p{fds[0], POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      char c[256];
-      const ssize_t n = ::read(fds[0], c, sizeof c);
-      if (n <= 0) break;
-      text.append(c, static_cast<size_t>(n));
-    }
-    at = text.find(key);
-    const size_t end = at == std::string::npos ? std::string::npos : text.find('\n', at);
-    if (end == std::string::npos) {
-      kill();
-      return false;
-    }
-    const std::string address = text.substr(at + key.size(), end - at - key.size());
+    const std::string& address = process_->address();
     endpoint_ = "127.0.0.1:" + address.substr(address.rfind(':') + 1);
     return true;
   }
-  ~ChildWorker() { kill(); }
 
-  void kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    if (out_ >= 0) ::close(out_);
-    out_ = -1;
-  }
+  void kill() { process_.reset(); }
   const std::string& endpoint() const { return endpoint_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_ ? process_->pid() : -1; }
 
  private:
-  pid_t pid_ = -1;
-  int out_ = -1;  // the read end of the child's stdout
+  std::unique_ptr<ListeningProcess> process_;
   std::string endpoint_;
 };
 

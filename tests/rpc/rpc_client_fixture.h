@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "server/worker_testing.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/context.h"
 #include "weft/core/ops.h"
@@ -20,11 +21,15 @@ namespace weft::rpc_test {
 // A worker serving one CPU device (or the given device) on 127.0.0.1 at a
 // free port.
 struct LocalWorker {
-  explicit LocalWorker(rpc::WorkerOptions options = {}, int threads = 2)
-      : LocalWorker(make_cpu_device(threads), options) {}
-  explicit LocalWorker(std::unique_ptr<Device> device, rpc::WorkerOptions options = {}) : cpu(std::move(device)) {
+  // refuse: ops the worker answers as unsupported (rpc::WorkerTestAccess::refuse_ops).
+  explicit LocalWorker(rpc::WorkerOptions options = {}, int threads = 2, const std::vector<Op>& refuse = {})
+      : LocalWorker(make_cpu_device(threads), options, refuse) {}
+  explicit LocalWorker(std::unique_ptr<Device> device, rpc::WorkerOptions options = {},
+                       const std::vector<Op>& refuse = {})
+      : cpu(std::move(device)) {
     options.log = false;
     worker = std::make_unique<rpc::Worker>(std::vector<Device*>{cpu.get()}, options);
+    rpc::WorkerTestAccess::refuse_ops(*worker, refuse);
     worker->start();
     endpoint = "127.0.0.1:" + std::to_string(worker->port());
   }

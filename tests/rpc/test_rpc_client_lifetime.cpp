@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "child_worker.h"
+#include "client/connection.h"
 #include "rpc_client_fixture.h"
 #include "weft/core/error.h"
 

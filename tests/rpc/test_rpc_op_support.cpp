@@ -179,9 +179,7 @@ TEST(RpcOpSupport, AskedOncePerShapeClassNotPerEval) {
 TEST(RpcOpSupport, RefusedOpsArePlacedOnTheCpu) {
   for (bool refuse : {false, true}) {
     SCOPED_TRACE(refuse ? "worker refuses rms_norm" : "worker refuses nothing");
-    rpc::WorkerOptions o;
-    if (refuse) o.refuse_ops = {Op::rms_norm};
-    LocalWorker w(o);
+    LocalWorker w({}, 2, refuse ? std::vector<Op>{Op::rms_norm} : std::vector<Op>{});
     auto devices = make_rpc_devices(w.endpoint);
     auto local = make_cpu_device(1);
     auto remote_backend = devices[0]->create_backend();
@@ -201,9 +199,7 @@ TEST(RpcOpSupport, RefusedOpsArePlacedOnTheCpu) {
 // Answers belong to the connection: after a reconnect to another worker on
 // the same endpoint, the new worker is asked again.
 TEST(RpcOpSupport, AReconnectAsksAgain) {
-  rpc::WorkerOptions refusing;
-  refusing.refuse_ops = {Op::rms_norm};
-  auto a = std::make_unique<LocalWorker>(refusing);
+  auto a = std::make_unique<LocalWorker>(rpc::WorkerOptions{}, 2, std::vector<Op>{Op::rms_norm});
   const std::string endpoint = a->endpoint;
   auto devices = make_rpc_devices(endpoint);
   auto backend = devices[0]->create_backend();  // keeps the first connection open

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/tensor_cache.h"
+#include "server/worker_testing.h"
 #include "weft/backend/cpu.h"
 #include "weft/rpc/worker.h"
 #include "weft/testing/async.h"
@@ -189,7 +190,7 @@ TEST(WorkerSessions, ServeOverMemoryPipe) {
   auto cpu = make_cpu_device(1);
   Worker worker({cpu.get()}, quiet());  // never started: serve() alone
   auto [client_end, server_end] = memory_pipe();
-  std::thread server([&, s = server_end.get()] { worker.serve(*s); });
+  std::thread server([&, s = server_end.get()] { WorkerTestAccess::serve(worker, *s); });
   {
     Conn c(std::move(client_end));
     c.handshake();
@@ -210,7 +211,7 @@ TEST(WorkerSessions, StopEndsServeSessions) {
   auto cpu = make_cpu_device(1);
   Worker worker({cpu.get()}, quiet());
   auto [client_end, server_end] = memory_pipe();
-  std::thread server([&, s = server_end.get()] { worker.serve(*s); });
+  std::thread server([&, s = server_end.get()] { WorkerTestAccess::serve(worker, *s); });
   Conn c(std::move(client_end));
   c.handshake();
   worker.stop();  // waits for serve() to end

@@ -1,5 +1,5 @@
 // SUPPORTS_OP on the worker (docs/rpc-protocol.md section 3a), spoken by
-// hand: valid questions get the device's own answer (less refuse_ops, which
+// hand: valid questions get the device's own answer (less WorkerTestAccess::refuse_ops, which
 // also refuses graphs holding such a node); malformed ones end only their
 // session with ERROR invalid_input, while a client connected before keeps
 // computing correct results.
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "server/worker_testing.h"
 #include "protocol/messages.h"
 #include "weft/backend/cpu.h"
 #include "weft/rpc/worker.h"
@@ -25,8 +26,8 @@ class WorkerSupportsOp : public ::testing::Test {
     cpu_ = make_cpu_device(1);
     WorkerOptions o;
     o.log = false;
-    o.refuse_ops = {Op::sqrt};
     worker_ = std::make_unique<Worker>(std::vector<Device*>{cpu_.get()}, o);
+    WorkerTestAccess::refuse_ops(*worker_, {Op::sqrt});
     worker_->start();
     good_ = std::make_unique<GoodClient>(worker_->port(), 0, 3);
     good_->round();

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "sched/scheduler_testing.h"
 #include "weft/backend/cpu.h"
 #include "weft/backend/sched.h"
 #include "weft/core/ops.h"
@@ -62,9 +63,8 @@ int count_wrong_runs(bool skip_hazard_waits, int runs) {
   auto async = make_async_device(ao);
   auto cpu_backend = cpu->create_backend();
   auto async_backend = async->create_backend();
-  SchedulerOptions so;
-  so.unsafe_skip_hazard_waits = skip_hazard_waits;
-  Scheduler sched({async_backend.get(), cpu_backend.get()}, so);
+  Scheduler sched({async_backend.get(), cpu_backend.get()}, SchedulerOptions{});
+  SchedulerTestAccess::skip_hazard_waits(sched, skip_hazard_waits);
   std::mt19937 rng(7);
   int wrong = 0;
   for (int run = 0; run < runs; ++run) {

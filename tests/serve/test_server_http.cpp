@@ -378,6 +378,21 @@ TEST(ServeOptions, NonLoopbackNeedsAKeyOrInsecure) {
   o.insecure = false;
   o.api_key = "k";
   EXPECT_NO_THROW(weft::serve::Server{o});
+  // A key the HTTP layer would percent-decode (or a client escape) could never
+  // match as sent: refused whoever sets it, not only `weft serve`.
+  o.api_key = "Aa0-_.~+/=";
+  EXPECT_NO_THROW(weft::serve::Server{o});
+  for (const std::string bad : {"50%off", "with space", "tab\t", "quote\"", "caf\xc3\xa9"}) {
+    o.api_key = bad;
+    try {
+      weft::serve::Server s(o);
+      ADD_FAILURE() << "accepted the API key " << bad;
+    } catch (const weft::Error& e) {
+      EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+      EXPECT_NE(std::string(e.what()).find("API key"), std::string::npos) << e.what();
+    }
+  }
+  o.api_key = "k";
   EXPECT_TRUE(weft::serve::is_loopback_host("127.0.0.1"));
   EXPECT_TRUE(weft::serve::is_loopback_host("127.3.2.1"));
   EXPECT_TRUE(weft::serve::is_loopback_host("::1"));

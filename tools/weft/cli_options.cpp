@@ -1,12 +1,18 @@
 // Shared option kinds of the `weft` commands (cli_options.h).
 #include "cli_options.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <sstream>
 
 #include "weft/core/byte_size.h"
 #include "weft/core/error.h"
+#include "weft/runtime/session.h"
 
 namespace weft::tools {
 namespace {
@@ -92,6 +98,35 @@ void rewrite_long_short_options(int argc, char** argv) {
     if (std::strcmp(argv[i], "--") == 0) return;
     if (std::strcmp(argv[i], "-cnv") == 0) argv[i] = conversation;
   }
+}
+
+std::string read_text_file(const std::string& path, const char* what) {
+  constexpr size_t kMaxBytes = size_t{1} << 30;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(ErrorKind::invalid_input, what, "cannot open " + path + ": " + std::strerror(errno));
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(ErrorKind::invalid_input, what, "cannot stat " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(ErrorKind::invalid_input, what, path + " is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxBytes)
+    fail(ErrorKind::invalid_input, what,
+         path + " has " + format_bytes(static_cast<size_t>(st.st_size)) + ", over the limit of " +
+             format_bytes(kMaxBytes));
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(ErrorKind::invalid_input, what, "cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0)
+      fail(ErrorKind::invalid_input, what,
+           path + " ended after " + std::to_string(got) + " of " + std::to_string(text.size()) + " bytes");
+    got += static_cast<size_t>(n);
+  }
+  return text;
 }
 
 }  // namespace weft::tools

@@ -1,17 +1,28 @@
-#include <signal.h>
-
+// `weft bench ops`, `gemm` and `rpc` (bench/): each measurement beside the
+// limit that bounds it, measured in the same run. `weft bench model` is
+// cmd_bench_model.cpp.
 #include <cstdio>
+#include <memory>
 
 #include "commands.h"
 #include "gemm_bench.h"
-#include "model_bench.h"
 #include "ops_bench.h"
 #include "rpc_bench.h"
-#include "session_ui.h"
 #include "weft/core/error.h"
-#include "weft/gguf/gguf.h"
 
 namespace weft::tools {
+
+struct BenchOpsArgs {
+  int threads = 0;
+  std::string filter;
+  double min_seconds = 0.2;  // time each measurement at least this long
+};
+
+struct BenchRpcArgs {
+  std::string endpoint;  // empty: an in-process worker
+  int threads = 0;
+  size_t upload_bytes = size_t{256} << 20;
+};
 
 int cmd_bench_ops(const BenchOpsArgs& args) {
   return bench::run_ops_bench({args.threads, args.filter, args.min_seconds});
@@ -29,90 +40,49 @@ int cmd_bench_rpc(const BenchRpcArgs& args) {
   return bench::run_rpc_bench(options);
 }
 
-int cmd_bench_model(const BenchModelArgs& args) {
-  constexpr const char* kWhere = "bench model";
-  signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
-  bench::ModelBenchOptions options;
-  options.n_prompt = args.n_prompt;
-  options.n_gen = args.n_gen;
-  options.depth = args.depth;
-  options.reps = args.reps;
-  options.parallel = args.parallel;
-  options.n_threads = args.host.threads;  // the host CPU's threads; 0: hardware threads, as the device
-  options.log = stderr;
-  if (options.n_prompt == 0 && options.n_gen == 0)
-    fail(ErrorKind::invalid_input, kWhere, "-p 0 and -n 0: nothing to measure");
+namespace {
 
-  Session session(session_options(args.host, kWhere));
-  const LoadPlan plan = load_with_progress(session, bench::model_bench_context(options));
-  // The Session closed its file after loading; the tensor table tells what
-  // each token reads and computes on this host.
-  const bench::ModelWork work = bench::model_work(*GgufFile::open(args.host.model), plan);
-  // Bytes to and from the workers over a run (an expert split compares them).
-  auto worker_bytes = [](const Session& s) {
-    uint64_t b = 0;
-    for (const DeviceStats& d : s.stats())
-      if (d.remote) b += d.rpc.bytes_sent + d.rpc.bytes_received;
-    return b;
-  };
-  const uint64_t bytes_before = worker_bytes(session);
-  bench::ModelBenchResult r = bench::run_model_bench(session, work, options);
-  r.worker_bytes = worker_bytes(session) - bytes_before;
-  // Over workers: the same generation test with every layer here, for what
-  // each hop between machines costs a token.
-  int hops = 0;
-  for (const DevicePlan& d : plan.devices)
-    if (d.label != "host" && d.part.last_layer > d.part.first_layer) ++hops;
-  if (hops > 0 && options.n_gen > 0) {
-    ModelHostArgs local_args = args.host;
-    local_args.workers.clear();
-    local_args.devices.clear();
-    local_args.split.clear();
-    std::fprintf(stderr, "the same generation test with every layer on this host:\n");
-    Session local(session_options(local_args, kWhere));
-    (void)load_with_progress(local, bench::model_bench_context(options));
-    bench::ModelBenchOptions local_options = options;
-    local_options.n_prompt = 0;
-    local_options.measure_limits = false;
-    local_options.parallel = 1;
-    const bench::ModelBenchResult l = bench::run_model_bench(local, work, local_options);
-    r.hops = hops + 1;  // host -> each worker holding layers -> host
-    r.local_tg_seconds_per_token = l.tg_seconds_per_token.mean;
-    r.tg_seconds_per_hop = bench::per_hop_seconds(r.tg_seconds_per_token.mean, r.local_tg_seconds_per_token, r.hops);
-  }
-  // An expert split: the same tests with each layer's own slice first, for
-  // what overlapping the devices' slices saves.
-  if (!args.host.experts_split.empty()) {
-    std::fprintf(stderr, "the same tests with the experts serialised (the host's slice before the others):\n");
-    SessionOptions serial_options = session_options(args.host, kWhere);
-    serial_options.load.experts_overlap = false;
-    Session serial(serial_options);
-    (void)load_with_progress(serial, bench::model_bench_context(options));
-    bench::ModelBenchOptions serial_bench = options;
-    serial_bench.measure_limits = false;
-    serial_bench.parallel = 1;
-    const bench::ModelBenchResult s = bench::run_model_bench(serial, work, serial_bench);
-    r.experts_split = true;
-    r.serial_pp_tokens_per_s = s.pp_tokens_per_s.mean;
-    r.serial_tg_seconds_per_token = s.tg_seconds_per_token.mean;
+void add_ops_options(CLI::App* cmd, BenchOpsArgs& a, const char* filter_help) {
+  cmd->add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--filter", a.filter, filter_help);
+  cmd->add_option("--min-time", a.min_seconds, "seconds per measurement")->capture_default_str();
+}
 
-    std::fprintf(stderr, "the same tests with every row sent to every slice:\n");
-    SessionOptions rows_options = session_options(args.host, kWhere);
-    rows_options.load.experts_routed_rows = false;
-    Session all_rows(rows_options);
-    (void)load_with_progress(all_rows, bench::model_bench_context(options));
-    const uint64_t rows_before = worker_bytes(all_rows);
-    bench::ModelBenchOptions rows_bench = options;
-    rows_bench.measure_limits = false;
-    const bench::ModelBenchResult a = bench::run_model_bench(all_rows, work, rows_bench);
-    r.all_rows_worker_bytes = worker_bytes(all_rows) - rows_before;
-    r.all_rows_pp_tokens_per_s = a.pp_tokens_per_s.mean;
-    r.all_rows_tg_seconds_per_token = a.tg_seconds_per_token.mean;
-  }
-  const std::string report = args.json ? bench::format_model_bench_json(r) : bench::format_model_bench_text(r);
-  std::fputs(report.c_str(), stdout);
-  if (!args.json) print_device_stats(session);
-  return 0;
+void add_rpc_options(CLI::App* cmd, BenchRpcArgs& a) {
+  cmd->add_option("--worker", a.endpoint, "HOST:PORT of a running worker (default: one in-process)");
+  cmd->add_option("-t,--threads", a.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  add_size_option(cmd, "--upload", a.upload_bytes, "bytes uploaded (default 256MiB)");
+  cmd->add_option_function<size_t>(
+      "--upload-mib", [&a](size_t mib) {
+        if (mib > (SIZE_MAX >> 20)) throw CLI::ValidationError("--upload-mib " + std::to_string(mib) + " is too large");
+        a.upload_bytes = mib << 20;
+      },
+      "MiB uploaded (the same as --upload NMiB)");
+}
+
+
+}  // namespace
+
+void add_bench_commands(CLI::App& app, Commands& out) {
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks that report ratios against this machine's limits");
+  bench->require_subcommand(1);
+  auto ops = std::make_shared<BenchOpsArgs>();
+  CLI::App* ops_cmd = bench->add_subcommand("ops", "time each op's kernel against memory bandwidth");
+  add_ops_options(ops_cmd, *ops, "only benchmarks whose name contains this");
+  out.push_back({ops_cmd, [ops] { return cmd_bench_ops(*ops); }});
+
+  auto gemm = std::make_shared<BenchOpsArgs>();
+  CLI::App* gemm_cmd = bench->add_subcommand("gemm", "float-weight matrix products (prompts) against the FMA peak");
+  add_ops_options(gemm_cmd, *gemm, "only rows whose name contains this");
+  out.push_back({gemm_cmd, [gemm] { return cmd_bench_gemm(*gemm); }});
+
+  auto rpc = std::make_shared<BenchRpcArgs>();
+  CLI::App* rpc_cmd = bench->add_subcommand("rpc", "RPC upload, latency and a graph chain against loopback limits");
+  add_rpc_options(rpc_cmd, *rpc);
+  out.push_back({rpc_cmd, [rpc] { return cmd_bench_rpc(*rpc); }});
+
+
+  add_bench_model_command(bench, out);
 }
 
 }  // namespace weft::tools

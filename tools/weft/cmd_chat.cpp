@@ -10,8 +10,6 @@
 // at the prompt the pipe wakes the line reader, and the chat ends. End of
 // input (Ctrl-D) ends it too; both with status 0. A second Ctrl-C before a
 // reply noticed the first exits at once with status 130.
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,10 +18,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
+#include "chat_input.h"
 #include "cli_options.h"
 #include "commands.h"
 #include "session_ui.h"
@@ -31,67 +30,11 @@
 #include "weft/serve/conversation.h"
 
 namespace weft::tools {
+
 namespace {
 
 constexpr const char* kWhere = "chat";
 constexpr int64_t kDefaultContext = 4096;
-
-std::atomic<bool> g_interrupted{false};
-std::atomic<bool> g_in_reply{false};  // a turn is being evaluated or generated
-int g_wake[2] = {-1, -1};  // the signal thread writes a byte into [1]
-
-// Takes SIGINT for the whole process (it is blocked in every thread created
-// after this, the Session's included).
-void start_signal_thread() {
-  if (::pipe(g_wake) != 0) fail(ErrorKind::internal, kWhere, std::string("pipe: ") + std::strerror(errno));
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([set] {
-    for (;;) {
-      int sig = 0;
-      if (sigwait(&set, &sig) != 0) continue;
-      // A second Ctrl-C before the reply noticed the first (a long prompt,
-      // a worker that stopped answering): leave at once.
-      if (g_interrupted.exchange(true) && g_in_reply.load()) {
-        static const char kMessage[] = "\nweft: interrupted twice: exiting\n";
-        (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
-        _exit(130);
-      }
-      const char byte = 1;
-      (void)!::write(g_wake[1], &byte, 1);
-    }
-  }).detach();  // lives as long as the process: blocked in sigwait
-}
-
-void drain_wake_pipe() {
-  pollfd p{g_wake[0], POLLIN, 0};
-  char buf[64];
-  while (::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) && ::read(g_wake[0], buf, sizeof buf) > 0) {
-  }
-}
-
-// One line from stdin without its newline; nullopt at end of input or when
-// SIGINT came while waiting.
-std::optional<std::string> read_line() {
-  std::string line;
-  for (;;) {
-    pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {g_wake[0], POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      fail(ErrorKind::internal, kWhere, std::string("poll: ") + std::strerror(errno));
-    }
-    if (fds[1].revents & POLLIN) return std::nullopt;
-    if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    char c;
-    const ssize_t n = ::read(STDIN_FILENO, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return line.empty() ? std::nullopt : std::optional<std::string>(line);
-    if (c == '\n') return line;
-    line += c;
-  }
-}
 
 void print_turn_stats(const serve::Reply& r, const serve::Conversation& chat) {
   const GenerateResult& g = r.generation;
@@ -181,6 +124,24 @@ int cmd_chat(const ChatArgs& args) {
     }
   }
   return 0;
+}
+
+void add_chat_command(CLI::App& app, Commands& out) {
+  auto a = std::make_shared<ChatArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "chat", "an interactive chat with the model's chat template, split over this CPU and any workers like `run`");
+  add_model_host_options(cmd, a->host);
+  add_sampling_options(cmd, a->sampling);
+  cmd->add_option("-c,--ctx-size", a->ctx_size,
+                  "KV cache positions for the whole conversation (0: 4096, at most the model's training context)")
+      ->capture_default_str();
+  cmd->add_option("-n,--tokens", a->n_tokens, "most tokens per reply (-1: until the reply or the context ends)")
+      ->capture_default_str();
+  cmd->add_option("--system", a->system, "the system message");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "a built-in template NAME or a FILE (default: the model's, else chatml)");
+  cmd->add_flag("--stats", a->stats, "per turn: tokens evaluated and reused from the cache, speeds");
+  out.push_back({cmd, [a] { return cmd_chat(*a); }});
 }
 
 }  // namespace weft::tools

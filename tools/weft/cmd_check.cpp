@@ -11,6 +11,14 @@
 
 namespace weft::tools {
 
+struct CheckArgs {
+  std::string backends = "cpu";  // comma-separated backend specs
+  std::string filter;            // run only cases whose name contains this
+  int threads = 0;               // CPU threads; 0 = hardware threads
+  bool quiet = false;            // print failures and the summary only
+};
+
+
 int cmd_check(const CheckArgs& args) {
   try {
     // Async devices get a small random delay so that ordering bugs show,
@@ -37,6 +45,16 @@ int cmd_check(const CheckArgs& args) {
     std::cerr << "weft check: " << e.what() << "\n";
     return 1;
   }
+}
+
+void add_check_command(CLI::App& app, Commands& out) {
+  auto a = std::make_shared<CheckArgs>();
+  CLI::App* cmd = app.add_subcommand("check", "run the backend conformance suite against a float64 reference");
+  cmd->add_option("--backend", a->backends, "backend(s) to check: cpu, async, async-copy, rpc://HOST:PORT[/N]; a comma list runs through the scheduler")->capture_default_str();
+  cmd->add_option("--filter", a->filter, "only cases whose name contains this");
+  cmd->add_option("-t,--threads", a->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("-q,--quiet", a->quiet, "print only failures and the summary");
+  out.push_back({cmd, [a] { return cmd_check(*a); }});
 }
 
 }  // namespace weft::tools

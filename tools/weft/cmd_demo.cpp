@@ -4,20 +4,11 @@
 // greedy tokens must equal those of this CPU alone. The model's vocabulary is
 // generated text pieces, so the prompt is text and the output decodes to
 // (meaningless) text.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -25,6 +16,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "demo_files.h"
+#include "runtime/listening_process.h"
 #include "weft/core/error.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/quantize.h"
@@ -32,87 +25,34 @@
 #include "weft/runtime/session.h"
 
 namespace weft::tools {
+
+// `weft demo`: writes a ~100 M parameter llama model with deterministic
+// random weights into cache_dir (once), starts two `weft worker` child
+// processes on loopback, generates n_tokens greedily with the layers split
+// over this CPU and both workers, then the same on this CPU alone, and checks
+// that the two token sequences are identical (exit 1 if not).
+struct DemoArgs {
+  int n_tokens = 32;
+  std::string cache_dir;  // empty: $XDG_CACHE_HOME/weft or ~/.cache/weft
+  int threads = 0;        // host CPU threads; 0 = hardware threads
+  std::string split;      // layer proportions host,worker1,worker2; empty: 1,1,1
+  std::string type;       // a quantization mix (Q4_K_M, q4_K, ...): run a copy made by `weft quantize`
+};
+
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 constexpr const char* kWhere = "demo";
 
-// A `weft worker --port 0` child process. The constructor waits for its
-// "listening on HOST:PORT" line; the destructor sends SIGTERM and reaps it.
-class WorkerProcess {
- public:
-  WorkerProcess() {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) fail(ErrorKind::out_of_memory, kWhere, std::string("pipe: ") + std::strerror(errno));
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ < 0) {
-      close(fds[0]);
-      close(fds[1]);
-      fail(ErrorKind::out_of_memory, kWhere, std::string("fork: ") + std::strerror(errno));
-    }
-    if (pid_ == 0) {
-      // The child: stdout into the pipe, stderr discarded; dies with the demo
-      // if it dies first.
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent) _exit(1);
-      dup2(fds[1], STDOUT_FILENO);
-      const int null = open("/dev/null", O_WRONLY);  // its per-session log lines would drown the demo's
-      if (null >= 0) dup2(null, STDERR_FILENO);
-      execl("/proc/self/exe", "weft", "worker", "--host", "127.0.0.1", "--port", "0", "--threads", "1",
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(fds[1]);
-    std::string out;
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
-    while (out.find('\n') == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      pollfd p{fds[0], POLLIN, 0};
-      char buf[256];
-      ssize_t got = 0;
-      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0 || (got = read(fds[0], buf, sizeof buf)) <= 0) break;
-      out.append(buf, static_cast<size_t>(got));
-    }
-    close(fds[0]);
-    const std::string key = "listening on ";
-    const size_t at = out.find(key);
-    if (at == std::string::npos) {
-      stop();
-      fail(ErrorKind::disconnected, kWhere, "worker process did not report its port (got '" + out + "')");
-    }
-    endpoint_ = out.substr(at + key.size());
-    endpoint_.erase(endpoint_.find_last_not_of("\r\n ") + 1);
-  }
-  WorkerProcess(const WorkerProcess&) = delete;
-  WorkerProcess& operator=(const WorkerProcess&) = delete;
-  ~WorkerProcess() { stop(); }
-
-  const std::string& endpoint() const { return endpoint_; }
-  int pid() const { return pid_; }
-
-  // SIGTERM and wait; returns the exit status (-1 if already stopped).
-  int stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string endpoint_;
-};
-
-fs::path cache_folder(const std::string& given) {
-  if (!given.empty()) return given;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "weft";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "weft";
-  fail(ErrorKind::invalid_input, kWhere, "no cache folder: set --cache-dir, XDG_CACHE_HOME or HOME");
+// A `weft worker --port 0` child process (this executable, re-run) on
+// loopback, its per-session log lines discarded (they would drown the demo's).
+ListeningProcessOptions worker_process() {
+  ListeningProcessOptions o;
+  o.program = "/proc/self/exe";
+  o.argv = {"weft", "worker", "--host", "127.0.0.1", "--port", "0", "--threads", "1"};
+  o.discard_stderr = true;
+  return o;
 }
 
 // The text the tokens add to the prompt (its first space kept; bytes that
@@ -141,30 +81,6 @@ GenerateResult generate(Session& s, const LoadPlan& plan, const std::vector<int3
   return s.generate(prompt, o);
 }
 
-// The demo model in the mix named `type`, beside it in the cache folder;
-// made once by the library behind `weft quantize` (the demo model is q8_0,
-// so this requantizes).
-fs::path quantized_copy(const fs::path& path, const std::string& type, int threads) {
-  const std::optional<model::QuantMix> mix = model::quant_mix_from_name(type);
-  if (!mix) fail(ErrorKind::invalid_input, kWhere, "--type " + type + ": not a quantization mix (see weft quantize --help)");
-  const model::QuantMixInfo& info = model::quant_mix_info(*mix);
-  const fs::path out = path.parent_path() / (path.stem().string() + "-" + std::string(info.name) + ".gguf");
-  if (fs::exists(out)) {
-    std::printf("model %s (%.0f MB)\n", out.c_str(), static_cast<double>(fs::file_size(out)) / 1e6);
-    return out;
-  }
-  model::QuantizeOptions o;
-  o.mix = *mix;
-  o.allow_requantize = true;
-  o.threads = threads;
-  const model::QuantizeStats s = model::quantize_file(path.string(), out.string(), o);
-  std::printf("quantized %s to %s: %.0f MB -> %.0f MB, %.2f bits per weight, in %.1f s\n", path.filename().c_str(),
-              std::string(info.name).c_str(), static_cast<double>(s.in_bytes) / 1e6,
-              static_cast<double>(s.out_bytes) / 1e6,
-              8.0 * static_cast<double>(s.out_bytes) / static_cast<double>(std::max<int64_t>(s.weights, 1)), s.seconds);
-  return out;
-}
-
 }  // namespace
 
 int cmd_demo(const DemoArgs& args) {
@@ -172,35 +88,18 @@ int cmd_demo(const DemoArgs& args) {
     fail(ErrorKind::invalid_input, kWhere, "--tokens " + std::to_string(args.n_tokens) + " (1 to 4096)");
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 
-  // The model, written once.
-  const model::DemoModelSpec spec;
-  const fs::path dir = cache_folder(args.cache_dir);
-  const fs::path path = dir / "demo-llama-100m-v2.gguf";  // v2: with a vocabulary
-  if (!fs::exists(path)) {
-    fs::create_directories(dir);
-    std::error_code ignored;  // the first demo model (no vocabulary), 107 MB nothing reads any more
-    fs::remove(dir / "demo-llama-100m.gguf", ignored);
-    const auto t0 = Clock::now();
-    model::write_demo_model(path.string(), spec);
-    std::printf("wrote %s (%.1f M parameters, %.0f MB) in %.1f s\n", path.c_str(),
-                static_cast<double>(model::demo_model_params(spec)) / 1e6,
-                static_cast<double>(fs::file_size(path)) / 1e6,
-                std::chrono::duration<double>(Clock::now() - t0).count());
-  } else {
-    std::printf("model %s (%.0f MB)\n", path.c_str(), static_cast<double>(fs::file_size(path)) / 1e6);
-  }
-  const fs::path model_path = args.type.empty() ? path : quantized_copy(path, args.type, args.threads);
+  const fs::path model_path = demo_model_file(args.cache_dir, args.type, args.threads);
 
   // Two workers, then one device each beside this CPU.
-  WorkerProcess w1, w2;
-  std::printf("workers: %s (pid %d), %s (pid %d)\n", w1.endpoint().c_str(), w1.pid(), w2.endpoint().c_str(),
+  ListeningProcess w1(worker_process()), w2(worker_process());
+  std::printf("workers: %s (pid %d), %s (pid %d)\n", w1.address().c_str(), w1.pid(), w2.address().c_str(),
               w2.pid());
   int exit_code = 0;
   {
     SessionOptions split_options;
     split_options.model = model_path.string();
     split_options.name = kWhere;
-    split_options.devices = {"cpu", "rpc://" + w1.endpoint(), "rpc://" + w2.endpoint()};
+    split_options.devices = {"cpu", "rpc://" + w1.address(), "rpc://" + w2.address()};
     split_options.split = args.split.empty() ? "1,1,1" : args.split;
     split_options.device_options.cpu_threads = args.threads;
     split_options.probe = false;  // a fixed split, and a plan printed without predicted times: no probe
@@ -255,6 +154,19 @@ int cmd_demo(const DemoArgs& args) {
   const int s1 = w1.stop(), s2 = w2.stop();
   std::printf("workers stopped (exit %d, %d)\n", s1, s2);
   return exit_code;
+}
+
+void add_demo_command(CLI::App& app, Commands& out) {
+  auto a = std::make_shared<DemoArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "demo", "run a ~100M-parameter random llama split over this CPU and two local workers; check it matches this CPU alone");
+  cmd->add_option("-n,--tokens", a->n_tokens, "tokens to generate")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--cache-dir", a->cache_dir, "folder for the model file (default: $XDG_CACHE_HOME/weft or ~/.cache/weft)");
+  cmd->add_option("-t,--threads", a->threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--split", a->split, "layer proportions host,worker1,worker2 (default 1,1,1)");
+  cmd->add_option("--type", a->type,
+                  "run a copy of the model quantized to this mix by `weft quantize` (Q4_K_M, q4_K, Q6_K, IQ4_XS, ...)");
+  out.push_back({cmd, [a] { return cmd_demo(*a); }});
 }
 
 }  // namespace weft::tools

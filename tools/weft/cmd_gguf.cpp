@@ -2,6 +2,7 @@
 // then how weft will run it (the family and the hyper-parameters it uses).
 #include <cinttypes>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "commands.h"
@@ -10,6 +11,7 @@
 #include "weft/model/model.h"
 
 namespace weft::tools {
+
 
 namespace {
 
@@ -94,6 +96,15 @@ int cmd_gguf_info(const std::string& path) {
     std::printf("\nmodel: weft does not run this file: %s\n", e.what());
   }
   return 0;
+}
+
+void add_gguf_commands(CLI::App& app, Commands& out) {
+  CLI::App* gguf = app.add_subcommand("gguf", "inspect GGUF model files");
+  gguf->require_subcommand(1);
+  auto path = std::make_shared<std::string>();
+  CLI::App* info = gguf->add_subcommand("info", "print a GGUF file's metadata and tensor table");
+  info->add_option("file", *path, "GGUF file")->required();
+  out.push_back({info, [path] { return cmd_gguf_info(*path); }});
 }
 
 }  // namespace weft::tools

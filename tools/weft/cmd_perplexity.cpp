@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,21 @@
 #include "weft/model/perplexity.h"
 
 namespace weft::tools {
+
+// `weft perplexity`: perplexity of a model over a text file, the check users
+// run after quantizing or splitting a model. The tokens are cut into chunks
+// of ctx tokens, each evaluated from position 0 (its first token replaced by
+// bos when the model has one); the second half of each chunk is scored, so
+// every scored token sees at least ctx / 2 tokens before it (the convention
+// of llama.cpp's perplexity tool, so figures compare).
+struct PerplexityArgs {
+  ModelHostArgs host;
+  std::string text_file;             // UTF-8 text
+  int ctx = 512;                     // tokens per chunk
+  int max_chunks = 0;                // 0: every whole chunk in the text
+  bool stats = false;                // speed and RPC traffic to stderr
+};
+
 namespace {
 
 constexpr const char* kWhere = "perplexity";
@@ -62,6 +78,17 @@ int cmd_perplexity(const PerplexityArgs& args) {
     print_device_stats(session);
   }
   return 0;
+}
+
+void add_perplexity_command(CLI::App& app, Commands& out) {
+  auto a = std::make_shared<PerplexityArgs>();
+  CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of a GGUF model over a text file, split like `run`");
+  add_model_host_options(cmd, a->host);
+  cmd->add_option("-f,--file", a->text_file, "text file (UTF-8)")->required();
+  cmd->add_option("-c,--ctx", a->ctx, "tokens per chunk")->capture_default_str()->check(CLI::Range(4, 1 << 20));
+  cmd->add_option("--chunks", a->max_chunks, "chunks to score (0: all)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--stats", a->stats, "print speed and RPC traffic to stderr");
+  out.push_back({cmd, [a] { return cmd_perplexity(*a); }});
 }
 
 }  // namespace weft::tools

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "commands.h"
@@ -15,6 +16,19 @@
 #include "weft/model/quantize.h"
 
 namespace weft::tools {
+
+// Exit 130 when interrupted.
+struct QuantizeArgs {
+  std::string input;
+  std::string output;
+  std::string type;               // a mix name: Q4_K_M, Q8_0, ...
+  bool pure = false;              // the mix's base type for every quantized tensor
+  bool allow_requantize = false;  // accept already-quantized input tensors
+  int threads = 0;                // 0: hardware threads
+  std::string split_max_size;     // "500M", "2G": write a split model
+  uint64_t split_max_tensors = 0; // nonzero: write a split model
+};
+
 namespace {
 
 constexpr const char* kWhere = "quantize";
@@ -156,6 +170,30 @@ int cmd_quantize(const QuantizeArgs& args) {
   if (s.out_paths.size() > 1)
     for (const std::string& path : s.out_paths) std::printf("  %s\n", path.c_str());
   return 0;
+}
+
+void add_quantize_command(CLI::App& app, Commands& out) {
+  auto a = std::make_shared<QuantizeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "rewrite a GGUF model in a quantization mix (tensor types as llama.cpp's quantizer chooses them)");
+  cmd->add_option("input", a->input, "GGUF model in f32/f16/bf16")->required();
+  cmd->add_option("output", a->output, "GGUF file to write")->required();
+  cmd->add_option("type", a->type,
+                        "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M "
+                        "Q6_K IQ4_NL IQ4_XS")
+      ->required();
+  cmd->add_flag("--pure", a->pure, "the mix's base type for every quantized tensor (no per-tensor mix)");
+  cmd->add_flag("--allow-requantize", a->allow_requantize,
+                      "accept already-quantized input tensors (loses more than quantizing from 16 or 32 bits)");
+  cmd->add_option("-t,--threads", a->threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--split-max-size", a->split_max_size,
+                        "write a split model (OUT less .gguf becomes OUT-00001-of-0000N.gguf ...), each part's tensors "
+                        "at most this size: 500M, 2G (MiB, GiB, as llama-gguf-split counts)");
+  cmd->add_option("--split-max-tensors", a->split_max_tensors,
+                        "write a split model with at most this many tensors a part")
+      ->check(CLI::PositiveNumber);
+
+  out.push_back({cmd, [a] { return cmd_quantize(*a); }});
 }
 
 }  // namespace weft::tools

@@ -5,40 +5,39 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "commands.h"
 #include "session_ui.h"
 #include "weft/core/error.h"
+#include "weft/core/secret_file.h"
 #include "weft/serve/chat_template.h"
 #include "weft/serve/server.h"
 
 namespace weft::tools {
 
-namespace {
-
-// The first line of a key file, whitespace trimmed; an empty key is refused.
-std::string read_key(const std::string& path) {
-  std::string key = read_text_file(path, "serve");
-  const size_t b = key.find_first_not_of(" \t\r\n");
-  const size_t e = key.find_last_not_of(" \t\r\n");
-  key = b == std::string::npos ? "" : key.substr(b, e - b + 1);
-  if (key.empty() || key.find_first_of("\r\n") != std::string::npos)
-    fail(ErrorKind::invalid_input, "serve", path + " must hold one non-empty line: the API key");
-  // cpp-httplib percent-decodes header values: a key with '%' (or bytes a
-  // client would have to escape) could never match as sent.
-  for (unsigned char c : key)
-    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '+' || c == '/' || c == '='))
-      fail(ErrorKind::invalid_input, "serve",
-           path + ": the API key may hold letters, digits and - _ . ~ + / = only");
-  return key;
-}
-
-}  // namespace
+struct ServeArgs {
+  ModelHostArgs host;
+  int64_t ctx_size = 4096;            // KV positions in all, cut among the slots
+  int parallel = 1;                   // slots decoded together
+  bool serial_steps = false;          // one step at a time even over several stages
+  std::string listen_host = "127.0.0.1";
+  int port = 8080;                    // 0: any free port
+  std::string port_file;              // the port written here once listening (tests)
+  std::string api_key_file;           // Bearer key required of every request
+  bool insecure = false;              // a non-loopback address without a key
+  std::string tls_cert, tls_key;      // HTTPS (PEM files)
+  std::string chat_template;          // NAME (built-in) or FILE
+  std::string alias;                  // the model's id in /v1/models
+  size_t max_queue = 64;              // waiting requests beyond the slots; more: 429
+  int max_tokens = 0;                 // per request (0: a slot's context)
+  double timeout_s = 600;             // per request
+  bool quiet = false;                 // no line per request
+};
 
 int cmd_serve(const ServeArgs& args) {
   sigset_t stop_signals;
@@ -55,7 +54,7 @@ int cmd_serve(const ServeArgs& args) {
   o.pipelined = !args.serial_steps;
   o.host = args.listen_host;
   o.port = args.port;
-  if (!args.api_key_file.empty()) o.api_key = read_key(args.api_key_file);
+  if (!args.api_key_file.empty()) o.api_key = read_secret_file(args.api_key_file, "serve");  // its alphabet: the Server checks
   o.insecure = args.insecure;
   o.tls_cert = args.tls_cert;
   o.tls_key = args.tls_key;
@@ -97,6 +96,40 @@ int cmd_serve(const ServeArgs& args) {
   server.stop();
   std::fprintf(stderr, "weft serve: stopped\n");
   return load_failed.load() ? 1 : 0;
+}
+
+void add_serve_command(CLI::App& app, Commands& out) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "an OpenAI-compatible HTTP server (chat and completions, streamed) over the model and its workers");
+  add_model_host_options(cmd, a->host);
+  cmd->add_option("-c,--ctx-size", a->ctx_size, "KV cache positions in all, cut evenly among the slots")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--parallel", a->parallel, "requests decoded together (slots)")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_flag("--serial-steps", a->serial_steps,
+                "over several stages, one batched step at a time (the slots' groups are not pipelined; what "
+                "the pipelining is measured against)");
+  cmd->add_option("--host", a->listen_host, "address to listen on (other than loopback: --api-key-file or --insecure)")
+      ->capture_default_str();
+  cmd->add_option("--port", a->port, "port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--port-file", a->port_file, "write the port here once listening");
+  cmd->add_option("--api-key-file", a->api_key_file, "file holding the API key clients send as 'Authorization: Bearer KEY'");
+  cmd->add_flag("--insecure", a->insecure, "allow a non-loopback address without an API key");
+  cmd->add_option("--tls-cert", a->tls_cert, "serve HTTPS with this certificate (PEM); with --tls-key");
+  cmd->add_option("--tls-key", a->tls_key, "the HTTPS certificate's private key (PEM)");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "chat template: a built-in (chatml, gemma, llama2, llama3, mistral, phi3) or a Jinja file "
+                  "(default: the model file's)");
+  cmd->add_option("--alias", a->alias, "the model's id in /v1/models (default: the file name)");
+  cmd->add_option("--max-queue", a->max_queue, "requests that may wait for a slot; more get 429")
+      ->capture_default_str()->check(CLI::Range(0, 1024));
+  cmd->add_option("--max-tokens", a->max_tokens, "most tokens one request may ask for (0: a slot's context)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--timeout", a->timeout_s, "seconds one request may take")->capture_default_str()
+      ->check(CLI::Range(1.0, 1e7));
+  cmd->add_flag("-q,--quiet", a->quiet, "no log line per request");
+  out.push_back({cmd, [a] { return cmd_serve(*a); }});
 }
 
 }  // namespace weft::tools

@@ -1,20 +1,10 @@
-// The plan, progress and stats lines of `weft run` and `weft perplexity`.
+// The plan, progress and stats lines of the commands that run a model.
 #include "session_ui.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-
-#include "weft/core/error.h"
-#include "weft/rpc/discovery.h"
-#include "weft/serve/chat_template.h"
 
 namespace weft::tools {
 namespace {
@@ -72,88 +62,9 @@ std::string prediction(const DevicePlan& d) {
 
 }  // namespace
 
-SessionOptions session_options(const ModelHostArgs& args, const char* what) {
-  SessionOptions o;
-  o.model = args.model;
-  o.name = what;
-  o.split = args.split;
-  o.experts_split = args.experts_split;
-  if (args.placement == "memory") {  // the CLI checked the name; "speed" is the Session's default
-    o.probe = false;
-    if (args.split.empty()) o.placement = split_by_free_memory();
-  }
-  if (!args.auth_token_file.empty()) o.device_options.rpc.auth_secret = read_token_file(args.auth_token_file, what);
-  o.devices = {"cpu"};
-  for (const std::string& w : args.workers) o.devices.push_back(worker_device_spec(w).text);
-  if (args.discover) {
-    rpc::DiscoveryOptions d;
-    d.port = static_cast<uint16_t>(args.discover_port);
-    d.listen = std::chrono::milliseconds(static_cast<int64_t>(args.discover_seconds * 1000.0));
-    d.auth_secret = o.device_options.rpc.auth_secret;
-    const std::vector<rpc::DiscoveredWorker> found = rpc::discover_workers(d);
-    for (const rpc::DiscoveredWorker& w : found) {
-      const std::string spec = worker_device_spec(w.endpoint).text;
-      if (std::find(o.devices.begin(), o.devices.end(), spec) != o.devices.end()) continue;  // named already
-      o.devices.push_back(spec);
-      std::fprintf(stderr, "discovered worker %s (%s, protocol %s%s)\n", w.endpoint.c_str(), w.name.c_str(),
-                   w.protocol.c_str(), w.signed_by_token ? ", beacon signed with the token" : "");
-    }
-    if (found.empty()) {
-      std::fprintf(stderr,
-                   "weft: warning: --discover heard no usable worker in %.1f s on UDP port %d (workers need "
-                   "--advertise%s)\n",
-                   args.discover_seconds, args.discover_port,
-                   d.auth_secret ? " and this token" : "; without --auth-token-file only this machine's count");
-    }
-  }
-  for (const std::string& d : args.devices) o.devices.push_back(d);
-  o.device_options.cpu_threads = args.threads;
-  o.load.map_weights = !args.no_mmap;
-  o.load.cache_type = dtype_from_name(args.cache_type).value_or(DType::f16);  // CLI checked the name
-  o.device_options.rpc.peer_links = !args.no_peer_links;
-  o.device_options.rpc.reply_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(args.worker_timeout_s * 1000.0));
-  return o;
-}
 
-std::string chat_template_source(const std::string& spec, const char* what) {
-  if (spec.empty()) return "";
-  if (auto builtin = serve::builtin_chat_template(spec)) return *builtin;
-  if (!std::filesystem::exists(spec))
-    fail(ErrorKind::invalid_input, what,
-         "--chat-template " + spec + " is neither a file nor a built-in template (" +
-             serve::builtin_chat_template_names() + ")");
-  return read_text_file(spec, what);
-}
 
-std::string read_token_file(const std::string& path, const char* what) {
-  const std::string text = read_text_file(path, what);
-  const size_t b = text.find_first_not_of(" \t\r\n"), e = text.find_last_not_of(" \t\r\n");
-  if (b == std::string::npos) fail(ErrorKind::invalid_input, what, path + " holds no token");
-  return text.substr(b, e - b + 1);
-}
 
-int cmd_workers(const WorkersArgs& args) {
-  rpc::DiscoveryOptions d;
-  d.port = static_cast<uint16_t>(args.port);
-  d.listen = std::chrono::milliseconds(static_cast<int64_t>(args.seconds * 1000.0));
-  if (!args.auth_token_file.empty()) d.auth_secret = read_token_file(args.auth_token_file, "workers");
-  d.keep_unusable = true;
-  const std::vector<rpc::DiscoveredWorker> found = rpc::discover_workers(d);
-  for (const rpc::DiscoveredWorker& w : found) {
-    const bool usable = d.auth_secret ? w.signed_by_token : !w.wants_token && w.address.rfind("127.", 0) == 0;
-    std::string devices;
-    for (const std::string& dev : w.devices) devices += (devices.empty() ? "" : "; ") + dev;
-    std::printf("%s  %s  protocol %s  %s%s  %s%s\n", w.endpoint.c_str(), w.name.c_str(), w.protocol.c_str(),
-                w.wants_token ? "token required" : "no token", w.signed_by_token ? " (beacon signed with this token)" : "",
-                devices.c_str(),
-                usable ? "" : (d.auth_secret ? "  [not used by --discover: not signed with this token]"
-                                             : "  [not used by --discover: another machine's, or wants a token]"));
-  }
-  std::fprintf(stderr, "%zu worker%s heard in %.1f s on UDP port %d\n", found.size(), found.size() == 1 ? "" : "s",
-               args.seconds, args.port);
-  return 0;
-}
 
 LoadPlan load_with_progress(Session& session, int64_t n_ctx) {
   if (const std::string& w = session.tokenizer().warning(); !w.empty()) std::fprintf(stderr, "weft: warning: %s\n", w.c_str());
@@ -228,33 +139,5 @@ void print_device_stats(const Session& session) {
   }
 }
 
-std::string read_text_file(const std::string& path, const char* what) {
-  constexpr size_t kMaxBytes = size_t{1} << 30;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ErrorKind::invalid_input, what, "cannot open " + path + ": " + std::strerror(errno));
-  struct Close {
-    int fd;
-    ~Close() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) fail(ErrorKind::invalid_input, what, "cannot stat " + path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(ErrorKind::invalid_input, what, path + " is not a regular file");
-  if (static_cast<uint64_t>(st.st_size) > kMaxBytes)
-    fail(ErrorKind::invalid_input, what,
-         path + " has " + format_bytes(static_cast<size_t>(st.st_size)) + ", over the limit of " +
-             format_bytes(kMaxBytes));
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(ErrorKind::invalid_input, what, "cannot read " + path + ": " + std::strerror(errno));
-    if (n == 0)
-      fail(ErrorKind::invalid_input, what,
-           path + " ended after " + std::to_string(got) + " of " + std::to_string(text.size()) + " bytes");
-    got += static_cast<size_t>(n);
-  }
-  return text;
-}
 
 }  // namespace weft::tools

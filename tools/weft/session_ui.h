@@ -1,13 +1,13 @@
-// What `weft run` and `weft perplexity` share: their model and device
-// options turned into SessionOptions, and the Session's plan, loading
-// progress and traffic printed to stderr.
+// What the commands that run a model share: their model and device options
+// turned into SessionOptions (session_options.cpp), and the Session's plan,
+// loading progress and traffic printed to stderr (session_ui.cpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "commands.h"
+#include "cli_options.h"
 #include "weft/runtime/session.h"
 
 namespace weft::tools {
@@ -35,15 +35,8 @@ void print_device_stats(const Session& session);
 void print_stage_times(const LoadPlan& plan, const std::vector<DeviceCompute>& before,
                        const std::vector<DeviceCompute>& after, int64_t steps);
 
-// The whole file's bytes. Throws Error(invalid_input) naming the file when it
-// cannot be opened or read; what names the command.
-std::string read_text_file(const std::string& path, const char* what);
-
 // --chat-template NAME (a built-in) or FILE as the template's text; "" for
 // "" (the model's own). Error(invalid_input) naming both when it is neither.
 std::string chat_template_source(const std::string& spec, const char* what);
-
-// A token file's text with surrounding whitespace trimmed; Error(invalid_input) when empty.
-std::string read_token_file(const std::string& path, const char* what);
 
 }  // namespace weft::tools

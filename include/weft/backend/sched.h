@@ -30,9 +30,6 @@ struct SchedulerOptions {
   // Memory sets for pipelining (1 to 4): micro-batch k uses set k mod
   // n_copies, and waits for micro-batch k - n_copies to finish first.
   int n_copies = 1;
-  // Test only: skip the memory-hazard waits (rule 2), so that a test can
-  // prove it sees the race they prevent.
-  bool unsafe_skip_hazard_waits = false;
 };
 
 struct SplitInfo {
@@ -108,6 +105,7 @@ class Scheduler {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  friend struct SchedulerTestAccess;  // the white-box tests' switches (not installed)
 };
 
 }  // namespace weft

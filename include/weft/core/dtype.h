@@ -1,5 +1,5 @@
 // Element types and their storage layout. Quantized types store blocks of
-// 32 or 256 values (the GGUF layouts, see FACTS.md and docs/quantization.md);
+// 32 or 256 values (the GGUF layouts, see docs/quantization.md);
 // all others store one value per element. The enum's values are part of the
 // RPC wire format: new types are appended, never inserted.
 #pragma once

@@ -2,7 +2,7 @@
 // 32-value blocks (q4_1, q5_0, q5_1), the 256-value K-quants (q2_K ... q6_K
 // and the q8_K activation type) and the non-linear iq4_nl / iq4_xs.
 //
-// Types are named by their GGUF dtype id (FACTS.md "All common GGUF types").
+// Types are named by their GGUF dtype id (docs/quantization.md, "The types").
 // Both directions are bit-exact with the reference implementation in ggml
 // (ggml-quants.c): dequantize_row gives exactly the floats ggml's dequantizer
 // gives, and quantize_row_reference gives exactly the bytes `llama-quantize`

@@ -1,4 +1,5 @@
-// GGUF v3 files (the format is in FACTS.md, "GGUF v3"): a reader that maps a
+// GGUF v3 files (the format as ggml-org/ggml's docs/gguf.md
+// specifies it; split files: docs/models.md): a reader that maps a
 // file read-only and checks every count, length and offset against the file
 // size, and a writer that produces v3 files atomically.
 //

@@ -1,6 +1,6 @@
-// Llama-family models read from GGUF files (FACTS.md, "Llama-family files";
-// docs/models.md): Llama 2/3.x, Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3,
-// Qwen3-MoE, Phi-3 and Gemma 2/3, run as one weft graph per call.
+// Llama-family models read from GGUF files (docs/models.md): Llama 2/3.x,
+// Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Phi-3 and Gemma 2/3,
+// run as one weft graph per call.
 //
 //   auto file = weft::GgufFile::open("model.gguf");
 //   auto dev = weft::make_cpu_device();
@@ -432,11 +432,9 @@ class LlamaModel {
   // and drain the pipeline). Nothing on one device; no step may be in flight.
   void reserve_batch(int64_t n_tokens, int64_t n_out);
 
-  // Reuse of the last graph (on by default); off, every call builds and
-  // allocates its graph (a test compares the two).
-  void set_reuse_graphs(bool on) { reuse_graphs_ = on; }
-
  private:
+  friend struct LlamaModelTestAccess;  // the white-box tests' switches (not installed)
+
   void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress,
             const LoadOptions& options);
   void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;

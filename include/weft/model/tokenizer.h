@@ -1,4 +1,4 @@
-// Tokenizers read from GGUF metadata (FACTS.md, "Tokenizers in GGUF"):
+// Tokenizers read from GGUF metadata (docs/models.md, "Tokenizers"):
 // `llama` (SentencePiece-style: score-greedy merges with <0xXX> byte fallback),
 // `gpt2` (byte-level BPE: a pre-tokenizer split, then merges by rank),
 // `bert` (WordPiece: BERT's normalizer and word split, then the longest

@@ -63,9 +63,6 @@ std::vector<std::unique_ptr<Device>> make_rpc_devices(const std::string& endpoin
 
 // Device specs ("rpc://host:port/N") are parsed by weft/runtime/devices.h.
 
-// Process-wide count of open worker connections (for tests of the lifetime rules).
-int rpc_open_connections();
-
 // Whether the worker at endpoint answers now: a PING round trip on its open
 // connection (an error it deferred from an earlier command is taken and
 // dropped: it answered). false when no connection is open, it is broken (a

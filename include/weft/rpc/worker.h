@@ -23,8 +23,6 @@
 
 namespace weft::rpc {
 
-class Stream;  // src/rpc/transport/stream.h: a connected byte stream (TCP or in memory)
-
 // The limits every session is held to (docs/security.md lists each with its
 // default and flag).
 struct SessionLimits {
@@ -61,11 +59,6 @@ struct WorkerOptions {
   uint16_t advertise_port = 50051;
   std::chrono::milliseconds advertise_every{2000};
   bool log = true;                     // one line per session event on stderr
-  // Test only: ops every device of this worker is to report as unsupported
-  // (SUPPORTS_OP answers 0 and a graph with such a node is refused), as a
-  // device that lacks them would. Lets tests show that a client places
-  // what the worker refuses elsewhere.
-  std::vector<Op> refuse_ops;
 };
 
 // Connections: up to max_clients wait for their handshake at once (each for
@@ -97,14 +90,27 @@ class Worker {
   // "sha256:HEX" of the TLS certificate, or "" without TLS.
   std::string tls_fingerprint() const;
 
-  // Serves one already-connected stream on the calling thread until it ends
-  // (for in-memory tests and the fuzzer). Never throws.
-  void serve(Stream& stream);
-
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  friend struct WorkerTestAccess;  // the white-box tests' hooks (not installed)
 };
+
+// The defaults `weft worker` applies, for any program serving its CPU the
+// same way.
+//
+// 90% of the memory device reports free now: a memory_budget that leaves
+// the rest of the machine room.
+size_t default_memory_budget(const Device& device);
+// Each of devices CPU devices' share of threads CPU threads (0: every
+// hardware thread), at least 1. Throws Error(invalid_input) unless devices
+// is in [1, 64] and threads is not negative.
+int cpu_threads_per_device(int threads, int devices);
+// Where a worker keeps the certificate it makes for itself (TLS without a
+// certificate of its own): beside token_file when one is given, else
+// $XDG_CONFIG_HOME/weft, else ~/.config/weft; the files are
+// worker-cert.pem and worker-key.pem there.
+std::filesystem::path default_tls_folder(const std::string& token_file);
 
 // For `weft worker --tls` without a certificate of its own: writes a
 // self-signed one (EC P-256, 10 years) and its key (mode 0600) unless both

@@ -35,6 +35,8 @@ struct ServeOptions {
   int port = 8080;          // 0: a free port (port() after start)
   // Bearer key every request but /health and the page at / must carry.
   // Any host other than a loopback address requires one unless insecure.
+  // Letters, digits and - _ . ~ + / = only (the HTTP layer percent-decodes
+  // header values, so a key with other bytes could never match as sent).
   std::string api_key;
   bool insecure = false;
   // HTTPS with this certificate and key (PEM files; both or neither).
@@ -52,8 +54,9 @@ struct ServeOptions {
 
 class Server {
  public:
-  // Throws Error(invalid_input) for impossible options, or a non-loopback
-  // host without api_key or insecure.
+  // Throws Error(invalid_input) for impossible options, an api_key with a
+  // byte outside its alphabet, or a non-loopback host without api_key or
+  // insecure.
   explicit Server(ServeOptions options);
   ~Server();  // stop()
   Server(const Server&) = delete;

@@ -290,3 +290,12 @@ std::shared_ptr<Connection> get_connection(const std::string& endpoint, const Rp
 std::shared_ptr<Connection> find_connection(const std::string& endpoint);
 
 }  // namespace weft::rpc
+
+namespace weft {
+
+// Process-wide count of open worker connections (Connection::open_count()),
+// for the tests of the lifetime rules; internal, so that no installed header
+// carries a test hook.
+int rpc_open_connections();
+
+}  // namespace weft

@@ -196,59 +196,66 @@ void Session::run() noexcept {
   }
 }
 
+bool Session::read_frame_header(uint8_t (&raw)[kFrameHeaderBytes]) {
+  const auto deadline = arm_header_deadline();
+  try {
+    stream_.read_exact(raw, sizeof raw);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::disconnected) throw;
+    between_frames_ = true;  // the usual way a session ends: the client closed
+    if (std::chrono::steady_clock::now() >= deadline) {
+      const auto& l = shared_.limits;
+      end_reason_ = !handshaking()
+                        ? "idle for " + std::to_string(l.idle_timeout.count()) + " ms (the idle timeout): closed"
+                        : "handshake not done within " + std::to_string(l.handshake_timeout.count()) +
+                              " ms (the handshake timeout): closed";
+      return false;
+    }
+    throw;
+  }
+  return true;
+}
+
+Cmd Session::admit_frame(const FrameHeader& h, std::string& name) {
+  // 1. The header: a command the client may send, under its limit, flags 0, allowed now.
+  if (!is_known(h.command) || h.command == static_cast<uint16_t>(Cmd::error) || (h.command & kReplyBit) != 0) {
+    fail(ErrorKind::invalid_input, "frame", "unknown command " + hex16(h.command));
+  }
+  const Cmd c = static_cast<Cmd>(h.command);
+  current_ = c;
+  name = cmd_name(h.command);
+  if (h.length > payload_limit(c)) {
+    fail(ErrorKind::invalid_input, name,
+         "payload of " + std::to_string(h.length) + " bytes is over the limit of " + std::to_string(payload_limit(c)));
+  }
+  if (h.flags != 0) fail(ErrorKind::invalid_input, name, "flags " + hex16(h.flags) + " (must be 0)");
+  if (state_ == State::hello && c != Cmd::hello) fail(ErrorKind::invalid_input, name, "not allowed before HELLO");
+  if (state_ == State::auth && c != Cmd::auth) {
+    fail(ErrorKind::invalid_input, name, "not allowed before authentication");
+  }
+  if (!handshaking() && (c == Cmd::hello || c == Cmd::auth)) {
+    fail(ErrorKind::invalid_input, name, "the handshake is already done");
+  }
+  if (state_ == State::peer && c != Cmd::peer_push && c != Cmd::ping) {
+    fail(ErrorKind::invalid_input, name, "a peer link only pushes (PEER_PUSH, PING)");
+  }
+  if (state_ == State::ready && c == Cmd::peer_push) {
+    fail(ErrorKind::invalid_input, name, "only a peer link (after PEER_ATTACH) pushes");
+  }
+  return c;
+}
+
 void Session::loop() {
   for (;;) {
     uint8_t raw[kFrameHeaderBytes];
-    const auto deadline = arm_header_deadline();
-    try {
-      stream_.read_exact(raw, sizeof raw);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::disconnected) throw;
-      between_frames_ = true;  // the usual way a session ends: the client closed
-      if (std::chrono::steady_clock::now() >= deadline) {
-        const auto& l = shared_.limits;
-        end_reason_ = !handshaking()
-                          ? "idle for " + std::to_string(l.idle_timeout.count()) + " ms (the idle timeout): closed"
-                          : "handshake not done within " + std::to_string(l.handshake_timeout.count()) +
-                                " ms (the handshake timeout): closed";
-        return;
-      }
-      throw;
-    }
+    if (!read_frame_header(raw)) return;
     status_.idle_since_ms.store(0, std::memory_order_relaxed);
     const FrameHeader h = decode_header(raw);
     std::string name = "frame";
     bool closing = false;
     frame_read_ = false;
     try {
-      // 1. The header: a command the client may send, under its limit, flags 0, allowed now.
-      if (!is_known(h.command) || h.command == static_cast<uint16_t>(Cmd::error) || (h.command & kReplyBit) != 0) {
-        fail(ErrorKind::invalid_input, "frame", "unknown command " + hex16(h.command));
-      }
-      const Cmd c = static_cast<Cmd>(h.command);
-      current_ = c;
-      name = cmd_name(h.command);
-      if (h.length > payload_limit(c)) {
-        fail(ErrorKind::invalid_input, name,
-             "payload of " + std::to_string(h.length) + " bytes is over the limit of " +
-                 std::to_string(payload_limit(c)));
-      }
-      if (h.flags != 0) fail(ErrorKind::invalid_input, name, "flags " + hex16(h.flags) + " (must be 0)");
-      if (state_ == State::hello && c != Cmd::hello) {
-        fail(ErrorKind::invalid_input, name, "not allowed before HELLO");
-      }
-      if (state_ == State::auth && c != Cmd::auth) {
-        fail(ErrorKind::invalid_input, name, "not allowed before authentication");
-      }
-      if (!handshaking() && (c == Cmd::hello || c == Cmd::auth)) {
-        fail(ErrorKind::invalid_input, name, "the handshake is already done");
-      }
-      if (state_ == State::peer && c != Cmd::peer_push && c != Cmd::ping) {
-        fail(ErrorKind::invalid_input, name, "a peer link only pushes (PEER_PUSH, PING)");
-      }
-      if (state_ == State::ready && c == Cmd::peer_push) {
-        fail(ErrorKind::invalid_input, name, "only a peer link (after PEER_ATTACH) pushes");
-      }
+      const Cmd c = admit_frame(h, name);
       arm_body_deadline(h.length);
       dispatch(c, h.length);
     } catch (const Error& e) {

@@ -60,7 +60,7 @@ struct WorkerShared {
   // Called once a session finished its handshake: true admits it, false
   // turns it away as busy. Unset: every session is admitted.
   std::function<bool(SessionStatus&)> admit;
-  // Bit k: Op k is answered "not supported" (WorkerOptions::refuse_ops).
+  // Bit k: Op k is answered "not supported" (WorkerTestAccess::refuse_ops).
   uint64_t refused_ops = 0;
 
   std::atomic<size_t> memory_in_use{0};
@@ -115,6 +115,13 @@ class Session {
   };
 
   void loop();
+  // The next frame header; false when the session ended between frames by
+  // its idle or handshake timeout (end_reason_ says which).
+  bool read_frame_header(uint8_t (&raw)[kFrameHeaderBytes]);
+  // A header's command if the client may send it now (known, under its
+  // payload limit, flags 0, allowed in this state); sets current_ and name.
+  // Error(invalid_input) naming what is wrong otherwise.
+  Cmd admit_frame(const FrameHeader& h, std::string& name);
   void dispatch(Cmd c, uint32_t length);
   void read_payload(uint32_t length);
 
@@ -194,6 +201,8 @@ class Session {
 
   void erase_graph(std::unordered_map<uint64_t, StoredGraph>::iterator it);
   void compute_stored(StoredGraph& stored);
+  StoredGraph& store_graph(const GraphComputeRequest& req);  // on_graph_compute's two cases
+  StoredGraph& stored_graph(uint64_t graph_id, uint32_t device);
   void update_status();
   void drop_graphs_using(uint64_t handle);
   void advance_upload(uint64_t handle, uint64_t offset, uint64_t size);

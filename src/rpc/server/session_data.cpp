@@ -45,7 +45,7 @@ void Session::on_get_devices() {
 
 // SUPPORTS_OP: the node is rebuilt and validated as a graph's node would be
 // (a bad one is invalid_input and ends the session), then the device's own
-// rule answers, less WorkerOptions::refuse_ops. The few tensors it builds are
+// rule answers, less WorkerTestAccess::refuse_ops. The few tensors it builds are
 // part of a session's fixed allowance, not charged.
 void Session::on_supports_op() {
   const auto req = parse<SupportsOpRequest>(payload_);

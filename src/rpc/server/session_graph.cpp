@@ -15,95 +15,104 @@ constexpr size_t kEventBytes = 64;             // an entry of events_
 
 void Session::on_graph_compute() {
   const GraphComputeRequest req = parse<GraphComputeRequest>(payload_);  // the graph: the rest of the payload
+  check_device(req.device);
+  StoredGraph& stored = req.has_graph ? store_graph(req) : stored_graph(req.graph_id, req.device);
+  stored.last_use = ++use_clock_;
+  compute_stored(stored);
+}
+
+// A graph sent with the request: decoded under the session's budget (its
+// cost checked against the worker's limit, every buffer it reads readable by
+// the device), then stored under its id, replacing one of that id or, at
+// the cap, the least recently used.
+Session::StoredGraph& Session::store_graph(const GraphComputeRequest& req) {
   const uint32_t device = req.device;
   const uint64_t graph_id = req.graph_id;
-  check_device(device);
   Device& dev = *shared_.devices[device];
-  StoredGraph* stored = nullptr;
-  if (req.has_graph) {
-    Reader r(req.graph, "GRAPH_COMPUTE");
-    std::vector<uint64_t> used;
-    auto buffer_of = [&](uint64_t handle) -> Buffer* {
-      auto it = buffers_.find(handle);
-      if (it == buffers_.end()) return nullptr;
-      used.push_back(handle);
-      return it->second.buffer.get();
-    };
-    auto supports = [&](const Tensor& t) { return shared_.computes(dev, t); };
-    // Charged before decoding, for the most tensors this payload can hold;
-    // trimmed to the graph's real size once decoded.
-    size_t charged = decoded_graph_bytes(max_graph_tensors_in(r.remaining()));
-    charge(charged, "a graph of up to " + std::to_string(max_graph_tensors_in(r.remaining())) + " tensors");
-    std::unique_ptr<DecodedGraph> decoded;
-    try {
-      decoded = decode_graph(r, buffer_of, supports);
-      r.expect_end();
-      const uint64_t cost = graph_cost(decoded->graph).total();
-      if (cost > shared_.limits.max_graph_cost) {
-        fail(ErrorKind::out_of_memory, "GRAPH_COMPUTE",
-             "the graph costs " + std::to_string(cost) + " (multiply-adds + bytes touched), over the worker's limit of " +
-                 std::to_string(shared_.limits.max_graph_cost) + " per graph");
-      }
-    } catch (...) {
-      refund(charged);
-      throw;
+  Reader r(req.graph, "GRAPH_COMPUTE");
+  std::vector<uint64_t> used;
+  auto buffer_of = [&](uint64_t handle) -> Buffer* {
+    auto it = buffers_.find(handle);
+    if (it == buffers_.end()) return nullptr;
+    used.push_back(handle);
+    return it->second.buffer.get();
+  };
+  auto supports = [&](const Tensor& t) { return shared_.computes(dev, t); };
+  // Charged before decoding, for the most tensors this payload can hold;
+  // trimmed to the graph's real size once decoded.
+  size_t charged = decoded_graph_bytes(max_graph_tensors_in(r.remaining()));
+  charge(charged, "a graph of up to " + std::to_string(max_graph_tensors_in(r.remaining())) + " tensors");
+  std::unique_ptr<DecodedGraph> decoded;
+  try {
+    decoded = decode_graph(r, buffer_of, supports);
+    r.expect_end();
+    const uint64_t cost = graph_cost(decoded->graph).total();
+    if (cost > shared_.limits.max_graph_cost) {
+      fail(ErrorKind::out_of_memory, "GRAPH_COMPUTE",
+           "the graph costs " + std::to_string(cost) + " (multiply-adds + bytes touched), over the worker's limit of " +
+               std::to_string(shared_.limits.max_graph_cost) + " per graph");
     }
-    const size_t actual = decoded_graph_bytes(decoded->ctx.size());
-    if (actual < charged) {
-      refund(charged - actual);
-      charged = actual;
-    }
-    std::sort(used.begin(), used.end());
-    used.erase(std::unique(used.begin(), used.end()), used.end());
-    for (uint64_t handle : used) {
-      BufferType& bt = buffers_.at(handle).buffer->type();
-      if (!dev.supports_buffer_type(bt)) {
-        refund(charged);
-        fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
-             "buffer " + std::to_string(handle) + " (" + bt.name() + ") cannot be read by device " +
-                 std::to_string(device) + " (" + dev.name() + ")");
-      }
-    }
-    auto same = graphs_.find(graph_id);
-    if (same != graphs_.end()) {
-      erase_graph(same);
-    } else if (graphs_.size() >= kMaxGraphsPerSession) {
-      erase_graph(std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_use < b.second.last_use;
-      }));
-    }
-    dropped_graphs_.erase(graph_id);
-    stored = &graphs_[graph_id];
-    stored->graph = std::move(decoded);
-    stored->device = device;
-    stored->handles = std::move(used);
-    stored->charged = charged;
-    try {
-      stored->working = backend(device).working_bytes(stored->graph->graph);  // once per graph, not per run
-    } catch (...) {
-      stored->working = SIZE_MAX;  // unsupported: compute() reports it
-    }
-  } else {
-    auto it = graphs_.find(graph_id);
-    if (it == graphs_.end()) {
-      auto dropped = dropped_graphs_.find(graph_id);
-      if (dropped != dropped_graphs_.end()) {
-        fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
-             "graph " + std::to_string(graph_id) + " was dropped: buffer " + std::to_string(dropped->second) +
-                 " it uses was freed");
-      }
-      fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
-           "no stored graph " + std::to_string(graph_id) + " (send it with has_graph = 1)");
-    }
-    if (it->second.device != device) {
-      fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
-           "graph " + std::to_string(graph_id) + " was built for device " + std::to_string(it->second.device) +
-               ", not device " + std::to_string(device));
-    }
-    stored = &it->second;
+  } catch (...) {
+    refund(charged);
+    throw;
   }
-  stored->last_use = ++use_clock_;
-  compute_stored(*stored);
+  const size_t actual = decoded_graph_bytes(decoded->ctx.size());
+  if (actual < charged) {
+    refund(charged - actual);
+    charged = actual;
+  }
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  for (uint64_t handle : used) {
+    BufferType& bt = buffers_.at(handle).buffer->type();
+    if (!dev.supports_buffer_type(bt)) {
+      refund(charged);
+      fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
+           "buffer " + std::to_string(handle) + " (" + bt.name() + ") cannot be read by device " +
+               std::to_string(device) + " (" + dev.name() + ")");
+    }
+  }
+  auto same = graphs_.find(graph_id);
+  if (same != graphs_.end()) {
+    erase_graph(same);
+  } else if (graphs_.size() >= kMaxGraphsPerSession) {
+    erase_graph(std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+      return a.second.last_use < b.second.last_use;
+    }));
+  }
+  dropped_graphs_.erase(graph_id);
+  StoredGraph* stored = &graphs_[graph_id];
+  stored->graph = std::move(decoded);
+  stored->device = device;
+  stored->handles = std::move(used);
+  stored->charged = charged;
+  try {
+    stored->working = backend(device).working_bytes(stored->graph->graph);  // once per graph, not per run
+  } catch (...) {
+    stored->working = SIZE_MAX;  // unsupported: compute() reports it
+  }
+  return *stored;
+}
+
+// A graph stored earlier, by id, on the device it was built for.
+Session::StoredGraph& Session::stored_graph(uint64_t graph_id, uint32_t device) {
+  auto it = graphs_.find(graph_id);
+  if (it == graphs_.end()) {
+    auto dropped = dropped_graphs_.find(graph_id);
+    if (dropped != dropped_graphs_.end()) {
+      fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
+           "graph " + std::to_string(graph_id) + " was dropped: buffer " + std::to_string(dropped->second) +
+               " it uses was freed");
+    }
+    fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
+         "no stored graph " + std::to_string(graph_id) + " (send it with has_graph = 1)");
+  }
+  if (it->second.device != device) {
+    fail(ErrorKind::invalid_input, "GRAPH_COMPUTE",
+         "graph " + std::to_string(graph_id) + " was built for device " + std::to_string(it->second.device) +
+             ", not device " + std::to_string(device));
+  }
+  return it->second;
 }
 
 // Runs a stored graph. The backend's working memory (kernel scratch) for it

@@ -18,6 +18,7 @@
 #include "server/session.h"
 #include "server/advertiser.h"
 #include "server/tensor_cache.h"
+#include "server/worker_testing.h"
 #include "transport/tls.h"
 #include "weft/core/error.h"
 
@@ -111,11 +112,6 @@ Worker::Worker(std::vector<Device*> devices, WorkerOptions options) : impl_(std:
   impl_->shared.log = options.log;
   impl_->shared.limits = options.limits;
   impl_->shared.dial_policy = DialPolicy::parse(options.peer_allow, options.auth_secret.has_value());
-  static_assert(kOpCount <= 64, "WorkerShared::refused_ops is a 64-bit mask");
-  for (Op op : options.refuse_ops) {
-    const auto bit = static_cast<unsigned>(op);
-    if (bit < static_cast<unsigned>(kOpCount)) impl_->shared.refused_ops |= uint64_t{1} << bit;  // others name no op
-  }
   impl_->shared.admit = [impl = impl_.get()](SessionStatus& status) { return impl->admit(status); };
   impl_->options = std::move(options);
 }
@@ -358,9 +354,17 @@ std::string Worker::tls_fingerprint() const {
   return impl_->tls ? impl_->tls->fingerprint() : "";
 }
 
-void Worker::serve(Stream& stream) {
-  Impl& w = *impl_;
-  std::list<Impl::Slot>::iterator it;
+void WorkerTestAccess::refuse_ops(Worker& worker, const std::vector<Op>& ops) {
+  static_assert(kOpCount <= 64, "WorkerShared::refused_ops is a 64-bit mask");
+  for (Op op : ops) {
+    const auto bit = static_cast<unsigned>(op);
+    if (bit < static_cast<unsigned>(kOpCount)) worker.impl_->shared.refused_ops |= uint64_t{1} << bit;  // others name no op
+  }
+}
+
+void WorkerTestAccess::serve(Worker& worker, Stream& stream) {
+  Worker::Impl& w = *worker.impl_;
+  std::list<Worker::Impl::Slot>::iterator it;
   {
     std::lock_guard lock(w.mutex);
     if (w.stopping) {

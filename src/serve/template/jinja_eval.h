@@ -18,6 +18,7 @@
 //   std::string text = ev.render(body, Value::from_json(vars, limits.max_depth));
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -67,6 +68,11 @@ class Evaluator {
   // The same for a string of `bytes`, which must also fit max_output_bytes.
   // Call it before building the string.
   void expect_string(std::size_t bytes, const std::string& what);
+  // The longest string a result may still be: max_output_bytes, or the work
+  // budget's rest when that is smaller.
+  std::size_t output_cap() const {
+    return std::min(limits_.max_output_bytes, limits_.max_work_bytes - std::min(work_, limits_.max_work_bytes));
+  }
   Value make_string(std::string s);  // charges string_work(s.size()) and caps the size
   Value make_list(List items);       // charges list_work(items.size()) and caps the depth
   Value make_tuple(List items);      // a list that prints as a Python tuple

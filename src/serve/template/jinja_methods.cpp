@@ -184,164 +184,226 @@ bool Evaluator::is_method(const Value& self, const std::string& name) {
   return (self.is_string() && in(str_methods)) || (self.is_dict() && in(dict_methods)) || (self.is_list() && in(list_methods));
 }
 
-Value Evaluator::call_method(const Value& self, const std::string& name, Args args, Kwargs kwargs) {
-  auto a = [&](std::size_t i, const char* n) { return arg(args, kwargs, i, n); };
-  auto str_arg = [&](std::size_t i, const char* n) -> const std::string* {
+namespace {
+
+// One call of a str or dict method: the receiver, its arguments, and the
+// argument helpers the methods share. Each method is a function of it; the
+// str methods are listed in one table (kStrMethods).
+struct MethodCall {
+  Evaluator& ev;
+  const std::string& name;
+  const Value& self;
+  const Args& args;
+  const Kwargs& kwargs;
+
+  const Value* a(std::size_t i, const char* n) const { return arg(args, kwargs, i, n); }
+  // A str argument; nullptr when absent or none; another type is a type error.
+  const std::string* str_arg(std::size_t i, const char* n) const {
     const Value* v = a(i, n);
     if (!v || v->is_none()) return nullptr;
-    if (!v->is_string()) type_error(name + "(): argument '" + n + "' must be str, not " + v->type_name());
+    if (!v->is_string()) ev.type_error(name + "(): argument '" + n + "' must be str, not " + v->type_name());
     return &v->as_string();
-  };
-  auto int_arg = [&](std::size_t i, const char* n, std::int64_t dflt) {
+  }
+  std::int64_t int_arg(std::size_t i, const char* n, std::int64_t dflt) const {
     const Value* v = a(i, n);
     if (!v || v->is_none()) return dflt;
-    if (!v->is(Value::Type::integer)) type_error(name + "(): argument '" + n + "' must be int, not " + v->type_name());
+    if (!v->is(Value::Type::integer)) ev.type_error(name + "(): argument '" + n + "' must be int, not " + v->type_name());
     return v->as_int();
-  };
-  if (self.is_dict()) {
-    const Dict& d = self.as_dict();
-    if (name == "items" || name == "keys" || name == "values") {
-      std::size_t bytes = list_work(d.size()), key_bytes = 0;
-      for (const auto& e : d) key_bytes += e.first.size();
-      if (name != "values") bytes += saturating_mul(d.size(), string_work(0)) + key_bytes;
-      if (name == "items") bytes += saturating_mul(d.size(), list_work(2));
-      step_over(d.size() + key_bytes);
-      expect_work(bytes, name + "()");
-      List out;
-      out.reserve(d.size());
-      for (const auto& [k, v] : d) {
-        if (name == "items") out.push_back(make_tuple({Value::string(k), v}));
-        else out.push_back(name == "keys" ? Value::string(k) : v);
+  }
+  const std::string& s() const { return self.as_string(); }
+};
+
+Value dict_method(MethodCall& c) {  // items, keys, values, get
+  Evaluator& ev = c.ev;
+  const std::string& name = c.name;
+  const Dict& d = c.self.as_dict();
+  if (name == "items" || name == "keys" || name == "values") {
+    std::size_t bytes = list_work(d.size()), key_bytes = 0;
+    for (const auto& e : d) key_bytes += e.first.size();
+    if (name != "values") bytes += saturating_mul(d.size(), string_work(0)) + key_bytes;
+    if (name == "items") bytes += saturating_mul(d.size(), list_work(2));
+    ev.step_over(d.size() + key_bytes);
+    ev.expect_work(bytes, name + "()");
+    List out;
+    out.reserve(d.size());
+    for (const auto& [k, v] : d) {
+      if (name == "items") out.push_back(ev.make_tuple({Value::string(k), v}));
+      else out.push_back(name == "keys" ? Value::string(k) : v);
+    }
+    return ev.make_list(std::move(out));
+  }
+  if (name == "get") {
+    const Value* key = c.a(0, "key");
+    ev.step_over(d.size());
+    const Value* found = key && key->is_string() ? c.self.find(key->as_string()) : nullptr;
+    if (found) return *found;
+    const Value* dflt = c.a(1, "default");
+    return dflt ? *dflt : Value::none();
+  }
+  ev.fail(ErrorKind::unsupported, "dict method not supported (templates may not modify values): " + name);
+}
+
+Value str_strip(MethodCall& c) {  // strip, lstrip, rstrip
+  const Value* chars = c.a(0, "chars");
+  return c.ev.strip(c.s(), chars ? *chars : Value(), c.name != "rstrip", c.name != "lstrip");
+}
+
+Value str_startswith(MethodCall& c) {  // startswith, endswith
+  const std::string& s = c.s();
+  const Value* p = c.a(0, "prefix");
+  if (!p) c.ev.type_error(c.name + "() takes at least 1 argument");
+  const List single = {*p};
+  const List& options = p->is_list() ? p->as_list() : single;
+  c.ev.step_over(options.size());
+  for (const auto& o : options) {
+    if (!o.is_string()) c.ev.type_error(c.name + "() argument must be str or a tuple of str, not " + o.type_name());
+    const std::string& x = o.as_string();
+    c.ev.step_over(std::min(x.size(), s.size()));
+    if (x.size() <= s.size() && s.compare(c.name == "startswith" ? 0 : s.size() - x.size(), x.size(), x) == 0)
+      return Value::boolean(true);
+  }
+  return Value::boolean(false);
+}
+
+Value str_split(MethodCall& c) {  // split, rsplit
+  Evaluator& ev = c.ev;
+  const std::string& s = c.s();
+  const std::string* sep = c.str_arg(0, "sep");
+  if (sep && sep->empty()) ev.type_error("empty separator");
+  const std::int64_t maxsplit = c.int_arg(1, "maxsplit", -1);
+  const bool from_right = c.name == "rsplit";
+  ev.step_search(s.size(), sep ? sep->size() : 1);
+  std::size_t parts = 0;
+  split_parts(s, sep, maxsplit, from_right, [&](std::size_t, std::size_t) { ++parts; });
+  ev.expect_work(list_work(parts) + saturating_mul(parts, string_work(0)) + s.size(), c.name + "()");
+  ev.step_search(s.size(), sep ? sep->size() : 1);
+  List out;
+  out.reserve(parts);
+  split_parts(s, sep, maxsplit, from_right,
+              [&](std::size_t b, std::size_t e) { out.push_back(ev.make_string(s.substr(b, e - b))); });
+  if (from_right) std::reverse(out.begin(), out.end());
+  return ev.make_list(std::move(out));
+}
+
+Value str_splitlines(MethodCall& c) {
+  Evaluator& ev = c.ev;
+  const std::string& s = c.s();
+  // Calls line(b, e) for each line; a final line break ends the last line.
+  auto each_line = [&](auto&& line) {
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < s.size(); ++i)
+      if (s[i] == '\n' || s[i] == '\r') {
+        line(b, i);
+        if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+        b = i + 1;
       }
-      return make_list(std::move(out));
-    }
-    if (name == "get") {
-      const Value* key = a(0, "key");
-      step_over(d.size());
-      const Value* found = key && key->is_string() ? self.find(key->as_string()) : nullptr;
-      if (found) return *found;
-      const Value* dflt = a(1, "default");
-      return dflt ? *dflt : Value::none();
-    }
-    fail(ErrorKind::unsupported, "dict method not supported (templates may not modify values): " + name);
+    if (b < s.size()) line(b, s.size());
+  };
+  ev.step_over(2 * s.size());
+  std::size_t lines = 0;
+  each_line([&](std::size_t, std::size_t) { ++lines; });
+  ev.expect_work(list_work(lines) + saturating_mul(lines, string_work(0)) + s.size(), "splitlines()");
+  List out;
+  out.reserve(lines);
+  each_line([&](std::size_t b, std::size_t e) { out.push_back(ev.make_string(s.substr(b, e - b))); });
+  return ev.make_list(std::move(out));
+}
+
+Value str_replace(MethodCall& c) {
+  Evaluator& ev = c.ev;
+  const std::string& s = c.s();
+  const std::string *from = c.str_arg(0, "old"), *to = c.str_arg(1, "new");
+  if (!from || !to) ev.type_error("replace() takes 2 string arguments");
+  ev.step_search(s.size(), from->size());
+  const std::size_t n = replacement_count(s, *from, c.int_arg(2, "count", -1));
+  // Every replacement takes from.size() bytes of s (none for an empty `from`) and adds to.size().
+  const std::size_t added = saturating_mul(n, to->size());
+  const std::size_t bytes = added > SIZE_MAX - s.size() ? SIZE_MAX : s.size() - n * from->size() + added;
+  ev.expect_string(bytes, "replace()");
+  ev.step_over(s.size() + bytes);
+  return ev.make_string(py_replace(s, *from, *to, n, bytes));
+}
+
+Value str_case(MethodCall& c) {  // upper, lower, title, capitalize
+  Evaluator& ev = c.ev;
+  const std::string& s = c.s();
+  ev.expect_string(s.size(), c.name + "()");
+  ev.step_over(s.size());
+  if (c.name == "upper") return ev.make_string(ascii_upper(s));
+  if (c.name == "lower") return ev.make_string(ascii_lower(s));
+  if (c.name == "title") return ev.make_string(py_title(s));
+  return ev.make_string(s.empty() ? s : ascii_upper(s.substr(0, 1)) + ascii_lower(s.substr(1)));
+}
+
+Value str_find(MethodCall& c) {  // find, rfind, count
+  const std::string& s = c.s();
+  const std::string* sub = c.str_arg(0, "sub");
+  if (!sub) c.ev.type_error(c.name + "() takes a string argument");
+  c.ev.step_search(s.size(), sub->size());
+  if (c.name == "count") {
+    if (sub->empty()) return Value::integer(static_cast<std::int64_t>(utf8_length(s)) + 1);
+    return Value::integer(static_cast<std::int64_t>(replacement_count(s, *sub, -1)));
   }
+  std::size_t p = c.name == "find" ? s.find(*sub) : s.rfind(*sub);
+  return Value::integer(
+      p == std::string::npos ? -1 : static_cast<std::int64_t>(utf8_length(std::string_view(s).substr(0, p))));
+}
+
+Value str_join(MethodCall& c) {
+  Evaluator& ev = c.ev;
+  const std::string& s = c.s();
+  const Value* items = c.a(0, "iterable");
+  if (!items) ev.type_error("join() takes an iterable");
+  const List parts = ev.iterate(*items);
+  std::size_t bytes = parts.empty() ? 0 : saturating_mul(parts.size() - 1, s.size());
+  for (const auto& v : parts) {
+    if (!v.is_string()) ev.type_error("join(): expected str items, found " + v.type_name());
+    bytes = std::min(bytes + v.as_string().size(), SIZE_MAX / 2);  // each part is below the output limit
+  }
+  ev.expect_string(bytes, "join()");
+  ev.step_over(bytes + parts.size());
+  std::string out;
+  out.reserve(bytes);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += s;
+    out += parts[i].as_string();
+  }
+  return ev.make_string(std::move(out));
+}
+
+Value str_is(MethodCall& c) {  // isdigit, isalpha, isspace
+  const std::string& s = c.s();
+  c.ev.step_over(s.size());
+  bool (*pred)(unsigned char) = c.name == "isdigit"   ? +[](unsigned char ch) { return std::isdigit(ch) != 0; }
+                                : c.name == "isalpha" ? +[](unsigned char ch) { return std::isalpha(ch) != 0; }
+                                                      : +[](unsigned char ch) { return py_space(ch); };
+  return Value::boolean(!s.empty() &&
+                        std::all_of(s.begin(), s.end(), [&](char ch) { return pred(static_cast<unsigned char>(ch)); }));
+}
+
+struct StrMethodRow {
+  const char* name;
+  Value (*fn)(MethodCall&);
+};
+
+// The str methods call_method runs (is_method also names "format", which
+// it refuses as unsupported).
+constexpr StrMethodRow kStrMethods[] = {
+    {"strip", str_strip},       {"lstrip", str_strip},       {"rstrip", str_strip},   {"startswith", str_startswith},
+    {"endswith", str_startswith}, {"split", str_split},      {"rsplit", str_split},   {"splitlines", str_splitlines},
+    {"replace", str_replace},   {"upper", str_case},         {"lower", str_case},     {"title", str_case},
+    {"capitalize", str_case},   {"find", str_find},          {"rfind", str_find},     {"count", str_find},
+    {"join", str_join},         {"isdigit", str_is},         {"isalpha", str_is},     {"isspace", str_is},
+};
+
+}  // namespace
+
+Value Evaluator::call_method(const Value& self, const std::string& name, Args args, Kwargs kwargs) {
+  MethodCall call{*this, name, self, args, kwargs};
+  if (self.is_dict()) return dict_method(call);
   if (self.is_list()) fail(ErrorKind::unsupported, "list method not supported (templates may not modify values): " + name);
-  const std::string& s = self.as_string();
-  if (name == "strip" || name == "lstrip" || name == "rstrip") {
-    const Value* chars = a(0, "chars");
-    return strip(s, chars ? *chars : Value(), name != "rstrip", name != "lstrip");
-  }
-  if (name == "startswith" || name == "endswith") {
-    const Value* p = a(0, "prefix");
-    if (!p) type_error(name + "() takes at least 1 argument");
-    const List single = {*p};
-    const List& options = p->is_list() ? p->as_list() : single;
-    step_over(options.size());
-    for (const auto& o : options) {
-      if (!o.is_string()) type_error(name + "() argument must be str or a tuple of str, not " + o.type_name());
-      const std::string& x = o.as_string();
-      step_over(std::min(x.size(), s.size()));
-      if (x.size() <= s.size() && s.compare(name == "startswith" ? 0 : s.size() - x.size(), x.size(), x) == 0)
-        return Value::boolean(true);
-    }
-    return Value::boolean(false);
-  }
-  if (name == "split" || name == "rsplit") {
-    const std::string* sep = str_arg(0, "sep");
-    if (sep && sep->empty()) type_error("empty separator");
-    const std::int64_t maxsplit = int_arg(1, "maxsplit", -1);
-    const bool from_right = name == "rsplit";
-    step_search(s.size(), sep ? sep->size() : 1);
-    std::size_t parts = 0;
-    split_parts(s, sep, maxsplit, from_right, [&](std::size_t, std::size_t) { ++parts; });
-    expect_work(list_work(parts) + saturating_mul(parts, string_work(0)) + s.size(), name + "()");
-    step_search(s.size(), sep ? sep->size() : 1);
-    List out;
-    out.reserve(parts);
-    split_parts(s, sep, maxsplit, from_right,
-                [&](std::size_t b, std::size_t e) { out.push_back(make_string(s.substr(b, e - b))); });
-    if (from_right) std::reverse(out.begin(), out.end());
-    return make_list(std::move(out));
-  }
-  if (name == "splitlines") {
-    // Calls line(b, e) for each line; a final line break ends the last line.
-    auto each_line = [&](auto&& line) {
-      std::size_t b = 0;
-      for (std::size_t i = 0; i < s.size(); ++i)
-        if (s[i] == '\n' || s[i] == '\r') {
-          line(b, i);
-          if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-          b = i + 1;
-        }
-      if (b < s.size()) line(b, s.size());
-    };
-    step_over(2 * s.size());
-    std::size_t lines = 0;
-    each_line([&](std::size_t, std::size_t) { ++lines; });
-    expect_work(list_work(lines) + saturating_mul(lines, string_work(0)) + s.size(), "splitlines()");
-    List out;
-    out.reserve(lines);
-    each_line([&](std::size_t b, std::size_t e) { out.push_back(make_string(s.substr(b, e - b))); });
-    return make_list(std::move(out));
-  }
-  if (name == "replace") {
-    const std::string *from = str_arg(0, "old"), *to = str_arg(1, "new");
-    if (!from || !to) type_error("replace() takes 2 string arguments");
-    step_search(s.size(), from->size());
-    const std::size_t n = replacement_count(s, *from, int_arg(2, "count", -1));
-    // Every replacement takes from.size() bytes of s (none for an empty `from`) and adds to.size().
-    const std::size_t added = saturating_mul(n, to->size());
-    const std::size_t bytes = added > SIZE_MAX - s.size() ? SIZE_MAX : s.size() - n * from->size() + added;
-    expect_string(bytes, "replace()");
-    step_over(s.size() + bytes);
-    return make_string(py_replace(s, *from, *to, n, bytes));
-  }
-  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
-    expect_string(s.size(), name + "()");
-    step_over(s.size());
-    if (name == "upper") return make_string(ascii_upper(s));
-    if (name == "lower") return make_string(ascii_lower(s));
-    if (name == "title") return make_string(py_title(s));
-    return make_string(s.empty() ? s : ascii_upper(s.substr(0, 1)) + ascii_lower(s.substr(1)));
-  }
-  if (name == "find" || name == "rfind" || name == "count") {
-    const std::string* sub = str_arg(0, "sub");
-    if (!sub) type_error(name + "() takes a string argument");
-    step_search(s.size(), sub->size());
-    if (name == "count") {
-      if (sub->empty()) return Value::integer(static_cast<std::int64_t>(utf8_length(s)) + 1);
-      return Value::integer(static_cast<std::int64_t>(replacement_count(s, *sub, -1)));
-    }
-    std::size_t p = name == "find" ? s.find(*sub) : s.rfind(*sub);
-    return Value::integer(
-        p == std::string::npos ? -1 : static_cast<std::int64_t>(utf8_length(std::string_view(s).substr(0, p))));
-  }
-  if (name == "join") {
-    const Value* items = a(0, "iterable");
-    if (!items) type_error("join() takes an iterable");
-    const List parts = iterate(*items);
-    std::size_t bytes = parts.empty() ? 0 : saturating_mul(parts.size() - 1, s.size());
-    for (const auto& v : parts) {
-      if (!v.is_string()) type_error("join(): expected str items, found " + v.type_name());
-      bytes = std::min(bytes + v.as_string().size(), SIZE_MAX / 2);  // each part is below the output limit
-    }
-    expect_string(bytes, "join()");
-    step_over(bytes + parts.size());
-    std::string out;
-    out.reserve(bytes);
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      if (i > 0) out += s;
-      out += parts[i].as_string();
-    }
-    return make_string(std::move(out));
-  }
-  if (name == "isdigit" || name == "isalpha" || name == "isspace") {
-    step_over(s.size());
-    bool (*pred)(unsigned char) = name == "isdigit"   ? +[](unsigned char c) { return std::isdigit(c) != 0; }
-                                  : name == "isalpha" ? +[](unsigned char c) { return std::isalpha(c) != 0; }
-                                                      : +[](unsigned char c) { return py_space(c); };
-    return Value::boolean(!s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)); }));
-  }
+  for (const StrMethodRow& row : kStrMethods)
+    if (name == row.name) return row.fn(call);
   fail(ErrorKind::unsupported, "string method not supported: " + name);
 }
 

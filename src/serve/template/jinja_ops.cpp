@@ -103,6 +103,50 @@ bool Evaluator::equal(const Value& a, const Value& b) {
   }
 }
 
+namespace {
+
+// Python's integer operators, overflow an error; nullopt for one that
+// integers do not have here.
+std::optional<Value> int_arithmetic(Evaluator& ev, const std::string& op, std::int64_t x, std::int64_t y) {
+  auto add = [](std::int64_t p, std::int64_t q, std::int64_t* r) { return __builtin_add_overflow(p, q, r); };
+  auto sub = [](std::int64_t p, std::int64_t q, std::int64_t* r) { return __builtin_sub_overflow(p, q, r); };
+  auto mul = [](std::int64_t p, std::int64_t q, std::int64_t* r) { return __builtin_mul_overflow(p, q, r); };
+  if (op == "+") return checked(add, x, y, ev);
+  if (op == "-") return checked(sub, x, y, ev);
+  if (op == "*") return checked(mul, x, y, ev);
+  if (op == "//" || op == "%") {
+    if (y == 0) ev.type_error("integer division or modulo by zero");
+    if (x == INT64_MIN && y == -1) ev.type_error("integer overflow");
+    std::int64_t q = x / y, m = x % y;
+    if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;  // Python floors
+    return Value::integer(op == "//" ? q : m);
+  }
+  if (op == "**") {
+    if (y < 0) return Value::floating(std::pow(static_cast<double>(x), static_cast<double>(y)));
+    return int_power(x, y, ev);
+  }
+  return std::nullopt;
+}
+
+// Python's float operators (and int with float); nullopt for one they do not have.
+std::optional<Value> float_arithmetic(Evaluator& ev, const std::string& op, double x, double y) {
+  if (op == "+") return Value::floating(x + y);
+  if (op == "-") return Value::floating(x - y);
+  if (op == "*") return Value::floating(x * y);
+  if (op == "**") return Value::floating(std::pow(x, y));
+  if (y == 0) ev.type_error("float division by zero");
+  if (op == "/") return Value::floating(x / y);
+  if (op == "//") return Value::floating(std::floor(x / y));
+  if (op == "%") {
+    double m = std::fmod(x, y);
+    if (m != 0 && ((m < 0) != (y < 0))) m += y;
+    return Value::floating(m);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Value Evaluator::binary(const std::string& op, const Value& a, const Value& b) {
   // Joins two strings, sized before it is built.
   auto concat = [&](const std::string& x, const std::string& y) {
@@ -156,41 +200,10 @@ Value Evaluator::binary(const std::string& op, const Value& a, const Value& b) {
     return make_string(std::move(out));
   }
   if (!a.is_number() || !b.is_number()) return bad();
-  if (is_int(a) && is_int(b) && op != "/") {
-    std::int64_t x = a.as_int(), y = b.as_int();
-    auto add = [](std::int64_t p, std::int64_t q, std::int64_t* r) { return __builtin_add_overflow(p, q, r); };
-    auto sub = [](std::int64_t p, std::int64_t q, std::int64_t* r) { return __builtin_sub_overflow(p, q, r); };
-    auto mul = [](std::int64_t p, std::int64_t q, std::int64_t* r) { return __builtin_mul_overflow(p, q, r); };
-    if (op == "+") return checked(add, x, y, *this);
-    if (op == "-") return checked(sub, x, y, *this);
-    if (op == "*") return checked(mul, x, y, *this);
-    if (op == "//" || op == "%") {
-      if (y == 0) type_error("integer division or modulo by zero");
-      if (x == INT64_MIN && y == -1) type_error("integer overflow");
-      std::int64_t q = x / y, m = x % y;
-      if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;  // Python floors
-      return Value::integer(op == "//" ? q : m);
-    }
-    if (op == "**") {
-      if (y < 0) return Value::floating(std::pow(static_cast<double>(x), static_cast<double>(y)));
-      return int_power(x, y, *this);
-    }
-    return bad();
-  }
-  double x = a.as_double(), y = b.as_double();
-  if (op == "+") return Value::floating(x + y);
-  if (op == "-") return Value::floating(x - y);
-  if (op == "*") return Value::floating(x * y);
-  if (op == "**") return Value::floating(std::pow(x, y));
-  if (y == 0) type_error("float division by zero");
-  if (op == "/") return Value::floating(x / y);
-  if (op == "//") return Value::floating(std::floor(x / y));
-  if (op == "%") {
-    double m = std::fmod(x, y);
-    if (m != 0 && ((m < 0) != (y < 0))) m += y;
-    return Value::floating(m);
-  }
-  return bad();
+  std::optional<Value> r = is_int(a) && is_int(b) && op != "/"
+                               ? int_arithmetic(*this, op, a.as_int(), b.as_int())
+                               : float_arithmetic(*this, op, a.as_double(), b.as_double());
+  return r ? *r : bad();
 }
 
 bool Evaluator::less(const Value& a, const Value& b) {
