@@ -253,6 +253,33 @@ status=0
 [[ $status -eq 1 ]] || die "a run without the worker's token: exit status $status (want 1)"
 echo "token worker: identical text; refused without the token: $(head -1 "$dir/notoken.err")"
 
+# With --recover, a worker killed mid-generation: the run goes on over the
+# devices left, says what it did, and prints the local run's text
+# (docs/recovery.md). The run is paused for the kill, so it happens
+# mid-generation however fast this machine is.
+start_worker r1; r1=$endpoint
+start_worker r2; r2=$endpoint
+r2_pid=${pids[-1]}
+recover_local=$("$weft" run -m "$dir/long.gguf" -p "$prompt" -n 1500 -t 1 2>/dev/null)
+"$weft" run -m "$dir/long.gguf" -p "$prompt" -n 1500 -t 1 --worker "$r1" --worker "$r2" --split 1,1,1 --recover \
+  >"$dir/recover.out" 2>"$dir/recover.err" &
+run_pid=$!
+for _ in $(seq 3000); do
+  [[ -s $dir/recover.out ]] && break
+  sleep 0.01
+done
+kill -STOP "$run_pid"
+kill -9 "$r2_pid"
+wait "$r2_pid" 2>/dev/null || true
+kill -CONT "$run_pid"
+status=0
+wait "$run_pid" || status=$?
+[[ $status -eq 0 ]] || { cat "$dir/recover.err"; die "--recover with a worker killed: exit status $status (want 0)"; }
+grep -q "^\[recovered\] lost $r2; now host layers 0-[0-9], $r1 layers [0-9]-3; reloaded in" "$dir/recover.err" ||
+  { cat "$dir/recover.err"; die "--recover printed no notice naming the lost worker and the new placement"; }
+[[ $(cat "$dir/recover.out") == "$recover_local" ]] || die "--recover: the text differs from the local run's"
+echo "recover: $(grep '^\[recovered\]' "$dir/recover.err"); identical text"
+
 # The surviving workers stop cleanly on SIGTERM, and no worker reported a
 # sanitizer error (a sanitizer build's report would not stop a worker).
 for i in 0 2 3 4; do  # workers 1, small, stopped and token (worker 2 was killed)

@@ -29,7 +29,7 @@ ContentHash reference_hash(const uint8_t* data, size_t size) {
   std::vector<uint8_t> out;
   append_le(out, h.high64);
   append_le(out, h.low64);
-  ContentHash r;
+  ContentHash r{};
   std::copy(out.begin(), out.end(), r.begin());
   return r;
 }

@@ -66,6 +66,7 @@ struct RunArgs {
   bool conversation = false;         // --conversation: cmd_chat with the fields that apply (cmd_run_args.cpp)
   bool tokens_given = false;         // -n was given (a chat's default is unlimited)
   std::string system, chat_template; // with conversation
+  bool recover = false;              // --recover: go on after a worker's death (docs/recovery.md)
 };
 int cmd_run(const RunArgs& args);
 
