@@ -32,6 +32,13 @@ namespace weft::model::detail {
 // part's slice reads routed_rows of the input, computed on the home part,
 // and its sum is a packed [n_embd, n]: both are flagged kFlagSparseRows, so
 // each device is sent only its tokens' rows and sends back only theirs.
+// Group-limited selection (DeepSeek-V3): sel f32 [n_expert, n] (contiguous:
+// each token's biased router scores) with the experts outside each token's
+// p.n_group_used best groups set to -inf; experts in p.n_expert_groups
+// equal groups of consecutive ids, a group scored by the sum of its two
+// best (ties: the lower index first, as top_k). f32 [n_expert, n].
+Tensor* limit_expert_groups(Context& ctx, const LlamaParams& p, Tensor* sel);
+
 struct ExpertsBuild {
   int home_part = 0;
   bool overlap = true;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -22,9 +23,21 @@ struct ModelWeights {
   // Where each expert slice's bytes start within its file tensor (the
   // tensor of the same name); any other weight is a file tensor whole.
   std::unordered_map<const Tensor*, size_t> slice_offset;
+  // Weights made at load from a file tensor of another layout: an MLA
+  // layer's attn_k_b (transposed per head) and attn_v_b, f32, cut from the
+  // attn_kv_b an older converter writes. Their bytes are computed on first
+  // use (data()) and kept here.
+  struct Derived {
+    std::string source;  // the file tensor's name
+    bool key = false;    // attn_k_b (else attn_v_b)
+  };
+  std::unordered_map<const Tensor*, Derived> derived;
+  mutable std::unordered_map<const Tensor*, std::vector<uint8_t>> derived_bytes;
 
-  // The file bytes weight t is loaded from (t->nbytes() of them).
+  // The bytes weight t is loaded from (t->nbytes() of them): the file's, or
+  // a derived weight's.
   const uint8_t* data(const GgufFile& file, const Tensor& t) const;
+  bool is_derived(const Tensor* t) const { return derived.count(t) != 0; }
 };
 
 // Creates in ctx the metadata of every weight the model reads (named, flagged
