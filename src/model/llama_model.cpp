@@ -108,20 +108,27 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
     BufferType& bt = device.default_buffer_type();
     if (options.map_weights) {
       if (auto mapped = detail::map_weights(file, w, device, weights[static_cast<size_t>(i)]); !mapped.empty()) {
+        // Weights made at load (ModelWeights::derived) are not in the file's
+        // mapping: copied into a buffer of their own.
         size_t part_bytes = 0;
-        for (const Tensor* t : weights[static_cast<size_t>(i)]) part_bytes += t->nbytes();
+        std::vector<Tensor*> rest;
+        for (Tensor* t : weights[static_cast<size_t>(i)]) {
+          if (t->buffer == nullptr)
+            rest.push_back(t);
+          else
+            part_bytes += t->nbytes();
+        }
         mapped_weight_bytes_ += part_bytes;
         done += part_bytes;
         if (progress) progress(std::min(done, total), total);
         for (auto& b : mapped) bufs_.push_back(std::move(b));
-        // Weights made at load (ModelWeights::derived) are not in the file's
-        // mapping: copied into a buffer of their own.
-        std::vector<Tensor*> rest;
-        for (Tensor* t : weights[static_cast<size_t>(i)])
-          if (t->buffer == nullptr) rest.push_back(t);
         if (auto own = allocate_tensors(bt, rest)) {
           own->set_usage(BufferUsage::weights);
-          for (Tensor* t : rest) tensor_set(*t, w.data(file, *t), 0, t->nbytes());
+          for (Tensor* t : rest) {
+            tensor_set(*t, w.data(file, *t), 0, t->nbytes());
+            done += t->nbytes();
+            if (progress) progress(done, total);
+          }
           bufs_.push_back(std::move(own));
         }
         continue;

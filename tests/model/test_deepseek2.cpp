@@ -76,6 +76,18 @@ TEST_P(Deepseek2, CachesTheLatentOnly) {
   }
 }
 
+// Weights are used in place from the file's mapping, except an older
+// file's attn_k_b / attn_v_b, cut from its attn_kv_b at load (f32 copies):
+// per layer 4 heads x (16 x 32 + 32 x 12) floats for deepseek2_lite.
+TEST_P(Deepseek2, WeightsCutAtLoadAreCopiedBesideTheMapping) {
+  Case c = open_case(GetParam());
+  auto cpu = weft::make_cpu_device(2);
+  LlamaModel m(*c.file, *cpu, c.ref.n_ctx);
+  const auto plan = LlamaModel::plan(*c.file, std::vector<int64_t>{0, m.params().n_layer}, c.ref.n_ctx);
+  const size_t cut = GetParam() == "deepseek2_lite" ? size_t{3} * 4 * (16 * 32 + 32 * 12) * sizeof(float) : 0;
+  EXPECT_EQ(m.mapped_weight_bytes() + cut, plan.at(0).weight_bytes);
+}
+
 // The unfused products (soft_max over mul_mat, values a packed transposed
 // copy of the latent columns) match the reference as flash_attn does.
 TEST_P(Deepseek2, UnfusedAttentionMatchesReference) {
