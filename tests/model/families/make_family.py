@@ -182,11 +182,11 @@ def make_evals(kind, rng, n_vocab):
 # compression, softmax router, an older converter's attn_kv_b and plain keys).
 # Both: one leading dense layer, then routed experts plus shared ones.
 DEEPSEEK = {
-    "deepseek2": dict(seed=2025, n_embd=64, n_head=4, n_layer=3, q_lora=32, kv_lora=32, nope=16, rot=8, v=16,
+    "deepseek2": dict(seed=2029, n_embd=64, n_head=4, n_layer=3, q_lora=32, kv_lora=32, nope=16, rot=8, v=16,
                       n_ff=96, n_expert=8, n_expert_used=2, n_ff_exp=24, shared=1, groups=4, group_used=2,
                       sigmoid=True, bias=True, norm=True, scale=2.5, kv_b=False,
                       yarn=dict(factor=4.0, orig=32, log_mul=0.0707)),
-    "deepseek2_lite": dict(seed=2024, n_embd=48, n_head=4, n_layer=3, q_lora=0, kv_lora=32, nope=16, rot=8, v=12,
+    "deepseek2_lite": dict(seed=2025, n_embd=48, n_head=4, n_layer=3, q_lora=0, kv_lora=32, nope=16, rot=8, v=12,
                            n_ff=80, n_expert=4, n_expert_used=2, n_ff_exp=24, shared=2, groups=0, group_used=0,
                            sigmoid=False, bias=False, norm=None, scale=None, kv_b=True, yarn=None),
 }
