@@ -348,8 +348,10 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
     p.rope_freq_scale_swa = 1.f;
   }
 
-  p.attn_scale = attention_scale(f, pre, p);
-  if (p.arch == Arch::deepseek2) read_deepseek2(f, pre, p);  // MLA, its scale and the router
+  if (p.arch == Arch::deepseek2)
+    read_deepseek2(f, pre, p);  // MLA's shape and scale, and the router
+  else
+    p.attn_scale = attention_scale(f, pre, p);
   p.attn_softcap = optional_positive_f32(f, pre + "attn_logit_softcapping", 0.f);
   p.final_softcap = optional_positive_f32(f, pre + "final_logit_softcapping", 0.f);
   p.n_swa = optional_positive(f, pre + "attention.sliding_window", 0);

@@ -4,6 +4,8 @@
 // counts exactly what loading will.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -39,6 +41,22 @@ struct ModelWeights {
   const uint8_t* data(const GgufFile& file, const Tensor& t) const;
   bool is_derived(const Tensor* t) const { return derived.count(t) != 0; }
 };
+
+// The metadata of file tensor `name` in ctx (its dtype, flagged a weight),
+// checked to have shape ne; nullptr when optional and absent. Throws
+// Error(invalid_input) naming the file and the tensor, missing or of
+// another shape.
+Tensor* describe_weight(Context& ctx, const GgufFile& file, const std::string& name, std::initializer_list<int64_t> ne,
+                        bool optional = false);
+
+// A multi-head latent attention layer's weights (LlamaParams::mla()), with
+// its attn_k_b / attn_v_b recorded in w.derived when the file has only
+// attn_kv_b. Throws as describe_weight.
+void describe_mla(Context& ctx, const GgufFile& file, const LlamaParams& p, const std::string& b, LlamaLayer& l,
+                  ModelWeights& w);
+// The bytes of a derived attn_k_b (key) or attn_v_b t, f32, from file
+// tensor source (attn_kv_b [kv_lora_rank, n_head * (nope + v)]).
+std::vector<uint8_t> cut_kv_b(const GgufFile& file, const std::string& source, bool key, const Tensor& t);
 
 // Creates in ctx the metadata of every weight the model reads (named, flagged
 // as weights, of the file's dtypes): per layer the dense feed-forward
