@@ -31,7 +31,7 @@ const char* family_title(Arch a) {
 
 std::string rope_line(const LlamaParams& p) {
   std::string s = std::string("  rope: ") + (p.rope_mode == RopeMode::neox ? "neox" : "normal") + ", " +
-                  std::to_string(p.n_rot) + " of " + std::to_string(p.head_dim) + " dims, base " + num(p.rope_base);
+                  std::to_string(p.n_rot) + " of " + std::to_string(p.mla() ? p.mla_k_dim : p.head_dim) + " dims, base " + num(p.rope_base);
   switch (p.rope_scaling) {
     case RopeScalingType::none: s += ", no scaling"; break;
     case RopeScalingType::linear: s += ", linear scaling x" + num(p.rope_scaling_factor); break;
@@ -89,7 +89,7 @@ std::string ffn_line(const LlamaParams& p) {
   std::string s = std::string("  feed-forward: ") + (p.ffn_act == FfnActivation::silu ? "SwiGLU" : "GELU-gated");
   if (p.n_expert > 0) {
     s += ", " + std::to_string(p.n_expert_used) + " of " + std::to_string(p.n_expert) + " experts of width " +
-         std::to_string(p.n_ff_expert) + (p.expert_weights_norm ? " (weights renormalized)" : " (softmax weights)");
+         std::to_string(p.n_ff_expert) + (p.expert_weights_norm ? " (weights renormalized)" : " (weights not renormalized)");
     if (p.expert_gating == ExpertGating::sigmoid) s += ", sigmoid scores";
     if (p.n_expert_groups > 1)
       s += ", best " + std::to_string(p.n_group_used) + " of " + std::to_string(p.n_expert_groups) + " groups";

@@ -214,8 +214,12 @@ TEST(FamilyParams, ReadFromTheFiles) {
   EXPECT_EQ(lite.mla_v_dim, 12);
   EXPECT_EQ(lite.n_ff_shared, 48);
   EXPECT_FLOAT_EQ(lite.attn_scale, 1.0f / std::sqrt(24.0f));
+  EXPECT_NE(weft::model::describe(lite).find("(weights not renormalized) + a shared expert of width 48 (ungated)"),
+            std::string::npos)
+      << weft::model::describe(lite);
   const std::string dsd = weft::model::describe(ds);
-  for (const char* part : {"model: deepseek2 (DeepSeek-V2/V3), 3 layers", "multi-head latent", "latent 32 + rope key 8",
+  for (const char* part : {"model: deepseek2 (DeepSeek-V2/V3), 3 layers", "rope: normal, 8 of 24 dims", "multi-head latent",
+                           "latent 32 + rope key 8", "(weights renormalized)",
                            "sigmoid scores", "best 2 of 4 groups", "weights x2.5", "(ungated)", "first 1 layers dense"})
     EXPECT_NE(dsd.find(part), std::string::npos) << part << " in\n" << dsd;
 
