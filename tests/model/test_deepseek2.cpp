@@ -124,6 +124,28 @@ TEST_P(Deepseek2, ExpertSplitOverAWorkerMatchesReference) {
   }
 }
 
+// A batch over two sequences (what `weft serve` runs): each sequence's
+// latent rows in its own part of the cache, every token's logits as the
+// reference's for that prompt.
+TEST_P(Deepseek2, BatchOfTwoSequencesMatchesReference) {
+  Case c = open_case(GetParam());
+  auto cpu = weft::make_cpu_device(2);
+  LlamaModel m(*c.file, *cpu, c.ref.n_ctx);
+  const family_files::Eval& prompt = c.ref.evals.front();
+  std::vector<weft::model::BatchToken> batch;
+  for (int32_t seq = 0; seq < 2; ++seq)
+    for (size_t i = 0; i < prompt.tokens.size(); ++i)
+      batch.push_back({prompt.tokens[i], static_cast<int32_t>(i), seq, true});
+  std::vector<float> logits;
+  m.eval_batch(batch, 2, logits);
+  const size_t n = prompt.tokens.size(), vocab = static_cast<size_t>(c.ref.n_vocab);
+  ASSERT_EQ(logits.size(), 2 * n * vocab);
+  for (size_t b = 0; b < 2 * n; ++b)
+    EXPECT_LE(family_files::normalized_error(&logits[b * vocab], &prompt.logits[(b % n) * vocab], c.ref.n_vocab),
+              kTolerance)
+        << "batch token " << b;
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, Deepseek2, ::testing::Values("deepseek2", "deepseek2_lite"),
                          [](const auto& info) { return info.param; });
 
