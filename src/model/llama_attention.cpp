@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/llama_mla.h"
 #include "weft/core/error.h"
 #include "weft/core/ops.h"
 #include "weft/model/model.h"
@@ -189,6 +190,7 @@ Tensor* unfused_attention(Context& ctx, const LlamaParams& p, Tensor* qh, Tensor
 
 Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in) {
   const LlamaParams& p = params_;
+  if (p.mla()) return detail::build_mla_attention(ctx, p, l, cur, in, fused_attention_);
   const int64_t n = cur->ne[1];
   const bool swa = p.is_swa(il);
   const bool ring = swa && in.kv_rows_swa != nullptr;  // the layer's cache is a ring

@@ -24,13 +24,14 @@ const char* family_title(Arch a) {
     case Arch::phi3: return "Phi-3";
     case Arch::gemma2: return "Gemma 2";
     case Arch::gemma3: return "Gemma 3";
+    case Arch::deepseek2: return "DeepSeek-V2/V3";
   }
   return "?";
 }
 
 std::string rope_line(const LlamaParams& p) {
   std::string s = std::string("  rope: ") + (p.rope_mode == RopeMode::neox ? "neox" : "normal") + ", " +
-                  std::to_string(p.n_rot) + " of " + std::to_string(p.head_dim) + " dims, base " + num(p.rope_base);
+                  std::to_string(p.n_rot) + " of " + std::to_string(p.mla() ? p.mla_k_dim : p.head_dim) + " dims, base " + num(p.rope_base);
   switch (p.rope_scaling) {
     case RopeScalingType::none: s += ", no scaling"; break;
     case RopeScalingType::linear: s += ", linear scaling x" + num(p.rope_scaling_factor); break;
@@ -53,7 +54,19 @@ std::string rope_line(const LlamaParams& p) {
   return s + "\n";
 }
 
+// Multi-head latent attention: what each token caches and the heads it serves.
+std::string mla_line(const LlamaParams& p) {
+  std::string s = "  attention: multi-head latent, " + std::to_string(p.n_head) + " heads of key " +
+                  std::to_string(p.mla_k_dim) + " (rope " + std::to_string(p.n_rot) + ") and value " +
+                  std::to_string(p.mla_v_dim) + ", q " +
+                  (p.n_lora_q > 0 ? "rank " + std::to_string(p.n_lora_q) : std::string("uncompressed")) +
+                  "; cache per token: latent " + std::to_string(p.n_lora_kv) + " + rope key " +
+                  std::to_string(p.n_rot) + " values; scale " + fmt("%.6g", p.attn_scale);
+  return s + "\n";
+}
+
 std::string attention_line(const LlamaParams& p) {
+  if (p.mla()) return mla_line(p);
   std::string s = "  attention: " + std::to_string(p.n_head) + " heads, " + std::to_string(p.n_head_kv) +
                   " kv heads, head_dim " + std::to_string(p.head_dim) + ", scale " + fmt("%.6g", p.attn_scale);
   if (p.attn_softcap > 0) s += ", logit soft-cap " + num(p.attn_softcap);
@@ -76,8 +89,16 @@ std::string ffn_line(const LlamaParams& p) {
   std::string s = std::string("  feed-forward: ") + (p.ffn_act == FfnActivation::silu ? "SwiGLU" : "GELU-gated");
   if (p.n_expert > 0) {
     s += ", " + std::to_string(p.n_expert_used) + " of " + std::to_string(p.n_expert) + " experts of width " +
-         std::to_string(p.n_ff_expert) + (p.expert_weights_norm ? " (weights renormalized)" : " (softmax weights)");
-    if (p.n_ff_shared > 0) s += " + a shared expert of width " + std::to_string(p.n_ff_shared) + " (sigmoid gate)";
+         std::to_string(p.n_ff_expert) + (p.expert_weights_norm ? " (weights renormalized)" : " (weights not renormalized)");
+    if (p.expert_gating == ExpertGating::sigmoid) s += ", sigmoid scores";
+    if (p.n_expert_groups > 1)
+      s += ", best " + std::to_string(p.n_group_used) + " of " + std::to_string(p.n_expert_groups) + " groups";
+    if (p.expert_weights_scale != 1.f) s += ", weights x" + num(p.expert_weights_scale);
+    if (p.n_ff_shared > 0)
+      s += " + a shared expert of width " + std::to_string(p.n_ff_shared) +
+           (p.n_expert_shared > 0 ? " (ungated)" : " (sigmoid gate)");
+    if (p.n_layer_dense_lead > 0)
+      s += "; the first " + std::to_string(p.n_layer_dense_lead) + " layers dense, width " + std::to_string(p.n_ff);
   } else {
     s += ", width " + std::to_string(p.n_ff);
   }

@@ -3,6 +3,8 @@
 // expert.
 #include "model/llama_ffn.h"
 
+#include <algorithm>
+
 #include "weft/core/ops.h"
 
 namespace weft::model::detail {
@@ -28,11 +30,12 @@ Tensor* dense_ffn(Context& ctx, const LlamaParams& p, const LlamaLayer& l, Tenso
   return ops::mul_mat(ctx, l.w_down, gated(ctx, p, gate, up));
 }
 
-// qwen2moe's shared expert: a dense SwiGLU every token goes through, scaled
-// per token by sigmoid(ffn_gate_inp_shexp · x).
+// The shared expert: a dense SwiGLU every token goes through; qwen2moe's
+// scaled per token by sigmoid(ffn_gate_inp_shexp · x), deepseek2's ungated.
 Tensor* shared_expert(Context& ctx, const LlamaParams& p, const LlamaLayer& l, Tensor* cur) {
   Tensor* ff = gated(ctx, p, ops::mul_mat(ctx, l.ffn_gate_shexp, cur), ops::mul_mat(ctx, l.ffn_up_shexp, cur));
   Tensor* out = ops::mul_mat(ctx, l.ffn_down_shexp, ff);                               // [n_embd, n]
+  if (!l.ffn_gate_inp_shexp) return out;
   Tensor* gate = ops::sigmoid(ctx, ops::mul_mat(ctx, l.ffn_gate_inp_shexp, cur));  // [1, n]
   return ops::mul(ctx, out, gate);
 }
@@ -59,18 +62,48 @@ Tensor* experts_sum(Context& ctx, const LlamaParams& p, const LlamaLayer::Expert
   return out;
 }
 
-// Routing: softmax over all experts, top k, the k probabilities (summing to
-// 1 when p.expert_weights_norm), weighted sum of the k experts' outputs
-// (mul_mat_id runs each token through its own k experts).
+}  // namespace
+
+// Composed of existing ops: each group's top two (top_k, get_rows,
+// sum_rows), the best groups (top_k), and their rows written (set_rows)
+// over a tensor of -inf made from sel itself (-1 / (sel * 0)², the zero
+// made +0: sel * 0 is ±0 for the finite scores a router gives).
+Tensor* limit_expert_groups(Context& ctx, const LlamaParams& p, Tensor* sel) {
+  const int64_t n = sel->ne[1], G = p.n_expert_groups, per = p.n_expert / G;
+  Tensor* groups = ops::reshape(ctx, sel, {per, G, n});
+  const int64_t best = std::min<int64_t>(2, per);
+  Tensor* top = ops::top_k(ctx, groups, static_cast<int>(best));  // i32 [best, G, n]
+  Tensor* vals = ops::get_rows(ctx, ops::reshape(ctx, groups, {1, per, G * n}), ops::reshape(ctx, top, {best, G * n}));
+  Tensor* score = ops::sum_rows(ctx, ops::reshape(ctx, vals, {best, G, n}));            // [1, G, n]
+  Tensor* chosen = ops::top_k(ctx, ops::reshape(ctx, score, {G, n}), static_cast<int>(p.n_group_used));  // [gu, n]
+  Tensor* zeros = ops::scale(ctx, groups, 0.0f);  // -0 where a score is negative: squared below
+  Tensor* neg_inf = ops::div(ctx, ops::scale(ctx, ops::sigmoid(ctx, zeros), -2.0f), ops::sqr(ctx, zeros));  // -1 / +0
+  Tensor* kept = ops::get_rows(ctx, groups, chosen);                                         // [per, gu, n]
+  return ops::reshape(ctx, ops::set_rows(ctx, neg_inf, kept, chosen), {p.n_expert, n});
+}
+
+namespace {
+
+// Routing: the router's scores (softmax over all experts, or a sigmoid
+// each), top k of them (plus the selection bias exp_probs_b when the layer
+// has one, and among the best groups' experts with p.n_expert_groups), the
+// k unbiased scores as weights (divided by their sum when
+// p.expert_weights_norm, times p.expert_weights_scale), weighted sum of the
+// k experts' outputs (mul_mat_id runs each token through its own k experts).
 Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur,
                 const ExpertsBuild& build) {
   const int64_t n = cur->ne[1], n_expert = p.n_expert, k = p.n_expert_used;
-  Tensor* probs = ops::soft_max(ctx, ops::mul_mat(ctx, l.ffn_gate_inp, cur), nullptr, 1.0f);  // [n_expert, n]
-  Tensor* selected = ops::top_k(ctx, probs, static_cast<int>(k));                             // i32 [k, n]
+  Tensor* logits = ops::mul_mat(ctx, l.ffn_gate_inp, cur);  // [n_expert, n]
+  Tensor* probs = p.expert_gating == ExpertGating::sigmoid ? ops::sigmoid(ctx, logits)
+                                                           : ops::soft_max(ctx, logits, nullptr, 1.0f);
+  Tensor* sel = l.exp_probs_b ? ops::add(ctx, probs, l.exp_probs_b) : probs;
+  if (p.n_expert_groups > 1) sel = limit_expert_groups(ctx, p, sel);
+  Tensor* selected = ops::top_k(ctx, sel, static_cast<int>(k));  // i32 [k, n]
   // weights[0, i, t] = probs[selected[i, t], t]: probs viewed as one-value rows.
   Tensor* weights = ops::get_rows(ctx, ops::reshape(ctx, probs, {1, n_expert, n}), selected);  // [1, k, n]
   weights = ops::reshape(ctx, weights, {k, n});
   if (p.expert_weights_norm) weights = ops::div(ctx, weights, ops::sum_rows(ctx, weights));
+  if (p.expert_weights_scale != 1.f) weights = ops::scale(ctx, weights, p.expert_weights_scale);
 
   Tensor* x = ops::reshape(ctx, cur, {p.n_embd, 1, n});  // one input row per token, shared by its experts
   weights = ops::reshape(ctx, weights, {1, k, n});
@@ -106,7 +139,7 @@ Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& 
       }
     }
   }
-  if (l.ffn_gate_inp_shexp) out = ops::add(ctx, out, shared_expert(ctx, p, l, cur));
+  if (l.ffn_gate_shexp) out = ops::add(ctx, out, shared_expert(ctx, p, l, cur));
   return out;
 }
 
@@ -114,7 +147,7 @@ Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& 
 
 Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur,
                   const ExpertsBuild& e) {
-  return p.n_expert > 0 ? moe_ffn(ctx, g, p, l, cur, e) : dense_ffn(ctx, p, l, cur);
+  return l.ffn_gate_inp ? moe_ffn(ctx, g, p, l, cur, e) : dense_ffn(ctx, p, l, cur);
 }
 
 }  // namespace weft::model::detail

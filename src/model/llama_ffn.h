@@ -13,12 +13,16 @@ namespace weft::model::detail {
 // input f32 [n_embd, n] (rms_norm(h) * ffn_norm; contiguous); the caller adds
 // it to the residual. Dense layers: W_down·(act(W_gate·cur) ⊙ W_up·cur), act
 // silu or gelu (tanh form) by p.ffn_act, gate and up separate or fused.
-// Mixture-of-experts layers (p.n_expert > 0): per token, softmax of the
-// router's logits over all experts, the p.n_expert_used most probable
-// experts, their probabilities (renormalized to sum to 1 when
-// p.expert_weights_norm), the sum of their gated outputs weighted by those,
-// plus the shared expert when the layer has one. Uses only ops the CPU
-// backend (and so the RPC worker) supports.
+// Mixture-of-experts layers (those with a router, l.ffn_gate_inp; a
+// deepseek2 file's leading layers are dense): per token, the router's
+// scores (softmax over all experts, or a sigmoid each: p.expert_gating),
+// the p.n_expert_used best (after the selection bias l.exp_probs_b and the
+// group limit, when the model has them), their unbiased scores
+// (renormalized to sum to 1 when p.expert_weights_norm, times
+// p.expert_weights_scale), the sum of their gated outputs weighted by
+// those, plus the shared expert when the layer has one (gated by sigmoid
+// when it has ffn_gate_inp_shexp). Uses only ops the CPU backend (and so
+// the RPC worker) supports.
 //
 // With l.expert_slices (an expert split): each slice's weighted sum over the
 // pairs routed to it (mul_mat_id with the slice's id_base), the parts added
@@ -32,6 +36,13 @@ namespace weft::model::detail {
 // part's slice reads routed_rows of the input, computed on the home part,
 // and its sum is a packed [n_embd, n]: both are flagged kFlagSparseRows, so
 // each device is sent only its tokens' rows and sends back only theirs.
+// Group-limited selection (DeepSeek-V3): sel f32 [n_expert, n] (contiguous:
+// each token's biased router scores) with the experts outside each token's
+// p.n_group_used best groups set to -inf; experts in p.n_expert_groups
+// equal groups of consecutive ids, a group scored by the sum of its two
+// best (ties: the lower index first, as top_k). f32 [n_expert, n].
+Tensor* limit_expert_groups(Context& ctx, const LlamaParams& p, Tensor* sel);
+
 struct ExpertsBuild {
   int home_part = 0;
   bool overlap = true;

@@ -108,12 +108,29 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
     BufferType& bt = device.default_buffer_type();
     if (options.map_weights) {
       if (auto mapped = detail::map_weights(file, w, device, weights[static_cast<size_t>(i)]); !mapped.empty()) {
+        // Weights made at load (ModelWeights::derived) are not in the file's
+        // mapping: copied into a buffer of their own.
         size_t part_bytes = 0;
-        for (const Tensor* t : weights[static_cast<size_t>(i)]) part_bytes += t->nbytes();
+        std::vector<Tensor*> rest;
+        for (Tensor* t : weights[static_cast<size_t>(i)]) {
+          if (t->buffer == nullptr)
+            rest.push_back(t);
+          else
+            part_bytes += t->nbytes();
+        }
         mapped_weight_bytes_ += part_bytes;
         done += part_bytes;
         if (progress) progress(std::min(done, total), total);
         for (auto& b : mapped) bufs_.push_back(std::move(b));
+        if (auto own = allocate_tensors(bt, rest)) {
+          own->set_usage(BufferUsage::weights);
+          for (Tensor* t : rest) {
+            tensor_set(*t, w.data(file, *t), 0, t->nbytes());
+            done += t->nbytes();
+            if (progress) progress(done, total);
+          }
+          bufs_.push_back(std::move(own));
+        }
         continue;
       }
     }
@@ -139,12 +156,13 @@ void LlamaModel::init(const GgufFile& file, std::span<const LayerPlacement> plac
   for (int64_t i = 0; i < p.n_layer; ++i) {
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
     const int64_t rows = ring_rows_ > 0 && p.is_swa(i) ? ring_rows_ : n_ctx_;
-    l.k_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, rows, p.n_head_kv});
-    l.v_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, rows, p.n_head_kv});
-    l.k_cache->name = "cache_k." + std::to_string(i);
-    l.v_cache->name = "cache_v." + std::to_string(i);
     auto& c = caches[static_cast<size_t>(layer_part_[static_cast<size_t>(i)])];
+    l.k_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, rows, p.n_head_kv});
+    l.k_cache->name = "cache_k." + std::to_string(i);
     c.push_back(l.k_cache);
+    if (p.mla()) continue;  // the latent is both: values are views of k_cache
+    l.v_cache = weights_ctx_.new_tensor(cache_type_, {p.head_dim, rows, p.n_head_kv});
+    l.v_cache->name = "cache_v." + std::to_string(i);
     c.push_back(l.v_cache);
   }
   for (int i = 0; i < n_parts_; ++i) {

@@ -33,6 +33,10 @@ constexpr ArchInfo kArchs[] = {
     {"phi3", Arch::phi3, RopeMode::neox, false, true, FfnActivation::silu, false, 1},
     {"gemma2", Arch::gemma2, RopeMode::neox, false, true, FfnActivation::gelu_tanh, true, 2},
     {"gemma3", Arch::gemma3, RopeMode::neox, false, true, FfnActivation::gelu_tanh, true, 6},
+    // DeepSeek-V2/V3: normal (interleaved) rope on the rope part of each head,
+    // like the reference model's; experts required, weights not renormalized
+    // unless the file says so (V2 does not, V3 writes true).
+    {"deepseek2", Arch::deepseek2, RopeMode::normal, true, false, FfnActivation::silu, false, 1},
 };
 
 const ArchInfo* find_arch(const std::string& name) {
@@ -199,9 +203,97 @@ void read_head_shape(const GgufFile& f, const std::string& pre, LlamaParams& p) 
             "= " + std::to_string(p.n_rot) + " must be even and <= head_dim " + std::to_string(p.head_dim));
 }
 
+
+// A key that may be absent (fallback) or a non-negative integer <= cap.
+int64_t optional_count(const GgufFile& f, const std::string& key, int64_t fallback, int64_t cap) {
+  if (!f.has(key)) return fallback;
+  std::optional<int64_t> v = f.get_i64(key);
+  if (!v) bad_key(f, key, "is not an integer");
+  if (*v < 0 || *v > cap) bad_key(f, key, "= " + std::to_string(*v) + " is outside [0, " + std::to_string(cap) + "]");
+  return *v;
+}
+
+// Multi-head latent attention's shape (deepseek2). Older converters write
+// the decompressed head under key_length / value_length (nope + rope, v);
+// newer ones write those as the cached row (kv_lora_rank + rope, kv_lora_rank)
+// and the decompressed head under key_length_mla / value_length_mla.
+void read_mla_shape(const GgufFile& f, const std::string& pre, LlamaParams& p) {
+  p.n_lora_kv = require_positive(f, pre + "attention.kv_lora_rank");
+  p.n_lora_q = optional_count(f, pre + "attention.q_lora_rank", 0, int64_t{1} << 31);
+  p.n_rot = require_positive(f, pre + "rope.dimension_count");
+  if (p.n_rot % 2 != 0) bad_key(f, pre + "rope.dimension_count", "= " + std::to_string(p.n_rot) + " must be even");
+  const bool mla_keys = f.has(pre + "attention.key_length_mla");
+  const std::string k_key = pre + (mla_keys ? "attention.key_length_mla" : "attention.key_length");
+  const std::string v_key = pre + (mla_keys ? "attention.value_length_mla" : "attention.value_length");
+  p.mla_k_dim = require_positive(f, k_key);
+  p.mla_v_dim = require_positive(f, v_key);
+  if (p.mla_k_dim <= p.n_rot)
+    bad_key(f, k_key,
+            "= " + std::to_string(p.mla_k_dim) + " leaves no room for the non-rope part beside rope.dimension_count " +
+                std::to_string(p.n_rot));
+  if (mla_keys) {  // the plain keys then describe the cached row: check them
+    const int64_t k = optional_positive(f, pre + "attention.key_length", p.n_lora_kv + p.n_rot);
+    const int64_t v = optional_positive(f, pre + "attention.value_length", p.n_lora_kv);
+    if (k != p.n_lora_kv + p.n_rot || v != p.n_lora_kv)
+      bad_key(f, pre + "attention.key_length",
+              "= " + std::to_string(k) + " / value_length " + std::to_string(v) + " do not match kv_lora_rank " +
+                  std::to_string(p.n_lora_kv) + " + rope " + std::to_string(p.n_rot));
+  }
+  // The cache: one kv head whose row is the latent then the rope key.
+  p.head_dim = p.n_lora_kv + p.n_rot;
+  p.n_head_kv = 1;
+}
+
+// DeepSeek's router and expert layout, and the attention scale YaRN's
+// mscale changes: 1/sqrt(mla_k_dim) times mscale^2, mscale = 1 +
+// yarn_log_multiplier * ln(rope.scaling.factor) (the converter writes 0.1
+// times the model's mscale_all_dim); the rotated values keep magnitude 1.
+void read_deepseek2(const GgufFile& f, const std::string& pre, LlamaParams& p) {
+  read_mla_shape(f, pre, p);
+  p.n_layer_dense_lead = optional_count(f, pre + "leading_dense_block_count", 0, p.n_layer);
+  p.n_ff_expert = require_positive(f, pre + "expert_feed_forward_length");
+  p.n_expert_shared = optional_count(f, pre + "expert_shared_count", 0, 1024);
+  p.n_ff_shared = p.n_ff_expert * p.n_expert_shared;
+  p.expert_weights_scale = optional_positive_f32(f, pre + "expert_weights_scale", 1.f);
+  const int64_t gating = optional_count(f, pre + "expert_gating_func", 0, 1024);
+  if (gating == 0 || gating == 1) {
+    p.expert_gating = ExpertGating::softmax;  // 0: files older than the key, V2's softmax
+  } else if (gating == 2) {
+    p.expert_gating = ExpertGating::sigmoid;
+  } else {
+    bad_key(f, pre + "expert_gating_func", "= " + std::to_string(gating) + " is not 1 (softmax) or 2 (sigmoid)");
+  }
+  const std::string groups_key = pre + "expert_group_count", used_key = pre + "expert_group_used_count";
+  const int64_t groups = optional_count(f, groups_key, 0, p.n_expert);
+  const int64_t used = optional_count(f, used_key, 0, groups);
+  if (groups > 1 && used > 0 && used < groups) {  // else every expert is eligible
+    if (p.n_expert % groups != 0)
+      bad_key(f, groups_key, "= " + std::to_string(groups) + " does not divide expert_count " + std::to_string(p.n_expert));
+    if (p.n_expert_used > used * (p.n_expert / groups))
+      bad_key(f, used_key,
+              "= " + std::to_string(used) + " groups of " + std::to_string(p.n_expert / groups) +
+                  " experts hold fewer than expert_used_count " + std::to_string(p.n_expert_used));
+    p.n_expert_groups = groups;
+    p.n_group_used = used;
+  }
+  float log_mul = 0.f;
+  if (f.has(pre + "rope.scaling.yarn_log_multiplier")) {
+    const std::optional<float> v = f.get_f32(pre + "rope.scaling.yarn_log_multiplier");
+    if (!v || !(std::isfinite(*v) && *v >= 0.f))
+      bad_key(f, pre + "rope.scaling.yarn_log_multiplier", "must be a finite number >= 0");
+    log_mul = *v;
+  }
+  double mscale = 1.0;
+  if (p.rope_scaling == RopeScalingType::yarn) {
+    mscale = 1.0 + static_cast<double>(log_mul) * std::log(static_cast<double>(p.rope_scaling_factor));
+    p.rope_attn_factor = 1.f;  // the magnitude is in the scale instead
+  }
+  p.attn_scale = static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(p.mla_k_dim)));
+}
+
 }  // namespace
 
-const char* known_architectures() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3"; }
+const char* known_architectures() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2"; }
 
 bool is_known_architecture(const std::string& name) { return find_arch(name) != nullptr; }
 
@@ -246,7 +338,7 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
     p.expert_weights_norm = info->weights_norm;
   }
 
-  read_head_shape(f, pre, p);
+  if (p.arch != Arch::deepseek2) read_head_shape(f, pre, p);
 
   read_rope_scaling(f, pre, p);
   p.rope_base_swa = p.rope_base;
@@ -256,7 +348,10 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
     p.rope_freq_scale_swa = 1.f;
   }
 
-  p.attn_scale = attention_scale(f, pre, p);
+  if (p.arch == Arch::deepseek2)
+    read_deepseek2(f, pre, p);  // MLA's shape and scale, and the router
+  else
+    p.attn_scale = attention_scale(f, pre, p);
   p.attn_softcap = optional_positive_f32(f, pre + "attn_logit_softcapping", 0.f);
   p.final_softcap = optional_positive_f32(f, pre + "final_logit_softcapping", 0.f);
   p.n_swa = optional_positive(f, pre + "attention.sliding_window", 0);

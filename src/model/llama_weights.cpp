@@ -48,9 +48,16 @@ Tensor* describe(Context& ctx, const GgufFile& file, const std::string& name, st
 
 }  // namespace
 
+Tensor* describe_weight(Context& ctx, const GgufFile& file, const std::string& name, std::initializer_list<int64_t> ne,
+                        bool optional) {
+  return describe(ctx, file, name, ne, optional);
+}
+
 namespace {
 
-void describe_attention(Context& ctx, const GgufFile& file, const LlamaParams& p, const std::string& b, LlamaLayer& l) {
+void describe_attention(Context& ctx, const GgufFile& file, const LlamaParams& p, const std::string& b, LlamaLayer& l,
+                        ModelWeights& w) {
+  if (p.mla()) return describe_mla(ctx, file, p, b, l, w);
   const int64_t q_dim = p.head_dim * p.n_head;
   const int64_t kv_dim = p.head_dim * p.n_head_kv;
   l.attn_norm = describe(ctx, file, b + "attn_norm.weight", {p.n_embd});
@@ -76,17 +83,23 @@ void describe_attention(Context& ctx, const GgufFile& file, const LlamaParams& p
     l.attn_post_norm = describe(ctx, file, b + "post_attention_norm.weight", {p.n_embd});
 }
 
-void describe_ffn(Context& ctx, const GgufFile& file, const LlamaParams& p, const std::string& b, LlamaLayer& l) {
+void describe_ffn(Context& ctx, const GgufFile& file, const LlamaParams& p, int64_t il, const std::string& b,
+                  LlamaLayer& l) {
   l.ffn_norm = describe(ctx, file, b + "ffn_norm.weight", {p.n_embd});
   if (p.arch == Arch::gemma2 || p.arch == Arch::gemma3)
     l.ffn_post_norm = describe(ctx, file, b + "post_ffw_norm.weight", {p.n_embd});
-  if (p.n_expert > 0) {
+  if (p.is_moe_layer(il)) {
     const int64_t ff = p.n_ff_expert;
     l.ffn_gate_inp = describe(ctx, file, b + "ffn_gate_inp.weight", {p.n_embd, p.n_expert});
     l.ffn_gate_exps = describe(ctx, file, b + "ffn_gate_exps.weight", {p.n_embd, ff, p.n_expert});
     l.ffn_up_exps = describe(ctx, file, b + "ffn_up_exps.weight", {p.n_embd, ff, p.n_expert});
     l.ffn_down_exps = describe(ctx, file, b + "ffn_down_exps.weight", {ff, p.n_embd, p.n_expert});
-    if (p.n_ff_shared > 0) {
+    l.exp_probs_b = describe(ctx, file, b + "exp_probs_b.bias", {p.n_expert}, true);
+    if (p.n_ff_shared > 0 && p.n_expert_shared > 0) {  // deepseek2: ungated
+      l.ffn_gate_shexp = describe(ctx, file, b + "ffn_gate_shexp.weight", {p.n_embd, p.n_ff_shared});
+      l.ffn_up_shexp = describe(ctx, file, b + "ffn_up_shexp.weight", {p.n_embd, p.n_ff_shared});
+      l.ffn_down_shexp = describe(ctx, file, b + "ffn_down_shexp.weight", {p.n_ff_shared, p.n_embd});
+    } else if (p.n_ff_shared > 0) {
       l.ffn_gate_inp_shexp = describe(ctx, file, b + "ffn_gate_inp_shexp.weight", {p.n_embd});
       l.ffn_gate_shexp = describe(ctx, file, b + "ffn_gate_shexp.weight", {p.n_embd, p.n_ff_shared});
       l.ffn_up_shexp = describe(ctx, file, b + "ffn_up_shexp.weight", {p.n_embd, p.n_ff_shared});
@@ -114,8 +127,8 @@ ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Contex
   for (int64_t i = 0; i < p.n_layer; ++i) {
     LlamaLayer& l = w.layers[static_cast<size_t>(i)];
     const std::string b = "blk." + std::to_string(i) + ".";
-    describe_attention(ctx, file, p, b, l);
-    describe_ffn(ctx, file, p, b, l);
+    describe_attention(ctx, file, p, b, l, w);
+    describe_ffn(ctx, file, p, i, b, l);
   }
   return w;
 }
@@ -194,6 +207,11 @@ std::vector<float> yarn_rope_factors(const LlamaParams& p) {
 }
 
 const uint8_t* ModelWeights::data(const GgufFile& file, const Tensor& t) const {
+  if (const auto d = derived.find(&t); d != derived.end()) {
+    auto& bytes = derived_bytes[&t];
+    if (bytes.empty()) bytes = cut_kv_b(file, d->second.source, d->second.key, t);
+    return bytes.data();
+  }
   const GgufTensorInfo* info = file.find_tensor(t.name);
   const auto it = slice_offset.find(&t);
   const size_t offset = it == slice_offset.end() ? 0 : it->second;
@@ -222,6 +240,7 @@ void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_
          "expert split: the parts hold " + std::to_string(sum) + " experts; the model has " +
              std::to_string(p.n_expert));
   for (LlamaLayer& l : w.layers) {
+    if (!l.ffn_gate_exps) continue;  // a dense layer (deepseek2's leading ones)
     int64_t first = 0;
     for (size_t i = 0; i < counts.size(); first += counts[i], ++i) {
       if (counts[i] == 0) continue;
@@ -270,7 +289,8 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
     for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.wo, l.bq, l.bk, l.bv, l.q_norm, l.k_norm,
                       l.attn_post_norm, l.ffn_norm, l.ffn_post_norm, l.w_gate, l.w_up, l.w_down, l.ffn_gate_inp,
                       l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_inp_shexp, l.ffn_gate_shexp,
-                      l.ffn_up_shexp, l.ffn_down_shexp})
+                      l.ffn_up_shexp, l.ffn_down_shexp, l.exp_probs_b, l.wq_a, l.q_a_norm, l.wq_b, l.wkv_a_mqa,
+                      l.kv_a_norm, l.wk_b, l.wv_b})
       if (t) parts[static_cast<size_t>(layer_part[i])].push_back(t);
     for (const LlamaLayer::ExpertSlice& e : l.expert_slices)
       for (Tensor* t : {e.gate, e.up, e.down}) parts[static_cast<size_t>(e.part)].push_back(t);
@@ -287,7 +307,7 @@ void check_cache_type(const LlamaParams& p, DType cache_type) {
   if (cache_type != DType::f16 && cache_type != DType::q8_0)
     fail(ErrorKind::unsupported, kWhere,
          "KV cache type " + std::string(dtype_name(cache_type)) + " is not one of f16, q8_0");
-  if (p.head_dim % traits(cache_type).block_size != 0)
+  if (p.head_dim % traits(cache_type).block_size != 0 || p.value_dim() % traits(cache_type).block_size != 0)
     fail(ErrorKind::unsupported, kWhere,
          "a " + std::string(dtype_name(cache_type)) + " KV cache needs a head size that is a multiple of " +
              std::to_string(traits(cache_type).block_size) + "; this model's is " + std::to_string(p.head_dim));
@@ -297,7 +317,7 @@ bool runs_flash_attn(const Device& device, const LlamaParams& p, DType cache_typ
   Context ctx;
   Tensor* q = ctx.new_tensor(DType::f32, {p.head_dim, 1, p.n_head});
   Tensor* k = ctx.new_tensor(cache_type, {p.head_dim, 1, p.n_head_kv});
-  Tensor* v = ctx.new_tensor(cache_type, {p.head_dim, 1, p.n_head_kv});
+  Tensor* v = ctx.new_tensor(cache_type, {p.value_dim(), 1, p.n_head_kv});
   Tensor* mask = ctx.new_tensor(DType::f32, {1, 1});
   return device.supports_op(*ops::flash_attn(ctx, q, k, v, mask, p.attn_scale, p.attn_softcap));
 }
@@ -324,6 +344,7 @@ std::vector<std::unique_ptr<Buffer>> map_weights(const GgufFile& file, const Mod
   std::vector<uint32_t> part_of(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor* t = tensors[i];
+    if (w.is_derived(t)) continue;  // not in the file: the caller copies it
     if (t->view_src != nullptr || t->buffer != nullptr) return {};
     if (bt.alloc_size(*t) != t->nbytes()) return {};
     const auto p = reinterpret_cast<uintptr_t>(w.data(file, *t));  // throws unless the tensor is in the file
@@ -345,6 +366,7 @@ std::vector<std::unique_ptr<Buffer>> map_weights(const GgufFile& file, const Mod
     (void)madvise(reinterpret_cast<void*>(start), s.hi - start, MADV_WILLNEED);
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
+    if (w.is_derived(tensors[i])) continue;
     const Span& s = spans[part_of[i]];
     bind_tensor(*tensors[i], *bufs[part_of[i]], reinterpret_cast<uintptr_t>(w.data(file, *tensors[i])) - s.lo);
   }
@@ -400,7 +422,8 @@ size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx, DTy
   // Every factor was checked against the file (weights exist with these
   // shapes) or bounded (n_ctx <= 2^24), but an overflow must still not wrap.
   // Bytes of one head's row (whole blocks), times 2 (K and V) and the rest.
-  size_t bytes = 2 * row_bytes(cache_type, p.head_dim);
+  // With MLA one row (the latent and the rope key) serves as key and value.
+  size_t bytes = (p.mla() ? 1 : 2) * row_bytes(cache_type, p.head_dim);
   for (int64_t f : {p.n_head_kv, n_layers, n_ctx})
     if (f < 0 || __builtin_mul_overflow(bytes, static_cast<size_t>(f), &bytes))
       fail(ErrorKind::invalid_input, "model", "the KV cache size overflows");

@@ -4,7 +4,10 @@
 // counts exactly what loading will.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -22,10 +25,38 @@ struct ModelWeights {
   // Where each expert slice's bytes start within its file tensor (the
   // tensor of the same name); any other weight is a file tensor whole.
   std::unordered_map<const Tensor*, size_t> slice_offset;
+  // Weights made at load from a file tensor of another layout: an MLA
+  // layer's attn_k_b (transposed per head) and attn_v_b, f32, cut from the
+  // attn_kv_b an older converter writes. Their bytes are computed on first
+  // use (data()) and kept here.
+  struct Derived {
+    std::string source;  // the file tensor's name
+    bool key = false;    // attn_k_b (else attn_v_b)
+  };
+  std::unordered_map<const Tensor*, Derived> derived;
+  mutable std::unordered_map<const Tensor*, std::vector<uint8_t>> derived_bytes;
 
-  // The file bytes weight t is loaded from (t->nbytes() of them).
+  // The bytes weight t is loaded from (t->nbytes() of them): the file's, or
+  // a derived weight's.
   const uint8_t* data(const GgufFile& file, const Tensor& t) const;
+  bool is_derived(const Tensor* t) const { return derived.count(t) != 0; }
 };
+
+// The metadata of file tensor `name` in ctx (its dtype, flagged a weight),
+// checked to have shape ne; nullptr when optional and absent. Throws
+// Error(invalid_input) naming the file and the tensor, missing or of
+// another shape.
+Tensor* describe_weight(Context& ctx, const GgufFile& file, const std::string& name, std::initializer_list<int64_t> ne,
+                        bool optional = false);
+
+// A multi-head latent attention layer's weights (LlamaParams::mla()), with
+// its attn_k_b / attn_v_b recorded in w.derived when the file has only
+// attn_kv_b. Throws as describe_weight.
+void describe_mla(Context& ctx, const GgufFile& file, const LlamaParams& p, const std::string& b, LlamaLayer& l,
+                  ModelWeights& w);
+// The bytes of a derived attn_k_b (key) or attn_v_b t, f32, from file
+// tensor source (attn_kv_b [kv_lora_rank, n_head * (nope + v)]).
+std::vector<uint8_t> cut_kv_b(const GgufFile& file, const std::string& source, bool key, const Tensor& t);
 
 // Creates in ctx the metadata of every weight the model reads (named, flagged
 // as weights, of the file's dtypes): per layer the dense feed-forward

@@ -170,6 +170,59 @@ TEST(FamilyParams, ReadFromTheFiles) {
   EXPECT_NE(weft::model::describe(yarn).find("YaRN x8 (original context 32"), std::string::npos)
       << weft::model::describe(yarn);
 
+  // DeepSeek-V3-like: MLA from the *_mla keys, the cache one row of latent
+  // and rope key, the router's keys, and YaRN's mscale in the scale (1 +
+  // 0.0707 ln 4, squared) rather than in the rotated values.
+  const auto ds = params("deepseek2");
+  EXPECT_EQ(ds.arch, Arch::deepseek2);
+  EXPECT_TRUE(ds.mla());
+  EXPECT_EQ(ds.rope_mode, weft::RopeMode::normal);
+  EXPECT_EQ(ds.n_lora_q, 32);
+  EXPECT_EQ(ds.n_lora_kv, 32);
+  EXPECT_EQ(ds.n_rot, 8);
+  EXPECT_EQ(ds.mla_k_dim, 24);
+  EXPECT_EQ(ds.mla_v_dim, 16);
+  EXPECT_EQ(ds.head_dim, 40);
+  EXPECT_EQ(ds.n_head_kv, 1);
+  EXPECT_EQ(ds.value_dim(), 32);
+  EXPECT_EQ(ds.n_layer_dense_lead, 1);
+  EXPECT_FALSE(ds.is_moe_layer(0));
+  EXPECT_TRUE(ds.is_moe_layer(1));
+  EXPECT_EQ(ds.expert_gating, weft::model::ExpertGating::sigmoid);
+  EXPECT_EQ(ds.n_expert_groups, 4);
+  EXPECT_EQ(ds.n_group_used, 2);
+  EXPECT_FLOAT_EQ(ds.expert_weights_scale, 2.5f);
+  EXPECT_TRUE(ds.expert_weights_norm);
+  EXPECT_EQ(ds.n_ff_shared, 24);
+  EXPECT_FLOAT_EQ(ds.rope_attn_factor, 1.0f);
+  const double mscale = 1 + 0.0707 * std::log(4.0);
+  EXPECT_NEAR(ds.attn_scale, mscale * mscale / std::sqrt(24.0), 1e-6);
+  // The latent cache: one f16 row of 32 + 8 values per token and layer,
+  // against 2 x 4 heads x (24 or 16) for decompressed keys and values.
+  EXPECT_EQ(weft::model::kv_cache_bytes(ds, 3, 64), size_t{3} * 64 * 40 * 2);
+  const auto plan = LlamaModel::plan(*weft::GgufFile::open((d / "deepseek2.gguf").string()), std::vector<int64_t>{0, 1, 3}, 64);
+  EXPECT_EQ(plan[0].kv_cache_bytes, size_t{64} * 40 * 2);
+  EXPECT_EQ(plan[1].kv_cache_bytes, size_t{2} * 64 * 40 * 2);
+  // V2-Lite-like: softmax, no groups, no q compression, the plain keys.
+  const auto lite = params("deepseek2_lite");
+  EXPECT_EQ(lite.expert_gating, weft::model::ExpertGating::softmax);
+  EXPECT_EQ(lite.n_expert_groups, 0);
+  EXPECT_EQ(lite.n_lora_q, 0);
+  EXPECT_FALSE(lite.expert_weights_norm);
+  EXPECT_FLOAT_EQ(lite.expert_weights_scale, 1.0f);
+  EXPECT_EQ(lite.mla_k_dim, 24);
+  EXPECT_EQ(lite.mla_v_dim, 12);
+  EXPECT_EQ(lite.n_ff_shared, 48);
+  EXPECT_FLOAT_EQ(lite.attn_scale, 1.0f / std::sqrt(24.0f));
+  EXPECT_NE(weft::model::describe(lite).find("(weights not renormalized) + a shared expert of width 48 (ungated)"),
+            std::string::npos)
+      << weft::model::describe(lite);
+  const std::string dsd = weft::model::describe(ds);
+  for (const char* part : {"model: deepseek2 (DeepSeek-V2/V3), 3 layers", "rope: normal, 8 of 24 dims", "multi-head latent",
+                           "latent 32 + rope key 8", "(weights renormalized)",
+                           "sigmoid scores", "best 2 of 4 groups", "weights x2.5", "(ungated)", "first 1 layers dense"})
+    EXPECT_NE(dsd.find(part), std::string::npos) << part << " in\n" << dsd;
+
   // What `weft gguf info` prints about them.
   const std::string g2 = weft::model::describe(gemma2);
   for (const char* part : {"model: gemma2 (Gemma 2), 4 layers", "neox", "logit soft-cap 5", "sliding window 4 on 2 of 4",
@@ -197,6 +250,13 @@ TEST(FamilyFiles, MissingTensorOrKeyIsNamed) {
       {"phi3_long", "--drop-tensor", "rope_factors_long.weight"},
       {"phi3_short", "--drop-tensor", "blk.1.attn_qkv.weight"},
       {"llama3_keys", "--drop-key", "llama.rope.scaling.factor"},
+      {"deepseek2", "--drop-tensor", "blk.1.attn_k_b.weight"},
+      {"deepseek2", "--drop-tensor", "blk.2.ffn_gate_shexp.weight"},
+      {"deepseek2", "--drop-tensor", "blk.0.ffn_gate.weight"},
+      {"deepseek2", "--drop-tensor", "blk.1.attn_q_a_norm.weight"},
+      {"deepseek2", "--drop-key", "deepseek2.attention.kv_lora_rank"},
+      {"deepseek2", "--drop-key", "deepseek2.expert_feed_forward_length"},
+      {"deepseek2_lite", "--drop-tensor", "blk.2.attn_kv_b.weight"},
   };
   const fs::path root = fs::path(WEFT_BINARY_DIR) / ("model_families_drops." + std::to_string(::getpid()));
   for (size_t i = 0; i < drops.size(); ++i) {
@@ -249,6 +309,45 @@ TEST(FamilyFiles, SlidingPatternOfTheWrongShapeIsNamed) {
     } catch (const weft::Error& e) {
       EXPECT_NE(std::string(e.what()).find("gemma3.attention.sliding_window_pattern"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("6 bools"), std::string::npos) << e.what();
+    }
+    fs::remove(path);
+  }
+}
+
+// A deepseek2 key of an impossible value is refused naming it (and a
+// mutation that lets one through fails here).
+TEST(FamilyFiles, DeepseekImpossibleKeysAreNamed) {
+  const fs::path src = family_files::dir() / "deepseek2.gguf";
+  auto good = weft::GgufFile::open(src.string());
+  struct Bad {
+    std::string key;
+    uint32_t value;
+  };
+  const std::vector<Bad> bads{
+      {"deepseek2.expert_gating_func", 7},              // neither softmax (1) nor sigmoid (2)
+      {"deepseek2.expert_group_count", 3},              // does not divide 8 experts
+      {"deepseek2.expert_group_used_count", 9},         // more than the 4 groups
+      {"deepseek2.attention.key_length_mla", 8},        // no room beside 8 rope dims
+      {"deepseek2.attention.key_length", 41},           // not kv_lora_rank + rope
+      {"deepseek2.leading_dense_block_count", 4},       // more than the 3 layers
+      {"deepseek2.attention.kv_lora_rank", 0},
+  };
+  for (const Bad& bad : bads) {
+    SCOPED_TRACE(bad.key);
+    weft::GgufWriter w;
+    for (const std::string& key : good->keys()) w.set_value(key, *good->find(key));
+    w.set_u32(bad.key, bad.value);
+    for (const weft::GgufTensorInfo& t : good->tensors())
+      w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, static_cast<size_t>(t.n_dims)), good->tensor_data(t));
+    const fs::path path = fs::temp_directory_path() / ("weft_bad_deepseek_" + std::to_string(::getpid()) + ".gguf");
+    w.write(path.string());
+    auto file = weft::GgufFile::open(path.string());
+    try {
+      (void)weft::model::LlamaParams::from_gguf(*file);
+      ADD_FAILURE() << bad.key << " = " << bad.value << " accepted";
+    } catch (const weft::Error& e) {
+      EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+      EXPECT_NE(std::string(e.what()).find(bad.key), std::string::npos) << e.what();
     }
     fs::remove(path);
   }

@@ -1,6 +1,6 @@
 // Llama-family models read from GGUF files (docs/models.md): Llama 2/3.x,
-// Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Phi-3 and Gemma 2/3,
-// run as one weft graph per call.
+// Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Phi-3, Gemma 2/3 and
+// DeepSeek-V2/V3, run as one weft graph per call.
 //
 //   auto file = weft::GgufFile::open("model.gguf");
 //   auto dev = weft::make_cpu_device();
@@ -37,7 +37,7 @@ namespace weft::model {
 // The families weft runs (general.architecture): what differs between them
 // is read into LlamaParams once, so the graph code asks "does this model
 // have X" rather than "which family is this" (docs/models.md).
-enum class Arch { llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3 };
+enum class Arch { llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2 };
 
 // The architecture names weft runs, comma-separated (for error messages).
 const char* known_architectures();
@@ -61,6 +61,10 @@ enum class RopeScalingType {
 // The gated feed-forward's activation: silu(gate) * up or gelu(gate) * up.
 enum class FfnActivation { silu, gelu_tanh };
 
+// How a router turns its logits into expert scores (expert_gating_func:
+// 1 softmax over the experts, 2 an independent sigmoid per expert).
+enum class ExpertGating { softmax, sigmoid };
+
 struct LlamaParams {
   Arch arch = Arch::llama;
   std::string arch_name;      // general.architecture
@@ -79,6 +83,33 @@ struct LlamaParams {
   int64_t n_ff_expert = 0;    // expert_feed_forward_length (default n_ff)
   int64_t n_ff_shared = 0;    // expert_shared_feed_forward_length: qwen2moe's shared expert
   bool expert_weights_norm = true;  // renormalize the top-k probabilities to sum to 1
+  // DeepSeek-V2/V3 routing (docs/models.md, "deepseek2"): scores by
+  // softmax or sigmoid; a selection bias (exp_probs_b) added for the choice
+  // only; experts in n_expert_groups equal groups of which the
+  // n_group_used with the best sums of their two best biased scores are
+  // eligible (0: no groups); the chosen weights times expert_weights_scale.
+  ExpertGating expert_gating = ExpertGating::softmax;  // expert_gating_func
+  float expert_weights_scale = 1.f;                     // expert_weights_scale
+  int64_t n_expert_groups = 0;                          // expert_group_count
+  int64_t n_group_used = 0;                             // expert_group_used_count
+  int64_t n_layer_dense_lead = 0;  // leading_dense_block_count: the first layers have a dense FFN
+  int64_t n_expert_shared = 0;     // expert_shared_count: an ungated shared expert of n_ff_shared = this * n_ff_expert
+
+  // Multi-head latent attention (deepseek2; kv_lora_rank > 0). Each token
+  // caches the normalized latent c_kv [kv_lora_rank] and the shared rope
+  // key k_pe [n_rot]: one "kv head" of head_dim = kv_lora_rank + n_rot
+  // (n_head_kv = 1), the values the first kv_lora_rank columns of it.
+  // Queries are absorbed into that latent space per head (attn_k_b) and
+  // each head's latent output expanded by attn_v_b.
+  int64_t n_lora_q = 0;    // attention.q_lora_rank; 0: q = attn_q · x
+  int64_t n_lora_kv = 0;   // attention.kv_lora_rank; 0: no MLA
+  int64_t mla_k_dim = 0;   // a decompressed head's key: nope + rope (attention.key_length_mla)
+  int64_t mla_v_dim = 0;   // a decompressed head's value (attention.value_length_mla)
+  bool mla() const { return n_lora_kv > 0; }
+  // Values per cached row and attended value width (head_dim unless MLA).
+  int64_t value_dim() const { return mla() ? n_lora_kv : head_dim; }
+  // Whether layer il routes experts (a deepseek2 file's leading layers are dense).
+  bool is_moe_layer(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
 
   // Rope. Global (non-sliding) layers use rope_base and rope_freq_scale;
   // sliding-window layers rope_base_swa and rope_freq_scale_swa (equal
@@ -163,6 +194,19 @@ struct LlamaLayer {
   Tensor* ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shared]
   Tensor* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shared]
   Tensor* ffn_down_shexp = nullptr;      // [n_ff_shared, n_embd]
+  Tensor* exp_probs_b = nullptr;         // [n_expert]: the selection bias (deepseek2 V3)
+  // Multi-head latent attention (LlamaParams::mla()): q from wq_a, q_a_norm
+  // and wq_b ([n_lora_q, n_head * mla_k_dim]), or from wq alone; the latent
+  // and rope key from wkv_a_mqa [n_embd, n_lora_kv + n_rot]; wk_b [nope,
+  // n_lora_kv, n_head] and wv_b [n_lora_kv, mla_v_dim, n_head], read from
+  // the file or cut at load from its attn_kv_b.
+  Tensor* wq_a = nullptr;
+  Tensor* q_a_norm = nullptr;
+  Tensor* wq_b = nullptr;
+  Tensor* wkv_a_mqa = nullptr;
+  Tensor* kv_a_norm = nullptr;
+  Tensor* wk_b = nullptr;
+  Tensor* wv_b = nullptr;
   // With LoadOptions::expert_split: the stacked experts cut by placement
   // (ffn_*_exps are then nullptr): each slice holds experts [first, first +
   // ne[2]) of the layer on placement `part`'s device.
@@ -177,7 +221,7 @@ struct LlamaLayer {
   // [head_dim, n_ctx, n_head_kv] of LoadOptions::cache_type: a kv head's
   // rows side by side, so attention over a head reads one run of memory.
   Tensor* k_cache = nullptr;
-  Tensor* v_cache = nullptr;  // the same
+  Tensor* v_cache = nullptr;  // the same; nullptr with MLA (the values are k_cache's first n_lora_kv columns)
 };
 
 // Layers [first, last) of a split model live on device (their weights and

@@ -175,8 +175,128 @@ def make_evals(kind, rng, n_vocab):
     return evals
 
 
+# DeepSeek-V2/V3 (deepseek2), written as the standard converter does: a V3-like
+# model (q compression, sigmoid router with a selection bias and group-limited
+# choice, weights normalized and scaled, YaRN with its mscale, the newer
+# converter's attn_k_b / attn_v_b and *_mla keys) and a V2-Lite-like one (no q
+# compression, softmax router, an older converter's attn_kv_b and plain keys).
+# Both: one leading dense layer, then routed experts plus shared ones.
+DEEPSEEK = {
+    "deepseek2": dict(seed=2029, n_embd=64, n_head=4, n_layer=3, q_lora=32, kv_lora=32, nope=16, rot=8, v=16,
+                      n_ff=96, n_expert=8, n_expert_used=2, n_ff_exp=24, shared=1, groups=4, group_used=2,
+                      sigmoid=True, bias=True, norm=True, scale=2.5, kv_b=False,
+                      yarn=dict(factor=4.0, orig=32, log_mul=0.0707)),
+    "deepseek2_lite": dict(seed=2025, n_embd=48, n_head=4, n_layer=3, q_lora=0, kv_lora=32, nope=16, rot=8, v=12,
+                           n_ff=80, n_expert=4, n_expert_used=2, n_ff_exp=24, shared=2, groups=0, group_used=0,
+                           sigmoid=False, bias=False, norm=None, scale=None, kv_b=True, yarn=None),
+}
+
+
+def build_deepseek2(name):
+    """-> (GGUFWriter, n_ctx, evals) for a DEEPSEEK case."""
+    c = DEEPSEEK[name]
+    rng = np.random.default_rng(c["seed"])
+    p = "deepseek2."
+    n_embd, H, n_layer, rank, rot, nope, vd = (c[k] for k in ("n_embd", "n_head", "n_layer", "kv_lora", "rot",
+                                                              "nope", "v"))
+    k_dim = nope + rot
+    w = gw.GGUFWriter()
+    w.add_string("general.architecture", "deepseek2")
+    w.add_string("general.name", f"weft-test-{name}")
+    w.add_u32(p + "context_length", 4096)
+    w.add_u32(p + "embedding_length", n_embd)
+    w.add_u32(p + "block_count", n_layer)
+    w.add_u32(p + "feed_forward_length", c["n_ff"])
+    w.add_u32(p + "attention.head_count", H)
+    w.add_f32(p + "attention.layer_norm_rms_epsilon", 1e-6)
+    w.add_f32(p + "rope.freq_base", 10000.0)
+    w.add_u32(p + "rope.dimension_count", rot)
+    w.add_u32(p + "leading_dense_block_count", 1)
+    if c["q_lora"]:
+        w.add_u32(p + "attention.q_lora_rank", c["q_lora"])
+    w.add_u32(p + "attention.kv_lora_rank", rank)
+    if c["kv_b"]:  # the older converter: decompressed heads under the plain keys
+        w.add_u32(p + "attention.head_count_kv", H)
+        w.add_u32(p + "attention.key_length", k_dim)
+        w.add_u32(p + "attention.value_length", vd)
+    else:  # the newer one: the cached row under the plain keys, heads under *_mla
+        w.add_u32(p + "attention.head_count_kv", 1)
+        w.add_u32(p + "attention.key_length", rank + rot)
+        w.add_u32(p + "attention.value_length", rank)
+        w.add_u32(p + "attention.key_length_mla", k_dim)
+        w.add_u32(p + "attention.value_length_mla", vd)
+    w.add_u32(p + "expert_count", c["n_expert"])
+    w.add_u32(p + "expert_used_count", c["n_expert_used"])
+    w.add_u32(p + "expert_feed_forward_length", c["n_ff_exp"])
+    w.add_u32(p + "expert_shared_count", c["shared"])
+    if c["scale"] is not None:
+        w.add_f32(p + "expert_weights_scale", c["scale"])
+    if c["norm"] is not None:
+        w.add_bool(p + "expert_weights_norm", c["norm"])
+    if c["sigmoid"]:
+        w.add_u32(p + "expert_gating_func", 2)
+    if c["groups"]:
+        w.add_u32(p + "expert_group_count", c["groups"])
+        w.add_u32(p + "expert_group_used_count", c["group_used"])
+    if c["yarn"]:
+        y = c["yarn"]
+        w.add_string(p + "rope.scaling.type", "yarn")
+        w.add_f32(p + "rope.scaling.factor", y["factor"])
+        w.add_u32(p + "rope.scaling.original_context_length", y["orig"])
+        w.add_f32(p + "rope.scaling.yarn_log_multiplier", y["log_mul"])
+    n_vocab = tokenizer_keys(w, None)
+
+    def mat(n_out, n_in, g=1.2):
+        return rng.normal(0.0, g / math.sqrt(n_in), (n_out, n_in))
+
+    def norm(n):
+        return 1.0 + 0.1 * rng.normal(size=n)
+
+    w.add_tensor("token_embd.weight", mat(n_vocab, n_embd, 1.5))
+    for il in range(n_layer):
+        b = f"blk.{il}."
+        w.add_tensor(b + "attn_norm.weight", norm(n_embd))
+        if c["q_lora"]:
+            w.add_tensor(b + "attn_q_a.weight", mat(c["q_lora"], n_embd))
+            w.add_tensor(b + "attn_q_a_norm.weight", norm(c["q_lora"]))
+            w.add_tensor(b + "attn_q_b.weight", mat(H * k_dim, c["q_lora"], 2.0))
+        else:
+            w.add_tensor(b + "attn_q.weight", mat(H * k_dim, n_embd, 2.0))
+        w.add_tensor(b + "attn_kv_a_mqa.weight", mat(rank + rot, n_embd, 2.0))
+        w.add_tensor(b + "attn_kv_a_norm.weight", norm(rank))
+        kv_b = mat(H * (nope + vd), rank, 1.5)  # torch (H (nope + v), rank): per head nope rows, then v rows
+        if c["kv_b"]:
+            w.add_tensor(b + "attn_kv_b.weight", kv_b)
+        else:  # as the converter cuts it: k_b (H, rank, nope), v_b (H, v, rank)
+            per = kv_b.reshape(H, nope + vd, rank)
+            w.add_tensor(b + "attn_k_b.weight", np.ascontiguousarray(np.transpose(per[:, :nope, :], (0, 2, 1))))
+            w.add_tensor(b + "attn_v_b.weight", np.ascontiguousarray(per[:, nope:, :]))
+        w.add_tensor(b + "attn_output.weight", mat(n_embd, H * vd))
+        w.add_tensor(b + "ffn_norm.weight", norm(n_embd))
+        if il < 1:
+            w.add_tensor(b + "ffn_gate.weight", mat(c["n_ff"], n_embd))
+            w.add_tensor(b + "ffn_up.weight", mat(c["n_ff"], n_embd))
+            w.add_tensor(b + "ffn_down.weight", mat(n_embd, c["n_ff"]))
+            continue
+        ne, nfe, nfs = c["n_expert"], c["n_ff_exp"], c["n_ff_exp"] * c["shared"]
+        w.add_tensor(b + "ffn_gate_inp.weight", mat(ne, n_embd, 2.0))
+        if c["bias"]:
+            w.add_tensor(b + "exp_probs_b.bias", 0.3 * rng.normal(size=ne))
+        w.add_tensor(b + "ffn_gate_exps.weight", np.stack([mat(nfe, n_embd) for _ in range(ne)]))
+        w.add_tensor(b + "ffn_up_exps.weight", np.stack([mat(nfe, n_embd) for _ in range(ne)]))
+        w.add_tensor(b + "ffn_down_exps.weight", np.stack([mat(n_embd, nfe) for _ in range(ne)]))
+        w.add_tensor(b + "ffn_gate_shexp.weight", mat(nfs, n_embd))
+        w.add_tensor(b + "ffn_up_shexp.weight", mat(nfs, n_embd))
+        w.add_tensor(b + "ffn_down_shexp.weight", mat(n_embd, nfs))
+    w.add_tensor("output_norm.weight", norm(n_embd))
+    w.add_tensor("output.weight", mat(n_vocab, n_embd, 1.5))
+    return w, 64, make_evals("default", rng, n_vocab)
+
+
 def build(name):
     """-> (GGUFWriter, n_ctx, evals) for one case."""
+    if name in DEEPSEEK:
+        return build_deepseek2(name)
     c = CASES[name]
     rng = np.random.default_rng(c["seed"])
     arch, p = c["arch"], c["arch"] + "."
@@ -350,17 +470,18 @@ def write_atomic(path, data):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
-    ap.add_argument("cases", nargs="*", metavar="CASE", help=f"any of: {' '.join(CASES)}")
+    ap.add_argument("cases", nargs="*", metavar="CASE", help=f"any of: {' '.join(CASES)} (and DEEPSEEK's)")
     ap.add_argument("--drop-tensor", action="append", default=[], metavar="NAME")
     ap.add_argument("--drop-key", action="append", default=[], metavar="KEY")
     a = ap.parse_args(argv)
-    unknown = [c for c in a.cases if c not in CASES]
+    every = list(CASES) + list(DEEPSEEK)
+    unknown = [c for c in a.cases if c not in every]
     if unknown:
-        ap.error(f"unknown case(s) {' '.join(unknown)}; cases: {' '.join(CASES)}")
+        ap.error(f"unknown case(s) {' '.join(unknown)}; cases: {' '.join(every)}")
     os.makedirs(a.out_dir, exist_ok=True)
     dropping = bool(a.drop_tensor or a.drop_key)
     written = 0
-    for name in a.cases or list(CASES):
+    for name in a.cases or every:
         w, n_ctx, evals = build(name)
         if dropping:
             try:

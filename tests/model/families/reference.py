@@ -18,8 +18,10 @@ Contract implemented (one cache, many evals):
     [0, n_past + n) read back from the cache, the current tokens' included.
     Rows never written are NOT masked: they score q.0 = 0 and add value 0.
   * Query at position p sees row j iff j <= p, and on a sliding layer also p-j < W.
-  * Architectures: llama, qwen2, qwen3, qwen3moe, qwen2moe, phi3, gemma2, gemma3
-    (the per-family differences are in Hparams below and commented where used).
+  * Architectures: llama, qwen2, qwen3, qwen3moe, qwen2moe, phi3, gemma2, gemma3,
+    deepseek2 (the per-family differences are in Hparams below and commented where
+    used). deepseek2 caches each token's normalized latent and rope key (one f16
+    row) and decompresses per-head keys and values from it (Reference._mla_attention).
 """
 import math
 
@@ -132,7 +134,10 @@ class Hparams:
         self.n_head_kv = kv.get(p + "attention.head_count_kv", self.n_head)
         self.eps = kv[p + "attention.layer_norm_rms_epsilon"]
         self.head_dim = kv.get(p + "attention.key_length", self.n_embd // self.n_head)
-        if kv.get(p + "attention.value_length", self.head_dim) != self.head_dim:
+        self.deepseek = arch == "deepseek2"
+        if self.deepseek:
+            self._deepseek2(kv, p)
+        elif kv.get(p + "attention.value_length", self.head_dim) != self.head_dim:
             raise ValueError("key_length != value_length")
         self.n_rot = kv.get(p + "rope.dimension_count", self.head_dim)
         self.neox = arch in NEOX_ARCHS
@@ -140,7 +145,8 @@ class Hparams:
         self.n_expert = kv.get(p + "expert_count", 0)
         self.n_expert_used = kv.get(p + "expert_used_count", 0)
         # Router weights renormalised to sum 1: default false for qwen2moe, true otherwise.
-        self.expert_weights_norm = kv.get(p + "expert_weights_norm", arch != "qwen2moe")
+        # Router weights renormalised: default false for qwen2moe and deepseek2.
+        self.expert_weights_norm = kv.get(p + "expert_weights_norm", arch not in ("qwen2moe", "deepseek2"))
 
         # Attention scaling. Gemma: q *= attention.scale (else 1/sqrt(head_dim), or
         # 1/sqrt(n_embd/n_head) for the 27B files) and kq_scale = 1; others 1/sqrt(head_dim).
@@ -151,7 +157,7 @@ class Hparams:
             self.kq_scale = 1.0
         else:
             self.q_scale = 1.0
-            self.kq_scale = 1.0 / math.sqrt(self.head_dim)
+            self.kq_scale = 1.0 / math.sqrt(self.k_dim if self.deepseek else self.head_dim)
         self.attn_softcap = kv.get(p + "attn_logit_softcapping") if arch == "gemma2" else None
         self.final_softcap = kv.get(p + "final_logit_softcapping") if arch == "gemma2" else None
         # Gemma: x0 = embedding * sqrt(n_embd), that factor taken as a float32.
@@ -196,6 +202,14 @@ class Hparams:
             name = "rope_factors_long.weight" if n_ctx > orig else "rope_factors_short.weight"
             ff = tensors.get(name)
             attn_factor = kv.get(p + "rope.scaling.attn_factor", 1.0)
+        if self.deepseek and scaling == "yarn":
+            # DeepSeek's YaRN (its published modeling code): the rotated values keep
+            # magnitude 1 (mscale / mscale_all_dim = 1) and the softmax scale is
+            # multiplied by mscale^2, mscale = 1 + 0.1 mscale_all_dim ln(factor), the
+            # file's yarn_log_multiplier being 0.1 mscale_all_dim.
+            mscale = 1.0 + kv.get(p + "rope.scaling.yarn_log_multiplier", 0.0) * math.log(kv[p + "rope.scaling.factor"])
+            self.kq_scale *= mscale * mscale
+            attn_factor = 1.0
         self.rope = [(base, freq_scale, ff, attn_factor)] * self.n_layer
         if arch == "gemma3":
             # Sliding layers: base freq_base_swa (default 10000), no scaling; global layers as above.
@@ -204,22 +218,88 @@ class Hparams:
                          else (base, freq_scale, None, 1.0) for il in range(self.n_layer)]
 
 
+    def _deepseek2(self, kv, p):
+        """DeepSeek-V2/V3 (deepseek2): multi-head latent attention and its router.
+        Head shapes: key_length_mla / value_length_mla when present (newer converters;
+        key_length / value_length then describe the cached row), else key_length /
+        value_length. Normal (interleaved) rope on the last n_rot dims of each head's key."""
+        self.kv_lora = kv[p + "attention.kv_lora_rank"]
+        self.q_lora = kv.get(p + "attention.q_lora_rank", 0)
+        if p + "attention.key_length_mla" in kv:
+            self.k_dim, self.v_dim = kv[p + "attention.key_length_mla"], kv[p + "attention.value_length_mla"]
+        else:
+            self.k_dim, self.v_dim = kv[p + "attention.key_length"], kv[p + "attention.value_length"]
+        self.n_rot = kv[p + "rope.dimension_count"]
+        self.dense_lead = kv.get(p + "leading_dense_block_count", 0)
+        self.gating = {0: "softmax", 1: "softmax", 2: "sigmoid"}[kv.get(p + "expert_gating_func", 0)]
+        self.weights_scale = kv.get(p + "expert_weights_scale", 1.0)
+        self.groups = kv.get(p + "expert_group_count", 0)
+        self.group_used = kv.get(p + "expert_group_used_count", 0)
+
+
 class Reference:
     def __init__(self, kv, tensors, n_ctx):
         self.t = tensors
         self.hp = Hparams(kv, tensors, n_ctx)
         self.n_ctx = n_ctx
         hp = self.hp
-        shape = (n_ctx, hp.n_head_kv, hp.head_dim)
+        # deepseek2 caches the latent and the rope key of each token (f16), and
+        # decompresses them per head below (the plain form of MLA).
+        shape = (n_ctx, 1, hp.kv_lora + hp.n_rot) if hp.deepseek else (n_ctx, hp.n_head_kv, hp.head_dim)
         self.k_cache = [np.zeros(shape) for _ in range(hp.n_layer)]
         self.v_cache = [np.zeros(shape) for _ in range(hp.n_layer)]
 
     def _w(self, il, name):
         return self.t.get(f"blk.{il}.{name}")
 
+    # ---- multi-head latent attention (deepseek2), decompressed ----
+    def _mla_attention(self, il, h, pos):
+        """q = W_qb rms_norm(W_qa h) (or W_q h), per head [q_nope, q_pe]; [c, k_pe] =
+        W_kv_a h with c normalized (kv_a_norm); per head K = [W_k,h c, k_pe],
+        V = W_v,h c, with W_k,h / W_v,h the rows of attn_kv_b (each head's nope key
+        rows, then its value rows) or attn_k_b transposed / attn_v_b; softmax(q.K
+        scale) V per head; concatenated heads through attn_output."""
+        hp, n = self.hp, h.shape[0]
+        H, rank, rot, nope = hp.n_head, hp.kv_lora, hp.n_rot, hp.k_dim - hp.n_rot
+        if hp.q_lora:
+            q = rms_norm(h @ self._w(il, "attn_q_a.weight").T, self._w(il, "attn_q_a_norm.weight"), hp.eps)
+            q = q @ self._w(il, "attn_q_b.weight").T
+        else:
+            q = h @ self._w(il, "attn_q.weight").T
+        q = q.reshape(n, H, hp.k_dim)
+        kv = h @ self._w(il, "attn_kv_a_mqa.weight").T  # (n, rank + rot)
+        c = rms_norm(kv[:, :rank], self._w(il, "attn_kv_a_norm.weight"), hp.eps)
+        base, freq_scale, ff, attn_factor = hp.rope[il]
+        q_pe = rope(q[:, :, nope:], pos, rot, False, base, freq_scale, ff, attn_factor)
+        k_pe = rope(kv[:, None, rank:], pos, rot, False, base, freq_scale, ff, attn_factor)
+        self.k_cache[il][pos] = f16_round(np.concatenate([c[:, None, :], k_pe], axis=-1))
+        n_kv = int(pos[-1]) + 1
+        cached = self.k_cache[il][:n_kv, 0]  # (n_kv, rank + rot)
+        c_all, pe_all = cached[:, :rank], cached[:, rank:]
+        kv_b = self._w(il, "attn_kv_b.weight")
+        if kv_b is not None:
+            per = kv_b.reshape(H, nope + hp.v_dim, rank)
+            wk, wv = per[:, :nope, :], per[:, nope:, :]  # (H, nope, rank), (H, v, rank)
+        else:
+            wk = np.transpose(self._w(il, "attn_k_b.weight"), (0, 2, 1))  # (H, rank, nope) -> (H, nope, rank)
+            wv = self._w(il, "attn_v_b.weight")  # (H, v, rank)
+        k_nope = np.einsum("hdc,jc->jhd", wk, c_all)  # (n_kv, H, nope)
+        v = np.einsum("hvc,jc->jhv", wv, c_all)       # (n_kv, H, v)
+        s = (np.einsum("ihd,jhd->hij", q[:, :, :nope], k_nope) +
+             np.einsum("ihd,jd->hij", q_pe, pe_all)) * hp.kq_scale
+        j = np.arange(n_kv)[None, :]
+        s = np.where((j <= pos[:, None])[None, :, :], s, -np.inf)
+        s = s - s.max(axis=-1, keepdims=True)
+        pr = np.exp(s)
+        pr /= pr.sum(axis=-1, keepdims=True)
+        out = np.einsum("hij,jhv->ihv", pr, v).reshape(n, H * hp.v_dim)
+        return out @ self._w(il, "attn_output.weight").T
+
     # ---- attention (all families) ----
     def _attention(self, il, h, pos):
         hp, n = self.hp, h.shape[0]
+        if hp.deepseek:
+            return self._mla_attention(il, h, pos)
         q_dim, kv_dim = hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim
         wqkv = self._w(il, "attn_qkv.weight")
         if wqkv is not None:
@@ -273,7 +353,7 @@ class Reference:
         act = gelu_tanh if hp.gemma else silu
         router = self._w(il, "ffn_gate_inp.weight")
         if router is not None:
-            return self._moe(il, h, router)
+            return self._deepseek_moe(il, h, router) if hp.deepseek else self._moe(il, h, router)
         up = h @ self._w(il, "ffn_up.weight").T
         gate_w = self._w(il, "ffn_gate.weight")
         if gate_w is None:
@@ -283,6 +363,46 @@ class Reference:
         else:
             gate = h @ gate_w.T
         return (act(gate) * up) @ self._w(il, "ffn_down.weight").T
+
+    def _deepseek_moe(self, il, h, router):
+        """DeepSeek routing: scores sigmoid(router h) or softmax; selection scores =
+        scores + exp_probs_b (when present); with groups, only the group_used groups
+        whose two best selection scores sum highest stay eligible; top k of the
+        eligible selection scores (ties: lower index); weights = the unbiased scores,
+        / their sum if expert_weights_norm, * expert_weights_scale; plus the ungated
+        shared expert."""
+        hp = self.hp
+        gate_e, up_e, down_e = (self._w(il, f"ffn_{n}_exps.weight") for n in ("gate", "up", "down"))
+        logits = h @ router.T
+        if hp.gating == "sigmoid":
+            probs = 1.0 / (1.0 + np.exp(-logits))
+        else:
+            probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+            probs /= probs.sum(axis=1, keepdims=True)
+        bias = self._w(il, "exp_probs_b.bias")
+        sel = probs + bias if bias is not None else probs.copy()
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            st = sel[t].copy()
+            if hp.groups > 1 and 0 < hp.group_used < hp.groups:
+                g = st.reshape(hp.groups, -1)
+                gscore = np.sort(g, axis=1)[:, ::-1][:, :2].sum(axis=1)
+                keep = np.argsort(-gscore, kind="stable")[:hp.group_used]
+                mask = np.full(hp.groups, True)
+                mask[keep] = False
+                g = g.copy()
+                g[mask] = -np.inf
+                st = g.reshape(-1)
+            top = np.argsort(-st, kind="stable")[:hp.n_expert_used]
+            w = probs[t, top]
+            if hp.expert_weights_norm:
+                w = w / w.sum()
+            w = w * hp.weights_scale
+            for e, we in zip(top, w):
+                y = silu(gate_e[e] @ h[t]) * (up_e[e] @ h[t])
+                out[t] += we * (down_e[e] @ y)
+        y = silu(h @ self._w(il, "ffn_gate_shexp.weight").T) * (h @ self._w(il, "ffn_up_shexp.weight").T)
+        return out + y @ self._w(il, "ffn_down_shexp.weight").T
 
     def _moe(self, il, h, router):
         """probs = softmax(router h); top k (ties: lower index); weights = those probs,

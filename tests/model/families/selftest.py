@@ -149,7 +149,7 @@ def stack(logits):
 
 def check_cases(tmp):
     results = {}
-    for name in mf.CASES:
+    for name in list(mf.CASES) + list(mf.DEEPSEEK):
         w, n_ctx, evals = mf.build(name)
         kv, _, tensors, aligned = read_gguf(w.to_bytes())
         base = ref.run_evals(kv, tensors, n_ctx, evals)
@@ -296,7 +296,7 @@ def check_cache_rounding():
     weft's f32 results, a few ulp from float64, round to the same f16."""
     margin = 3e-7
     original = ref.f16_round
-    for name in mf.CASES:
+    for name in list(mf.CASES) + list(mf.DEEPSEEK):
         near = [0, 0]
 
         def counting(a):
@@ -315,6 +315,53 @@ def check_cache_rounding():
         check(near[0] == 0, f"{name}: {near[0]} of {near[1]} cached values within {margin:g} of an f16 boundary")
 
 
+def check_deepseek(results):
+    """deepseek2: the converter's cut of attn_kv_b into attn_k_b / attn_v_b (the
+    V3-like file) gives the reference the same model as attn_kv_b itself; the
+    expert choice (after the bias and the group limit) and the group choice do
+    not hinge on rounding; the group limit changes the logits."""
+    kv, tensors, n_ctx, evals, base = results["deepseek2"]
+    H, nope, v, rank = 4, 16, 16, 32
+    joined = dict(tensors)
+    for il in range(kv["deepseek2.block_count"]):
+        b = f"blk.{il}."
+        k_b, v_b = joined.pop(b + "attn_k_b.weight"), joined.pop(b + "attn_v_b.weight")
+        per = np.concatenate([np.transpose(k_b, (0, 2, 1)), v_b], axis=1)  # (H, nope + v, rank)
+        joined[b + "attn_kv_b.weight"] = per.reshape(H * (nope + v), rank)
+    d = np.abs(stack(ref.run_evals(kv, joined, n_ctx, evals)) - stack(base)).max()
+    check(d < 1e-12, f"deepseek2: attn_k_b/attn_v_b and the attn_kv_b they came from agree ({d:.1e})")
+    for name in ("deepseek2", "deepseek2_lite"):
+        kv, tensors, n_ctx, evals, base = results[name]
+        r, gaps = ref.Reference(kv, tensors, n_ctx), []
+        hp = r.hp
+
+        def spy(il, h, router, moe=r._deepseek_moe, gaps=gaps, hp=hp, r=r):
+            logits = h @ router.T
+            sel = 1 / (1 + np.exp(-logits)) if hp.gating == "sigmoid" else np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+            bias = r._w(il, "exp_probs_b.bias")
+            sel = sel + bias if bias is not None else sel
+            for t in range(sel.shape[0]):
+                st = sel[t].copy()
+                if hp.groups > 1:
+                    g = np.sort(st.reshape(hp.groups, -1), axis=1)[:, ::-1]
+                    gs = -np.sort(-g[:, :2].sum(axis=1))
+                    gaps.append(gs[hp.group_used - 1] - gs[hp.group_used])
+                    keep = np.argsort(-g[:, :2].sum(axis=1), kind="stable")[:hp.group_used]
+                    st = np.where(np.isin(np.arange(hp.groups), keep)[:, None], st.reshape(hp.groups, -1), -np.inf).reshape(-1)
+                o = -np.sort(-st)
+                gaps.append(o[hp.n_expert_used - 1] - o[hp.n_expert_used])
+            return moe(il, h, router)
+        r._deepseek_moe = spy
+        for n_past, toks in evals:
+            r.eval(n_past, toks)
+        check(min(gaps) > 1e-4, f"{name}: expert and group choice margin {min(gaps):.1e} (robust to f32)")
+    kv, tensors, n_ctx, evals, base = results["deepseek2"]
+    kv2 = dict(kv)
+    del kv2["deepseek2.expert_group_count"]
+    d = np.abs(stack(ref.run_evals(kv2, tensors, n_ctx, evals)) - stack(base)).max()
+    check(d > 1e-3, f"deepseek2: without the group limit the logits move by {d:.1e}")
+
+
 def main():
     check_writer()
     check_cache_rounding()
@@ -324,6 +371,7 @@ def main():
     check_softcap(results)
     check_rope()
     check_options(results)
+    check_deepseek(results)
     print(f"{len(FAILED)} failed" if FAILED else "all passed")
     return 1 if FAILED else 0
 
