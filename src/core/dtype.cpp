@@ -56,9 +56,13 @@ void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
     const float d = m / -8.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = f32_to_f16(d);
+    // ggml: MIN(15, (int8_t)(x * id + 8.5f)). Where d is so small (f32
+    // subnormal) that 1/d overflows, x * id is infinite or NaN, and that cast
+    // gives 0 on x86-64 (cvttss2si's "integer indefinite" 0x80000000 has a
+    // zero low byte): level 0 for +inf as for -inf and NaN.
     auto level = [&](float v) {
       float l = std::floor(v * id + 8.5f);
-      if (!(l >= 0.0f)) l = 0.0f;  // also maps NaN to a defined level
+      if (!(l >= 0.0f) || std::isinf(l)) l = 0.0f;
       return static_cast<uint8_t>(std::min(l, 15.0f));
     };
     for (int j = 0; j < kHalf; ++j) {

@@ -1,5 +1,6 @@
-// The attention inner loops (src/backend/cpu/attn_kernels.h) at every SIMD
-// level this CPU runs, against scalar float64 code written here: the row
+// The attention inner loops (src/backend/cpu/attn_kernels.h) at each SIMD
+// level (simd_levels.h: a level this CPU lacks is a reported skip), against
+// scalar float64 code written here: the row
 // conversions and key transposes exact per row type (f32, f16, q8_0), the dot-product and
 // transposed scores and the value sums within f32 rounding, for 1 to 8
 // heads, head sizes with and without tails, masked rows and partial tiles.
@@ -15,17 +16,27 @@
 #include <vector>
 
 #include "backend/cpu/attn_kernels.h"
+#include "simd_levels.h"
 #include "weft/core/dtype.h"
 
 namespace weft::cpu {
 namespace {
 
-std::vector<const AttnKernels*> levels() {
-  std::vector<const AttnKernels*> out;
-  for (Level l : {Level::avx2, Level::avx512})
-    if (const AttnKernels* k = attn_kernels_for(l)) out.push_back(k);
-  return out;
-}
+// One level per test instance (simd_levels.h): the level's kernels, which a
+// CPU with every flag the level needs must be given.
+class AttnKernelsLevelTest : public level_test::LevelTest {
+ protected:
+  std::vector<const AttnKernels*> levels() const {
+    const AttnKernels* k = attn_kernels_for(level());
+    EXPECT_NE(k, nullptr) << "the " << level_test::level_name(level())
+                          << " attention kernels are refused on a CPU that has every flag they need";
+    if (k == nullptr) return {};
+    return {k};
+  }
+};
+
+class AttnKernelsAtLevel : public AttnKernelsLevelTest {};
+WEFT_SIMD_LEVELS(AttnKernelsAtLevel);
 
 // n random rows of d values in a cache type, and their exact values.
 struct Rows {
@@ -53,7 +64,7 @@ Rows make_rows(AttnRow type, int64_t n, int64_t d, std::mt19937& rng) {
 
 const char* row_name(AttnRow t) { return t == AttnRow::f32 ? "f32" : t == AttnRow::f16 ? "f16" : "q8_0"; }
 
-TEST(AttnKernels, TransposedKeysAreTheRowsExactly) {
+TEST_P(AttnKernelsAtLevel, TransposedKeysAreTheRowsExactly) {
   std::mt19937 rng(1);
   for (const AttnKernels* k : levels())
     for (AttnRow t : {AttnRow::f32, AttnRow::f16, AttnRow::q8_0})
@@ -69,7 +80,7 @@ TEST(AttnKernels, TransposedKeysAreTheRowsExactly) {
       }
 }
 
-TEST(AttnKernels, RowsAsF32AreTheRowsExactly) {
+TEST_P(AttnKernelsAtLevel, RowsAsF32AreTheRowsExactly) {
   std::mt19937 rng(5);
   for (const AttnKernels* k : levels())
     for (AttnRow t : {AttnRow::f32, AttnRow::f16, AttnRow::q8_0})
@@ -94,7 +105,7 @@ void expect_close(float got, double want, int64_t d) {
   EXPECT_NEAR(got, want, 1e-6 * 4.0 * static_cast<double>(d) + 1e-6 * std::abs(want));
 }
 
-TEST(AttnKernels, ScoresOfHeadsMatchFloat64) {
+TEST_P(AttnKernelsAtLevel, ScoresOfHeadsMatchFloat64) {
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (const AttnKernels* k : levels())
@@ -122,7 +133,7 @@ TEST(AttnKernels, ScoresOfHeadsMatchFloat64) {
     }
 }
 
-TEST(AttnKernels, DotProductScoresMatchFloat64) {
+TEST_P(AttnKernelsAtLevel, DotProductScoresMatchFloat64) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (const AttnKernels* k : levels())
@@ -139,7 +150,7 @@ TEST(AttnKernels, DotProductScoresMatchFloat64) {
     }
 }
 
-TEST(AttnKernels, ValueSumsMatchFloat64AndSkipMaskedRows) {
+TEST_P(AttnKernelsAtLevel, ValueSumsMatchFloat64AndSkipMaskedRows) {
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
   for (const AttnKernels* k : levels())

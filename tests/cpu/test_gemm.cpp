@@ -16,6 +16,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
+#include "simd_levels.h"
 #include "weft/backend/backend.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/context.h"
@@ -91,12 +92,21 @@ std::vector<float> fma_chains(const Weights& a, int64_t m, const float* b, int64
   return c;
 }
 
-std::vector<const GemmKernel*> levels() {
-  std::vector<const GemmKernel*> out;
-  for (Level l : {Level::avx2, Level::avx512})
-    if (const GemmKernel* k = gemm_kernel_for(l)) out.push_back(k);
-  return out;
-}
+// One level per test instance (simd_levels.h): the level's kernels, which a
+// CPU with every flag the level needs must be given.
+class GemmKernelLevelTest : public level_test::LevelTest {
+ protected:
+  std::vector<const GemmKernel*> levels() const {
+    const GemmKernel* k = gemm_kernel_for(level());
+    EXPECT_NE(k, nullptr) << "the " << level_test::level_name(level())
+                          << " gemm kernels are refused on a CPU that has every flag they need";
+    if (k == nullptr) return {};
+    return {k};
+  }
+};
+
+class GemmAtLevel : public GemmKernelLevelTest {};
+WEFT_SIMD_LEVELS(GemmAtLevel);
 
 struct Aligned {
   explicit Aligned(int64_t n)
@@ -111,7 +121,7 @@ struct Problem {
   int64_t m, k, n, step, batches, r;
 };
 
-TEST(Gemm, EveryLevelAndBlockingIsTheFmaChainBitForBit) {
+TEST_P(GemmAtLevel, EveryLevelAndBlockingIsTheFmaChainBitForBit) {
   // Tails of every loop: M around mr (16, 32) and mc (256), N around nr
   // (6, 12), K not a multiple of 8 and past kc (256); strided activations;
   // batches broadcast over weight matrices.

@@ -1,5 +1,6 @@
-// The quantized dot products (qdot.h) of every level this CPU runs (and the
-// generic kernels that define them) against float64 sums, the SIMD
+// The quantized dot products (qdot.h) at each SIMD level (simd_levels.h: a
+// level this CPU lacks is a reported skip; the AVX2 instances also check the
+// generic kernels that define the others) against float64 sums, the SIMD
 // activation quantizers against the scalar ones, and a product through the
 // CPU backend.
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/qdot.h"
+#include "simd_levels.h"
 #include "weft/backend/backend.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/context.h"
@@ -39,13 +41,26 @@ struct Kernel {
   const QuantDot* dot;
 };
 
-// The generic kernel and every SIMD level's (its own or the generic one).
-std::vector<Kernel> kernels(DType t) {
-  std::vector<Kernel> out{{"generic", &generic_quant_table().by_type[static_cast<int>(t)]}};
-  if (const QuantDot* q = quant_dot_for(Level::avx2, t)) out.push_back({"avx2", q});
-  if (const QuantDot* q = quant_dot_for(Level::avx512, t)) out.push_back({"avx512", q});
+// The kernels a test instance of level l checks (simd_levels.h: one level per
+// instance, a level this CPU lacks a skip with its reason): at the AVX2
+// level, which runs everywhere, the generic kernel that defines the others
+// and AVX2's; at the AVX-512 level, its own (or the generic one it serves).
+// A CPU with every flag the level needs must be given its table.
+std::vector<Kernel> kernels(Level l, DType t) {
+  std::vector<Kernel> out;
+  if (l == Level::avx2) out.push_back({"generic", &generic_quant_table().by_type[static_cast<int>(t)]});
+  const QuantDot* q = quant_dot_for(l, t);
+  EXPECT_NE(q, nullptr) << level_test::level_name(l) << " " << dtype_name(t)
+                        << ": the quantized kernels are refused on a CPU with every flag they need";
+  if (q != nullptr) out.push_back({level_test::level_name(l), q});
   return out;
 }
+
+class QuantDotAtLevel : public level_test::LevelTest {
+ protected:
+  bool needs_vnni() const override { return true; }
+};
+WEFT_SIMD_LEVELS(QuantDotAtLevel);
 
 using QuantizeFn = void (*)(const float* x, void* xq, int64_t n);
 
@@ -54,15 +69,13 @@ struct Quantizer {
   QuantizeFn fn;
 };
 
-// The SIMD quantizers of the levels this CPU runs, for activation type a.
-std::vector<Quantizer> simd_quantizers(ActType a) {
+// The SIMD quantizer of level l for activation type a (none where the
+// level's table has none of its own).
+std::vector<Quantizer> simd_quantizers(Level l, ActType a) {
   std::vector<Quantizer> out;
-  for (Level l : {Level::avx2, Level::avx512}) {
-    if (quant_dot_for(l, DType::q8_0) == nullptr) continue;  // this CPU cannot run the level's table
-    const QuantDotTable& t = l == Level::avx2 ? avx2_quant_table() : avx512_quant_table();
-    const QuantizeFn fn = a == ActType::q8_0 ? t.quantize_q8_0 : t.quantize_q8_K;
-    if (fn != nullptr) out.push_back({l == Level::avx2 ? "avx2" : "avx512", fn});
-  }
+  const QuantDotTable& t = l == Level::avx2 ? avx2_quant_table() : avx512_quant_table();
+  const QuantizeFn fn = a == ActType::q8_0 ? t.quantize_q8_0 : t.quantize_q8_K;
+  if (fn != nullptr) out.push_back({level_test::level_name(l), fn});
   return out;
 }
 
@@ -159,7 +172,7 @@ Operands make_operands(DType t, int64_t n, uint32_t seed) {
 }
 
 // Checks every tile shape of every level's kernel for one type and length.
-void check_tiles(DType t, int64_t n, uint32_t seed) {
+void check_tiles(Level l, DType t, int64_t n, uint32_t seed) {
   const Operands o = make_operands(t, n, seed);
   const ActType a = act_of(t);
   // want_q: with the quantized activations the kernels see; the products of
@@ -186,7 +199,7 @@ void check_tiles(DType t, int64_t n, uint32_t seed) {
       tol[r][j] = err + tol_q[r][j];
     }
   }
-  for (const Kernel& k : kernels(t)) {
+  for (const Kernel& k : kernels(l, t)) {
     ASSERT_NE(k.dot->tile, nullptr) << k.level << " " << dtype_name(t);
     ASSERT_EQ(k.dot->act, a) << k.level << " " << dtype_name(t);
     const std::string what = k.level + " " + std::string(dtype_name(t)) + " n=" + std::to_string(n);
@@ -211,62 +224,64 @@ void check_tiles(DType t, int64_t n, uint32_t seed) {
   }
 }
 
-TEST(QuantDot, EveryTypeHasAKernelAtEveryLevel) {
+TEST_P(QuantDotAtLevel, EveryTypeHasAKernel) {
   ASSERT_NE(dot_kernels_for(Level::avx2), nullptr);
   for (DType t : kQuantTypes) {
     ASSERT_NE(quant_dot(t), nullptr) << dtype_name(t);
     EXPECT_EQ(quant_dot(t)->act, act_of(t)) << dtype_name(t);
-    for (const Kernel& k : kernels(t)) EXPECT_EQ(k.dot->act, act_of(t)) << k.level << " " << dtype_name(t);
+    for (const Kernel& k : kernels(level(), t))
+      EXPECT_EQ(k.dot->act, act_of(t)) << k.level << " " << dtype_name(t);
     // The AVX2 level has its own kernel for every type.
     EXPECT_NE(avx2_quant_table().by_type[static_cast<int>(t)].tile, nullptr) << dtype_name(t);
   }
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32}) EXPECT_EQ(quant_dot(t), nullptr);
 }
 
-TEST(QuantDot, TilesOf32ValueTypes) {
+TEST_P(QuantDotAtLevel, TilesOf32ValueTypes) {
   for (DType t : kQuantTypes) {
     if (is_k_type(t)) continue;
     for (int64_t n : {32, 64, 96, 256, 352, 4352})
-      check_tiles(t, n, static_cast<uint32_t>(n + 100 * static_cast<int>(t)));
+      check_tiles(level(), t, n, static_cast<uint32_t>(n + 100 * static_cast<int>(t)));
   }
 }
 
-TEST(QuantDot, TilesOfSuperBlockTypes) {
+TEST_P(QuantDotAtLevel, TilesOfSuperBlockTypes) {
   for (DType t : kQuantTypes) {
     if (!is_k_type(t)) continue;
-    for (int64_t n : {256, 512, 768, 4352}) check_tiles(t, n, static_cast<uint32_t>(n + 100 * static_cast<int>(t)));
+    for (int64_t n : {256, 512, 768, 4352})
+      check_tiles(level(), t, n, static_cast<uint32_t>(n + 100 * static_cast<int>(t)));
   }
 }
 
 // The SIMD quantizers write the scalar ones' bytes for rows of n values.
-void expect_same_bytes(ActType a, const std::vector<float>& x, const std::string& what) {
+void expect_same_bytes(Level l, ActType a, const std::vector<float>& x, const std::string& what) {
   const int64_t n = static_cast<int64_t>(x.size());
   std::vector<uint8_t> want(act_row_bytes(a, n), 0xAB);
   scalar_quantizer(a)(x.data(), want.data(), n);
-  for (const Quantizer& q : simd_quantizers(a)) {
+  for (const Quantizer& q : simd_quantizers(l, a)) {
     std::vector<uint8_t> got(want.size(), 0xCD);
     q.fn(x.data(), got.data(), n);
     EXPECT_EQ(got, want) << q.level << (a == ActType::q8_0 ? " q8_0 " : " q8_K ") << what;
   }
 }
 
-TEST(QuantDot, SimdQuantizersMatchScalarOnRandomRows) {
+TEST_P(QuantDotAtLevel, SimdQuantizersMatchScalarOnRandomRows) {
   for (ActType a : {ActType::q8_0, ActType::q8_K}) {
-    EXPECT_FALSE(simd_quantizers(a).empty());
+    EXPECT_FALSE(simd_quantizers(level(), a).empty());
     uint32_t seed = 1;
     for (int64_t blocks : {1, 2, 3, 17})
       for (float scale : {1e-3f, 1.0f, 300.0f, 7e4f}) {
         std::vector<float> x = randoms(blocks * act_block(a), ++seed, -scale, scale);
-        expect_same_bytes(a, x, "random scale " + std::to_string(scale));
+        expect_same_bytes(level(), a, x, "random scale " + std::to_string(scale));
         // Every value on a q grid point and half-way points: ties.
         std::mt19937 rng(seed);
         for (float& v : x) v = static_cast<float>(static_cast<int>(rng() % 255) - 127) * 0.5f;
-        expect_same_bytes(a, x, "half steps");
+        expect_same_bytes(level(), a, x, "half steps");
       }
   }
 }
 
-TEST(QuantDot, SimdQuantizersMatchScalarOnSpecialBlocks) {
+TEST_P(QuantDotAtLevel, SimdQuantizersMatchScalarOnSpecialBlocks) {
   for (ActType a : {ActType::q8_0, ActType::q8_K}) {
     const int block = act_block(a);
     std::vector<std::vector<float>> cases;
@@ -295,14 +310,15 @@ TEST(QuantDot, SimdQuantizersMatchScalarOnSpecialBlocks) {
       x[0] = tiny;
       cases.push_back(x);
     }
-    for (size_t c = 0; c < cases.size(); ++c) expect_same_bytes(a, cases[c], "special case " + std::to_string(c));
+    for (size_t c = 0; c < cases.size(); ++c)
+      expect_same_bytes(level(), a, cases[c], "special case " + std::to_string(c));
   }
 }
 
 // Infinities and NaNs: defined (if unspecified) quants, no undefined
 // behaviour (UBSan builds), the row's finite blocks unaffected, and the
 // kernels run over the result.
-TEST(QuantDot, NonFiniteActivationsAreDefined) {
+TEST_P(QuantDotAtLevel, NonFiniteActivationsAreDefined) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   for (ActType a : {ActType::q8_0, ActType::q8_K}) {
     const int block = act_block(a);
@@ -317,7 +333,7 @@ TEST(QuantDot, NonFiniteActivationsAreDefined) {
     std::vector<uint8_t> want(act_row_bytes(a, n));
     scalar_quantizer(a)(x.data(), want.data(), n);
     const size_t unit = act_row_bytes(a, block);
-    for (const Quantizer& q : simd_quantizers(a)) {
+    for (const Quantizer& q : simd_quantizers(level(), a)) {
       std::vector<uint8_t> got(want.size());
       q.fn(x.data(), got.data(), n);
       // Block 5 is finite.
@@ -329,7 +345,7 @@ TEST(QuantDot, NonFiniteActivationsAreDefined) {
       const std::vector<float> wf = randoms(n, 12);
       from_f32(t, wf.data(), w.data(), n);
       const void* xs[1] = {want.data()};
-      for (const Kernel& k : kernels(t)) {
+      for (const Kernel& k : kernels(level(), t)) {
         float out[kTileRows * kTileCols];
         k.dot->tile(w.data(), 0, 1, xs, 1, n, out);
       }
@@ -342,7 +358,7 @@ TEST(QuantDot, NonFiniteActivationsAreDefined) {
 // of (level / 2) * 2^(e - 127) * d_x * q_x. Activations whose scale is 1
 // keep every product a normal float; the tolerance is relative only, as the
 // sums with e near 0 are ~1e-35.
-TEST(QuantDot, Mxfp4ScalesOfEveryExponent) {
+TEST_P(QuantDotAtLevel, Mxfp4ScalesOfEveryExponent) {
   constexpr int kHalfLevels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};  // 2 * E2M1
   constexpr int64_t n = 4128;  // 129 blocks: AVX-512 chunks of 16 and a tail
   const std::vector<float> xf = randoms(n, 31, -127.0f, 127.0f);
@@ -372,7 +388,7 @@ TEST(QuantDot, Mxfp4ScalesOfEveryExponent) {
       }
     }
     const void* xs[1] = {xq.data()};
-    for (const Kernel& k : kernels(DType::mxfp4)) {
+    for (const Kernel& k : kernels(level(), DType::mxfp4)) {
       float out[kTileRows * kTileCols];
       k.dot->tile(w.data(), row, kTileRows, xs, 1, n, out);
       for (int r = 0; r < kTileRows; ++r) {

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/qdot.h"
 #include "backend/cpu/simd.h"
+#include "simd_levels.h"
 #include "weft/core/dtype.h"
 
 namespace weft::cpu {
@@ -131,7 +132,8 @@ void check_type(DType t, int64_t n) {
 }
 
 TEST(QuantDotAvx512, TilesMatchGenericKernel) {
-  if (!have_level()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (const std::string why = level_test::why_not_run(Level::avx512, true); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(have_level()) << "the AVX-512 VNNI table is refused on a CPU with every flag it needs";
   const std::vector<DType> types = table_types();
   ASSERT_FALSE(types.empty());
   for (DType t : types) {
@@ -145,7 +147,8 @@ TEST(QuantDotAvx512, TilesMatchGenericKernel) {
 }
 
 TEST(QuantDotAvx512, TableCoversTheBandwidthTargets) {
-  if (!have_level()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (const std::string why = level_test::why_not_run(Level::avx512, true); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(have_level()) << "the AVX-512 VNNI table is refused on a CPU with every flag it needs";
   for (DType t : {DType::q8_0, DType::q4_0, DType::q4_K, DType::q5_K, DType::q6_K}) {
     EXPECT_NE(avx512_quant_table().by_type[static_cast<int>(t)].tile, nullptr) << dtype_name(t);
     EXPECT_EQ(quant_dot_for(Level::avx512, t), &avx512_quant_table().by_type[static_cast<int>(t)]);
@@ -230,7 +233,8 @@ std::vector<float> quantizer_inputs() {
 }
 
 TEST(QuantDotAvx512, ActivationQuantizersMatchScalarBytes) {
-  if (!have_level()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (const std::string why = level_test::why_not_run(Level::avx512, true); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(have_level()) << "the AVX-512 VNNI table is refused on a CPU with every flag it needs";
   const QuantDotTable& mine = avx512_quant_table();
   const QuantDotTable& ref = generic_quant_table();
   ASSERT_NE(mine.quantize_q8_0, nullptr);

@@ -1,4 +1,5 @@
-// Every dot kernel of every level this CPU runs, against a float64 loop.
+// Every dot kernel at each SIMD level (simd_levels.h: a level this CPU lacks
+// is a reported skip), against a float64 loop.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,17 +11,23 @@
 #include <vector>
 
 #include "backend/cpu/simd.h"
+#include "simd_levels.h"
 #include "weft/core/dtype.h"
 
 namespace weft::cpu {
 namespace {
 
-std::vector<const DotKernels*> levels() {
-  std::vector<const DotKernels*> out;
-  for (Level l : {Level::avx2, Level::avx512})
-    if (const DotKernels* k = dot_kernels_for(l)) out.push_back(k);
-  return out;
+// The kernels of one level, which a CPU with every flag the level needs must
+// be given (simd_levels.h: a level this CPU lacks is a skip with its reason).
+std::vector<const DotKernels*> levels(Level l) {
+  const DotKernels* k = dot_kernels_for(l);
+  EXPECT_NE(k, nullptr) << "the " << level_test::level_name(l) << " dot kernels are refused on a CPU with every flag";
+  if (k == nullptr) return {};
+  return {k};
 }
+
+class SimdDotAtLevel : public level_test::LevelTest {};
+WEFT_SIMD_LEVELS(SimdDotAtLevel);
 
 std::vector<float> randoms(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -79,7 +86,7 @@ float call_single(const DotKernels& k, DType t, const void* w, const float* x, i
 
 // Checks the single-row and tile kernels of every level for one dtype and
 // length against float64 sums.
-void check(DType t, int64_t n, uint32_t seed) {
+void check(Level l, DType t, int64_t n, uint32_t seed) {
   std::vector<Weights> w;
   std::vector<std::vector<float>> xs;
   for (int i = 0; i < kTileRows; ++i) w.push_back(make_weights(t, n, seed * 17 + i));
@@ -105,7 +112,7 @@ void check(DType t, int64_t n, uint32_t seed) {
   const float* xp[kTileCols];
   for (int j = 0; j < kTileCols; ++j) xp[j] = xs[j].data();
 
-  const std::vector<const DotKernels*> ks = levels();
+  const std::vector<const DotKernels*> ks = levels(l);
   ASSERT_FALSE(ks.empty());
   for (const DotKernels* k : ks) {
     const std::string what = std::string(k->name) + " " + std::string(dtype_name(t)) + " n=" + std::to_string(n);
@@ -138,14 +145,14 @@ TEST(SimdDot, LevelsAvailable) {
   EXPECT_TRUE(&best == dot_kernels_for(Level::avx2) || &best == dot_kernels_for(Level::avx512));
 }
 
-TEST(SimdDot, Unquantized) {
+TEST_P(SimdDotAtLevel, Unquantized) {
   for (DType t : {DType::f32, DType::f16, DType::bf16})
     for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 1001, 4099})
-      check(t, n, static_cast<uint32_t>(n * 7 + static_cast<int>(t)));
+      check(level(), t, n, static_cast<uint32_t>(n * 7 + static_cast<int>(t)));
 }
 
-TEST(SimdDot, EmptyRowIsZero) {
-  for (const DotKernels* k : levels()) {
+TEST_P(SimdDotAtLevel, EmptyRowIsZero) {
+  for (const DotKernels* k : levels(level())) {
     float w = 1, x = 1;
     EXPECT_EQ(k->f32(&w, &x, 0), 0.0f) << k->name;
   }

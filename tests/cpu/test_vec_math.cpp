@@ -1,4 +1,5 @@
-// The vector kernels of vec.h at every level this CPU runs, against float64:
+// The vector kernels of vec.h at each SIMD level (simd_levels.h: a level this
+// CPU lacks is a reported skip), against float64:
 // the transcendental functions over a dense sweep of f32 bit patterns (every
 // 1000th, both signs, all magnitudes) plus specials, measured in ulp of the
 // exact result; the conversions bit for bit against weft's scalar ones; the
@@ -18,17 +19,33 @@
 
 #include "backend/cpu/vec.h"
 #include "sanitized.h"
+#include "simd_levels.h"
 #include "weft/core/dtype.h"
 
 namespace weft::cpu {
 namespace {
 
-std::vector<const VecKernels*> levels() {
-  std::vector<const VecKernels*> out;
-  for (Level l : {Level::avx2, Level::avx512})
-    if (const VecKernels* k = vec_kernels_for(l)) out.push_back(k);
-  return out;
-}
+// One level per test instance (simd_levels.h): the level's kernels, which a
+// CPU with every flag the level needs must be given.
+class VecKernelsLevelTest : public level_test::LevelTest {
+ protected:
+  std::vector<const VecKernels*> levels() const {
+    const VecKernels* k = vec_kernels_for(level());
+    EXPECT_NE(k, nullptr) << "the " << level_test::level_name(level())
+                          << " vector kernels are refused on a CPU that has every flag they need";
+    if (k == nullptr) return {};
+    return {k};
+  }
+};
+
+class VecMath : public VecKernelsLevelTest {};
+WEFT_SIMD_LEVELS(VecMath);
+
+class VecConvert : public VecKernelsLevelTest {};
+WEFT_SIMD_LEVELS(VecConvert);
+
+class VecRows : public VecKernelsLevelTest {};
+WEFT_SIMD_LEVELS(VecRows);
 
 float from_bits(uint32_t b) {
   float f;
@@ -111,7 +128,7 @@ std::vector<Transcendental> transcendentals() {
   };
 }
 
-TEST(VecMath, TranscendentalsWithinUlpOfFloat64OverTheWholeRange) {
+TEST_P(VecMath, TranscendentalsWithinUlpOfFloat64OverTheWholeRange) {
   const std::vector<float> xs = sweep_inputs();
   std::vector<float> ys(xs.size());
   for (const VecKernels* k : levels()) {
@@ -140,7 +157,7 @@ TEST(VecMath, TranscendentalsWithinUlpOfFloat64OverTheWholeRange) {
 
 // The transcendental results do not depend on where a value sits in the row
 // (vector body or tail) nor on whether out is x.
-TEST(VecMath, TailsAndInPlaceAgreeWithTheVectorBody) {
+TEST_P(VecMath, TailsAndInPlaceAgreeWithTheVectorBody) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-20.0f, 20.0f);
   for (const VecKernels* k : levels()) {
@@ -162,7 +179,7 @@ TEST(VecMath, TailsAndInPlaceAgreeWithTheVectorBody) {
 
 // ------------------------------------------------------------ conversions
 
-TEST(VecConvert, F16ToF32EveryPatternBitExact) {
+TEST_P(VecConvert, F16ToF32EveryPatternBitExact) {
   std::vector<uint16_t> h(65536);
   for (uint32_t i = 0; i < 65536; ++i) h[i] = static_cast<uint16_t>(i);
   std::vector<float> f(h.size());
@@ -176,7 +193,7 @@ TEST(VecConvert, F16ToF32EveryPatternBitExact) {
   }
 }
 
-TEST(VecConvert, F32ToHalfBitExact) {
+TEST_P(VecConvert, F32ToHalfBitExact) {
   // Every 997th pattern, and every pattern near the f16 and bf16 rounding
   // points of a few binades (ties, +-1 around them), subnormals and NaNs.
   std::vector<float> xs;
@@ -202,7 +219,7 @@ TEST(VecConvert, F32ToHalfBitExact) {
   }
 }
 
-TEST(VecConvert, EveryLengthWritesExactlyItsValues) {
+TEST_P(VecConvert, EveryLengthWritesExactlyItsValues) {
   for (const VecKernels* k : levels()) {
     for (int64_t n = 0; n <= 40; ++n) {
       std::vector<float> x(static_cast<size_t>(n));
@@ -238,7 +255,7 @@ std::vector<int64_t> lengths() {
   return out;
 }
 
-TEST(VecRows, ReductionsMatchFloat64) {
+TEST_P(VecRows, ReductionsMatchFloat64) {
   std::mt19937 rng(11);
   for (const VecKernels* k : levels()) {
     for (int64_t n : lengths()) {
@@ -262,7 +279,7 @@ TEST(VecRows, ReductionsMatchFloat64) {
   }
 }
 
-TEST(VecRows, SoftMaxPieces) {
+TEST_P(VecRows, SoftMaxPieces) {
   std::mt19937 rng(12);
   const float ninf = -std::numeric_limits<float>::infinity();
   for (const VecKernels* k : levels()) {
@@ -299,7 +316,7 @@ TEST(VecRows, SoftMaxPieces) {
   }
 }
 
-TEST(VecRows, RopeRotations) {
+TEST_P(VecRows, RopeRotations) {
   std::mt19937 rng(13);
   for (const VecKernels* k : levels()) {
     for (int64_t half : {0, 1, 3, 4, 8, 9, 16, 17, 33, 64}) {
@@ -324,7 +341,7 @@ TEST(VecRows, RopeRotations) {
   }
 }
 
-TEST(VecRows, BinaryScaleAndSwiglu) {
+TEST_P(VecRows, BinaryScaleAndSwiglu) {
   std::mt19937 rng(14);
   for (const VecKernels* k : levels()) {
     for (int64_t n : lengths()) {

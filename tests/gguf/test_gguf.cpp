@@ -428,10 +428,12 @@ TEST(Gguf, UnsupportedDTypesOpenButRefuseData) {
 }
 
 TEST(Gguf, ReadsIndependentPythonWriter) {
-  if (std::system("python3 -c '' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not found";
+  // The interpreter CMake found once (WEFT_PYTHON3: Debian's, which the
+  // project's setup installs), not whichever python3 is first on PATH.
   TempDir dir;
   const std::string out = dir.file("py.gguf");
-  const std::string cmd = std::string("python3 '") + WEFT_SOURCE_DIR + "/tests/gguf/make_gguf.py' '" + out + "'";
+  const std::string cmd =
+      std::string(WEFT_PYTHON3) + " '" + WEFT_SOURCE_DIR + "/tests/gguf/make_gguf.py' '" + out + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto f = GgufFile::open(out);
 

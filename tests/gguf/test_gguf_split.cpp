@@ -62,12 +62,15 @@ TEST(GgufSplit, NamesAsTheStandardTool) {
 // make_split_gguf.py's set against make_gguf.py's single file with the same
 // metadata and tensors.
 TEST(GgufSplit, ReadsIndependentPythonSplitSet) {
-  if (std::system("python3 -c '' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not found";
+  // The interpreter CMake found once (WEFT_PYTHON3), not PATH's python3.
   TempDir dir;
   const std::string dir_py = std::string(WEFT_SOURCE_DIR) + "/tests/gguf/";
   const std::string single = dir.file("one.gguf"), prefix = dir.file("py");
-  ASSERT_EQ(std::system(("python3 '" + dir_py + "make_gguf.py' '" + single + "'").c_str()), 0);
-  ASSERT_EQ(std::system(("python3 '" + dir_py + "make_split_gguf.py' '" + prefix + "'").c_str()), 0);
+  const std::string python = WEFT_PYTHON3;
+  const std::string make_one = python + " '" + dir_py + "make_gguf.py' '" + single + "'";
+  const std::string make_set = python + " '" + dir_py + "make_split_gguf.py' '" + prefix + "'";
+  ASSERT_EQ(std::system(make_one.c_str()), 0) << make_one;
+  ASSERT_EQ(std::system(make_set.c_str()), 0) << make_set;
   auto one = GgufFile::open(single);
   auto set = GgufFile::open(prefix + "-00001-of-00003.gguf");
 
