@@ -24,6 +24,7 @@ const char* family_title(Arch a) {
     case Arch::phi3: return "Phi-3";
     case Arch::gemma2: return "Gemma 2";
     case Arch::gemma3: return "Gemma 3";
+    case Arch::gptoss: return "gpt-oss";
   }
   return "?";
 }
@@ -57,6 +58,7 @@ std::string attention_line(const LlamaParams& p) {
   std::string s = "  attention: " + std::to_string(p.n_head) + " heads, " + std::to_string(p.n_head_kv) +
                   " kv heads, head_dim " + std::to_string(p.head_dim) + ", scale " + fmt("%.6g", p.attn_scale);
   if (p.attn_softcap > 0) s += ", logit soft-cap " + num(p.attn_softcap);
+  if (p.attn_sinks) s += ", attention sinks (one logit per head)";
   if (p.any_swa()) {
     s += ", sliding window " + std::to_string(p.n_swa) + " on ";
     if (p.swa_pattern == 1) {
@@ -73,10 +75,17 @@ std::string attention_line(const LlamaParams& p) {
 }
 
 std::string ffn_line(const LlamaParams& p) {
-  std::string s = std::string("  feed-forward: ") + (p.ffn_act == FfnActivation::silu ? "SwiGLU" : "GELU-gated");
+  std::string s = std::string("  feed-forward: ") + (p.ffn_act == FfnActivation::silu         ? "SwiGLU"
+                                                     : p.ffn_act == FfnActivation::swiglu_oai ? "clamped SwiGLU (alpha 1.702, limit 7)"
+                                                                                              : "GELU-gated");
   if (p.n_expert > 0) {
     s += ", " + std::to_string(p.n_expert_used) + " of " + std::to_string(p.n_expert) + " experts of width " +
-         std::to_string(p.n_ff_expert) + (p.expert_weights_norm ? " (weights renormalized)" : " (softmax weights)");
+         std::to_string(p.n_ff_expert);
+    if (p.expert_gating == ExpertGating::softmax_weight)
+      s += " (softmax over the top " + std::to_string(p.n_expert_used) + " logits)";
+    else
+      s += p.expert_weights_norm ? " (weights renormalized)" : " (softmax weights)";
+    if (p.expert_biases) s += ", router and expert biases";
     if (p.n_ff_shared > 0) s += " + a shared expert of width " + std::to_string(p.n_ff_shared) + " (sigmoid gate)";
   } else {
     s += ", width " + std::to_string(p.n_ff);

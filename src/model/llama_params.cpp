@@ -22,6 +22,8 @@ struct ArchInfo {
   FfnActivation act;
   bool embed_scale;
   int64_t swa_pattern;       // default period when the file has a window; 1: every layer
+  ExpertGating gating = ExpertGating::softmax;
+  bool biases_and_sinks = false;  // expert and router biases, attention sinks (gpt-oss)
 };
 
 constexpr ArchInfo kArchs[] = {
@@ -33,6 +35,11 @@ constexpr ArchInfo kArchs[] = {
     {"phi3", Arch::phi3, RopeMode::neox, false, true, FfnActivation::silu, false, 1},
     {"gemma2", Arch::gemma2, RopeMode::neox, false, true, FfnActivation::gelu_tanh, true, 2},
     {"gemma3", Arch::gemma3, RopeMode::neox, false, true, FfnActivation::gelu_tanh, true, 6},
+    // The standard engine (llama-model.cpp, LLM_ARCH_OPENAI_MOE): neox rope,
+    // a window on layers 0, 2, 4, ... (set_swa_pattern(2)), softmax over the
+    // top-k logits, no renormalization.
+    {"gpt-oss", Arch::gptoss, RopeMode::neox, true, false, FfnActivation::swiglu_oai, false, 2,
+     ExpertGating::softmax_weight, true},
 };
 
 const ArchInfo* find_arch(const std::string& name) {
@@ -201,7 +208,7 @@ void read_head_shape(const GgufFile& f, const std::string& pre, LlamaParams& p) 
 
 }  // namespace
 
-const char* known_architectures() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3"; }
+const char* known_architectures() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, gpt-oss"; }
 
 bool is_known_architecture(const std::string& name) { return find_arch(name) != nullptr; }
 
@@ -218,6 +225,9 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   p.rope_mode = info->rope_mode;
   p.ffn_act = info->act;
   p.embed_scale = info->embed_scale;
+  p.expert_gating = info->gating;
+  p.expert_biases = info->biases_and_sinks;
+  p.attn_sinks = info->biases_and_sinks;
   const std::string pre = *arch + ".";
   p.n_embd = require_positive(f, pre + "embedding_length");
   p.n_layer = require_positive(f, pre + "block_count");

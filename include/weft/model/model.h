@@ -1,6 +1,6 @@
 // Llama-family models read from GGUF files (FACTS.md, "Llama-family files";
 // docs/models.md): Llama 2/3.x, Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3,
-// Qwen3-MoE, Phi-3 and Gemma 2/3, run as one weft graph per call.
+// Qwen3-MoE, Phi-3, Gemma 2/3 and gpt-oss, run as one weft graph per call.
 //
 //   auto file = weft::GgufFile::open("model.gguf");
 //   auto dev = weft::make_cpu_device();
@@ -37,7 +37,7 @@ namespace weft::model {
 // The families weft runs (general.architecture): what differs between them
 // is read into LlamaParams once, so the graph code asks "does this model
 // have X" rather than "which family is this" (docs/models.md).
-enum class Arch { llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3 };
+enum class Arch { llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, gptoss };
 
 // The architecture names weft runs, comma-separated (for error messages).
 const char* known_architectures();
@@ -58,8 +58,17 @@ enum class RopeScalingType {
   yarn,      // YaRN: per-frequency factors blending interpolation and extrapolation, scaled magnitudes
 };
 
-// The gated feed-forward's activation: silu(gate) * up or gelu(gate) * up.
-enum class FfnActivation { silu, gelu_tanh };
+// The gated feed-forward's activation: silu(gate) * up, gelu(gate) * up, or
+// gpt-oss's clamped SwiGLU (ops::swiglu_oai with alpha 1.702, limit 7).
+enum class FfnActivation { silu, gelu_tanh, swiglu_oai };
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
+
+// How a mixture-of-experts router turns logits into expert weights:
+// softmax over all experts, then the top k of those probabilities
+// (Mixtral, Qwen); or the top k logits, then softmax over those k alone
+// (gpt-oss, the standard engine's "softmax weight" gating).
+enum class ExpertGating { softmax, softmax_weight };
 
 struct LlamaParams {
   Arch arch = Arch::llama;
@@ -79,6 +88,12 @@ struct LlamaParams {
   int64_t n_ff_expert = 0;    // expert_feed_forward_length (default n_ff)
   int64_t n_ff_shared = 0;    // expert_shared_feed_forward_length: qwen2moe's shared expert
   bool expert_weights_norm = true;  // renormalize the top-k probabilities to sum to 1
+  ExpertGating expert_gating = ExpertGating::softmax;
+  // gpt-oss: the router and each expert's three projections have biases
+  // (ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias), and every head an
+  // attention sink (attn_sinks.weight): each family that has them must.
+  bool expert_biases = false;
+  bool attn_sinks = false;
 
   // Rope. Global (non-sliding) layers use rope_base and rope_freq_scale;
   // sliding-window layers rope_base_swa and rope_freq_scale_swa (equal
@@ -137,6 +152,8 @@ struct LlamaParams {
 // w_down, or w_up alone holding gate and up (Phi-3: [n_embd, 2 n_ff], the
 // gate first); a mixture-of-experts one (n_expert > 0) the router and the
 // stacked experts, and qwen2moe also a shared expert with its sigmoid gate.
+// gpt-oss's ffn_norm is the file's post_attention_norm (the pre-FFN norm
+// under that name).
 struct LlamaLayer {
   Tensor* attn_norm = nullptr;
   Tensor* wq = nullptr;
@@ -144,6 +161,8 @@ struct LlamaLayer {
   Tensor* wv = nullptr;
   Tensor* wqkv = nullptr;
   Tensor* wo = nullptr;
+  Tensor* bo = nullptr;              // attn_output.bias [n_embd] (gpt-oss)
+  Tensor* attn_sinks = nullptr;      // f32 [n_head]: each head's sink logit (gpt-oss)
   Tensor* bq = nullptr;
   Tensor* bk = nullptr;
   Tensor* bv = nullptr;
@@ -159,6 +178,10 @@ struct LlamaLayer {
   Tensor* ffn_gate_exps = nullptr;   // [n_embd, n_ff_expert, n_expert]
   Tensor* ffn_up_exps = nullptr;     // [n_embd, n_ff_expert, n_expert]
   Tensor* ffn_down_exps = nullptr;   // [n_ff_expert, n_embd, n_expert]
+  Tensor* ffn_gate_inp_b = nullptr;   // [n_expert]: the router's bias (gpt-oss)
+  Tensor* ffn_gate_exps_b = nullptr;  // [n_ff_expert, n_expert]: each expert's biases (gpt-oss)
+  Tensor* ffn_up_exps_b = nullptr;    // [n_ff_expert, n_expert]
+  Tensor* ffn_down_exps_b = nullptr;  // [n_embd, n_expert]
   Tensor* ffn_gate_inp_shexp = nullptr;  // [n_embd]: the shared expert's gate
   Tensor* ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shared]
   Tensor* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shared]
@@ -172,6 +195,10 @@ struct LlamaLayer {
     Tensor* gate = nullptr;  // [n_embd, n_ff_expert, count]
     Tensor* up = nullptr;
     Tensor* down = nullptr;  // [n_ff_expert, n_embd, count]
+    // The whole stack's biases (gpt-oss; never set on a slice of a split).
+    Tensor* gate_b = nullptr;
+    Tensor* up_b = nullptr;
+    Tensor* down_b = nullptr;
   };
   std::vector<ExpertSlice> expert_slices;
   // [head_dim, n_ctx, n_head_kv] of LoadOptions::cache_type: a kv head's
