@@ -269,7 +269,11 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   p.attn_scale = attention_scale(f, pre, p);
   p.attn_softcap = optional_positive_f32(f, pre + "attn_logit_softcapping", 0.f);
   p.final_softcap = optional_positive_f32(f, pre + "final_logit_softcapping", 0.f);
-  p.n_swa = optional_positive(f, pre + "attention.sliding_window", 0);
+  // gpt-oss alternates windowed and full layers by design: the standard
+  // engine requires its window key, and so does weft (without it every
+  // layer would silently attend to the whole context).
+  p.n_swa = p.arch == Arch::gptoss ? require_positive(f, pre + "attention.sliding_window")
+                                   : optional_positive(f, pre + "attention.sliding_window", 0);
   if (p.n_swa > 0) read_sliding_layers(f, pre + "attention.sliding_window_pattern", info->swa_pattern, p);
 
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");

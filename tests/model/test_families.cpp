@@ -211,6 +211,7 @@ TEST(FamilyFiles, MissingTensorOrKeyIsNamed) {
       {"gptoss", "--drop-tensor", "blk.2.ffn_up_exps.bias"},
       {"gptoss", "--drop-tensor", "blk.0.ffn_gate_inp.bias"},
       {"gptoss", "--drop-tensor", "blk.3.post_attention_norm.weight"},
+      {"gptoss", "--drop-key", "gpt-oss.attention.sliding_window"},
   };
   const fs::path root = fs::path(WEFT_BINARY_DIR) / ("model_families_drops." + std::to_string(::getpid()));
   for (size_t i = 0; i < drops.size(); ++i) {
