@@ -12,13 +12,16 @@ namespace weft::model::detail {
 // Adds to ctx the feed-forward output f32 [n_embd, n] of cur, the normalized
 // input f32 [n_embd, n] (rms_norm(h) * ffn_norm; contiguous); the caller adds
 // it to the residual. Dense layers: W_down·(act(W_gate·cur) ⊙ W_up·cur), act
-// silu or gelu (tanh form) by p.ffn_act, gate and up separate or fused.
-// Mixture-of-experts layers (p.n_expert > 0): per token, softmax of the
-// router's logits over all experts, the p.n_expert_used most probable
-// experts, their probabilities (renormalized to sum to 1 when
-// p.expert_weights_norm), the sum of their gated outputs weighted by those,
-// plus the shared expert when the layer has one. Uses only ops the CPU
-// backend (and so the RPC worker) supports.
+// silu, gelu (tanh form) or gpt-oss's clamped SwiGLU by p.ffn_act, gate and
+// up separate or fused. Mixture-of-experts layers (p.n_expert > 0): per
+// token, the router's logits (plus its bias, gpt-oss); softmax over all
+// experts and the p.n_expert_used most probable, or (p.expert_gating
+// softmax_weight) the top logits and softmax over those alone; the weights
+// renormalized to sum to 1 when p.expert_weights_norm; the sum of the
+// selected experts' gated outputs (each projection plus its expert's bias
+// row when the layer has expert biases) weighted by those, plus the shared
+// expert when the layer has one. Uses only ops the CPU backend (and so the
+// RPC worker, 1.9 for swiglu_oai) supports.
 //
 // With l.expert_slices (an expert split): each slice's weighted sum over the
 // pairs routed to it (mul_mat_id with the slice's id_base), the parts added
