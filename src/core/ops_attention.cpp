@@ -10,7 +10,8 @@ namespace weft::ops {
 
 using namespace detail;
 
-Tensor* flash_attn(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, float softcap) {
+Tensor* flash_attn(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, float softcap,
+                   Tensor* sinks) {
   constexpr Op op = Op::flash_attn;
   require_operand(q, op, "q");
   require_operand(k, op, "k");
@@ -43,7 +44,13 @@ Tensor* flash_attn(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, 
   require(std::isfinite(scale), op, "scale must be finite, got " + std::to_string(scale));
   require(std::isfinite(softcap) && softcap >= 0.0f, op,
           "softcap must be finite and >= 0 (0: none), got " + std::to_string(softcap));
-  Tensor* r = new_result(ctx, op, DType::f32, {v->ne[0], q->ne[2], q->ne[1], 1}, {q, k, v, mask});
+  if (sinks != nullptr) {
+    require_dtype(*sinks, op, "sinks", {DType::f32});
+    require(sinks->is_contiguous() && sinks->ne[0] == q->ne[2] && sinks->nrows() == 1, op,
+            "sinks " + shape_string(*sinks) + " must be packed [" + std::to_string(q->ne[2]) + "], one per head of q " +
+                shape_string(*q));
+  }
+  Tensor* r = new_result(ctx, op, DType::f32, {v->ne[0], q->ne[2], q->ne[1], 1}, {q, k, v, mask, sinks});
   r->set_param_f32(0, scale);
   r->set_param_f32(1, softcap);
   return r;

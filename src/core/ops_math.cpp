@@ -112,6 +112,21 @@ Tensor* swiglu(Context& ctx, Tensor* a, Tensor* b) {
   return same_shape_result(ctx, Op::swiglu, a->type, *a, {a, b});
 }
 
+Tensor* swiglu_oai(Context& ctx, Tensor* a, Tensor* b, float alpha, float limit) {
+  constexpr Op op = Op::swiglu_oai;
+  require_operand(a, op, "a");
+  require_operand(b, op, "b");
+  require_dtype(*a, op, "a", kFloatTypes);
+  require_dtype(*b, op, "b", kFloatTypes);
+  require(same_shape(*a, *b), op, "shapes differ: " + shapes(*a, *b));
+  require(std::isfinite(alpha), op, "alpha must be finite, got " + std::to_string(alpha));
+  require_positive(op, "limit", limit);
+  Tensor* r = same_shape_result(ctx, op, a->type, *a, {a, b});
+  r->set_param_f32(0, alpha);
+  r->set_param_f32(1, limit);
+  return r;
+}
+
 Tensor* rms_norm(Context& ctx, Tensor* a, float eps) {
   Tensor* r = f32_rowwise(ctx, Op::rms_norm, a);
   r->set_param_f32(0, eps);
@@ -124,7 +139,7 @@ Tensor* norm(Context& ctx, Tensor* a, float eps) {
   return r;
 }
 
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, Tensor* sinks) {
   constexpr Op op = Op::soft_max;
   require_operand(a, op, "a");
   require_dtype(*a, op, "a", {DType::f32});
@@ -134,7 +149,13 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
                 a->ne[2] % mask->ne[2] == 0 && a->ne[3] % mask->ne[3] == 0,
             op, "mask " + shape_string(*mask) + " does not fit " + shape_string(*a));
   }
-  Tensor* r = same_shape_result(ctx, op, DType::f32, *a, {a, mask});
+  if (sinks != nullptr) {
+    require_dtype(*sinks, op, "sinks", {DType::f32});
+    require(sinks->is_contiguous() && sinks->ne[0] == a->ne[2] && sinks->nrows() == 1, op,
+            "sinks " + shape_string(*sinks) + " must be packed [" + std::to_string(a->ne[2]) + "], one per index of dim 2 of " +
+                shape_string(*a));
+  }
+  Tensor* r = same_shape_result(ctx, op, DType::f32, *a, {a, mask, sinks});
   r->set_param_f32(0, scale);
   return r;
 }

@@ -17,6 +17,8 @@ const char* op_name(Op op) {
       "flash_attn",
       // appended (protocol 1.7)
       "routed_rows",
+      // appended (protocol 1.9)
+      "swiglu_oai",
   };
   const auto i = static_cast<size_t>(op);
   return i < kNames.size() ? kNames[i] : "unknown";

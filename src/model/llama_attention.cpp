@@ -168,7 +168,7 @@ namespace {
 // What flash_attn fuses: q.k scores, soft-cap, mask and soft_max, then
 // times the values, transposed into a packed copy. [hd, n_head, n].
 Tensor* unfused_attention(Context& ctx, const LlamaParams& p, Tensor* qh, Tensor* keys, Tensor* v_written,
-                          Tensor* mask) {
+                          Tensor* mask, Tensor* sinks) {
   const int64_t hd = p.head_dim, n_kv = keys->ne[1];
   // values transposed [n_kv, hd, n_head_kv], packed so its rows are
   // contiguous (init() gives a block-type cache fused attention only).
@@ -178,9 +178,9 @@ Tensor* unfused_attention(Context& ctx, const LlamaParams& p, Tensor* qh, Tensor
   Tensor* kq = ops::mul_mat(ctx, keys, qh);  // [n_kv, n, n_head]
   if (p.attn_softcap > 0) {  // Gemma 2: cap the scaled logits, then mask and softmax
     kq = ops::softcap(ctx, ops::scale(ctx, kq, p.attn_scale), p.attn_softcap);
-    kq = ops::soft_max(ctx, kq, mask, 1.0f);
+    kq = ops::soft_max(ctx, kq, mask, 1.0f, sinks);
   } else {
-    kq = ops::soft_max(ctx, kq, mask, p.attn_scale);
+    kq = ops::soft_max(ctx, kq, mask, p.attn_scale, sinks);  // sinks: one per head, dim 2 of kq
   }
   Tensor* kqv = ops::mul_mat(ctx, values_t, kq);              // [hd, n, n_head]
   return ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3));  // [hd, n_head, n]
@@ -237,12 +237,13 @@ Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t i
   if (fused_attention_) {
     // values [hd, n_kv, n_head_kv]: the cache's rows as they are.
     Tensor* values = ops::view(ctx, v_written, k_ne, k_nb, 0);
-    kqv = ops::flash_attn(ctx, qh, keys, values, mask, p.attn_scale, p.attn_softcap);  // [hd, n_head, n]
+    kqv = ops::flash_attn(ctx, qh, keys, values, mask, p.attn_scale, p.attn_softcap, l.attn_sinks);  // [hd, n_head, n]
   } else {
-    kqv = unfused_attention(ctx, p, qh, keys, v_written, mask);
+    kqv = unfused_attention(ctx, p, qh, keys, v_written, mask, l.attn_sinks);
   }
   kqv = ops::reshape(ctx, kqv, {q_dim, n});
   Tensor* out = ops::mul_mat(ctx, l.wo, kqv);
+  if (l.bo) out = ops::add(ctx, out, l.bo);
   if (l.attn_post_norm) out = ops::mul(ctx, ops::rms_norm(ctx, out, p.rms_eps), l.attn_post_norm);
   return out;
 }

@@ -25,6 +25,7 @@ const char* family_title(Arch a) {
     case Arch::gemma2: return "Gemma 2";
     case Arch::gemma3: return "Gemma 3";
     case Arch::deepseek2: return "DeepSeek-V2/V3";
+    case Arch::gptoss: return "gpt-oss";
   }
   return "?";
 }
@@ -70,6 +71,7 @@ std::string attention_line(const LlamaParams& p) {
   std::string s = "  attention: " + std::to_string(p.n_head) + " heads, " + std::to_string(p.n_head_kv) +
                   " kv heads, head_dim " + std::to_string(p.head_dim) + ", scale " + fmt("%.6g", p.attn_scale);
   if (p.attn_softcap > 0) s += ", logit soft-cap " + num(p.attn_softcap);
+  if (p.attn_sinks) s += ", attention sinks (one logit per head)";
   if (p.any_swa()) {
     s += ", sliding window " + std::to_string(p.n_swa) + " on ";
     if (p.swa_pattern == 1) {
@@ -86,11 +88,18 @@ std::string attention_line(const LlamaParams& p) {
 }
 
 std::string ffn_line(const LlamaParams& p) {
-  std::string s = std::string("  feed-forward: ") + (p.ffn_act == FfnActivation::silu ? "SwiGLU" : "GELU-gated");
+  std::string s = std::string("  feed-forward: ") + (p.ffn_act == FfnActivation::silu         ? "SwiGLU"
+                                                     : p.ffn_act == FfnActivation::swiglu_oai ? "clamped SwiGLU (alpha 1.702, limit 7)"
+                                                                                              : "GELU-gated");
   if (p.n_expert > 0) {
     s += ", " + std::to_string(p.n_expert_used) + " of " + std::to_string(p.n_expert) + " experts of width " +
-         std::to_string(p.n_ff_expert) + (p.expert_weights_norm ? " (weights renormalized)" : " (weights not renormalized)");
+         std::to_string(p.n_ff_expert);
+    if (p.expert_gating == ExpertGating::softmax_weight)
+      s += " (softmax over the top " + std::to_string(p.n_expert_used) + " logits)";
+    else
+      s += p.expert_weights_norm ? " (weights renormalized)" : " (weights not renormalized)";
     if (p.expert_gating == ExpertGating::sigmoid) s += ", sigmoid scores";
+    if (p.expert_biases) s += ", router and expert biases";
     if (p.n_expert_groups > 1)
       s += ", best " + std::to_string(p.n_group_used) + " of " + std::to_string(p.n_expert_groups) + " groups";
     if (p.expert_weights_scale != 1.f) s += ", weights x" + num(p.expert_weights_scale);

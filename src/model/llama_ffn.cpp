@@ -10,10 +10,21 @@
 namespace weft::model::detail {
 namespace {
 
-// act(gate) * up, elementwise.
+// act(gate) * up, elementwise (gpt-oss: the clamped form).
 Tensor* gated(Context& ctx, const LlamaParams& p, Tensor* gate, Tensor* up) {
   if (p.ffn_act == FfnActivation::gelu_tanh) return ops::mul(ctx, ops::gelu(ctx, gate), up);
+  if (p.ffn_act == FfnActivation::swiglu_oai) return ops::swiglu_oai(ctx, gate, up, kSwigluOaiAlpha, kSwigluOaiLimit);
   return ops::swiglu(ctx, gate, up);
+}
+
+// out [m, k, n] plus each pair's expert's bias row: bias [m, n_expert],
+// selected i32 [k, n]; the standard engine's add_id, as get_rows of the
+// selected rows and an add.
+Tensor* add_expert_bias(Context& ctx, Tensor* out, Tensor* bias, Tensor* selected) {
+  if (bias == nullptr) return out;
+  const int64_t m = out->ne[0], k = selected->ne[0], n = selected->ne[1];
+  Tensor* rows = ops::get_rows(ctx, bias, ops::reshape(ctx, selected, {k * n}));  // [m, k n]
+  return ops::add(ctx, out, ops::reshape(ctx, rows, {m, k, n}));
 }
 
 Tensor* dense_ffn(Context& ctx, const LlamaParams& p, const LlamaLayer& l, Tensor* cur) {
@@ -51,7 +62,12 @@ Tensor* experts_sum(Context& ctx, const LlamaParams& p, const LlamaLayer::Expert
   const int64_t n = selected->ne[1];
   Tensor* gate = ops::mul_mat_id(ctx, e.gate, x, selected, e.first);  // [n_ff_expert, k, n]
   Tensor* up = ops::mul_mat_id(ctx, e.up, x, selected, e.first);      // [n_ff_expert, k, n]
+  // Expert biases (gpt-oss) come only with the whole stack (split_experts
+  // refuses a split of such a model).
+  gate = add_expert_bias(ctx, gate, e.gate_b, selected);
+  up = add_expert_bias(ctx, up, e.up_b, selected);
   Tensor* out = ops::mul_mat_id(ctx, e.down, gated(ctx, p, gate, up), selected, e.first);  // [n_embd, k, n]
+  out = add_expert_bias(ctx, out, e.down_b, selected);
   out = ops::mul(ctx, out, weights);
   // Sum over the k experts: rows of the transposed view [k, n_embd, n].
   out = ops::sum_rows(ctx, ops::transpose(ctx, out));  // [1, n_embd, n]
@@ -84,17 +100,23 @@ Tensor* limit_expert_groups(Context& ctx, const LlamaParams& p, Tensor* sel) {
 
 namespace {
 
-// Routing: the router's scores (softmax over all experts, or a sigmoid
-// each), top k of them (plus the selection bias exp_probs_b when the layer
-// has one, and among the best groups' experts with p.n_expert_groups), the
-// k unbiased scores as weights (divided by their sum when
-// p.expert_weights_norm, times p.expert_weights_scale), weighted sum of the
-// k experts' outputs (mul_mat_id runs each token through its own k experts).
+// Routing: the router's logits (plus its bias, gpt-oss) into scores by
+// p.expert_gating (softmax over all experts, a sigmoid each, or for
+// softmax_weight the logits themselves); the top k of them (plus the
+// selection bias exp_probs_b when the layer has one, and among the best
+// groups' experts with p.n_expert_groups); the k unbiased scores as weights
+// (softmax_weight: softmax over those k; divided by their sum when
+// p.expert_weights_norm; times p.expert_weights_scale); the weighted sum of
+// the k experts' outputs (mul_mat_id runs each token through its own k
+// experts).
 Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur,
                 const ExpertsBuild& build) {
   const int64_t n = cur->ne[1], n_expert = p.n_expert, k = p.n_expert_used;
   Tensor* logits = ops::mul_mat(ctx, l.ffn_gate_inp, cur);  // [n_expert, n]
+  if (l.ffn_gate_inp_b) logits = ops::add(ctx, logits, l.ffn_gate_inp_b);
+  const bool weight_softmax = p.expert_gating == ExpertGating::softmax_weight;
   Tensor* probs = p.expert_gating == ExpertGating::sigmoid ? ops::sigmoid(ctx, logits)
+                  : weight_softmax                         ? logits
                                                            : ops::soft_max(ctx, logits, nullptr, 1.0f);
   Tensor* sel = l.exp_probs_b ? ops::add(ctx, probs, l.exp_probs_b) : probs;
   if (p.n_expert_groups > 1) sel = limit_expert_groups(ctx, p, sel);
@@ -102,6 +124,7 @@ Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& 
   // weights[0, i, t] = probs[selected[i, t], t]: probs viewed as one-value rows.
   Tensor* weights = ops::get_rows(ctx, ops::reshape(ctx, probs, {1, n_expert, n}), selected);  // [1, k, n]
   weights = ops::reshape(ctx, weights, {k, n});
+  if (weight_softmax) weights = ops::soft_max(ctx, weights, nullptr, 1.0f);
   if (p.expert_weights_norm) weights = ops::div(ctx, weights, ops::sum_rows(ctx, weights));
   if (p.expert_weights_scale != 1.f) weights = ops::scale(ctx, weights, p.expert_weights_scale);
 
@@ -109,7 +132,10 @@ Tensor* moe_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& 
   weights = ops::reshape(ctx, weights, {1, k, n});
   Tensor* out = nullptr;
   if (l.expert_slices.empty()) {
-    out = experts_sum(ctx, p, {-1, 0, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps}, x, selected, weights);
+    out = experts_sum(ctx, p,
+                      {-1, 0, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_exps_b, l.ffn_up_exps_b,
+                       l.ffn_down_exps_b},
+                      x, selected, weights);
   } else {
     g.expand(weights);  // the routing, whole, before any slice
     // With routed_rows, each other part's input rows too: in the same run

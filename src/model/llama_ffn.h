@@ -12,17 +12,20 @@ namespace weft::model::detail {
 // Adds to ctx the feed-forward output f32 [n_embd, n] of cur, the normalized
 // input f32 [n_embd, n] (rms_norm(h) * ffn_norm; contiguous); the caller adds
 // it to the residual. Dense layers: W_down·(act(W_gate·cur) ⊙ W_up·cur), act
-// silu or gelu (tanh form) by p.ffn_act, gate and up separate or fused.
-// Mixture-of-experts layers (those with a router, l.ffn_gate_inp; a
-// deepseek2 file's leading layers are dense): per token, the router's
-// scores (softmax over all experts, or a sigmoid each: p.expert_gating),
-// the p.n_expert_used best (after the selection bias l.exp_probs_b and the
-// group limit, when the model has them), their unbiased scores
-// (renormalized to sum to 1 when p.expert_weights_norm, times
-// p.expert_weights_scale), the sum of their gated outputs weighted by
-// those, plus the shared expert when the layer has one (gated by sigmoid
-// when it has ffn_gate_inp_shexp). Uses only ops the CPU backend (and so
-// the RPC worker) supports.
+// silu, gelu (tanh form) or gpt-oss's clamped SwiGLU by p.ffn_act, gate
+// and up separate or fused. Mixture-of-experts layers (those with a router,
+// l.ffn_gate_inp; a deepseek2 file's leading layers are dense): per token,
+// the router's logits (plus its bias, gpt-oss) into scores by
+// p.expert_gating (softmax over all experts, a sigmoid each, or the logits
+// themselves for softmax_weight); the p.n_expert_used best (after the
+// selection bias l.exp_probs_b and the group limit, when the model has
+// them); their unbiased scores as weights (softmax_weight: softmax over
+// those k; renormalized to sum to 1 when p.expert_weights_norm; times
+// p.expert_weights_scale); the sum of the selected experts' gated outputs
+// (each projection plus its expert's bias row when the layer has expert
+// biases) weighted by those; plus the shared expert when the layer has one
+// (gated by sigmoid when it has ffn_gate_inp_shexp). Uses only ops the CPU
+// backend (and so the RPC worker, 1.9 for swiglu_oai) supports.
 //
 // With l.expert_slices (an expert split): each slice's weighted sum over the
 // pairs routed to it (mul_mat_id with the slice's id_base), the parts added

@@ -22,6 +22,8 @@ struct ArchInfo {
   FfnActivation act;
   bool embed_scale;
   int64_t swa_pattern;       // default period when the file has a window; 1: every layer
+  ExpertGating gating = ExpertGating::softmax;
+  bool biases_and_sinks = false;  // expert and router biases, attention sinks (gpt-oss)
 };
 
 constexpr ArchInfo kArchs[] = {
@@ -36,7 +38,13 @@ constexpr ArchInfo kArchs[] = {
     // DeepSeek-V2/V3: normal (interleaved) rope on the rope part of each head,
     // like the reference model's; experts required, weights not renormalized
     // unless the file says so (V2 does not, V3 writes true).
-    {"deepseek2", Arch::deepseek2, RopeMode::normal, true, false, FfnActivation::silu, false, 1},
+    {"deepseek2", Arch::deepseek2, RopeMode::normal, true, false, FfnActivation::silu, false, 1,
+     ExpertGating::softmax, false},
+    // The standard engine (llama-model.cpp, LLM_ARCH_OPENAI_MOE): neox rope,
+    // a window on layers 0, 2, 4, ... (set_swa_pattern(2)), softmax over the
+    // top-k logits, no renormalization.
+    {"gpt-oss", Arch::gptoss, RopeMode::neox, true, false, FfnActivation::swiglu_oai, false, 2,
+     ExpertGating::softmax_weight, true},
 };
 
 const ArchInfo* find_arch(const std::string& name) {
@@ -293,7 +301,9 @@ void read_deepseek2(const GgufFile& f, const std::string& pre, LlamaParams& p) {
 
 }  // namespace
 
-const char* known_architectures() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2"; }
+const char* known_architectures() {
+  return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gpt-oss";
+}
 
 bool is_known_architecture(const std::string& name) { return find_arch(name) != nullptr; }
 
@@ -310,6 +320,9 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   p.rope_mode = info->rope_mode;
   p.ffn_act = info->act;
   p.embed_scale = info->embed_scale;
+  p.expert_gating = info->gating;
+  p.expert_biases = info->biases_and_sinks;
+  p.attn_sinks = info->biases_and_sinks;
   const std::string pre = *arch + ".";
   p.n_embd = require_positive(f, pre + "embedding_length");
   p.n_layer = require_positive(f, pre + "block_count");
@@ -354,7 +367,11 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
     p.attn_scale = attention_scale(f, pre, p);
   p.attn_softcap = optional_positive_f32(f, pre + "attn_logit_softcapping", 0.f);
   p.final_softcap = optional_positive_f32(f, pre + "final_logit_softcapping", 0.f);
-  p.n_swa = optional_positive(f, pre + "attention.sliding_window", 0);
+  // gpt-oss alternates windowed and full layers by design: the standard
+  // engine requires its window key, and so does weft (without it every
+  // layer would silently attend to the whole context).
+  p.n_swa = p.arch == Arch::gptoss ? require_positive(f, pre + "attention.sliding_window")
+                                   : optional_positive(f, pre + "attention.sliding_window", 0);
   if (p.n_swa > 0) read_sliding_layers(f, pre + "attention.sliding_window_pattern", info->swa_pattern, p);
 
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");

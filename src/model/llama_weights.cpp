@@ -74,6 +74,8 @@ void describe_attention(Context& ctx, const GgufFile& file, const LlamaParams& p
     l.bv = describe(ctx, file, b + "attn_v.bias", {kv_dim}, true);
   }
   l.wo = describe(ctx, file, b + "attn_output.weight", {q_dim, p.n_embd});
+  l.bo = describe(ctx, file, b + "attn_output.bias", {p.n_embd}, true);
+  if (p.attn_sinks) l.attn_sinks = describe(ctx, file, b + "attn_sinks.weight", {p.n_head});
   const bool qk_norm = p.arch == Arch::qwen3 || p.arch == Arch::qwen3moe || p.arch == Arch::gemma3;
   if (qk_norm) {
     l.q_norm = describe(ctx, file, b + "attn_q_norm.weight", {p.head_dim});
@@ -85,7 +87,9 @@ void describe_attention(Context& ctx, const GgufFile& file, const LlamaParams& p
 
 void describe_ffn(Context& ctx, const GgufFile& file, const LlamaParams& p, int64_t il, const std::string& b,
                   LlamaLayer& l) {
-  l.ffn_norm = describe(ctx, file, b + "ffn_norm.weight", {p.n_embd});
+  // gpt-oss names its pre-FFN norm post_attention_norm.
+  l.ffn_norm = describe(ctx, file, b + (p.arch == Arch::gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"),
+                        {p.n_embd});
   if (p.arch == Arch::gemma2 || p.arch == Arch::gemma3)
     l.ffn_post_norm = describe(ctx, file, b + "post_ffw_norm.weight", {p.n_embd});
   if (p.is_moe_layer(il)) {
@@ -95,6 +99,12 @@ void describe_ffn(Context& ctx, const GgufFile& file, const LlamaParams& p, int6
     l.ffn_up_exps = describe(ctx, file, b + "ffn_up_exps.weight", {p.n_embd, ff, p.n_expert});
     l.ffn_down_exps = describe(ctx, file, b + "ffn_down_exps.weight", {ff, p.n_embd, p.n_expert});
     l.exp_probs_b = describe(ctx, file, b + "exp_probs_b.bias", {p.n_expert}, true);
+    if (p.expert_biases) {
+      l.ffn_gate_inp_b = describe(ctx, file, b + "ffn_gate_inp.bias", {p.n_expert});
+      l.ffn_gate_exps_b = describe(ctx, file, b + "ffn_gate_exps.bias", {ff, p.n_expert});
+      l.ffn_up_exps_b = describe(ctx, file, b + "ffn_up_exps.bias", {ff, p.n_expert});
+      l.ffn_down_exps_b = describe(ctx, file, b + "ffn_down_exps.bias", {p.n_embd, p.n_expert});
+    }
     if (p.n_ff_shared > 0 && p.n_expert_shared > 0) {  // deepseek2: ungated
       l.ffn_gate_shexp = describe(ctx, file, b + "ffn_gate_shexp.weight", {p.n_embd, p.n_ff_shared});
       l.ffn_up_shexp = describe(ctx, file, b + "ffn_up_shexp.weight", {p.n_embd, p.n_ff_shared});
@@ -227,6 +237,11 @@ void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_
          "an expert split of " + std::to_string(counts.size()) + " counts for " + std::to_string(n_parts) +
              " placements");
   if (p.n_expert == 0) fail(ErrorKind::invalid_input, kWhere, "an expert split of a model without experts");
+  // A slice's pairs routed elsewhere come back as zeros from mul_mat_id,
+  // but a bias row added to them would not stay zero.
+  if (p.expert_biases)
+    fail(ErrorKind::unsupported, kWhere,
+         "an expert split of a model with expert biases (" + p.arch_name + ") is not supported: split by layers");
   int64_t sum = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     if (counts[i] < 0 || counts[i] > p.n_expert)
@@ -286,9 +301,10 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
   if (w.output != w.tok_embd) parts.back().push_back(w.output);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LlamaLayer& l = w.layers[i];
-    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.wo, l.bq, l.bk, l.bv, l.q_norm, l.k_norm,
-                      l.attn_post_norm, l.ffn_norm, l.ffn_post_norm, l.w_gate, l.w_up, l.w_down, l.ffn_gate_inp,
-                      l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_inp_shexp, l.ffn_gate_shexp,
+    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.wo, l.bo, l.attn_sinks, l.bq, l.bk, l.bv, l.q_norm,
+                      l.k_norm, l.attn_post_norm, l.ffn_norm, l.ffn_post_norm, l.w_gate, l.w_up, l.w_down,
+                      l.ffn_gate_inp, l.ffn_gate_inp_b, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps,
+                      l.ffn_gate_exps_b, l.ffn_up_exps_b, l.ffn_down_exps_b, l.ffn_gate_inp_shexp, l.ffn_gate_shexp,
                       l.ffn_up_shexp, l.ffn_down_shexp, l.exp_probs_b, l.wq_a, l.q_a_norm, l.wq_b, l.wkv_a_mqa,
                       l.kv_a_norm, l.wk_b, l.wv_b})
       if (t) parts[static_cast<size_t>(layer_part[i])].push_back(t);
@@ -319,7 +335,8 @@ bool runs_flash_attn(const Device& device, const LlamaParams& p, DType cache_typ
   Tensor* k = ctx.new_tensor(cache_type, {p.head_dim, 1, p.n_head_kv});
   Tensor* v = ctx.new_tensor(cache_type, {p.value_dim(), 1, p.n_head_kv});
   Tensor* mask = ctx.new_tensor(DType::f32, {1, 1});
-  return device.supports_op(*ops::flash_attn(ctx, q, k, v, mask, p.attn_scale, p.attn_softcap));
+  Tensor* sinks = p.attn_sinks ? ctx.new_tensor(DType::f32, {p.n_head}) : nullptr;
+  return device.supports_op(*ops::flash_attn(ctx, q, k, v, mask, p.attn_scale, p.attn_softcap, sinks));
 }
 
 bool runs_routed_rows(const Device& device, const LlamaParams& p) {

@@ -36,6 +36,8 @@ class BackendExecutor final : public Executor {
 
   void release() override { buffer_.reset(); }
 
+  bool runs(const Tensor& node) const override { return op_is_view(node.op) || dev_.supports_op(node); }
+
  private:
   Device& dev_;
   std::unique_ptr<Backend> backend_;

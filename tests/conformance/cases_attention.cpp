@@ -4,7 +4,7 @@
 // 1, 2, 8 and 12: the kernel takes up to 8 heads of a group at a time); no mask, a causal one, a random one with a fully masked row;
 // soft-capping; q as the permuted view the model passes and k / v as views
 // of a cache's rows, heads side by side; and the same after set_rows writes
-// into f16 and q8_0 caches, as a layer reads them.
+// into f16 and q8_0 caches, as a layer reads them; attention sinks.
 #include <cmath>
 #include <string>
 
@@ -44,11 +44,13 @@ Init mask_with_dead_row() {
 
 enum class MaskKind { none, causal, random };
 
-void add_plain(std::vector<Case>& cases, const AttnShape& s, DType kv, MaskKind mk, float cap) {
+// sinks: one f32 logit per head (gpt-oss), spread over [-3, 3] so that some
+// outweigh the scores and some barely count.
+void add_plain(std::vector<Case>& cases, const AttnShape& s, DType kv, MaskKind mk, float cap, bool sinks = false) {
   const std::string mask_name = mk == MaskKind::none ? "" : mk == MaskKind::causal ? " causal" : " random-mask";
   const std::string name = "flash_attn " + dtype_str(kv) + " " + shape_name(s) + mask_name +
-                           (cap > 0 ? " cap=" + std::to_string(static_cast<int>(cap)) : "");
-  cases.push_back({name, [s, kv, mk, cap](CaseBuilder& b) {
+                           (cap > 0 ? " cap=" + std::to_string(static_cast<int>(cap)) : "") + (sinks ? " sinks" : "");
+  cases.push_back({name, [s, kv, mk, cap, sinks](CaseBuilder& b) {
                      Context& ctx = b.ctx();
                      // q as the model has it, [hd, heads, n_q] permuted to [hd, n_q, heads].
                      Tensor* q = ops::permute(ctx, b.input(DType::f32, {s.hd, s.n_head, s.n_q, 1}), 0, 2, 1, 3);
@@ -59,7 +61,8 @@ void add_plain(std::vector<Case>& cases, const AttnShape& s, DType kv, MaskKind 
                      if (mk == MaskKind::causal) mask = b.input(DType::f32, {s.n_kv, s.n_q, 1, 1}, causal_mask(s.n_q));
                      if (mk == MaskKind::random) mask = b.input(DType::f32, {s.n_kv, s.n_q, 1, 1}, mask_with_dead_row());
                      const float scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
-                     b.output(ops::flash_attn(ctx, q, k, v, mask, scale, cap), kAttnTol);
+                     Tensor* sk = sinks ? b.input(DType::f32, {s.n_head, 1, 1, 1}, uniform(-3.0f, 3.0f)) : nullptr;
+                     b.output(ops::flash_attn(ctx, q, k, v, mask, scale, cap, sk), kAttnTol);
                    }});
 }
 
@@ -118,6 +121,12 @@ void add_attention_cases(std::vector<Case>& cases) {
   add_plain(cases, shapes[2], DType::f32, MaskKind::random, 0.0f);
   add_plain(cases, shapes[1], DType::f16, MaskKind::causal, 5.0f);  // Gemma 2's soft-capped scores
   add_plain(cases, shapes[3], DType::f32, MaskKind::random, 2.0f);
+  // Attention sinks (gpt-oss): grouped and single heads, masks with a dead
+  // row (zeros: a sink has no value), a many-head group, f16 and q8_0 rows.
+  add_plain(cases, shapes[0], DType::f32, MaskKind::causal, 0.0f, true);
+  add_plain(cases, shapes[1], DType::f16, MaskKind::random, 0.0f, true);
+  add_plain(cases, {64, 8, 2, 4, 50}, DType::f16, MaskKind::causal, 0.0f, true);
+  add_plain(cases, {32, 12, 1, 2, 41}, DType::q8_0, MaskKind::none, 0.0f, true);
   add_cache_case(cases, DType::f16, 16, kAttnAfterF16WritesTol);
   add_cache_case(cases, DType::q8_0, 32, kAttnAfterQ8WritesTol);
 }

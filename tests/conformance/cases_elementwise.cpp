@@ -148,6 +148,23 @@ void add_unary(std::vector<Case>& cases) {
                        }});
     }
   }
+  // swiglu_oai (gpt-oss): gate and up over [-10, 10] so both clamps at
+  // limit 7 act; other alpha and limit values; b of another dtype.
+  for (DType type : kFloatTypes) {
+    for (const UnaryShape& s : kSwigluShapes) {
+      std::string name = "swiglu_oai " + dtype_str(type) + " " + shape_str(s.ne) + layout_suffix(s.layout, "a,b");
+      cases.push_back({name, [type, s](CaseBuilder& b) {
+                         Tensor* x = operand(b, type, s.ne, s.layout, uniform(-10.0f, 10.0f));
+                         Tensor* y = operand(b, type, s.ne, s.layout, uniform(-10.0f, 10.0f));
+                         b.output(ops::swiglu_oai(b.ctx(), x, y, 1.702f, 7.0f), tol_for(type, tol::kTranscend));
+                       }});
+    }
+  }
+  cases.push_back({"swiglu_oai f32,f16 [40,3,1,1] alpha=0.5 limit=2", [](CaseBuilder& b) {
+                     Tensor* x = b.input(DType::f32, {40, 3, 1, 1}, uniform(-4.0f, 4.0f));
+                     Tensor* y = b.input(DType::f16, {40, 3, 1, 1}, uniform(-4.0f, 4.0f));
+                     b.output(ops::swiglu_oai(b.ctx(), x, y, 0.5f, 2.0f), tol::kTranscend);
+                   }});
   cases.push_back({"swiglu f32,f16 [40,3,1,1]", [](CaseBuilder& b) {
                      Tensor* x = b.input(DType::f32, {40, 3, 1, 1}, uniform(-4.0f, 4.0f));
                      Tensor* y = b.input(DType::f16, {40, 3, 1, 1});

@@ -82,6 +82,32 @@ void add_soft_max(std::vector<Case>& cases) {
                        b.output(ops::soft_max(b.ctx(), x, m, c.scale), tol::kTranscend);
                      }});
   }
+  // Attention sinks (gpt-oss): one logit per index of dim 2 joins each row's
+  // denominator; from far below the row's logits (no effect) to far above
+  // (near-zero rows), with masks (a dead row stays zeros).
+  struct SinkCase {
+    Shape a;
+    Mask mask;
+    float lo, hi;  // sinks uniform in [lo, hi]
+  };
+  const SinkCase kSinks[] = {
+      {{9, 4, 3, 1}, Mask::none, -2.0f, 2.0f},
+      {{16, 16, 4, 1}, Mask::causal, -1.0f, 3.0f},
+      {{24, 5, 2, 3}, Mask::random, -4.0f, 4.0f},
+      {{7, 3, 2, 1}, Mask::none, 30.0f, 40.0f},
+  };
+  for (const SinkCase& c : kSinks) {
+    const std::string name = "soft_max f32 " + shape_str(c.a) + (c.mask == Mask::causal ? " causal" : c.mask == Mask::random ? " mask" : "") +
+                             fmt(" sinks [%g,", c.lo) + fmt("%g]", c.hi);
+    cases.push_back({name, [c](CaseBuilder& b) {
+                       Tensor* x = b.input(DType::f32, c.a, uniform(-1.0f, 1.0f));
+                       Tensor* m = nullptr;
+                       if (c.mask != Mask::none)
+                         m = b.input(DType::f32, {c.a[0], c.a[1], 1, 1}, c.mask == Mask::causal ? causal_mask(c.a[1]) : random_mask());
+                       Tensor* sinks = b.input(DType::f32, {c.a[2], 1, 1, 1}, uniform(c.lo, c.hi));
+                       b.output(ops::soft_max(b.ctx(), x, m, 0.5f, sinks), tol::kTranscend);
+                     }});
+  }
 }
 
 void add_reductions(std::vector<Case>& cases) {

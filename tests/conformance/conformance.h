@@ -38,6 +38,10 @@ class Executor {
   virtual void get(const Tensor& t, void* data, size_t size) = 0;
   // Frees what allocate() made.
   virtual void release() = 0;
+  // Whether it runs node at all (a case with a node it does not run is
+  // skipped, not failed: flash_attn with sinks on a worker, whose wire does
+  // not carry them). Default: every node.
+  virtual bool runs(const Tensor& node) const { return true; }
 };
 
 // Runs graphs on one backend of dev, with all tensors in one buffer of the
@@ -50,11 +54,12 @@ std::unique_ptr<Executor> make_scheduler_executor(std::vector<Backend*> backends
 struct Summary {
   int passed = 0;
   int failed = 0;
+  int skipped = 0;  // a node the executor does not run (Executor::runs)
 };
 
-// Runs every case whose name contains filter, printing "NAME: OK" or
-// "NAME: FAIL ..." per case (only failures when quiet) and, last,
-// "N passed, M failed".
+// Runs every case whose name contains filter, printing "NAME: OK",
+// "NAME: SKIP ..." or "NAME: FAIL ..." per case (only failures and skips
+// when quiet) and, last, "N passed, M failed" (and ", K skipped" if any).
 Summary run_suite(Executor& ex, std::ostream& out, std::string_view filter, bool quiet);
 
 }  // namespace weft::conformance

@@ -112,6 +112,16 @@ void Reference::eval(const Tensor& node) {
       });
       break;
     }
+    case Op::swiglu_oai: {  // gpt-oss: x = min(a, limit), y = clamp(b, -limit, limit)
+      Accessor a = access(*s0), b = access(*s1);
+      const double alpha = node.param_f32(0), limit = node.param_f32(1);
+      for_each(ne, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const double x = std::min(a.at(i0, i1, i2, i3), limit);
+        const double y = std::clamp(b.at(i0, i1, i2, i3), -limit, limit);
+        out.push_back(x / (1.0 + std::exp(-alpha * x)) * (y + 1.0));
+      });
+      break;
+    }
     case Op::rms_norm:
     case Op::norm: {
       Accessor a = access(*s0);
@@ -146,7 +156,14 @@ void Reference::eval(const Tensor& node) {
           row[i] = v;
           mx = std::max(mx, v);
         }
-        double sum = 0.0;
+        // A sink: one more logit in the denominator, with no value.
+        const Tensor* sinks = node.src[2];
+        const double sink = sinks != nullptr ? access(*sinks).at(i2, 0, 0, 0) : -INFINITY;
+        if (mx == -INFINITY) {  // every logit masked: zeros (the op's rule), sink or not
+          for (size_t i = 0; i < row.size(); ++i) out.push_back(0.0);
+          return;
+        }
+        double sum = std::exp(sink - mx);
         for (double& v : row) sum += (v = std::exp(v - mx));
         for (double v : row) out.push_back(v / sum);
       });
@@ -328,6 +345,7 @@ void Reference::eval(const Tensor& node) {
           double sum = 0.0;
           if (mx != -INFINITY)
             for (double& x : p) sum += (x = std::exp(x - mx));
+          if (mx != -INFINITY && node.src[4] != nullptr) sum += std::exp(access(*node.src[4]).at(h, 0, 0, 0) - mx);
           for (int64_t e = 0; e < ne[0]; ++e) {
             double o = 0.0;
             if (mx != -INFINITY)

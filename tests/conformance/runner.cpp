@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conformance/cases.h"
@@ -76,13 +77,19 @@ std::string format_err(const Verdict& v) {
   return buf;
 }
 
-// Runs one case; returns "" on success or the failure text.
+// The prefix of run_case's answer for a case the executor does not run.
+constexpr std::string_view kSkip = "skip: ";
+
+// Runs one case; returns "" on success, the failure text, or kSkip and the
+// op of a node the executor does not run.
 std::string run_case(Executor& ex, const Case& c) {
   Context ctx;
   CaseBuilder b(ctx);
   c.build(b);
   Graph g;
   for (Tensor* root : b.roots()) g.expand(root);
+  for (const Tensor* node : g.nodes())
+    if (!ex.runs(*node)) return std::string(kSkip) + ex.name() + " does not run this " + op_name(node->op);
 
   struct Release {
     Executor& ex;
@@ -144,13 +151,18 @@ Summary run_suite(Executor& ex, std::ostream& out, std::string_view filter, bool
     if (failure.empty()) {
       ++s.passed;
       if (!quiet) out << c.name << ": OK\n";
+    } else if (failure.starts_with(kSkip)) {
+      ++s.skipped;
+      out << c.name << ": SKIP (" << failure.substr(kSkip.size()) << ")\n";
     } else {
       ++s.failed;
       out << c.name << ": FAIL " << failure << "\n";
     }
     out.flush();
   }
-  out << s.passed << " passed, " << s.failed << " failed\n";
+  out << s.passed << " passed, " << s.failed << " failed";
+  if (s.skipped > 0) out << ", " << s.skipped << " skipped";
+  out << "\n";
   return s;
 }
 

@@ -254,6 +254,57 @@ TEST(OpShapes, FlashAttnShapesAndParameters) {
                          [&] { ops::flash_attn(ctx, q, k, nullptr, mask, 1.0f); });
 }
 
+TEST(OpShapes, AttentionSinks) {
+  Context ctx;
+  // soft_max: one f32 sink per index of dim 2, packed.
+  Tensor* a = ctx.new_tensor(DType::f32, {8, 4, 3});
+  Tensor* sinks = ctx.new_tensor(DType::f32, {3});
+  Tensor* r = ops::soft_max(ctx, a, nullptr, 1.0f, sinks);
+  EXPECT_EQ(r->src[2], sinks);
+  EXPECT_TRUE(same_shape(*r, *a));
+  expect_op_error_naming("soft_max", {"sinks f32[4,1,1,1]", "[3]"},
+                         [&] { ops::soft_max(ctx, a, nullptr, 1.0f, ctx.new_tensor(DType::f32, {4})); });
+  expect_op_error_naming("soft_max", {"sinks is f16"},
+                         [&] { ops::soft_max(ctx, a, nullptr, 1.0f, ctx.new_tensor(DType::f16, {3})); });
+  expect_op_error_naming("soft_max", {"sinks f32[3,2,1,1]"},
+                         [&] { ops::soft_max(ctx, a, nullptr, 1.0f, ctx.new_tensor(DType::f32, {3, 2})); });
+  // flash_attn: one per head of q, the fifth source.
+  Tensor* q = ctx.new_tensor(DType::f32, {32, 5, 8});
+  Tensor* k = ctx.new_tensor(DType::f16, {32, 40, 2});
+  Tensor* v = ctx.new_tensor(DType::f16, {32, 40, 2});
+  Tensor* mask = ctx.new_tensor(DType::f32, {40, 5});
+  Tensor* s8 = ctx.new_tensor(DType::f32, {8});
+  Tensor* fa = ops::flash_attn(ctx, q, k, v, mask, 1.0f, 0.0f, s8);
+  EXPECT_EQ(fa->src[4], s8);
+  EXPECT_EQ(fa->ne[0], 32);
+  EXPECT_EQ(fa->ne[1], 8);
+  expect_op_error_naming("flash_attn", {"sinks", "one per head"},
+                         [&] { ops::flash_attn(ctx, q, k, v, mask, 1.0f, 0.0f, ctx.new_tensor(DType::f32, {2})); });
+  expect_op_error_naming("flash_attn", {"sinks is i32"},
+                         [&] { ops::flash_attn(ctx, q, k, v, mask, 1.0f, 0.0f, ctx.new_tensor(DType::i32, {8})); });
+}
+
+TEST(OpShapes, SwigluOai) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::f32, {8, 4});
+  Tensor* b = ctx.new_tensor(DType::f16, {8, 4});
+  Tensor* r = ops::swiglu_oai(ctx, a, b, 1.702f, 7.0f);
+  EXPECT_EQ(r->op, Op::swiglu_oai);
+  EXPECT_TRUE(same_shape(*r, *a));
+  EXPECT_EQ(r->type, DType::f32);
+  EXPECT_EQ(r->param_f32(0), 1.702f);
+  EXPECT_EQ(r->param_f32(1), 7.0f);
+  EXPECT_EQ(ops::swiglu_oai(ctx, b, a, 1.0f, 1.0f)->type, DType::f16);
+  expect_op_error_naming("swiglu_oai", {"shapes differ"},
+                         [&] { ops::swiglu_oai(ctx, a, ctx.new_tensor(DType::f32, {8, 3}), 1.702f, 7.0f); });
+  expect_op_error_naming("swiglu_oai", {"b is i32"},
+                         [&] { ops::swiglu_oai(ctx, a, ctx.new_tensor(DType::i32, {8, 4}), 1.702f, 7.0f); });
+  expect_op_error_naming("swiglu_oai", {"alpha must be finite"}, [&] { ops::swiglu_oai(ctx, a, b, NAN, 7.0f); });
+  for (float bad : {0.0f, -1.0f, INFINITY, NAN})
+    expect_op_error_naming("swiglu_oai", {"limit"}, [&] { ops::swiglu_oai(ctx, a, b, 1.702f, bad); });
+  expect_op_error_naming("swiglu_oai", {"missing operand b"}, [&] { ops::swiglu_oai(ctx, a, nullptr, 1.0f, 1.0f); });
+}
+
 TEST(OpShapes, RoutedRowsShapesAndRange) {
   Context ctx;
   Tensor* x = ctx.new_tensor(DType::f32, {8, 5});

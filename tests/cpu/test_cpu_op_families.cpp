@@ -61,6 +61,8 @@ Tensor* build(Context& ctx, Op op, DType ta, DType tb, bool s) {
     case Op::sigmoid: return repeat ? nullptr : ops::sigmoid(ctx, operand(ctx, ta, {K, 3}, s));
     case Op::softcap: return repeat ? nullptr : ops::softcap(ctx, operand(ctx, ta, {K, 3}, s), 30.0f);
     case Op::swiglu: return ops::swiglu(ctx, operand(ctx, ta, {K, 3}, s), operand(ctx, tb, {K, 3}, s));
+    case Op::swiglu_oai:
+      return ops::swiglu_oai(ctx, operand(ctx, ta, {K, 3}, s), operand(ctx, tb, {K, 3}, s), 1.702f, 7.0f);
     case Op::rms_norm: return repeat ? nullptr : ops::rms_norm(ctx, operand(ctx, ta, {K, 3}, s), 1e-5f);
     case Op::norm: return repeat ? nullptr : ops::norm(ctx, operand(ctx, ta, {K, 3}, s), 1e-5f);
     case Op::soft_max: return ops::soft_max(ctx, operand(ctx, ta, {K, 3, 2}, s), operand(ctx, tb, {K, 4}, s), 0.5f);
@@ -89,7 +91,8 @@ Tensor* build(Context& ctx, Op op, DType ta, DType tb, bool s) {
     case Op::concat: return ops::concat(ctx, operand(ctx, ta, {K, 3}, s), operand(ctx, tb, {K, 2}, s), 1);
     case Op::flash_attn:  // q of dtype ta, k and v of dtype tb, an f32 mask
       return ops::flash_attn(ctx, operand(ctx, ta, {K, 3, 4}, s), operand(ctx, tb, {K, 5, 2}, s),
-                             operand(ctx, tb, {K, 5, 2}, s), operand(ctx, DType::f32, {5, 3}, false), 0.5f, 2.0f);
+                             operand(ctx, tb, {K, 5, 2}, s), operand(ctx, DType::f32, {5, 3}, false), 0.5f, 2.0f,
+                             operand(ctx, DType::f32, {4}, false));
   }
   return nullptr;
 }

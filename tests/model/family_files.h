@@ -32,7 +32,7 @@ inline const std::vector<std::string>& cases() {
       "gemma3",          "phi3_window_big", "phi3_window",          "phi3_unfused",    "llama_window",
       "qwen2_window_pattern", "qwen2_tied", "qwen3_linear",         "qwen3moe_window_big", "qwen2moe_window",
       "gemma2_nowindow", "gemma2_window_big", "gemma3_window_list", "gemma3_nowindow",
-      "qwen3_yarn",      "llama_yarn",
+      "qwen3_yarn",      "llama_yarn",      "gptoss",          "gptoss_mxfp4",
       // make_family.py's DEEPSEEK cases: multi-head latent attention.
       "deepseek2",       "deepseek2_lite"};
   return all;

@@ -27,7 +27,8 @@ declare -A family=([llama]=llama [qwen2]=qwen2 [llama3_freqs]=llama [llama3_keys
   [phi3_window_big]=phi3 [phi3_window]=phi3 [phi3_unfused]=phi3 [llama_window]=llama [qwen2_window_pattern]=qwen2
   [qwen2_tied]=qwen2 [qwen3_linear]=qwen3 [qwen3moe_window_big]=qwen3moe [qwen2moe_window]=qwen2moe
   [gemma2_nowindow]=gemma2 [gemma2_window_big]=gemma2 [gemma3_window_list]=gemma3 [gemma3_nowindow]=gemma3
-  [qwen3_yarn]=qwen3 [llama_yarn]=llama [deepseek2]=deepseek2 [deepseek2_lite]=deepseek2)
+  [qwen3_yarn]=qwen3 [llama_yarn]=llama [gptoss]=gpt-oss [gptoss_mxfp4]=gpt-oss [deepseek2]=deepseek2
+  [deepseek2_lite]=deepseek2)
 for name in "${!family[@]}"; do
   f=$dir/$name.gguf
   "$weft" gguf info "$f" >"$dir/info.txt" || die "gguf info $name"

@@ -30,6 +30,16 @@ namespace fs = std::filesystem;
 // every cached value clear of f16 rounding boundaries, without which one
 // entry an f16 step apart moves logits by ~1e-4.
 constexpr double kTolerance = 1e-4;
+// A case whose experts are MXFP4 (gptoss_mxfp4): the CPU's MXFP4 product
+// reads its activations rounded to q8_0, as the standard engine's does
+// (its vec_dot_type), which the reference does not (measured: 2.6e-3; the
+// same file with those weights stored as f32 gives 2.7e-6). A wrong block
+// decoder or product is off by far more.
+constexpr double kToleranceMxfp4 = 1e-2;
+
+double tolerance_of(const std::string& name) {
+  return name.size() > 6 && name.compare(name.size() - 6, 6, "_mxfp4") == 0 ? kToleranceMxfp4 : kTolerance;
+}
 
 class Families : public ::testing::TestWithParam<std::string> {
  protected:
@@ -41,7 +51,7 @@ class Families : public ::testing::TestWithParam<std::string> {
 
 // Runs every eval of ref through m and checks each token's logits; returns
 // the largest normalized error.
-double expect_matches(LlamaModel& m, const family_files::Reference& ref) {
+double expect_matches(LlamaModel& m, const family_files::Reference& ref, double tolerance = kTolerance) {
   double worst = 0;
   for (size_t e = 0; e < ref.evals.size(); ++e) {
     const family_files::Eval& ev = ref.evals[e];
@@ -52,7 +62,7 @@ double expect_matches(LlamaModel& m, const family_files::Reference& ref) {
       const size_t at = t * static_cast<size_t>(ref.n_vocab);
       const double err = family_files::normalized_error(&logits[at], &ev.logits[at], ref.n_vocab);
       worst = std::max(worst, err);
-      EXPECT_LE(err, kTolerance) << "eval " << e << " (n_past " << ev.n_past << "), token " << t;
+      EXPECT_LE(err, tolerance) << "eval " << e << " (n_past " << ev.n_past << "), token " << t;
     }
   }
   return worst;
@@ -64,7 +74,7 @@ TEST_P(Families, MatchesFloat64Reference) {
   auto cpu = weft::make_cpu_device(2);
   LlamaModel m(*file, *cpu, ref.n_ctx);
   EXPECT_EQ(m.params().n_vocab, ref.n_vocab);
-  const double worst = expect_matches(m, ref);
+  const double worst = expect_matches(m, ref, tolerance_of(GetParam()));
   std::printf("%s: largest normalized error %.3g over %zu evals\n", GetParam().c_str(), worst, ref.evals.size());
 }
 
@@ -84,7 +94,7 @@ TEST_P(Families, SplitOverWorkerMatchesLocal) {
   const int64_t n_layer = weft::model::LlamaParams::from_gguf(*file).n_layer;
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, n_layer}};
   LlamaModel split(*file, pl, ref.n_ctx);
-  expect_matches(split, ref);
+  expect_matches(split, ref, tolerance_of(GetParam()));
 
   // Greedy continuation of the first eval's tokens, local and split.
   auto generate = [&](LlamaModel& m) {
@@ -257,6 +267,11 @@ TEST(FamilyFiles, MissingTensorOrKeyIsNamed) {
       {"deepseek2", "--drop-key", "deepseek2.attention.kv_lora_rank"},
       {"deepseek2", "--drop-key", "deepseek2.expert_feed_forward_length"},
       {"deepseek2_lite", "--drop-tensor", "blk.2.attn_kv_b.weight"},
+      {"gptoss", "--drop-tensor", "blk.1.attn_sinks.weight"},
+      {"gptoss", "--drop-tensor", "blk.2.ffn_up_exps.bias"},
+      {"gptoss", "--drop-tensor", "blk.0.ffn_gate_inp.bias"},
+      {"gptoss", "--drop-tensor", "blk.3.post_attention_norm.weight"},
+      {"gptoss", "--drop-key", "gpt-oss.attention.sliding_window"},
   };
   const fs::path root = fs::path(WEFT_BINARY_DIR) / ("model_families_drops." + std::to_string(::getpid()));
   for (size_t i = 0; i < drops.size(); ++i) {

@@ -116,7 +116,7 @@ TEST_P(SlidingRing, ReusedPrefixWithinTheRingOnly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sliding, SlidingRing,
-                         ::testing::Values("gemma2", "gemma3", "phi3_window", "llama_window", "gemma3_window_list"),
+                         ::testing::Values("gemma2", "gemma3", "phi3_window", "llama_window", "gemma3_window_list", "gptoss"),
                          [](const auto& info) { return info.param; });
 
 // Layer 0 here, the rest on a worker, the prompt pipelined in micro-batches

@@ -50,8 +50,9 @@ Out unary(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
   const Shape s = shape(rng, max0, true);
   const Layout l = layout(rng, t);
   Context& ctx = b.ctx();
-  const int k = static_cast<int>(pick(rng, 0, 8));
-  constexpr const char* kNames[] = {"scale", "sqr", "sqrt", "silu", "gelu", "swiglu", "gelu_erf", "sigmoid", "softcap"};
+  const int k = static_cast<int>(pick(rng, 0, 9));
+  constexpr const char* kNames[] = {"scale",    "sqr",     "sqrt",    "silu",      "gelu",
+                                    "swiglu",   "gelu_erf", "sigmoid", "softcap", "swiglu_oai"};
   constexpr float kScales[] = {0.37f, -2.0f, 0.0f, 1e-3f, 16.0f};
   float sc = one_of(rng, kScales);
   if (t == DType::f16 && sc == 1e-3f) sc = 0.37f;  // f16 results that small go subnormal: not the tolerance's model
@@ -62,6 +63,7 @@ Out unary(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
   if (k == 8) d += " cap=" + std::to_string(cap);
   Init init = k == 2   ? conformance::uniform(0.0f, 2.0f)
               : k == 8 ? conformance::uniform(-2.0f * cap, 2.0f * cap)
+              : k == 9 ? conformance::uniform(-10.0f, 10.0f)  // past the clamp at 7
               : k >= 3 ? conformance::uniform(-4.0f, 4.0f)
                        : Init{};
   Tensor* x = conformance::operand(b, t, s, l, init);
@@ -75,6 +77,12 @@ Out unary(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
     case 6: r = ops::gelu_erf(ctx, x); break;
     case 7: r = ops::sigmoid(ctx, x); break;
     case 8: r = ops::softcap(ctx, x, cap); break;
+    case 9: {
+      const DType tb = chance(rng, 0.7) ? t : one_of(rng, kFloat);
+      d += " b=" + dtype_str(tb);
+      r = ops::swiglu_oai(ctx, x, conformance::operand(b, tb, s, l, conformance::uniform(-10.0f, 10.0f)), 1.702f, 7.0f);
+      break;
+    }
     default: {
       const DType tb = chance(rng, 0.7) ? t : one_of(rng, kFloat);
       d += " b=" + dtype_str(tb);
@@ -123,7 +131,12 @@ Out rows(CaseBuilder& b, Rng& rng, int64_t max0, std::string& d) {
     mask = b.input(mt, ms, causal ? conformance::causal_mask(s[1]) : conformance::random_mask());
   }
   d += " scale=" + std::to_string(sc);
-  return {ops::soft_max(ctx, x, mask, sc), nullptr, tol::kTranscend};
+  Tensor* sinks = nullptr;
+  if (chance(rng, 0.3)) {  // attention sinks (protocol 1.9): one per index of dim 2
+    d += " sinks";
+    sinks = b.input(DType::f32, {s[2], 1, 1, 1}, conformance::uniform(-3.0f, 3.0f));
+  }
+  return {ops::soft_max(ctx, x, mask, sc, sinks), nullptr, tol::kTranscend};
 }
 
 // rope, or half the time rope_ext: frequency factors (none, a leaf, or a

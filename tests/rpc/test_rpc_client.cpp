@@ -119,6 +119,9 @@ TEST(RpcClient, ConformanceSuite) {
     const conformance::Summary s = conformance::run_suite(*ex, out, "", /*quiet=*/true);
     EXPECT_EQ(s.failed, 0) << out.str();
     EXPECT_GT(s.passed, 100);
+    // Only flash_attn with sinks (a fifth source, not on the wire) is not
+    // run by the worker; the scheduler's suite below runs them on the CPU.
+    EXPECT_EQ(s.skipped, 4) << out.str();
   }
   EXPECT_EQ(rpc_open_connections(), 0);
 }

@@ -417,6 +417,66 @@ TEST(RpcOpSupport, A15WorkerIsNeverGivenAnExpertSlice) {
   EXPECT_FALSE(old_worker.got(rpc::Cmd::compute_stats));
 }
 
+// 1.9 added the mxfp4 dtype (an unknown dtype number to a 1.8 worker, which
+// would end the session), op swiglu_oai and soft_max's sinks (which a 1.8
+// worker's constructor refuses): none is asked of or sent to a 1.8 worker,
+// the model's MXFP4 experts fall back to a device that runs them (here: the
+// scheduler's error), and a 1.9 worker is asked. flash_attn with sinks uses
+// a fifth source the wire does not carry: no worker is asked, and compute()
+// refuses it by name.
+TEST(RpcOpSupport, A18WorkerIsNeverSentMxfp4NorSinks) {
+  Context ctx;
+  Tensor* w4 = ctx.new_tensor(DType::mxfp4, {64, 8});
+  Tensor* w8 = ctx.new_tensor(DType::q8_0, {64, 8});
+  Tensor* x = ctx.new_tensor(DType::f32, {64, 3});
+  Tensor* a = ctx.new_tensor(DType::f32, {8, 4, 2});
+  const Tensor* mm4 = ops::mul_mat(ctx, w4, x);
+  const Tensor* mm8 = ops::mul_mat(ctx, w8, x);
+  const Tensor* rows4 = ops::get_rows(ctx, w4, ctx.new_tensor(DType::i32, {2}));
+  const Tensor* sm = ops::soft_max(ctx, a, nullptr, 1.0f, ctx.new_tensor(DType::f32, {2}));
+  const Tensor* plain_sm = ops::soft_max(ctx, a, nullptr, 1.0f);
+  const Tensor* oai = ops::swiglu_oai(ctx, a, a, 1.702f, 7.0f);
+  EXPECT_EQ(rpc::minor_needed(*mm4), 9);
+  EXPECT_EQ(rpc::minor_needed(*rows4), 9);
+  EXPECT_EQ(rpc::minor_needed(*mm8), 0);
+  EXPECT_EQ(rpc::minor_needed(*sm), 9);
+  EXPECT_EQ(rpc::minor_needed(*plain_sm), 0);
+  EXPECT_EQ(rpc::minor_needed(*oai), 9);
+  Tensor* q = ctx.new_tensor(DType::f32, {32, 1, 4});
+  Tensor* k = ctx.new_tensor(DType::f16, {32, 1, 2});
+  Tensor* mask = ctx.new_tensor(DType::f32, {1, 1});
+  const Tensor* fa_sinks = ops::flash_attn(ctx, q, k, k, mask, 0.2f, 0.0f, ctx.new_tensor(DType::f32, {4}));
+  EXPECT_EQ(rpc::minor_needed(*fa_sinks), rpc::kNoMinor);
+
+  FakeWorker old_worker(rpc::kCapEvents | rpc::kCapOpSupport, {1}, 8);
+  auto old_devices = make_rpc_devices(old_worker.endpoint);
+  for (const Tensor* t : {mm4, rows4, sm, oai, fa_sinks}) EXPECT_FALSE(old_devices[0]->supports_op(*t)) << op_name(t->op);
+  EXPECT_FALSE(old_worker.got(rpc::Cmd::supports_op)) << "a 1.8 worker was asked about a 1.9 node";
+  EXPECT_TRUE(old_devices[0]->supports_op(*mm8));
+  EXPECT_EQ(old_worker.count(rpc::Cmd::supports_op), 1u);
+  // Nor does compute() send one (placed there by hand, past supports_op).
+  for (Tensor* t : {const_cast<Tensor*>(mm4), const_cast<Tensor*>(fa_sinks)}) {
+    Graph g;
+    g.expand(t);
+    try {
+      old_devices[0]->create_backend()->compute(g);
+      ADD_FAILURE() << op_name(t->op) << " was sent to a 1.8 worker";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::unsupported) << e.what();
+      const char* why = t == fa_sinks ? "does not carry" : "this needs 1.9";
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(old_worker.got(rpc::Cmd::graph_compute));
+
+  FakeWorker new_worker(rpc::kCapEvents | rpc::kCapOpSupport, {1}, 9);
+  auto new_devices = make_rpc_devices(new_worker.endpoint);
+  for (const Tensor* t : {mm4, rows4, sm, oai}) EXPECT_TRUE(new_devices[0]->supports_op(*t)) << op_name(t->op);
+  EXPECT_EQ(new_worker.count(rpc::Cmd::supports_op), 4u);
+  EXPECT_FALSE(new_devices[0]->supports_op(*fa_sinks));
+  EXPECT_EQ(new_worker.count(rpc::Cmd::supports_op), 4u);
+}
+
 TEST(RpcOpSupport, OpsKnownAtEachMinor) {
   EXPECT_EQ(rpc::ops_known_at_minor(0), static_cast<int>(Op::transpose) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(1), static_cast<int>(Op::transpose) + 1);
@@ -425,6 +485,8 @@ TEST(RpcOpSupport, OpsKnownAtEachMinor) {
   EXPECT_EQ(rpc::ops_known_at_minor(4), static_cast<int>(Op::flash_attn) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(6), static_cast<int>(Op::flash_attn) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(7), static_cast<int>(Op::routed_rows) + 1);
+  EXPECT_EQ(rpc::ops_known_at_minor(8), static_cast<int>(Op::routed_rows) + 1);
+  EXPECT_EQ(rpc::ops_known_at_minor(9), static_cast<int>(Op::swiglu_oai) + 1);
   EXPECT_EQ(rpc::ops_known_at_minor(rpc::kMinor), kOpCount);
   EXPECT_EQ(rpc::ops_known_at_minor(65535), kOpCount);
 }

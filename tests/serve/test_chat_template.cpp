@@ -341,6 +341,47 @@ TEST(ChatTemplate, ObjectsKeepTheCallersOrder) {
   EXPECT_EQ(ChatTemplate::parse(src).render(nlohmann::json::parse(R"({"x": {"b": 1, "a": 2}})")), "{\"a\": 2, \"b\": 1} ab");
 }
 
+// gpt-oss's "harmony" template (gpt_oss.jinja, the standard engine's copy of
+// OpenAI's) against Python Jinja2 and @huggingface/jinja (make_gpt_oss.mjs):
+// system, developer, user and assistant turns, reasoning effort and model
+// identity, thinking kept on a last assistant turn and dropped before,
+// tools as a TypeScript namespace, a tool call and its result, and the
+// template's own raise_exception. The clock is the date the fixtures hold.
+TEST(ChatTemplate, GptOssHarmonyMatchesJinja2) {
+  ChatTemplate tpl = ChatTemplate::parse(read_file(kFixtures + "gpt_oss.jinja"));
+  std::tm tm{};
+  tm.tm_year = 2031 - 1900;
+  tm.tm_mon = 5;
+  tm.tm_mday = 15;
+  tm.tm_hour = 12;
+  tm.tm_isdst = -1;
+  tpl.set_clock([t = std::chrono::system_clock::from_time_t(std::mktime(&tm))] { return t; });
+  const Json cases = Json::parse(read_file(kFixtures + "gpt_oss_cases.json"));
+  int rendered = 0, raised = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    if (c.contains("expected")) {
+      try {
+        EXPECT_EQ(tpl.render(c["variables"]), c["expected"].get<std::string>());
+        ++rendered;
+      } catch (const Error& e) {
+        ADD_FAILURE() << e.what();
+      }
+    } else {
+      try {
+        ADD_FAILURE() << "rendered without error: " << tpl.render(c["variables"]);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::invalid_input);
+        EXPECT_NE(std::string(e.what()).find(c["expected_error_substring"].get<std::string>()), std::string::npos)
+            << e.what();
+        ++raised;
+      }
+    }
+  }
+  EXPECT_EQ(rendered, 9);
+  EXPECT_EQ(raised, 1);
+}
+
 TEST(ChatTemplate, StrftimeNowReadsTheClock) {
   ChatTemplate tpl = ChatTemplate::parse("{{ strftime_now('%Y') }}|{{ strftime_now is defined }}");
   std::tm tm{};

@@ -32,6 +32,11 @@ Tensor* sigmoid(Context& ctx, Tensor* a);   // 1 / (1 + e^-x)
 // cap * tanh(x / cap) (Gemma 2's logit soft-capping); cap finite and > 0. f[0] = cap.
 Tensor* softcap(Context& ctx, Tensor* a, float cap);
 Tensor* swiglu(Context& ctx, Tensor* a, Tensor* b);  // silu(a) * b, same shapes
+// gpt-oss's clamped SwiGLU ("swiglu_oai"), elementwise over a (the gate) and
+// b (the up projection), same shapes, the result in a's dtype:
+//   x = min(a, limit), y = clamp(b, -limit, limit), out = x * sigmoid(alpha x) * (y + 1).
+// alpha finite; limit finite and > 0. f[0] = alpha, f[1] = limit.
+Tensor* swiglu_oai(Context& ctx, Tensor* a, Tensor* b, float alpha, float limit);
 
 // Along rows. eps in f[0].
 Tensor* rms_norm(Context& ctx, Tensor* a, float eps);  // x / sqrt(mean(x^2) + eps)
@@ -40,7 +45,11 @@ Tensor* norm(Context& ctx, Tensor* a, float eps);      // (x - mean) / sqrt(var 
 // softmax(a * scale + mask) along rows. mask (optional, f32 or f16) has
 // mask.ne[0] == a.ne[0], mask.ne[1] >= a.ne[1], and broadcasts over dims 2, 3
 // (a.ne[i] % mask.ne[i] == 0). f[0] = scale.
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale);
+// sinks (optional, src[2]; protocol 1.9): f32, packed, [a.ne[2]]: one logit
+// per index of dim 2 (an attention head) that joins each row's denominator
+// and takes no share itself: out_j = e^(w_j) / (sum_i e^(w_i) + e^sink),
+// w = a * scale + mask (gpt-oss's attention sinks; the sink is not scaled).
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, Tensor* sinks = nullptr);
 
 // Rotary embedding. a: [head_dim, n_head, n_tokens, 1]; pos: i32 [n_tokens].
 // The first n_dims (even, <= head_dim) values of each head are rotated; the
@@ -82,7 +91,14 @@ Tensor* rope_ext(Context& ctx, Tensor* a, Tensor* pos, Tensor* freq_factors, int
 // [Dv, H, n_q], packed (heads of a token together, as a projection reads
 // them). K and V are read once per query row, the scores never stored.
 // f[0] = scale, f[1] = softcap (0: none); both finite, softcap >= 0.
-Tensor* flash_attn(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, float softcap = 0.0f);
+// sinks (optional, src[4]): f32, packed, [H]: head h's softmax denominator
+// gains e^sinks[h] (a logit with no value, not scaled, capped nor masked),
+//   out[:, h, i] = sum_j e^(s_j) v[:, j, g] / (sum_j e^(s_j) + e^sinks[h]),
+// as soft_max's sinks. A node with sinks uses the fifth source, which the
+// RPC wire does not carry: it runs on local devices (the model's unfused
+// path, soft_max with sinks, serves workers).
+Tensor* flash_attn(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, float softcap = 0.0f,
+                   Tensor* sinks = nullptr);
 
 Tensor* sum_rows(Context& ctx, Tensor* a);  // [1, ne1, ne2, ne3]
 Tensor* argmax(Context& ctx, Tensor* a);    // i32 [ne1, ne2, ne3, 1]; first max wins

@@ -16,7 +16,10 @@ namespace weft {
 class Buffer;
 
 inline constexpr int kMaxDims = 4;
-inline constexpr int kMaxSrc = 4;
+// Five: flash_attn's attention sinks are its fifth source. The RPC wire
+// carries four (rpc/protocol/wire.h kWireSrc); a node using the fifth stays
+// on local devices.
+inline constexpr int kMaxSrc = 5;
 inline constexpr int kMaxOpParams = 16;  // 32-bit words
 
 enum class Op : uint8_t {
@@ -42,8 +45,10 @@ enum class Op : uint8_t {
   flash_attn,
   // Appended (protocol 1.7): the rows a slice of experts reads.
   routed_rows,
+  // Appended (protocol 1.9): gpt-oss's clamped SwiGLU.
+  swiglu_oai,
 };
-inline constexpr int kOpCount = static_cast<int>(Op::routed_rows) + 1;
+inline constexpr int kOpCount = static_cast<int>(Op::swiglu_oai) + 1;
 
 const char* op_name(Op op);
 inline bool op_is_view(Op op) {

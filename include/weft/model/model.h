@@ -1,6 +1,6 @@
 // Llama-family models read from GGUF files (docs/models.md): Llama 2/3.x,
-// Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Phi-3, Gemma 2/3 and
-// DeepSeek-V2/V3, run as one weft graph per call.
+// Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Phi-3, Gemma 2/3,
+// DeepSeek-V2/V3 and gpt-oss, run as one weft graph per call.
 //
 //   auto file = weft::GgufFile::open("model.gguf");
 //   auto dev = weft::make_cpu_device();
@@ -37,7 +37,7 @@ namespace weft::model {
 // The families weft runs (general.architecture): what differs between them
 // is read into LlamaParams once, so the graph code asks "does this model
 // have X" rather than "which family is this" (docs/models.md).
-enum class Arch { llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2 };
+enum class Arch { llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gptoss };
 
 // The architecture names weft runs, comma-separated (for error messages).
 const char* known_architectures();
@@ -58,12 +58,18 @@ enum class RopeScalingType {
   yarn,      // YaRN: per-frequency factors blending interpolation and extrapolation, scaled magnitudes
 };
 
-// The gated feed-forward's activation: silu(gate) * up or gelu(gate) * up.
-enum class FfnActivation { silu, gelu_tanh };
+// The gated feed-forward's activation: silu(gate) * up, gelu(gate) * up, or
+// gpt-oss's clamped SwiGLU (ops::swiglu_oai with alpha 1.702, limit 7).
+enum class FfnActivation { silu, gelu_tanh, swiglu_oai };
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
 
-// How a router turns its logits into expert scores (expert_gating_func:
-// 1 softmax over the experts, 2 an independent sigmoid per expert).
-enum class ExpertGating { softmax, sigmoid };
+// How a mixture-of-experts router turns its logits into expert weights
+// (expert_gating_func, the standard engine's numbering 1-3): softmax over
+// all experts, then the top k of those probabilities (Mixtral, Qwen,
+// DeepSeek-V2); an independent sigmoid per expert (DeepSeek-V3); or the top
+// k logits, then softmax over those k alone (gpt-oss, "softmax weight").
+enum class ExpertGating { softmax, sigmoid, softmax_weight };
 
 struct LlamaParams {
   Arch arch = Arch::llama;
@@ -110,6 +116,11 @@ struct LlamaParams {
   int64_t value_dim() const { return mla() ? n_lora_kv : head_dim; }
   // Whether layer il routes experts (a deepseek2 file's leading layers are dense).
   bool is_moe_layer(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+  // gpt-oss: the router and each expert's three projections have biases
+  // (ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias), and every head an
+  // attention sink (attn_sinks.weight): each family that has them must.
+  bool expert_biases = false;
+  bool attn_sinks = false;
 
   // Rope. Global (non-sliding) layers use rope_base and rope_freq_scale;
   // sliding-window layers rope_base_swa and rope_freq_scale_swa (equal
@@ -168,6 +179,8 @@ struct LlamaParams {
 // w_down, or w_up alone holding gate and up (Phi-3: [n_embd, 2 n_ff], the
 // gate first); a mixture-of-experts one (n_expert > 0) the router and the
 // stacked experts, and qwen2moe also a shared expert with its sigmoid gate.
+// gpt-oss's ffn_norm is the file's post_attention_norm (the pre-FFN norm
+// under that name).
 struct LlamaLayer {
   Tensor* attn_norm = nullptr;
   Tensor* wq = nullptr;
@@ -175,6 +188,8 @@ struct LlamaLayer {
   Tensor* wv = nullptr;
   Tensor* wqkv = nullptr;
   Tensor* wo = nullptr;
+  Tensor* bo = nullptr;              // attn_output.bias [n_embd] (gpt-oss)
+  Tensor* attn_sinks = nullptr;      // f32 [n_head]: each head's sink logit (gpt-oss)
   Tensor* bq = nullptr;
   Tensor* bk = nullptr;
   Tensor* bv = nullptr;
@@ -190,6 +205,10 @@ struct LlamaLayer {
   Tensor* ffn_gate_exps = nullptr;   // [n_embd, n_ff_expert, n_expert]
   Tensor* ffn_up_exps = nullptr;     // [n_embd, n_ff_expert, n_expert]
   Tensor* ffn_down_exps = nullptr;   // [n_ff_expert, n_embd, n_expert]
+  Tensor* ffn_gate_inp_b = nullptr;   // [n_expert]: the router's bias (gpt-oss)
+  Tensor* ffn_gate_exps_b = nullptr;  // [n_ff_expert, n_expert]: each expert's biases (gpt-oss)
+  Tensor* ffn_up_exps_b = nullptr;    // [n_ff_expert, n_expert]
+  Tensor* ffn_down_exps_b = nullptr;  // [n_embd, n_expert]
   Tensor* ffn_gate_inp_shexp = nullptr;  // [n_embd]: the shared expert's gate
   Tensor* ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shared]
   Tensor* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shared]
@@ -216,6 +235,10 @@ struct LlamaLayer {
     Tensor* gate = nullptr;  // [n_embd, n_ff_expert, count]
     Tensor* up = nullptr;
     Tensor* down = nullptr;  // [n_ff_expert, n_embd, count]
+    // The whole stack's biases (gpt-oss; never set on a slice of a split).
+    Tensor* gate_b = nullptr;
+    Tensor* up_b = nullptr;
+    Tensor* down_b = nullptr;
   };
   std::vector<ExpertSlice> expert_slices;
   // [head_dim, n_ctx, n_head_kv] of LoadOptions::cache_type: a kv head's

@@ -37,6 +37,7 @@ constexpr const OpFamily* family_for(Op op) {
     case Op::sigmoid:
     case Op::softcap: return &kUnaryFamily;
     case Op::swiglu: return &kSwigluFamily;
+    case Op::swiglu_oai: return &kSwigluOaiFamily;
     case Op::rms_norm:
     case Op::norm: return &kNormFamily;
     case Op::soft_max: return &kSoftMaxFamily;

@@ -101,6 +101,7 @@ extern const OpFamily kNoComputeFamily;  // none, view reshape permute transpose
 extern const OpFamily kBinaryFamily;     // add sub mul div
 extern const OpFamily kUnaryFamily;      // scale sqr sqrt silu gelu gelu_erf sigmoid softcap
 extern const OpFamily kSwigluFamily;     // swiglu (ops_unary.cpp)
+extern const OpFamily kSwigluOaiFamily;  // swiglu_oai (ops_unary.cpp)
 extern const OpFamily kNormFamily;       // rms_norm norm
 extern const OpFamily kSoftMaxFamily;    // soft_max
 extern const OpFamily kRopeFamily;       // rope rope_ext

@@ -11,7 +11,8 @@
 //      fewer than three heads; a tile the mask hides entirely is skipped (the
 //      causal half of a prompt costs nothing). Then soft-capped when
 //      asked, plus the mask;
-//   2. p_j = exp(s_j - max) and their sum, by the vector kernels (vec.h);
+//   2. p_j = exp(s_j - max) and their sum, by the vector kernels (vec.h),
+//      plus exp(sink - max) for the head's sink when there are sinks;
 //   3. out = sum_j p_j v_j / sum, kValueTile value rows at a time: each
 //      vector of a row read (and converted) once, in place, for a vector of
 //      output values of every head accumulated in registers over the tile.
@@ -73,6 +74,7 @@ void flash_attn_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& k = *dst.src[1];
   const Tensor& v = *dst.src[2];
   const Tensor* mask = dst.src[3];
+  const float* sinks = dst.src[4] != nullptr ? static_cast<const float*>(dst.src[4]->data) : nullptr;
   const int64_t d = q.ne[0], n_q = q.ne[1], heads = q.ne[2];
   const int64_t n_kv = k.ne[1], dv = v.ne[0], hkv = k.ne[2];
   const int64_t group = heads / hkv;  // query heads per kv head
@@ -165,6 +167,8 @@ void flash_attn_op(const KernelContext& kc, Tensor& dst) {
       visible[c] = max != -INFINITY;  // else nothing is visible: zeros
       any_visible = any_visible || visible[c];
       sum[c] = visible[c] ? vk.exp_sum(sc, max, sc, n_kv) : 0.0;
+      // A sink joins the denominator with no value (in double, as the sum).
+      if (visible[c] && sinks != nullptr) sum[c] += std::exp(static_cast<double>(sinks[g * group + c0 + c]) - max);
       std::memset(acc[c], 0, static_cast<size_t>(dv) * sizeof(float));
     }
     // 3. Values, a tile of rows at a time.
@@ -188,11 +192,12 @@ void flash_attn_op(const KernelContext& kc, Tensor& dst) {
   }
 }
 
-// What the constructor allows (f32, f16 or q8_0 k and v, an f32 mask); the
-// result is packed f32.
+// What the constructor allows (f32, f16 or q8_0 k and v, an f32 mask and
+// sinks); the result is packed f32.
 bool flash_attn_supports(const Tensor& n) {
   auto kv = [](const Tensor* t) { return t != nullptr && kv_type(t->type); };
   return is_f32(n.src[0]) && kv(n.src[1]) && kv(n.src[2]) && (n.src[3] == nullptr || is_f32(n.src[3])) &&
+         (n.src[4] == nullptr || is_f32(n.src[4])) &&
          n.type == DType::f32 && n.nb[0] == sizeof(float);
 }
 

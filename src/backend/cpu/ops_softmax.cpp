@@ -2,7 +2,9 @@
 // (optional) is f32 or f16, row i1 of it serves row i1 of a, and it
 // broadcasts over dims 2 and 3. A row whose every logit is -inf becomes all
 // zeros rather than NaN; NaN logits are passed over by the max (and so make
-// the row NaN), as a scalar `v > max` loop would.
+// the row NaN), as a scalar `v > max` loop would. With sinks (f32 [ne2]),
+// row (i1, i2) divides by sum + e^(sinks[i2] - max), in double: a sink far
+// above the row's logits gives (near) zeros, never inf / inf.
 //
 // Three passes over a row that stays in L1/L2: w = a * scale + mask with its
 // max, e = exp(w - max) with its sum (double), e * (1 / sum). When dst is
@@ -45,6 +47,7 @@ bool mask_needs_buffer(const Tensor* m) { return m != nullptr && !(m->type == DT
 void soft_max_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor* mask = dst.src[1];
+  const Tensor* sinks = dst.src[2];
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
   const float scale = dst.param_f32(0);
   const Range r = split_range(a.nrows(), kc.ith, kc.nth);
@@ -69,17 +72,19 @@ void soft_max_op(const KernelContext& kc, Tensor& dst) {
     if (max == -INFINITY) {
       for (int64_t i = 0; i < ne0; ++i) out[i] = 0.0f;
     } else {
-      const double sum = k.exp_sum(out, max, out, ne0);
+      double sum = k.exp_sum(out, max, out, ne0);
+      if (sinks != nullptr) sum += std::exp(static_cast<double>(static_cast<const float*>(sinks->data)[i2]) - max);
       k.scale(out, static_cast<float>(1.0 / sum), out, ne0);
     }
     store_row_f32(dst, pd, out, ne0);
   }
 }
 
-// f32 logits; the mask, when given, f32 or f16.
+// f32 logits; the mask, when given, f32 or f16; sinks f32.
 bool soft_max_supports(const Tensor& n) {
   const Tensor* mask = n.src[1];
-  return is_f32(n.src[0]) && (mask == nullptr || mask->type == DType::f32 || mask->type == DType::f16);
+  return is_f32(n.src[0]) && (mask == nullptr || mask->type == DType::f32 || mask->type == DType::f16) &&
+         (n.src[2] == nullptr || is_f32(n.src[2]));
 }
 
 // A row for the scaled, masked logits and then (unless dst is packed f32)

@@ -1,7 +1,11 @@
 // scale sqr sqrt silu gelu gelu_erf sigmoid softcap, and swiglu (silu(a) * b
-// with b the same shape), with the vector kernels of vec.h. Contiguous f32
+// with b the same shape) and swiglu_oai (its clamped form), with the vector
+// kernels of vec.h. Contiguous f32
 // operands are one flat row split across threads; anything else goes row by
 // row through f32 staging (row_f32.h).
+#include <algorithm>
+#include <cmath>
+
 #include "kernels.h"
 #include "row_f32.h"
 #include "scratch.h"
@@ -42,15 +46,17 @@ void unary_rows(const KernelContext& kc, Tensor& dst, RowFn f) {
   }
 }
 
-void swiglu_rows(const KernelContext& kc, Tensor& dst) {
+// f(x, y, out, n) over every row pair of a and b (same shapes); dst may
+// alias a.
+template <class RowFn>
+void binary_rows(const KernelContext& kc, Tensor& dst, RowFn f) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
-  const VecKernels& k = vec_kernels();
   if (flat_f32(a) && flat_f32(b) && flat_f32(dst)) {
     const Range r = flat_range(a.nelements(), kc.ith, kc.nth);
     if (r.begin < r.end)
-      k.swiglu(static_cast<const float*>(a.data) + r.begin, static_cast<const float*>(b.data) + r.begin,
-               static_cast<float*>(dst.data) + r.begin, r.end - r.begin);
+      f(static_cast<const float*>(a.data) + r.begin, static_cast<const float*>(b.data) + r.begin,
+        static_cast<float*>(dst.data) + r.begin, r.end - r.begin);
     return;
   }
   const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
@@ -68,9 +74,28 @@ void swiglu_rows(const KernelContext& kc, Tensor& dst) {
     const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
     const float* y = load_row_f32(b, row_ptr(b, i1, i2, i3), ne0, buf_b);
     float* out = out_row_f32(dst, pd, buf_d);
-    k.swiglu(x, y, out, ne0);
+    f(x, y, out, ne0);
     store_row_f32(dst, pd, out, ne0);
   }
+}
+
+void swiglu_rows(const KernelContext& kc, Tensor& dst) {
+  const VecKernels& k = vec_kernels();
+  binary_rows(kc, dst, [&k](const float* x, const float* y, float* out, int64_t n) { k.swiglu(x, y, out, n); });
+}
+
+// gpt-oss's clamped SwiGLU, scalar: the experts' activations are a small
+// share of a layer's time beside the products that make them. std::min
+// keeps a NaN gate (as ggml's kernel does).
+void swiglu_oai_rows(const KernelContext& kc, Tensor& dst) {
+  const float alpha = dst.param_f32(0), limit = dst.param_f32(1);
+  binary_rows(kc, dst, [alpha, limit](const float* gate, const float* up, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = std::min(gate[i], limit);
+      const float y = std::clamp(up[i], -limit, limit);
+      out[i] = x / (1.0f + std::exp(-alpha * x)) * (y + 1.0f);
+    }
+  });
 }
 
 void unary_op(const KernelContext& kc, Tensor& dst) {
@@ -118,5 +143,6 @@ size_t swiglu_scratch_bytes(const Tensor& n, int) { return 3 * scratch_piece_byt
 
 const OpFamily kUnaryFamily{"unary", unary_supports, unary_scratch_bytes, unary_op};
 const OpFamily kSwigluFamily{"swiglu", swiglu_supports, swiglu_scratch_bytes, swiglu_rows};
+const OpFamily kSwigluOaiFamily{"swiglu_oai", swiglu_supports, swiglu_scratch_bytes, swiglu_oai_rows};
 
 }  // namespace weft::cpu

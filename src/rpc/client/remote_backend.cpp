@@ -115,10 +115,15 @@ void RemoteBackend::compute(const Graph& g) {
   // What the worker would refuse by ending the session is refused here.
   for (const Tensor* node : g.nodes()) {
     if (!connection_->knows_node(*node)) {
+      const uint16_t needed = minor_needed(*node);
+      if (needed == kNoMinor)
+        fail(ErrorKind::unsupported, "rpc compute",
+             "tensor '" + node->name + "' (" + op_name(node->op) + ") has a source the RPC protocol does not carry: " +
+                 "it runs on local devices only");
       fail(ErrorKind::unsupported, "rpc compute",
            "tensor '" + node->name + "' (" + op_name(node->op) + ") is a node worker " + connection_->endpoint() +
                " does not know (it speaks protocol 1." + std::to_string(connection_->peer_minor()) + ", this needs 1." +
-               std::to_string(minor_needed(*node)) + "): upgrade the worker");
+               std::to_string(needed) + "): upgrade the worker");
     }
     for (const Tensor* t : std::initializer_list<const Tensor*>{node, node->src[0], node->src[1], node->src[2],
                                                                 node->src[3], node->view_src}) {

@@ -133,9 +133,14 @@ class Encoder {
       r.nb[d] = t.nb[d];
     }
     for (int i = 0; i < kMaxOpParams; ++i) r.op_params[i] = form == Form::full ? t.op_params[i] : 0;
-    for (int i = 0; i < kMaxSrc; ++i) {
+    for (int i = 0; i < kWireSrc; ++i) {
       const Tensor* s = form == Form::full ? t.src[i] : form == Form::root_view && i == 0 ? t.view_src : nullptr;
       r.src[i] = ref(s);
+    }
+    for (int i = kWireSrc; i < kMaxSrc && form == Form::full; ++i) {
+      if (t.src[i] != nullptr)
+        graph_fail(shape_string(t) + " '" + t.name + "' (" + op_name(t.op) + ") has src[" + std::to_string(i) +
+                   "], which the wire does not carry");
     }
     r.view_src = form == Form::leaf ? 0 : ref(t.view_src);
     r.view_offs = form == Form::leaf || t.view_src == nullptr ? 0 : t.view_offs;
@@ -230,10 +235,10 @@ class Decoder {
       }
       nominal *= w.ne[d] > 1 ? w.ne[d] : 1;
     }
-    static constexpr const char* kSrcField[kMaxSrc] = {"src[0]", "src[1]", "src[2]", "src[3]"};
-    Tensor* src[kMaxSrc];
+    static constexpr const char* kSrcField[kWireSrc] = {"src[0]", "src[1]", "src[2]", "src[3]"};
+    Tensor* src[kMaxSrc] = {};
     std::array<uint32_t, kMaxSrc> src_index{};
-    for (int k = 0; k < kMaxSrc; ++k) {
+    for (int k = 0; k < kWireSrc; ++k) {
       src[k] = source(i, w.src[k], kSrcField[k]);
       src_index[k] = w.src[k];
     }
@@ -500,7 +505,7 @@ Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], c
     case Op::swiglu: return ops::swiglu(ctx, a, b);
     case Op::rms_norm: return ops::rms_norm(ctx, a, param_f32(params, 0));
     case Op::norm: return ops::norm(ctx, a, param_f32(params, 0));
-    case Op::soft_max: return ops::soft_max(ctx, a, b, param_f32(params, 0));
+    case Op::soft_max: return ops::soft_max(ctx, a, b, param_f32(params, 0), src[2]);
     case Op::rope: return ops::rope(ctx, a, b, p[0], static_cast<RopeMode>(p[1]), param_f32(params, 2));
     case Op::sum_rows: return ops::sum_rows(ctx, a);
     case Op::argmax: return ops::argmax(ctx, a);
@@ -533,8 +538,9 @@ Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], c
     case Op::rope_ext:
       return ops::rope_ext(ctx, a, b, c, p[0], static_cast<RopeMode>(p[1]), param_f32(params, 2),
                            {param_f32(params, 3), param_f32(params, 4)});
-    case Op::flash_attn: return ops::flash_attn(ctx, a, b, c, d, param_f32(params, 0), param_f32(params, 1));
+    case Op::flash_attn: return ops::flash_attn(ctx, a, b, c, d, param_f32(params, 0), param_f32(params, 1), src[4]);
     case Op::routed_rows: return ops::routed_rows(ctx, a, b, p[0], p[1]);
+    case Op::swiglu_oai: return ops::swiglu_oai(ctx, a, b, param_f32(params, 0), param_f32(params, 1));
   }
   fail(ErrorKind::internal, "rpc graph", "no constructor for op " + num(static_cast<unsigned>(op)));
 }

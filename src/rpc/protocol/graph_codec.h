@@ -34,7 +34,7 @@ struct WireTensor {
   int64_t ne[kMaxDims] = {1, 1, 1, 1};
   uint64_t nb[kMaxDims] = {};
   int32_t op_params[kMaxOpParams] = {};
-  uint32_t src[kMaxSrc] = {};  // 0 none, else 1 + the index of an earlier tensor
+  uint32_t src[kWireSrc] = {};  // 0 none, else 1 + the index of an earlier tensor
   uint32_t view_src = 0;       // likewise
   uint64_t view_offs = 0;
   uint64_t buffer = 0;  // handle; 0: no memory of its own

@@ -554,8 +554,13 @@ SupportsOpRequest SupportsOpRequest::of(uint32_t device, const Tensor& t) {
   m.op = static_cast<uint8_t>(t.op);
   m.node = TensorLayout::of(t);
   std::copy(std::begin(t.op_params), std::end(t.op_params), std::begin(m.op_params));
-  for (int k = 0; k < kMaxSrc; ++k) {
+  for (int k = 0; k < kWireSrc; ++k) {
     if (t.src[k] != nullptr) m.src[k] = TensorLayout::of(*t.src[k]);
+  }
+  for (int k = kWireSrc; k < kMaxSrc; ++k) {
+    if (t.src[k] != nullptr)
+      fail(ErrorKind::internal, "rpc supports_op",
+           std::string(op_name(t.op)) + " has src[" + std::to_string(k) + "], which the wire does not carry");
   }
   return m;
 }
@@ -566,7 +571,7 @@ void SupportsOpRequest::encode(Writer& w) const {
   node.encode(w);
   for (int32_t p : op_params) w.i32(p);
   uint8_t mask = 0;
-  for (int k = 0; k < kMaxSrc; ++k) mask |= src[k] ? static_cast<uint8_t>(1u << k) : 0;
+  for (int k = 0; k < kWireSrc; ++k) mask |= src[k] ? static_cast<uint8_t>(1u << k) : 0;
   w.u8(mask);
   for (const auto& s : src) {
     if (s) s->encode(w);
@@ -580,11 +585,11 @@ SupportsOpRequest SupportsOpRequest::decode(Reader& r) {
   m.node = TensorLayout::decode(r);
   for (int32_t& p : m.op_params) p = r.i32("op_params");
   const uint8_t mask = r.u8("src_mask");
-  if ((mask >> kMaxSrc) != 0) {
+  if ((mask >> kWireSrc) != 0) {
     fail(ErrorKind::invalid_input, "rpc " + r.what(),
-         "src_mask " + std::to_string(mask) + " has bits above the " + std::to_string(kMaxSrc) + " sources");
+         "src_mask " + std::to_string(mask) + " has bits above the " + std::to_string(kWireSrc) + " sources");
   }
-  for (int k = 0; k < kMaxSrc; ++k) {
+  for (int k = 0; k < kWireSrc; ++k) {
     if ((mask >> k) & 1) m.src[k] = TensorLayout::decode(r);
   }
   return m;
@@ -625,6 +630,8 @@ ErrorReply ErrorReply::decode(Reader& r) {
   return m;
 }
 
+uint16_t dtype_minor(DType t) { return t == DType::mxfp4 ? 9 : 0; }
+
 uint16_t minor_needed(const Tensor& t) {
   uint16_t minor = 0;
   while (minor < kMinor && static_cast<int>(t.op) >= ops_known_at_minor(minor)) ++minor;
@@ -633,6 +640,12 @@ uint16_t minor_needed(const Tensor& t) {
       if (kv != nullptr && traits(kv->type).quantized) minor = std::max<uint16_t>(minor, 4);
   }
   if (t.op == Op::mul_mat_id && t.op_params[0] != 0) minor = std::max<uint16_t>(minor, 6);
+  if (t.op == Op::soft_max && t.src[2] != nullptr) minor = std::max<uint16_t>(minor, 9);
+  minor = std::max(minor, dtype_minor(t.type));
+  for (const Tensor* s : t.src)
+    if (s != nullptr) minor = std::max(minor, dtype_minor(s->type));
+  for (int k = kWireSrc; k < kMaxSrc; ++k)
+    if (t.src[k] != nullptr) return kNoMinor;
   return minor;
 }
 

@@ -480,7 +480,7 @@ struct SupportsOpReply {
 // a client never sends one, not even in SUPPORTS_OP. A minor newer than ours
 // knows every op we do.
 constexpr int ops_known_at_minor(uint16_t minor) {
-  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35, 35, 36, 36};  // indexed by minor, up to kMinor
+  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35, 35, 36, 36, 37};  // indexed by minor, up to kMinor
   static_assert(std::size(kOpsAt) == kMinor + 1 && kOpsAt[kMinor] == kOpCount,
                 "a new Op needs a new minor version (wire.h kMinor) and its count here");
   return minor < std::size(kOpsAt) ? kOpsAt[minor] : kOpCount;
@@ -489,10 +489,16 @@ constexpr int ops_known_at_minor(uint16_t minor) {
 // The minor version a peer must speak to take node t: its op's
 // (ops_known_at_minor), or later where a later minor widened what the op's
 // constructor accepts (1.4: flash_attn with q8_0 k or v; 1.6: mul_mat_id
-// with an id_base, which an older peer would ignore). An older peer's
+// with an id_base, which an older peer would ignore; 1.9: soft_max with
+// sinks), or where the node or a source has a dtype a later minor added
+// (1.9: mxfp4, which an older peer refuses as unknown). An older peer's
 // constructor refuses the node, which ends the session, so a client never
-// sends it one, not even in SUPPORTS_OP.
+// sends it one, not even in SUPPORTS_OP. A node no minor carries (a source
+// past kWireSrc: flash_attn with sinks) gives kNoMinor.
+inline constexpr uint16_t kNoMinor = UINT16_MAX;
 uint16_t minor_needed(const Tensor& t);
+// The minor version that added dtype t (0 for those 1.0 had).
+uint16_t dtype_minor(DType t);
 
 // Would device compute this node? device, op, the node's layout, its 16
 // op_params, u8 src_mask (bit k: src[k] follows; bits 4-7 must be 0), then
@@ -505,7 +511,7 @@ struct SupportsOpRequest {
   uint8_t op = 0;
   TensorLayout node;
   int32_t op_params[kMaxOpParams] = {};
-  std::optional<TensorLayout> src[kMaxSrc];
+  std::optional<TensorLayout> src[kWireSrc];
   // The question for node t (its sources' layouts, not their data).
   static SupportsOpRequest of(uint32_t device, const Tensor& t);
   void encode(Writer& w) const;

@@ -84,7 +84,7 @@ std::unique_ptr<QueriedNode> rebuild_queried_node(const SupportsOpRequest& q) {
   check_layout(q.node, "node");
   auto out = std::make_unique<QueriedNode>();
   Tensor* src[kMaxSrc] = {};
-  for (int k = 0; k < kMaxSrc; ++k) {
+  for (int k = 0; k < kWireSrc; ++k) {
     if (q.src[k]) src[k] = make_source(out->ctx, *q.src[k], k);
   }
   Tensor* t = nullptr;

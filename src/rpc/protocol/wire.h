@@ -17,8 +17,15 @@ inline constexpr uint16_t kMajor = 1;
 // 1.4: flash_attn takes q8_0 k and v; 1.5: peer links (worker-to-worker pushes);
 // 1.6: mul_mat_id's id_base (a slice of experts), nonzero op_params an op
 // does not read refused, COMPUTE_STATS; 1.7: op routed_rows,
-// SET_TENSOR_ROWS and GET_TENSOR_ROWS (tensors most of whose rows are zero).
-inline constexpr uint16_t kMinor = 8;
+// SET_TENSOR_ROWS and GET_TENSOR_ROWS (tensors most of whose rows are zero);
+// 1.8: tls:// peer endpoints; 1.9: op swiglu_oai, soft_max's sinks (src[2]),
+// the mxfp4 dtype (a client sends none of these to an older worker).
+inline constexpr uint16_t kMinor = 9;
+
+// Sources a tensor record carries (graph_codec.h, SUPPORTS_OP's src_mask).
+// weft::kMaxSrc may be larger: a node using a source past these (flash_attn's
+// sinks) is never sent (minor_needed says no minor carries it).
+inline constexpr int kWireSrc = 4;
 
 enum Capability : uint64_t {
   kCapTensorCache = 1u << 0,

@@ -18,7 +18,13 @@ Contract:
   * A numpy array of shape (d_k, ..., d_1, d_0) is written with GGUF dims
     ne = [d_0, d_1, ..., d_k] (ne0 fastest), its bytes in C order. So a matrix
     W with y = W @ x is given as numpy shape (out, in) and stored as [in, out].
-  * Tensor types: f32 (0) and f16 (1); values are rounded to that type.
+  * Tensor types: f32 (0) and f16 (1); values are rounded to that type. And
+    mxfp4 (39) from given codes and scales (add_tensor_mxfp4): blocks of 32
+    values along ne0, 17 bytes each: the E8M0 scale byte e, then 16 bytes, byte
+    j holding value j's 4-bit code in its low nibble and value j + 16's in its
+    high one; value = E2M1(code) * 2^(e - 127), E2M1 = 0, 0.5, 1, 1.5, 2, 3, 4,
+    6 and their negatives for codes 8-15 (the OCP MX specification; ggml's
+    block_mxfp4).
   * Keys and tensor names must be unique (ValueError otherwise).
   * `kv()` and `tensors()` return what a reader of the file will see: values
     rounded to their stored type (f32 keys to float32, tensors to f32/f16), as
@@ -33,7 +39,8 @@ U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
 _SCALAR_FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i",
                F32: "<f", BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
 # GGUF tensor types handled here.
-GGML_F32, GGML_F16 = 0, 1
+GGML_F32, GGML_F16, GGML_MXFP4 = 0, 1, 39
+E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 _TENSOR_NP = {GGML_F32: np.dtype("<f4"), GGML_F16: np.dtype("<f2")}
 
 DEFAULT_ALIGNMENT = 32
@@ -98,6 +105,21 @@ class GGUFWriter:
             raise ValueError(f"{name}: {a.ndim} dims")
         self._tensors[name] = (ggml_type, a)
 
+    def add_tensor_mxfp4(self, name, scales, codes):
+        """scales: uint8 (..., n_blocks); codes: integers in [0, 16), (..., n_blocks, 32).
+        The tensor's numpy shape is (..., n_blocks * 32)."""
+        if name in self._tensors:
+            raise ValueError(f"duplicate tensor {name}")
+        scales = np.asarray(scales, dtype=np.uint8)
+        codes = np.asarray(codes, dtype=np.uint8)
+        if codes.shape != scales.shape + (32,) or codes.max(initial=0) > 15:
+            raise ValueError(f"{name}: codes {codes.shape} must be scales {scales.shape} + (32,), each < 16")
+        values = E2M1[codes] * np.exp2(scales.astype(np.float64) - 127.0)[..., None]
+        values = values.reshape(scales.shape[:-1] + (scales.shape[-1] * 32,))
+        packed = codes[..., :16] | (codes[..., 16:] << 4)
+        raw = np.concatenate([scales[..., None], packed], axis=-1).tobytes(order="C")
+        self._tensors[name] = (GGML_MXFP4, (values, raw))
+
     # ---- removal (for files missing something on purpose) ----
     def remove_key(self, key):
         if key not in self._kv:
@@ -117,7 +139,7 @@ class GGUFWriter:
         return {k: t for k, (t, _) in self._kv.items()}
 
     def tensors(self):
-        return {n: a.astype(np.float64) for n, (_, a) in self._tensors.items()}
+        return {n: (a[0] if t == GGML_MXFP4 else a.astype(np.float64)) for n, (t, a) in self._tensors.items()}
 
     def alignment(self):
         if "general.alignment" in self._kv:
@@ -141,11 +163,12 @@ class GGUFWriter:
         data = bytearray()
         for name, (ggml_type, a) in self._tensors.items():
             data += pad(len(data))
-            ne = a.shape[::-1]
+            values, raw = a if ggml_type == GGML_MXFP4 else (a, a.tobytes(order="C"))
+            ne = values.shape[::-1]
             out += _gguf_string(name) + struct.pack("<I", len(ne))
             out += b"".join(struct.pack("<Q", d) for d in ne)
             out += struct.pack("<IQ", ggml_type, len(data))
-            data += a.tobytes(order="C")
+            data += raw
         out += pad(len(out))
         out += data
         return bytes(out)

@@ -77,7 +77,8 @@ DEFAULTS = dict(n_layer=2, n_ctx=64, head_dim=None, n_rot=None, eps=1e-5, rope_b
                 tied=False, qkv_bias=False, qk_norm=False, fused=False, gemma=False,
                 n_expert=0, n_expert_used=0, n_ff_exp=0, n_ff_shexp=0, gain=1.2, qk_gain=None,
                 eot=None, add_space_prefix=None, evals="default", extra=None,
-                window=None, pattern=None, nocap=False, rope_linear=None, rope_yarn=None)
+                window=None, pattern=None, nocap=False, rope_linear=None, rope_yarn=None, gptoss=False,
+                mxfp4=False)
 
 # Seeds: chosen so that no value the reference stores in the f16 KV cache
 # lies within 3e-7 (relative) of an f16 rounding boundary, so weft's f32
@@ -122,6 +123,15 @@ CASES = {
     "gemma3": dict(seed=3009, arch="gemma3", n_embd=48, n_head=4, n_head_kv=1, head_dim=16, n_ff=64,
                    n_layer=6, gemma=True, tied=True, qk_norm=True, eps=1e-6, rope_base=1000000.0,
                    eot="gemma", add_space_prefix=False, extra="gemma3"),
+    # gpt-oss (OpenAI's open-weight MoE, the standard converter's layout): 4 layers, window 4 on
+    # layers 0 and 2, a sink logit per head, q/k/v/o biases, head_dim 16 (q_dim 64 == n_embd, as
+    # key_length says), YaRN x32 from 4096 at base 150000 (the published config), the pre-FFN norm
+    # as post_attention_norm, 4 experts 2 used with router and expert biases large enough that the
+    # clamped SwiGLU clamps, softmax over the top-k logits. Weights f32 (gptoss_mxfp4: the
+    # experts' gate in MXFP4).
+    "gptoss": dict(seed=6130, arch="gpt-oss", n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_ff=64,
+                   n_layer=4, qkv_bias=True, rope_base=150000.0, n_expert=4, n_expert_used=2, n_ff_exp=32,
+                   gptoss=True, extra="gptoss", rope_yarn=dict(factor=32.0, orig=4096)),
 }
 
 # The option matrix: each family's base case again with an optional key
@@ -151,6 +161,9 @@ VARIANTS = {
     "gemma2_window_big": ("gemma2", 5023, dict(window=4096, tied=False)),
     "gemma3_window_list": ("gemma3", 5001, dict(pattern=[True, False, True, True, False, False])),
     "gemma3_nowindow": ("gemma3", 5005, dict(window="absent")),
+    # gpt-oss's experts as real files hold them: ffn_gate_exps in MXFP4 (test_families.cpp
+    # allows this case the q8_0 rounding of the activations the MXFP4 product reads).
+    "gptoss_mxfp4": ("gptoss", 6108, dict(mxfp4=True)),
 }
 for _name, (_base, _seed, _over) in VARIANTS.items():
     CASES[_name] = dict(CASES[_base], seed=_seed, **_over)
@@ -357,10 +370,16 @@ def build(name):
             w.add_tensor(b + "attn_q_norm.weight", norm(head_dim))
             w.add_tensor(b + "attn_k_norm.weight", norm(head_dim))
         w.add_tensor(b + "attn_output.weight", mat(n_embd, q_dim))
-        if c["gemma"]:
+        if c["gptoss"]:
+            w.add_tensor(b + "attn_output.bias", 0.3 * rng.normal(size=n_embd))
+            w.add_tensor(b + "attn_sinks.weight", 1.5 * rng.normal(size=n_head))
+        if c["gemma"] or c["gptoss"]:  # gpt-oss: the pre-FFN norm under this name
             w.add_tensor(b + "post_attention_norm.weight", norm(n_embd))
-        w.add_tensor(b + "ffn_norm.weight", norm(n_embd))
-        if c["n_expert"]:
+        if not c["gptoss"]:
+            w.add_tensor(b + "ffn_norm.weight", norm(n_embd))
+        if c["gptoss"]:
+            add_gptoss_experts(w, rng, b, n_embd, c["n_expert"], c["n_ff_exp"], mat, c["mxfp4"])
+        elif c["n_expert"]:
             ne, nfe = c["n_expert"], c["n_ff_exp"]
             w.add_tensor(b + "ffn_gate_inp.weight", mat(ne, n_embd, 2.0))
             w.add_tensor(b + "ffn_gate_exps.weight", np.stack([mat(nfe, n_embd) for _ in range(ne)]))
@@ -407,6 +426,8 @@ def build(name):
         if not c["nocap"]:
             w.add_f32(p + "attn_logit_softcapping", 5.0)
             w.add_f32(p + "final_logit_softcapping", 3.0)
+    elif extra == "gptoss":
+        w.add_u32(p + "attention.sliding_window", 4)
     elif extra == "gemma3":
         w.add_u32(p + "attention.sliding_window", 4)
         w.add_u32(p + "attention.sliding_window_pattern", 3)
@@ -417,6 +438,27 @@ def build(name):
     apply_overrides(w, c, p)
     evals = make_evals(c["evals"], rng, n_vocab)
     return w, c["n_ctx"], evals
+
+
+def add_gptoss_experts(w, rng, b, n_embd, ne, nfe, mat, mxfp4):
+    """Router and experts with their biases. The gate and up biases (sd 4) put
+    many pre-activations past the SwiGLU's clamp at +-7. With mxfp4,
+    ffn_gate_exps is MXFP4: random codes under scale bytes 122-123 (values up to
+    6 * 2^-4, sd ~0.15, as mat()'s); the reference reads the values the blocks
+    hold."""
+    w.add_tensor(b + "ffn_gate_inp.weight", mat(ne, n_embd, 2.0))
+    w.add_tensor(b + "ffn_gate_inp.bias", rng.normal(size=ne))
+    if mxfp4:
+        n_blocks = n_embd // 32
+        w.add_tensor_mxfp4(b + "ffn_gate_exps.weight", rng.integers(122, 124, (ne, nfe, n_blocks)),
+                           rng.integers(0, 16, (ne, nfe, n_blocks, 32)))
+    else:
+        w.add_tensor(b + "ffn_gate_exps.weight", np.stack([mat(nfe, n_embd) for _ in range(ne)]))
+    w.add_tensor(b + "ffn_up_exps.weight", np.stack([mat(nfe, n_embd) for _ in range(ne)]))
+    w.add_tensor(b + "ffn_down_exps.weight", np.stack([mat(n_embd, nfe, 0.5) for _ in range(ne)]))
+    w.add_tensor(b + "ffn_gate_exps.bias", 4.0 * rng.normal(size=(ne, nfe)))
+    w.add_tensor(b + "ffn_up_exps.bias", 4.0 * rng.normal(size=(ne, nfe)))
+    w.add_tensor(b + "ffn_down_exps.bias", 0.3 * rng.normal(size=(ne, n_embd)))
 
 
 def apply_overrides(w, c, p):

@@ -19,15 +19,23 @@ Contract implemented (one cache, many evals):
     Rows never written are NOT masked: they score q.0 = 0 and add value 0.
   * Query at position p sees row j iff j <= p, and on a sliding layer also p-j < W.
   * Architectures: llama, qwen2, qwen3, qwen3moe, qwen2moe, phi3, gemma2, gemma3,
-    deepseek2 (the per-family differences are in Hparams below and commented where
-    used). deepseek2 caches each token's normalized latent and rope key (one f16
-    row) and decompresses per-head keys and values from it (Reference._mla_attention).
+    deepseek2, gpt-oss (the per-family differences are in Hparams below and
+    commented where used). deepseek2 caches each token's normalized latent and
+    rope key (one f16 row) and decompresses per-head keys and values from it
+    (Reference._mla_attention). gpt-oss as OpenAI's published model code
+    (transformers' GptOss*): q/k/v/o biases; a learned sink logit per head
+    appended to each row of scores before the softmax and dropped after it;
+    sliding window on even layers; the pre-FFN norm stored as
+    post_attention_norm; router logits plus bias, top k of the logits, softmax
+    over those k; each expert down(glu) + b_down with glu = (clamp(up + b_up,
+    -7, 7) + 1) * g sigmoid(1.702 g), g = min(gate + b_gate, 7).
 """
 import math
 
 import numpy as np
 
-NEOX_ARCHS = {"qwen2", "qwen3", "qwen3moe", "qwen2moe", "phi3", "gemma2", "gemma3"}
+NEOX_ARCHS = {"qwen2", "qwen3", "qwen3moe", "qwen2moe", "phi3", "gemma2", "gemma3", "gpt-oss"}
+GPTOSS_ALPHA, GPTOSS_LIMIT = 1.702, 7.0
 GEMMA_ARCHS = {"gemma2", "gemma3"}
 
 
@@ -47,6 +55,13 @@ def silu(x):
 
 def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def swiglu_oai(gate, up):
+    """gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7), g sigmoid(1.702 g) (u + 1)."""
+    g = np.minimum(gate, GPTOSS_LIMIT)
+    u = np.clip(up, -GPTOSS_LIMIT, GPTOSS_LIMIT)
+    return g / (1.0 + np.exp(-GPTOSS_ALPHA * g)) * (u + 1.0)
 
 
 def softcap(x, c):
@@ -142,6 +157,7 @@ class Hparams:
         self.n_rot = kv.get(p + "rope.dimension_count", self.head_dim)
         self.neox = arch in NEOX_ARCHS
         self.gemma = arch in GEMMA_ARCHS
+        self.gptoss = arch == "gpt-oss"
         self.n_expert = kv.get(p + "expert_count", 0)
         self.n_expert_used = kv.get(p + "expert_used_count", 0)
         # Router weights renormalised to sum 1: default false for qwen2moe, true otherwise.
@@ -168,7 +184,8 @@ class Hparams:
         # or one bool per layer; absent: Gemma 2 alternates, Gemma 3 has one
         # global layer in six, every other family slides on every layer.
         window = kv.get(p + "attention.sliding_window")
-        pattern = kv.get(p + "attention.sliding_window_pattern", {"gemma2": 2, "gemma3": 6}.get(arch, 1))
+        pattern = kv.get(p + "attention.sliding_window_pattern",
+                         {"gemma2": 2, "gemma3": 6, "gpt-oss": 2}.get(arch, 1))
         if window is None:
             self.window = [None] * self.n_layer
         elif isinstance(pattern, list):
@@ -341,17 +358,25 @@ class Reference:
         if hp.window[il] is not None:
             visible &= (pos[:, None] - j) < hp.window[il]
         s = np.where(visible[None, :, :], s, -np.inf)
+        sinks = self._w(il, "attn_sinks.weight")  # gpt-oss: (n_head,)
+        if sinks is not None:  # one more column per row, softmaxed with the rest, then dropped
+            s = np.concatenate([s, np.broadcast_to(sinks[:, None, None], (hp.n_head, n, 1))], axis=-1)
         s = s - s.max(axis=-1, keepdims=True)
         pr = np.exp(s)
         pr /= pr.sum(axis=-1, keepdims=True)
+        pr = pr[..., :n_kv]
         out = np.einsum("hij,jhd->ihd", pr, vc).reshape(n, q_dim)
-        return out @ self._w(il, "attn_output.weight").T
+        out = out @ self._w(il, "attn_output.weight").T
+        bo = self._w(il, "attn_output.bias")
+        return out if bo is None else out + bo
 
     # ---- feed-forward ----
     def _ffn(self, il, h):
         hp = self.hp
         act = gelu_tanh if hp.gemma else silu
         router = self._w(il, "ffn_gate_inp.weight")
+        if router is not None and hp.gptoss:
+            return self._moe_gptoss(il, h, router)
         if router is not None:
             return self._deepseek_moe(il, h, router) if hp.deepseek else self._moe(il, h, router)
         up = h @ self._w(il, "ffn_up.weight").T
@@ -430,6 +455,23 @@ class Reference:
             out += g[:, None] * y
         return out
 
+    def _moe_gptoss(self, il, h, router):
+        """logits = router h + b; top k logits (ties: lower index); w = softmax of those k;
+        out = sum_k w_k (down_k swiglu_oai(gate_k h + bg_k, up_k h + bu_k) + bd_k)."""
+        hp = self.hp
+        gate_e, up_e, down_e = (self._w(il, f"ffn_{n}_exps.weight") for n in ("gate", "up", "down"))
+        gate_b, up_b, down_b = (self._w(il, f"ffn_{n}_exps.bias") for n in ("gate", "up", "down"))
+        logits = h @ router.T + self._w(il, "ffn_gate_inp.bias")
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            top = np.argsort(-logits[t], kind="stable")[:hp.n_expert_used]
+            w = np.exp(logits[t, top] - logits[t, top].max())
+            w /= w.sum()
+            for e, we in zip(top, w):
+                y = swiglu_oai(gate_e[e] @ h[t] + gate_b[e], up_e[e] @ h[t] + up_b[e])
+                out[t] += we * (down_e[e] @ y + down_b[e])
+        return out
+
     # ---- whole model ----
     def eval(self, n_past, tokens):
         """Logits (len(tokens), n_vocab) of tokens at positions n_past..; updates the cache."""
@@ -445,7 +487,9 @@ class Reference:
             if hp.gemma:  # gemma: x = x + rms_norm(Wo a, post_attention_norm)
                 a = rms_norm(a, self._w(il, "post_attention_norm.weight"), hp.eps)
             x = x + a
-            f = self._ffn(il, rms_norm(x, self._w(il, "ffn_norm.weight"), hp.eps))
+            # gpt-oss stores its pre-FFN norm as post_attention_norm.
+            ffn_norm = self._w(il, "post_attention_norm.weight" if hp.gptoss else "ffn_norm.weight")
+            f = self._ffn(il, rms_norm(x, ffn_norm, hp.eps))
             if hp.gemma:  # gemma: x = x + rms_norm(ffn, post_ffw_norm)
                 f = rms_norm(f, self._w(il, "post_ffw_norm.weight"), hp.eps)
             x = x + f

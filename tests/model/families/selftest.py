@@ -89,8 +89,18 @@ def read_gguf(data):
     aligned = start % align == 0 and all(off % align == 0 for _, _, _, off in infos)
     tensors = {}
     for name, ne, t, off in infos:
-        dt = {0: "<f4", 1: "<f2"}[t]
         count = int(np.prod(ne))
+        if t == 39:  # mxfp4: 17-byte blocks of 32 along ne0, the OCP MX E2M1 codes under an E8M0 scale
+            fp4 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+            raw = np.frombuffer(data, dtype=np.uint8, count=count // 32 * 17, offset=start + off).reshape(-1, 17)
+            vals = np.empty((raw.shape[0], 32))
+            for i, blk in enumerate(raw):
+                for j in range(16):
+                    for k, code in ((j, int(blk[1 + j]) & 15), (j + 16, int(blk[1 + j]) >> 4)):
+                        vals[i, k] = (-1 if code & 8 else 1) * fp4[code & 7] * 2.0 ** (int(blk[0]) - 127)
+            tensors[name] = vals.reshape(ne[::-1])
+            continue
+        dt = {0: "<f4", 1: "<f2"}[t]
         a = np.frombuffer(data, dtype=dt, count=count, offset=start + off)
         tensors[name] = a.reshape(ne[::-1]).astype(np.float64)
     return kv, types, tensors, aligned
@@ -290,6 +300,27 @@ def check_options(results):
     check(ok and len(pieces) == len(mf.vocabulary("llama")), "vocabulary: merged pieces reachable, no duplicates")
 
 
+def check_gptoss(results):
+    """gpt-oss's parts each change the logits: the sinks (a sink of -1e30 is
+    no sink), the expert biases, and the clamp of the SwiGLU."""
+    kv, tensors, n_ctx, evals, base = results["gptoss"]
+
+    def differs(t):
+        d = np.abs(stack(ref.run_evals(kv, t, n_ctx, evals)) - stack(base)).max()
+        return d / np.abs(stack(base)).max()
+
+    no_sinks = {n: (np.full_like(a, -1e30) if n.endswith("attn_sinks.weight") else a) for n, a in tensors.items()}
+    check(differs(no_sinks) > 1e-3, f"gptoss: sinks matter ({differs(no_sinks):.2g})")
+    no_bias = {n: (np.zeros_like(a) if n.endswith("_exps.bias") else a) for n, a in tensors.items()}
+    check(differs(no_bias) > 1e-3, f"gptoss: expert biases matter ({differs(no_bias):.2g})")
+    limit = ref.GPTOSS_LIMIT
+    try:
+        ref.GPTOSS_LIMIT = 1e9
+        check(differs(tensors) > 1e-3, "gptoss: the SwiGLU's clamp bites")
+    finally:
+        ref.GPTOSS_LIMIT = limit
+
+
 def check_cache_rounding():
     """No value any case stores in the f16 cache is within 3e-7 (relative)
     of an f16 rounding boundary (the seeds in make_family.py are chosen so):
@@ -372,6 +403,7 @@ def main():
     check_rope()
     check_options(results)
     check_deepseek(results)
+    check_gptoss(results)
     print(f"{len(FAILED)} failed" if FAILED else "all passed")
     return 1 if FAILED else 0
 
