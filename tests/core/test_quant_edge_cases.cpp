@@ -62,8 +62,11 @@ TEST(QuantEdgeCases, CoverEveryWrittenTypeAndEveryCase) {
   // Every type weft can write, q8_K aside (an activation type, never in a file).
   const std::set<uint32_t> want{2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 39};
   EXPECT_EQ(ids, want);
-  for (const QuantTypeInfo& info : quant_types())
-    if (info.gguf_id != 15) EXPECT_TRUE(ids.count(info.gguf_id)) << info.name;
+  for (const QuantTypeInfo& info : quant_types()) {
+    if (info.gguf_id != 15) {
+      EXPECT_TRUE(ids.count(info.gguf_id)) << info.name;
+    }
+  }
   // The rows are what they say: zeros, one constant, the f16 maximum.
   const VectorType& first = edge_vectors().front();
   for (float v : first.rows[0].input) EXPECT_EQ(v, 0.0f);

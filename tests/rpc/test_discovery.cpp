@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "client/beacon.h"
+#include "protocol/wire.h"
 #include "weft/backend/cpu.h"
 #include "weft/rpc/client.h"
 #include "weft/rpc/discovery.h"
@@ -186,7 +187,7 @@ TEST(Discovery, AHostFindsTheWorkersItMayUse) {
   ASSERT_NE(w, nullptr);
   EXPECT_TRUE(w->signed_by_token);
   EXPECT_EQ(w->endpoint, "tls://" + pooled.endpoint() + "#" + pooled.worker->tls_fingerprint());
-  EXPECT_EQ(w->protocol, "1.8");
+  EXPECT_EQ(w->protocol, std::to_string(kMajor) + "." + std::to_string(kMinor));  // this build's version
   ASSERT_EQ(w->devices.size(), 1u);
   RpcOptions ro;
   ro.auth_secret = kToken;
