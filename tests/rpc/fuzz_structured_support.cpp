@@ -34,7 +34,7 @@ uint64_t odd_stride(Rng& rng, uint64_t cur) {
 // One random change of a field of q; desc says which.
 void mutate_field(SupportsOpRequest& q, Rng& rng, std::string& desc) {
   const int k = static_cast<int>(pick(rng, 0, 9));
-  const int slot = static_cast<int>(pick(rng, 0, kMaxSrc - 1));
+  const int slot = static_cast<int>(pick(rng, 0, kWireSrc - 1));  // the request's sources, as the wire carries them
   const int d = static_cast<int>(pick(rng, 0, kMaxDims - 1));
   TensorLayout* l = k >= 6 && q.src[slot] ? &*q.src[slot] : &q.node;
   const std::string at = l == &q.node ? "node" : "src[" + std::to_string(slot) + "]";
