@@ -8,7 +8,7 @@
 //   weft/gguf/      GGUF files
 //   weft/model/     llama-family models, tokenizers, sampling, perplexity,
 //                   quantization, the demo model
-//   weft/runtime/   device specs, placement, Session (load, generate, ...)
+//   weft/runtime/   device specs, placement, the executor, Session (load, generate, ...)
 //   weft/testing/   what tests and `weft check` use: the asynchronous test device
 //   weft/version.h  the library's version and build
 //
@@ -32,6 +32,7 @@
 #include "weft/rpc/discovery.h"
 #include "weft/rpc/worker.h"
 #include "weft/runtime/devices.h"
+#include "weft/runtime/executor.h"
 #include "weft/runtime/generate.h"
 #include "weft/runtime/placement.h"
 #include "weft/runtime/session.h"

@@ -26,7 +26,7 @@ void write_input(Tensor* t, const void* data, size_t bytes) {
 
 // The sliding mask over a ring of R rows (n_kv of them read): for a query
 // at q, row j holds the latest position written there, q - ((q - j) mod R)
-// (LlamaModel::check_ring keeps it so); visible when that position is not
+// (Executor::check_ring keeps it so); visible when that position is not
 // negative and within the window.
 void fill_ring_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past, int64_t window, int64_t rows) {
   for (int64_t i = 0; i < n; ++i) {
@@ -188,9 +188,9 @@ Tensor* unfused_attention(Context& ctx, const LlamaParams& p, Tensor* qh, Tensor
 
 }  // namespace
 
-Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in) {
+Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in) const {
   const LlamaParams& p = params_;
-  if (p.mla()) return detail::build_mla_attention(ctx, p, l, cur, in, fused_attention_);
+  if (p.mla()) return detail::build_mla_attention(ctx, p, l, cur, in, layout_.fused_attention);
   const int64_t n = cur->ne[1];
   const bool swa = p.is_swa(il);
   const bool ring = swa && in.kv_rows_swa != nullptr;  // the layer's cache is a ring
@@ -234,7 +234,7 @@ Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t i
   Tensor* qh = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n, n_head]
   Tensor* mask = swa ? in.mask_swa : in.mask;
   Tensor* kqv;
-  if (fused_attention_) {
+  if (layout_.fused_attention) {
     // values [hd, n_kv, n_head_kv]: the cache's rows as they are.
     Tensor* values = ops::view(ctx, v_written, k_ne, k_nb, 0);
     kqv = ops::flash_attn(ctx, qh, keys, values, mask, p.attn_scale, p.attn_softcap, l.attn_sinks);  // [hd, n_head, n]

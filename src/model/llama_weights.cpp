@@ -314,37 +314,39 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
   return parts;
 }
 
+}  // namespace detail
+
 void check_n_ctx(int64_t n_ctx) {
   if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
-    fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
+    fail(ErrorKind::invalid_input, detail::kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
 }
 
 void check_cache_type(const LlamaParams& p, DType cache_type) {
   if (cache_type != DType::f16 && cache_type != DType::q8_0)
-    fail(ErrorKind::unsupported, kWhere,
+    fail(ErrorKind::unsupported, detail::kWhere,
          "KV cache type " + std::string(dtype_name(cache_type)) + " is not one of f16, q8_0");
   if (p.head_dim % traits(cache_type).block_size != 0 || p.value_dim() % traits(cache_type).block_size != 0)
-    fail(ErrorKind::unsupported, kWhere,
+    fail(ErrorKind::unsupported, detail::kWhere,
          "a " + std::string(dtype_name(cache_type)) + " KV cache needs a head size that is a multiple of " +
              std::to_string(traits(cache_type).block_size) + "; this model's is " + std::to_string(p.head_dim));
 }
 
-bool runs_flash_attn(const Device& device, const LlamaParams& p, DType cache_type) {
-  Context ctx;
+Tensor* flash_attn_probe(Context& ctx, const LlamaParams& p, DType cache_type) {
   Tensor* q = ctx.new_tensor(DType::f32, {p.head_dim, 1, p.n_head});
   Tensor* k = ctx.new_tensor(cache_type, {p.head_dim, 1, p.n_head_kv});
   Tensor* v = ctx.new_tensor(cache_type, {p.value_dim(), 1, p.n_head_kv});
   Tensor* mask = ctx.new_tensor(DType::f32, {1, 1});
   Tensor* sinks = p.attn_sinks ? ctx.new_tensor(DType::f32, {p.n_head}) : nullptr;
-  return device.supports_op(*ops::flash_attn(ctx, q, k, v, mask, p.attn_scale, p.attn_softcap, sinks));
+  return ops::flash_attn(ctx, q, k, v, mask, p.attn_scale, p.attn_softcap, sinks);
 }
 
-bool runs_routed_rows(const Device& device, const LlamaParams& p) {
-  Context ctx;
+Tensor* routed_rows_probe(Context& ctx, const LlamaParams& p) {
   Tensor* x = ctx.new_tensor(DType::f32, {p.n_embd, 2});
   Tensor* ids = ctx.new_tensor(DType::i32, {std::max<int64_t>(p.n_expert_used, 1), 2});
-  return device.supports_op(*ops::routed_rows(ctx, x, ids, 0, 1));
+  return ops::routed_rows(ctx, x, ids, 0, 1);
 }
+
+namespace detail {
 
 std::vector<std::unique_ptr<Buffer>> map_weights(const GgufFile& file, const ModelWeights& w, Device& device,
                                                  std::span<Tensor* const> tensors) {
@@ -397,7 +399,7 @@ std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int
                                        DType cache_type, std::span<const int64_t> expert_split,
                                        int64_t sliding_ring_step) {
   const LlamaParams p = LlamaParams::from_gguf(file);
-  detail::check_n_ctx(n_ctx);
+  check_n_ctx(n_ctx);
   Context ctx;
   detail::ModelWeights w = detail::describe_weights(file, p, ctx);
   if (!expert_split.empty()) detail::split_experts(w, p, expert_split, bounds.size() - 1, ctx);
@@ -435,7 +437,7 @@ size_t kv_cache_bytes(const LlamaParams& p, int64_t first, int64_t last, int64_t
 }
 
 size_t kv_cache_bytes(const LlamaParams& p, int64_t n_layers, int64_t n_ctx, DType cache_type) {
-  detail::check_cache_type(p, cache_type);
+  check_cache_type(p, cache_type);
   // Every factor was checked against the file (weights exist with these
   // shapes) or bounded (n_ctx <= 2^24), but an overflow must still not wrap.
   // Bytes of one head's row (whole blocks), times 2 (K and V) and the rest.

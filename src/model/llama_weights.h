@@ -97,15 +97,6 @@ std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer);
 // and a separate output matrix in the last, each layer's weights in its part.
 std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::span<const int> layer_part, int n_parts);
 
-// Whether device runs the flash_attn node a layer of p would build (caches
-// of cache_type, an f32 mask), asked with a one-position probe.
-bool runs_flash_attn(const Device& device, const LlamaParams& p, DType cache_type);
-// Whether device computes routed_rows (an expert split's rows for a slice
-// on another device; a worker older than protocol 1.7 does not).
-bool runs_routed_rows(const Device& device, const LlamaParams& p);
-// Throws Error(unsupported) unless LoadOptions::cache_type can hold p's
-// heads (f16; q8_0 with a head size that is a multiple of 32).
-void check_cache_type(const LlamaParams& p, DType cache_type);
 
 // Binds a placement's weights to the file's mapped bytes in place
 // (LoadOptions::map_weights) and returns the read-only buffers holding them,
@@ -116,7 +107,5 @@ void check_cache_type(const LlamaParams& p, DType cache_type);
 std::vector<std::unique_ptr<Buffer>> map_weights(const GgufFile& file, const ModelWeights& w, Device& device,
                                                  std::span<Tensor* const> tensors);
 
-// Throws Error(invalid_input) unless 0 < n_ctx <= 2^24.
-void check_n_ctx(int64_t n_ctx);
 
 }  // namespace weft::model::detail

@@ -53,7 +53,7 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
 Session::~Session() = default;
 
 int64_t Session::n_ctx() const {
-  return model_ ? model_->n_ctx() : 0;
+  return executor_ ? executor_->n_ctx() : 0;
 }
 
 LoadPlan Session::plan(int64_t n_ctx) const {
@@ -110,7 +110,7 @@ LoadPlan Session::load(int64_t n_ctx, const model::LoadProgress& progress) {
 
 void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
   const std::string& where = options_.name;
-  if (model_) fail(ErrorKind::invalid_input, where, "the model is loaded already");
+  if (executor_) fail(ErrorKind::invalid_input, where, "the model is loaded already");
   const size_t n = devices_.size();
   if (p.devices.size() != n)
     fail(ErrorKind::invalid_input, where,
@@ -125,12 +125,15 @@ void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
     for (const DevicePlan& d : p.devices) load.expert_split.push_back(d.part.n_experts);
   if (n == 1) {
     load.expert_split.clear();  // one device holds every expert anyway
-    model_ = std::make_unique<model::LlamaModel>(*file_, *devices_[0], n_ctx, progress, load);
+    executor_ = std::make_unique<Executor>(*file_, *devices_[0], n_ctx, progress, load);
   } else {
-    std::vector<model::LayerPlacement> placement;
+    Placement placement;
     for (size_t i = 0; i < n; ++i)
-      placement.push_back({devices_[i].get(), p.devices[i].part.first_layer, p.devices[i].part.last_layer});
-    model_ = std::make_unique<model::LlamaModel>(*file_, placement, n_ctx, progress, load);
+      placement.parts.push_back({.device = devices_[i].get(),
+                                 .label = p.devices[i].label,
+                                 .first_layer = p.devices[i].part.first_layer,
+                                 .last_layer = p.devices[i].part.last_layer});
+    executor_ = std::make_unique<Executor>(*file_, placement, n_ctx, progress, load);
   }
   file_.reset();  // the model and the tokenizer hold copies (or the mapping, for mapped weights)
 }

@@ -63,8 +63,8 @@ bool Session::recover(const Error& cause, std::span<const int32_t> history, std:
   std::string names;
   for (const std::string& l : report.lost) names += (names.empty() ? "" : ", ") + l;
   report.cause = cause.what();
-  const int64_t n_ctx = model_->n_ctx();
-  model_.reset();  // its buffers on the survivors are freed; the lost ones' with their sessions
+  const int64_t n_ctx = executor_->n_ctx();
+  executor_.reset();  // its buffers on the survivors are freed; the lost ones' with their sessions
   drop_devices(lost);
   if (devices_.empty())
     fail(ErrorKind::disconnected, where, "every device holding the model was lost (" + names + "): " + cause.what());
@@ -76,7 +76,7 @@ bool Session::recover(const Error& cause, std::span<const int32_t> history, std:
   load(report.plan);
   report.reload_seconds = seconds_since(t0);
   const Clock::time_point t1 = Clock::now();
-  model_->eval(history, 0, logits, model::LogitRows::last);
+  executor_->eval(history, 0, logits, model::LogitRows::last);
   report.reprefill_seconds = seconds_since(t1);
   report.tokens_reevaluated = static_cast<int64_t>(history.size());
   ++recoveries_;

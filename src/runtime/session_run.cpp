@@ -9,16 +9,16 @@
 namespace weft {
 
 GenerationModel Session::generation_model() const {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "generation_model before load");
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "generation_model before load");
   const model::Tokenizer* tok = tokenizer_.get();
   return {.n_vocab = params_.n_vocab,
-          .n_ctx = model_->n_ctx(),
+          .n_ctx = executor_->n_ctx(),
           .is_end_of_generation = [tok](int32_t t) { return tok->is_end_of_generation(t); }};
 }
 
 BatchedEval Session::batched_eval() {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "batched_eval before load");
-  model::LlamaModel* m = model_.get();
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "batched_eval before load");
+  Executor* m = executor_.get();
   return {
       .slots = m->batch_slots(),
       .submit = [m](int slot, std::span<const model::BatchToken> batch, int64_t n_seq) {
@@ -30,38 +30,38 @@ BatchedEval Session::batched_eval() {
 }
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, int64_t n_past, model::LogitRows rows) {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "eval before load");
-  return model_->eval(tokens, n_past, rows);
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "eval before load");
+  return executor_->eval(tokens, n_past, rows);
 }
 
 void Session::eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "eval_batch before load");
-  model_->eval_batch(batch, n_seq, logits);
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "eval_batch before load");
+  executor_->eval_batch(batch, n_seq, logits);
 }
 
 int Session::batch_slots() const {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "batch_slots before load");
-  return model_->batch_slots();
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "batch_slots before load");
+  return executor_->batch_slots();
 }
 
 void Session::submit_batch(int slot, std::span<const model::BatchToken> batch, int64_t n_seq) {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "submit_batch before load");
-  model_->submit_batch(slot, batch, n_seq);
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "submit_batch before load");
+  executor_->submit_batch(slot, batch, n_seq);
 }
 
 void Session::finish_batch(int slot, std::vector<float>& logits) {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "finish_batch before load");
-  model_->finish_batch(slot, logits);
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "finish_batch before load");
+  executor_->finish_batch(slot, logits);
 }
 
 void Session::reserve_batch(int64_t n_tokens, int64_t n_out) {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "reserve_batch before load");
-  model_->reserve_batch(n_tokens, n_out);
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "reserve_batch before load");
+  executor_->reserve_batch(n_tokens, n_out);
 }
 
 GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate before load");
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "generate before load");
   const GenerationModel m = generation_model();
   // Every token evaluated, from position 0: what a recovery re-evaluates
   // (none when the generation continues a cache this call did not fill).
@@ -73,7 +73,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
       history.insert(history.end(), t.begin(), t.end());
     }
     try {
-      model_->eval(t, n_past, logits, model::LogitRows::last);
+      executor_->eval(t, n_past, logits, model::LogitRows::last);
     } catch (const Error& e) {
       if (!recoverable || e.kind() != ErrorKind::disconnected || !recover(e, history, logits)) throw;
     }
@@ -84,21 +84,21 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
 std::vector<GenerateResult> Session::generate_parallel(std::span<const std::vector<int32_t>> prompts,
                                                        const GenerateOptions& options,
                                                        const SequenceTokenCallback& on_token) {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "generate_parallel before load");
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "generate_parallel before load");
   return run_parallel_generation(batched_eval(), generation_model(), prompts, options, on_token);
 }
 
 model::PerplexityScore Session::perplexity(
     std::span<const int32_t> tokens, int64_t n_chunks,
     const std::function<void(int64_t, const model::PerplexityScore&)>& on_chunk) {
-  if (!model_) fail(ErrorKind::invalid_input, options_.name, "perplexity before load");
+  if (!executor_) fail(ErrorKind::invalid_input, options_.name, "perplexity before load");
   const model::Tokenizer& tok = *tokenizer_;
   return model::chunked_perplexity(
-      tokens, model_->n_ctx(), n_chunks, tok.add_bos() ? tok.bos() : -1, params_.n_vocab,
-      [this](std::span<const int32_t> chunk) { return model_->eval(chunk, 0); }, on_chunk);
+      tokens, executor_->n_ctx(), n_chunks, tok.add_bos() ? tok.bos() : -1, params_.n_vocab,
+      [this](std::span<const int32_t> chunk) { return executor_->eval(chunk, 0); }, on_chunk);
 }
 
-size_t Session::mapped_weight_bytes() const { return model_ ? model_->mapped_weight_bytes() : 0; }
+size_t Session::mapped_weight_bytes() const { return executor_ ? executor_->mapped_weight_bytes() : 0; }
 
 std::vector<DeviceStats> Session::stats() const {
   std::vector<DeviceStats> out;

@@ -25,6 +25,7 @@
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 
 namespace llama_reference {
 
@@ -281,7 +282,7 @@ struct CachedRun {
 inline void eval_file(const std::string& path, CachedRun& run) {
   auto file = weft::GgufFile::open(path);
   auto dev = weft::make_cpu_device(2);
-  weft::model::LlamaModel model(*file, *dev, 16);
+  weft::Executor model(*file, *dev, 16);
   file.reset();  // the model keeps its own copy
   run.params = model.params();
   eval_with_steps([&](std::span<const int32_t> tok, int64_t n_past) { return model.eval(tok, n_past); },
@@ -315,7 +316,7 @@ inline void expect_load_error(const std::string& path, const std::vector<std::st
       for (const std::string& s : needles) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
     }
   };
-  check("a load", [&] { weft::model::LlamaModel model(*file, *dev, 16); });
+  check("a load", [&] { weft::Executor model(*file, *dev, 16); });
   // The plan checks the same tensors, with the same errors, before anything loads.
   const int64_t layers = file->get_i64(file->get_string("general.architecture").value() + ".block_count").value();
   const int64_t bounds[] = {0, 1, layers};

@@ -18,6 +18,7 @@
 #include "weft/backend/cpu.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/testing/async.h"
 
 namespace {
@@ -55,12 +56,13 @@ void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p
 
 namespace {
 
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 
 // Generates tokens one at a time after a 5-token prompt (position 5..36 is
 // the first bucket boundary at 32) and returns the allocations of each eval.
-std::vector<uint64_t> allocations_per_token(LlamaModel& m, int steps) {
+std::vector<uint64_t> allocations_per_token(Executor& m, int steps) {
   const int64_t vocab = m.params().n_vocab;
   std::vector<int32_t> seq{1, 17, 42, 99, 5};
   seq.reserve(static_cast<size_t>(steps) + seq.size());
@@ -100,7 +102,7 @@ class SteadyStateAllocations : public ::testing::TestWithParam<int> {};
 TEST_P(SteadyStateAllocations, OneDevice) {
   auto file = weft::GgufFile::open((family_files::dir() / "llama.gguf").string());
   auto cpu = weft::make_cpu_device(GetParam());
-  LlamaModel m(*file, *cpu, 128);
+  Executor m(*file, *cpu, 128);
   expect_steady_state_free(allocations_per_token(m, 70), 5);
 }
 
@@ -110,7 +112,7 @@ TEST_P(SteadyStateAllocations, SplitThroughTheScheduler) {
   auto cpu = weft::make_cpu_device(GetParam());
   auto other = weft::make_cpu_device(1);
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {other.get(), 1, n_layer}};
-  LlamaModel m(*file, pl, 128);
+  Executor m(*file, pl, 128);
   expect_steady_state_free(allocations_per_token(m, 70), 5);
 }
 

@@ -1,4 +1,4 @@
-// LlamaModel::eval_batch: several sequences in one graph, each in its own
+// Executor::eval_batch: several sequences in one graph, each in its own
 // part of the KV cache, equal to each sequence run alone (continuous
 // batching: sequences join, leave and mix prompt chunks with decode steps).
 // On the tiny demo model and on the Gemma 2/3 family files (sliding windows).
@@ -18,12 +18,14 @@
 #include "weft/core/error.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using weft::model::BatchToken;
 using weft::model::LlamaModel;
+using weft::Executor;
 using weft::model::LogitRows;
 
 // Each sequence alone: the prompt, then `steps` greedy tokens; the logits
@@ -35,7 +37,7 @@ struct Alone {
 
 Alone run_alone(const weft::GgufFile& file, weft::Device& dev, int64_t n_ctx, const std::vector<int32_t>& prompt,
                 int steps) {
-  LlamaModel m(file, dev, n_ctx);
+  Executor m(file, dev, n_ctx);
   const int vocab = static_cast<int>(m.params().n_vocab);
   Alone a;
   std::vector<float> logits = m.eval(prompt, 0, LogitRows::last);
@@ -76,7 +78,7 @@ void check_batched_equals_alone(const std::string& path, int64_t seq_ctx) {
   std::vector<Alone> alone;
   for (const auto& p : prompts) alone.push_back(run_alone(*file, *dev, seq_ctx, p, steps));
 
-  LlamaModel m(*file, *dev, 3 * seq_ctx);
+  Executor m(*file, *dev, 3 * seq_ctx);
   const int64_t n_seq = 3;
   struct Seq {
     size_t fed = 0;     // prompt tokens evaluated
@@ -153,7 +155,7 @@ TEST(BatchEval, RejectsWhatDoesNotFit) {
   weft::model::write_demo_model(path, weft::model::tiny_demo_spec());
   auto file = weft::GgufFile::open(path);
   auto dev = weft::make_cpu_device(1);
-  LlamaModel m(*file, *dev, 96);
+  Executor m(*file, *dev, 96);
   std::vector<float> logits;
   auto expect_invalid = [&](std::vector<BatchToken> b, int64_t n_seq, const std::string& words) {
     try {

@@ -20,18 +20,20 @@
 #include "weft/backend/cpu.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/rpc/client.h"
 
 namespace {
 
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 
 constexpr double kTolerance = 1e-4;  // as test_families.cpp: f32 through a few layers
 
 // Every eval of the case's reference through m, each token's logits within
 // kTolerance; returns the largest normalized error.
-double check_against_reference(LlamaModel& m, const family_files::Reference& ref) {
+double check_against_reference(Executor& m, const family_files::Reference& ref) {
   double worst = 0;
   for (const family_files::Eval& ev : ref.evals) {
     const std::vector<float> logits = m.eval(ev.tokens, ev.n_past);
@@ -64,15 +66,15 @@ class Deepseek2 : public ::testing::TestWithParam<std::string> {};
 TEST_P(Deepseek2, CachesTheLatentOnly) {
   Case c = open_case(GetParam());
   auto cpu = weft::make_cpu_device(2);
-  LlamaModel m(*c.file, *cpu, c.ref.n_ctx);
+  Executor m(*c.file, *cpu, c.ref.n_ctx);
   const auto& p = m.params();
   for (int64_t il = 0; il < p.n_layer; ++il) {
-    const weft::Tensor* k = m.layer(il).k_cache;
+    const weft::Tensor* k = m.model().layer(il).k_cache;
     ASSERT_NE(k, nullptr);
     EXPECT_EQ(k->ne[0], p.n_lora_kv + p.n_rot);
     EXPECT_EQ(k->ne[1], c.ref.n_ctx);
     EXPECT_EQ(k->ne[2], 1);
-    EXPECT_EQ(m.layer(il).v_cache, nullptr);
+    EXPECT_EQ(m.model().layer(il).v_cache, nullptr);
   }
 }
 
@@ -82,7 +84,7 @@ TEST_P(Deepseek2, CachesTheLatentOnly) {
 TEST_P(Deepseek2, WeightsCutAtLoadAreCopiedBesideTheMapping) {
   Case c = open_case(GetParam());
   auto cpu = weft::make_cpu_device(2);
-  LlamaModel m(*c.file, *cpu, c.ref.n_ctx);
+  Executor m(*c.file, *cpu, c.ref.n_ctx);
   const auto plan = LlamaModel::plan(*c.file, std::vector<int64_t>{0, m.params().n_layer}, c.ref.n_ctx);
   const size_t cut = GetParam() == "deepseek2_lite" ? size_t{3} * 4 * (16 * 32 + 32 * 12) * sizeof(float) : 0;
   EXPECT_EQ(m.mapped_weight_bytes() + cut, plan.at(0).weight_bytes);
@@ -95,7 +97,7 @@ TEST_P(Deepseek2, UnfusedAttentionMatchesReference) {
   auto cpu = weft::make_cpu_device(2);
   weft::model::LoadOptions o;
   o.fused_attention = false;
-  LlamaModel m(*c.file, *cpu, c.ref.n_ctx, {}, o);
+  Executor m(*c.file, *cpu, c.ref.n_ctx, {}, o);
   ASSERT_FALSE(m.fused_attention());
   const double worst = check_against_reference(m, c.ref);
   std::printf("%s unfused: largest normalized error %.3g\n", GetParam().c_str(), worst);
@@ -117,9 +119,9 @@ TEST_P(Deepseek2, ExpertSplitOverAWorkerMatchesReference) {
                      : std::vector<LayerPlacement>{{cpu.get(), 0, p.n_layer}, {remote.at(0).get(), p.n_layer, p.n_layer}};
     weft::model::LoadOptions o;
     o.expert_split = {half, p.n_expert - half};
-    LlamaModel m(*c.file, pl, c.ref.n_ctx, {}, o);
-    EXPECT_TRUE(m.layer(0).expert_slices.empty());  // dense
-    EXPECT_EQ(m.layer(1).expert_slices.size(), 2u);
+    Executor m(*c.file, pl, c.ref.n_ctx, {}, o);
+    EXPECT_TRUE(m.model().layer(0).expert_slices.empty());  // dense
+    EXPECT_EQ(m.model().layer(1).expert_slices.size(), 2u);
     check_against_reference(m, c.ref);
   }
 }
@@ -130,7 +132,7 @@ TEST_P(Deepseek2, ExpertSplitOverAWorkerMatchesReference) {
 TEST_P(Deepseek2, BatchOfTwoSequencesMatchesReference) {
   Case c = open_case(GetParam());
   auto cpu = weft::make_cpu_device(2);
-  LlamaModel m(*c.file, *cpu, c.ref.n_ctx);
+  Executor m(*c.file, *cpu, c.ref.n_ctx);
   const family_files::Eval& prompt = c.ref.evals.front();
   std::vector<weft::model::BatchToken> batch;
   for (int32_t seq = 0; seq < 2; ++seq)

@@ -18,6 +18,7 @@
 #include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/model/tokenizer.h"
 
 namespace {
@@ -201,7 +202,7 @@ TEST(DemoModel, CpuEvalGivesFiniteLogits) {
   const DemoModelSpec spec = weft::model::tiny_demo_spec();
   Written w(spec, "eval.gguf");
   auto dev = weft::make_cpu_device(2);
-  weft::model::LlamaModel model(*w.file, *dev, 64);
+  weft::Executor model(*w.file, *dev, 64);
   const auto prompt = w.tok->encode(weft::model::kDemoPrompt, true);
   std::vector<float> logits = model.eval(prompt, 0);
   ASSERT_EQ(logits.size(), prompt.size() * static_cast<size_t>(spec.n_vocab));

@@ -20,6 +20,7 @@
 #include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/rpc/client.h"
 #include "weft/testing/async.h"
 
@@ -31,8 +32,9 @@ using tiny_moe::kLayers;
 using tiny_moe::kVocab;
 using tiny_moe::MoeSpec;
 using tiny_moe::TinyMoe;
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 
 struct Cut {
   std::string what;
@@ -47,7 +49,7 @@ std::string describe(const std::vector<int64_t>& counts) {
 }
 
 // The prompt, then 3 greedy steps through the KV cache.
-void run(LlamaModel& m, std::vector<int32_t>& seq, std::vector<float>& logits) {
+void run(Executor& m, std::vector<int32_t>& seq, std::vector<float>& logits) {
   llama_reference::eval_with_steps([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, seq, 3,
                                    kVocab, logits);
 }
@@ -87,7 +89,7 @@ TEST_F(ExpertsSplit, MatchesTheReferenceOnEveryCut) {
   std::vector<int32_t> ref_seq = prompt;
   std::vector<float> ref_logits;
   {
-    LlamaModel m(*file, *cpu, 16);
+    Executor m(*file, *cpu, 16);
     run(m, ref_seq, ref_logits);
   }
   const std::vector<std::vector<double>> ref = tiny_->forward(ref_seq);
@@ -99,12 +101,12 @@ TEST_F(ExpertsSplit, MatchesTheReferenceOnEveryCut) {
       weft::model::LoadOptions o;
       o.expert_split = cut.experts;
       o.experts_overlap = overlap;
-      LlamaModel m(*file, cut.layers, 16, {}, o);
+      Executor m(*file, cut.layers, 16, {}, o);
       for (int64_t l = 0; l < kLayers; ++l) {
-        EXPECT_EQ(m.layer(l).ffn_gate_exps, nullptr);
+        EXPECT_EQ(m.model().layer(l).ffn_gate_exps, nullptr);
         size_t slices = 0;
         for (int64_t c : cut.experts) slices += c > 0 ? 1 : 0;
-        EXPECT_EQ(m.layer(l).expert_slices.size(), slices);
+        EXPECT_EQ(m.model().layer(l).expert_slices.size(), slices);
       }
       std::vector<int32_t> seq = prompt;
       std::vector<float> logits;
@@ -139,7 +141,7 @@ TEST_F(ExpertsSplit, EachWorkerIsSentOnlyItsTokensRows) {
     o.expert_split = {3, 1};
     o.experts_routed_rows = routed_rows;
     const std::vector<LayerPlacement> layers = {{cpu.get(), 0, kLayers}, {w0.at(0).get(), kLayers, kLayers}};
-    LlamaModel m(*file, layers, 16, {}, o);
+    Executor m(*file, layers, 16, {}, o);
     (void)m.eval(prompt, 0);  // the first eval asks SUPPORTS_OP and sends the graph; the second only its id
     const weft::RpcStats before = weft::rpc_stats(endpoint);
     logits = m.eval(prompt, 0);
@@ -171,8 +173,8 @@ TEST_F(ExpertsSplit, BatchesOfSequencesMatchTheirSingleRuns) {
   weft::model::LoadOptions o;
   o.expert_split = {2, 1, 1};
   const Cut cut = cuts()[1];
-  LlamaModel split(*file, cut.layers, 32, {}, o);
-  LlamaModel local(*file, *cpu, 16);
+  Executor split(*file, cut.layers, 32, {}, o);
+  Executor local(*file, *cpu, 16);
   const std::vector<std::vector<int32_t>> prompts = {{3, 14, 15}, {9, 26, 5}};
   std::vector<weft::model::BatchToken> batch;
   for (int s = 0; s < 2; ++s)
@@ -209,7 +211,7 @@ TEST_F(ExpertsSplit, OverlappedSlicesComputeAtOnce) {
       o.expert_split = {2, 2};
       o.experts_overlap = overlap;
       const std::vector<LayerPlacement> pl{{a.get(), 0, kLayers}, {b.get(), kLayers, kLayers}};
-      LlamaModel m(*file, pl, 16, {}, o);
+      Executor m(*file, pl, 16, {}, o);
       const std::vector<float> logits = m.eval(std::vector<int32_t>{3, 14, 15, 9}, 0);
       ASSERT_EQ(logits.size(), 4 * static_cast<size_t>(kVocab));
     }
@@ -230,7 +232,7 @@ TEST_F(ExpertsSplit, ADeadWorkerEndsTheEvalWithAnErrorNamingIt) {
   weft::model::LoadOptions o;
   o.expert_split = {2, 2};
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, kLayers}, {w0.at(0).get(), kLayers, kLayers}};
-  auto m = std::make_unique<LlamaModel>(*file, pl, 16, weft::model::LoadProgress{}, o);
+  auto m = std::make_unique<Executor>(*file, pl, 16, weft::model::LoadProgress{}, o);
   const std::vector<int32_t> prompt = {3, 14, 15};
   EXPECT_EQ(m->eval(prompt, 0).size(), prompt.size() * static_cast<size_t>(kVocab));
   const std::string dead = workers_.endpoint(0);
@@ -258,7 +260,7 @@ TEST_F(ExpertsSplit, BadCutsAreNamed) {
     weft::model::LoadOptions o;
     o.expert_split = counts;
     try {
-      LlamaModel m(*file, pl, 16, {}, o);
+      Executor m(*file, pl, 16, {}, o);
       ADD_FAILURE() << "loaded with experts " << describe(counts);
     } catch (const weft::Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -272,7 +274,7 @@ TEST_F(ExpertsSplit, BadCutsAreNamed) {
   EXPECT_THROW(
       {
         try {
-          LlamaModel m(*dense_file, pl, 16, {}, o);
+          Executor m(*dense_file, pl, 16, {}, o);
         } catch (const weft::Error& e) {
           EXPECT_NE(std::string(e.what()).find("a model without experts"), std::string::npos) << e.what();
           throw;

@@ -15,13 +15,15 @@
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/rpc/client.h"
 #include "weft/rpc/worker.h"
 
 namespace {
 
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 namespace fs = std::filesystem;
 
 // Normalized error allowed per token against the float64 reference: f32
@@ -51,7 +53,7 @@ class Families : public ::testing::TestWithParam<std::string> {
 
 // Runs every eval of ref through m and checks each token's logits; returns
 // the largest normalized error.
-double expect_matches(LlamaModel& m, const family_files::Reference& ref, double tolerance = kTolerance) {
+double expect_matches(Executor& m, const family_files::Reference& ref, double tolerance = kTolerance) {
   double worst = 0;
   for (size_t e = 0; e < ref.evals.size(); ++e) {
     const family_files::Eval& ev = ref.evals[e];
@@ -72,7 +74,7 @@ TEST_P(Families, MatchesFloat64Reference) {
   const family_files::Reference ref = reference();
   auto file = weft::GgufFile::open(gguf().string());
   auto cpu = weft::make_cpu_device(2);
-  LlamaModel m(*file, *cpu, ref.n_ctx);
+  Executor m(*file, *cpu, ref.n_ctx);
   EXPECT_EQ(m.params().n_vocab, ref.n_vocab);
   const double worst = expect_matches(m, ref, tolerance_of(GetParam()));
   std::printf("%s: largest normalized error %.3g over %zu evals\n", GetParam().c_str(), worst, ref.evals.size());
@@ -93,11 +95,11 @@ TEST_P(Families, SplitOverWorkerMatchesLocal) {
   auto remote = weft::make_rpc_devices("127.0.0.1:" + std::to_string(worker.port()));
   const int64_t n_layer = weft::model::LlamaParams::from_gguf(*file).n_layer;
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, n_layer}};
-  LlamaModel split(*file, pl, ref.n_ctx);
+  Executor split(*file, pl, ref.n_ctx);
   expect_matches(split, ref, tolerance_of(GetParam()));
 
   // Greedy continuation of the first eval's tokens, local and split.
-  auto generate = [&](LlamaModel& m) {
+  auto generate = [&](Executor& m) {
     std::vector<int32_t> seq = ref.evals.front().tokens;
     std::vector<float> logits = m.eval(seq, 0);
     for (int step = 0; step < 4; ++step) {
@@ -108,8 +110,8 @@ TEST_P(Families, SplitOverWorkerMatchesLocal) {
     }
     return seq;
   };
-  LlamaModel local(*file, *cpu, ref.n_ctx);
-  LlamaModel split2(*file, pl, ref.n_ctx);
+  Executor local(*file, *cpu, ref.n_ctx);
+  Executor split2(*file, pl, ref.n_ctx);
   EXPECT_EQ(generate(split2), generate(local));
 }
 
@@ -283,7 +285,7 @@ TEST(FamilyFiles, MissingTensorOrKeyIsNamed) {
     auto file = weft::GgufFile::open((out / (d.family + ".gguf")).string());
     auto cpu = weft::make_cpu_device(1);
     try {
-      LlamaModel m(*file, *cpu, ref.n_ctx);
+      Executor m(*file, *cpu, ref.n_ctx);
       ADD_FAILURE() << "loaded without " << d.name;
     } catch (const weft::Error& e) {
       EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);

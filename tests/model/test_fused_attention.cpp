@@ -19,18 +19,20 @@ constexpr double kLimit = 1e-4;
 #include "weft/backend/cpu.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/testing/async.h"
 
 namespace {
 
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 using weft::model::LoadOptions;
 
 using family_files::normalized_error;
 
 // A 9-token prompt (past gemma2's window of 4), then 40 greedy tokens.
-void expect_same(LlamaModel& fused, LlamaModel& unfused) {
+void expect_same(Executor& fused, Executor& unfused) {
   ASSERT_TRUE(fused.fused_attention());
   ASSERT_FALSE(unfused.fused_attention());
   const int64_t vocab = fused.params().n_vocab;
@@ -60,8 +62,8 @@ TEST_P(FusedAttention, MatchesTheUnfusedGraph) {
   const LoadOptions unfused_options{.fused_attention = false};
   {
     SCOPED_TRACE("one device");
-    LlamaModel fused(*file, *cpu, 128);
-    LlamaModel unfused(*file, *cpu, 128, {}, unfused_options);
+    Executor fused(*file, *cpu, 128);
+    Executor unfused(*file, *cpu, 128, {}, unfused_options);
     expect_same(fused, unfused);
   }
   {
@@ -70,8 +72,8 @@ TEST_P(FusedAttention, MatchesTheUnfusedGraph) {
     o.isolated_memory = true;
     auto isolated = weft::make_async_device(o);
     const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {isolated.get(), 1, n_layer}};
-    LlamaModel fused(*file, pl, 128);
-    LlamaModel unfused(*file, pl, 128, {}, unfused_options);
+    Executor fused(*file, pl, 128);
+    Executor unfused(*file, pl, 128, {}, unfused_options);
     expect_same(fused, unfused);
   }
 }

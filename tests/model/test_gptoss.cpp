@@ -14,17 +14,19 @@
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 
 namespace {
 
 using weft::model::LlamaModel;
+using weft::Executor;
 namespace fs = std::filesystem;
 
 constexpr double kTolerance = 1e-4;  // as test_families.cpp
 
 fs::path gguf() { return family_files::dir() / "gptoss.gguf"; }
 
-double worst_error(LlamaModel& m, const family_files::Reference& ref) {
+double worst_error(Executor& m, const family_files::Reference& ref) {
   double worst = 0;
   for (const family_files::Eval& ev : ref.evals) {
     const std::vector<float> logits = m.eval(ev.tokens, ev.n_past);
@@ -70,7 +72,7 @@ TEST(GptOss, BothAttentionPathsMatchTheReference) {
     SCOPED_TRACE(fused ? "fused" : "unfused");
     weft::model::LoadOptions o;
     o.fused_attention = fused;
-    LlamaModel m(*file, *cpu, ref.n_ctx, {}, o);
+    Executor m(*file, *cpu, ref.n_ctx, {}, o);
     EXPECT_EQ(m.fused_attention(), fused);
     const double worst = worst_error(m, ref);
     EXPECT_LE(worst, kTolerance);
@@ -84,11 +86,11 @@ TEST(GptOss, ExpertSplitIsRefusedByName) {
   auto file = weft::GgufFile::open(gguf().string());
   auto a = weft::make_cpu_device(1);
   auto b = weft::make_cpu_device(1);
-  const std::vector<weft::model::LayerPlacement> pl{{a.get(), 0, 2}, {b.get(), 2, 4}};
+  const std::vector<weft::LayerPlacement> pl{{a.get(), 0, 2}, {b.get(), 2, 4}};
   weft::model::LoadOptions o;
   o.expert_split = {2, 2};
   try {
-    LlamaModel m(*file, pl, 64, {}, o);
+    Executor m(*file, pl, 64, {}, o);
     ADD_FAILURE() << "an expert split of gpt-oss loaded";
   } catch (const weft::Error& e) {
     EXPECT_EQ(e.kind(), weft::ErrorKind::unsupported);

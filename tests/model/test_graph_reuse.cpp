@@ -11,20 +11,22 @@
 #include <vector>
 
 #include "model/family_files.h"
-#include "model/llama_model_testing.h"
+#include "runtime/executor_testing.h"
 #include "weft/backend/cpu.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/testing/async.h"
 
 namespace {
 
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 
 // Greedy generation of `steps` tokens after a prompt, one token per eval;
 // every eval's logits, concatenated.
-std::vector<float> generate(LlamaModel& m, int steps) {
+std::vector<float> generate(Executor& m, int steps) {
   const int64_t vocab = m.params().n_vocab;
   std::vector<int32_t> seq{1, 17, 42, 99, 5};
   std::vector<float> all = m.eval(seq, 0);
@@ -55,17 +57,17 @@ TEST_P(GraphReuse, LogitsEqualFreshGraphs) {
 
   {
     SCOPED_TRACE("one device");
-    LlamaModel reused(*file, *cpu, kCtx);
-    LlamaModel fresh(*file, *cpu, kCtx);
-    weft::model::LlamaModelTestAccess::set_reuse_graphs(fresh, false);
+    Executor reused(*file, *cpu, kCtx);
+    Executor fresh(*file, *cpu, kCtx);
+    weft::ExecutorTestAccess::set_reuse_graphs(fresh, false);
     expect_bit_identical(generate(reused, 100), generate(fresh, 100));
   }
   {
     SCOPED_TRACE("split over cpu and an isolated-memory device");
     const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {isolated.get(), 1, n_layer}};
-    LlamaModel reused(*file, pl, kCtx);
-    LlamaModel fresh(*file, pl, kCtx);
-    weft::model::LlamaModelTestAccess::set_reuse_graphs(fresh, false);
+    Executor reused(*file, pl, kCtx);
+    Executor fresh(*file, pl, kCtx);
+    weft::ExecutorTestAccess::set_reuse_graphs(fresh, false);
     expect_bit_identical(generate(reused, 100), generate(fresh, 100));
   }
 }
@@ -73,7 +75,7 @@ TEST_P(GraphReuse, LogitsEqualFreshGraphs) {
 // LogitRows::last computes the output for the last token alone: its logits
 // are the last row of LogitRows::all's (to the rounding of a one-row product
 // against a batched one), and the greedy tokens after it are the same.
-void expect_last_row_matches(LlamaModel& all, LlamaModel& last) {
+void expect_last_row_matches(Executor& all, Executor& last) {
   const int64_t vocab = all.params().n_vocab;
   std::vector<int32_t> seq{1, 17, 42, 99, 5, 8, 13};
   std::vector<float> a = all.eval(seq, 0);
@@ -106,15 +108,15 @@ TEST_P(GraphReuse, LastRowOnlyMatchesTheLastRowOfAll) {
   auto isolated = weft::make_async_device(o);
   {
     SCOPED_TRACE("one device");
-    LlamaModel all(*file, *cpu, 128);
-    LlamaModel last(*file, *cpu, 128);
+    Executor all(*file, *cpu, 128);
+    Executor last(*file, *cpu, 128);
     expect_last_row_matches(all, last);
   }
   {
     SCOPED_TRACE("split over cpu and an isolated-memory device");
     const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {isolated.get(), 1, n_layer}};
-    LlamaModel all(*file, pl, 128);
-    LlamaModel last(*file, pl, 128);
+    Executor all(*file, pl, 128);
+    Executor last(*file, pl, 128);
     expect_last_row_matches(all, last);
   }
 }

@@ -16,6 +16,7 @@
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/model/perplexity.h"
 
 namespace {
@@ -129,20 +130,20 @@ void check_against_reference(const Spec& spec, const std::string& name, double t
 // differences are f32 accumulation (~1e-14 normalized) plus rare rounding
 // ties decided differently by f32 and f64 inputs (one f16 ulp, ~5e-4
 // relative, on one cache value: well under 1e-6 normalized).
-TEST(LlamaModel, MatchesReferenceF32) { check_against_reference({}, "llama_f32", 1e-6); }
+TEST(Executor, MatchesReferenceF32) { check_against_reference({}, "llama_f32", 1e-6); }
 
 // Quantized weights multiply 8-bit activations (q8_0 blocks, as the standard
 // engine does; docs/quantization.md): each activation is rounded to 1/254 of
 // its block's largest magnitude, which puts ~3e-4 normalized error on the
 // logits of this model; 2e-3 leaves margin and still catches a wrong block,
 // scale or row (errors of order 1).
-TEST(LlamaModel, MatchesReferenceQ8_0) {
+TEST(Executor, MatchesReferenceQ8_0) {
   Spec s;
   s.q8 = true;
   check_against_reference(s, "llama_q8_0", 2e-3);
 }
 
-TEST(LlamaModel, MatchesReferenceQwen2BiasesNeox) {
+TEST(Executor, MatchesReferenceQwen2BiasesNeox) {
   Spec s;
   s.arch = "qwen2";
   s.biases = true;
@@ -151,7 +152,7 @@ TEST(LlamaModel, MatchesReferenceQwen2BiasesNeox) {
 
 // The plan counts exactly the file's weights, each in its part, and the KV
 // cache of each part's layers.
-TEST(LlamaModel, PlanCountsEveryWeightInItsPart) {
+TEST(Executor, PlanCountsEveryWeightInItsPart) {
   for (bool q8 : {false, true}) {
     Spec spec;
     spec.q8 = q8;  // q8 also writes a separate output matrix (in the last part)
@@ -190,7 +191,7 @@ TEST(LlamaModel, PlanCountsEveryWeightInItsPart) {
   EXPECT_THROW(weft::model::LlamaModel::plan(*file, whole, int64_t{1} << 40), weft::Error);
 }
 
-TEST(LlamaModel, MissingTensorIsNamed) {
+TEST(Executor, MissingTensorIsNamed) {
   Spec s;
   s.drop = "blk.1.ffn_up.weight";
   llama_reference::expect_load_error<TinyModel>(s, "missing", {"missing tensor blk.1.ffn_up.weight"});
@@ -198,7 +199,7 @@ TEST(LlamaModel, MissingTensorIsNamed) {
 
 // A block_count no file of this size could hold is refused before anything
 // is sized by it (a layer table of 2^31 entries would exhaust memory).
-TEST(LlamaModel, ImpossibleBlockCountIsNamed) {
+TEST(Executor, ImpossibleBlockCountIsNamed) {
   TempFile f("huge_block_count");
   weft::GgufWriter w;
   w.set_string("general.architecture", "llama");
@@ -224,14 +225,14 @@ TEST(LlamaModel, ImpossibleBlockCountIsNamed) {
   }
 }
 
-TEST(LlamaModel, WrongShapeIsNamed) {
+TEST(Executor, WrongShapeIsNamed) {
   Spec s;
   s.bad = "blk.0.attn_k.weight";
   llama_reference::expect_load_error<TinyModel>(s, "bad_shape",
                                                 {"blk.0.attn_k.weight", "[32, 17]", "expected [32, 16]"});
 }
 
-TEST(LlamaModel, CausalMaskAndGreedy) {
+TEST(Executor, CausalMaskAndGreedy) {
   std::vector<float> m(3 * 2);
   weft::model::fill_causal_mask(m, 3, 2, 1);
   EXPECT_EQ(m[0], 0.f);

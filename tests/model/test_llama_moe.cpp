@@ -22,6 +22,7 @@
 #include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/rpc/client.h"
 #include "weft/rpc/worker.h"
 
@@ -29,8 +30,9 @@ namespace {
 
 using llama_reference::TempFile;
 using weft::DType;
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 
 using namespace tiny_moe;
 
@@ -117,7 +119,7 @@ TEST(LlamaMoe, SplitOverWorkerMatchesCpu) {
   std::vector<int32_t> ref_seq = prompt;
   std::vector<float> ref_logits;
   {
-    LlamaModel m(*file, *cpu, 16);
+    Executor m(*file, *cpu, 16);
     llama_reference::eval_with_steps([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, ref_seq,
                                      4, kVocab, ref_logits);
   }
@@ -127,7 +129,7 @@ TEST(LlamaMoe, SplitOverWorkerMatchesCpu) {
   };
   for (const auto& pl : placements) {
     SCOPED_TRACE("first part [0, " + std::to_string(pl[0].last) + ")");
-    LlamaModel m(*file, pl, 16);
+    Executor m(*file, pl, 16);
     std::vector<int32_t> seq = prompt;
     std::vector<float> logits;
     llama_reference::eval_with_steps(
@@ -153,7 +155,7 @@ TEST(LlamaMoe, DemoSpecWithExperts) {
     params += std::accumulate(info.ne, info.ne + info.n_dims, int64_t{1}, std::multiplies<>());
   EXPECT_EQ(params, weft::model::demo_model_params(spec));
   auto dev = weft::make_cpu_device(2);
-  LlamaModel model(*file, *dev, 32);
+  Executor model(*file, *dev, 32);
   EXPECT_EQ(model.params().n_expert, 4);
   EXPECT_EQ(model.params().n_expert_used, 2);
   const std::vector<int32_t> prompt = {1, 300, 301, 302};

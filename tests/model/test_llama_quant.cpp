@@ -16,6 +16,7 @@
 #include "weft/core/dtype.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/rpc/client.h"
 #include "weft/rpc/worker.h"
 
@@ -107,7 +108,7 @@ TEST(LlamaQuant, SplitOverWorkerMatchesCpu) {
   auto cpu = weft::make_cpu_device(2);
   std::vector<float> local;
   {
-    weft::model::LlamaModel m(*file, *cpu, 16);
+    weft::Executor m(*file, *cpu, 16);
     local = m.eval(tokens, 0);
   }
 
@@ -117,8 +118,8 @@ TEST(LlamaQuant, SplitOverWorkerMatchesCpu) {
   weft::rpc::Worker worker(std::vector<weft::Device*>{worker_cpu.get()}, o);
   worker.start();
   auto remote = weft::make_rpc_devices("127.0.0.1:" + std::to_string(worker.port()));
-  std::vector<weft::model::LayerPlacement> placement = {{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kLayers}};
-  weft::model::LlamaModel m(*file, placement, 16);
+  std::vector<weft::LayerPlacement> placement = {{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kLayers}};
+  weft::Executor m(*file, placement, 16);
   const std::vector<float> split = m.eval(tokens, 0);
   ASSERT_EQ(split.size(), local.size());
   for (size_t i = 0; i < local.size(); ++i) ASSERT_EQ(split[i], local[i]) << "logit " << i;

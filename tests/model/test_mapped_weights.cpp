@@ -16,18 +16,20 @@
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/testing/async.h"
 
 namespace {
 
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 using weft::model::LoadOptions;
 
 std::string family(const std::string& name) { return (family_files::dir() / (name + ".gguf")).string(); }
 
 // A prompt and 8 greedy tokens; every eval's logits, concatenated.
-std::vector<float> run(LlamaModel& m) {
+std::vector<float> run(Executor& m) {
   const int64_t vocab = m.params().n_vocab;
   std::vector<int32_t> seq{1, 17, 42, 99, 5};
   std::vector<float> all = m.eval(seq, 0);
@@ -50,13 +52,13 @@ class MappedWeights : public ::testing::TestWithParam<std::string> {};
 TEST_P(MappedWeights, SameLogitsAsCopiesAndOutliveTheFile) {
   auto cpu = weft::make_cpu_device(2);
   auto copied_file = weft::GgufFile::open(family(GetParam()));
-  LlamaModel copied(*copied_file, *cpu, 64, {}, LoadOptions{.map_weights = false});
+  Executor copied(*copied_file, *cpu, 64, {}, LoadOptions{.map_weights = false});
   EXPECT_EQ(copied.mapped_weight_bytes(), 0u);
 
   auto file = weft::GgufFile::open(family(GetParam()));
   // Every weight but the rope factors some families keep on the host.
   const size_t in_file = weight_bytes(*file);
-  LlamaModel mapped(*file, *cpu, 64);
+  Executor mapped(*file, *cpu, 64);
   EXPECT_GT(mapped.mapped_weight_bytes(), in_file / 2);
   EXPECT_LE(mapped.mapped_weight_bytes(), in_file);
   file.reset();  // the mapping stays while the model holds it
@@ -78,8 +80,8 @@ TEST(MappedWeightsRules, OnlyTheHostCpuMapsAndSplitsAgree) {
   o.isolated_memory = true;
   auto isolated = weft::make_async_device(o);
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {isolated.get(), 1, n_layer}};
-  LlamaModel split(*file, pl, 64);
-  LlamaModel split_copied(*file, pl, 64, {}, LoadOptions{.map_weights = false});
+  Executor split(*file, pl, 64);
+  Executor split_copied(*file, pl, 64, {}, LoadOptions{.map_weights = false});
   // The CPU's share (embedding, layer 0) is mapped; the other device's is not.
   EXPECT_GT(split.mapped_weight_bytes(), 0u);
   EXPECT_LT(split.mapped_weight_bytes(), weight_bytes(*file) / 2 + weight_bytes(*file) / 4);
@@ -87,7 +89,7 @@ TEST(MappedWeightsRules, OnlyTheHostCpuMapsAndSplitsAgree) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 
-  LlamaModel on_async(*file, *isolated, 64);
+  Executor on_async(*file, *isolated, 64);
   EXPECT_EQ(on_async.mapped_weight_bytes(), 0u);
 }
 
@@ -103,9 +105,9 @@ TEST(MappedWeightsRules, AFileAlignedBelowTheKernelsNeedsIsCopied) {
   auto file = weft::GgufFile::open(path);
   std::filesystem::remove(path);  // the mapping keeps the bytes
   auto cpu = weft::make_cpu_device(1);
-  LlamaModel m(*file, *cpu, 64);
+  Executor m(*file, *cpu, 64);
   EXPECT_EQ(m.mapped_weight_bytes(), 0u);
-  LlamaModel ref(*src, *cpu, 64, {}, LoadOptions{.map_weights = false});
+  Executor ref(*src, *cpu, 64, {}, LoadOptions{.map_weights = false});
   const std::vector<float> a = run(m), b = run(ref);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }

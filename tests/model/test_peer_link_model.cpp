@@ -19,13 +19,15 @@
 #include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/rpc/client.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 using weft::model::LogitRows;
 
 constexpr int64_t kCtx = 64;
@@ -46,7 +48,7 @@ Traffic run(const weft::GgufFile& file, bool peer_links) {
   auto wa = weft::make_rpc_devices(a, o);
   auto wb = weft::make_rpc_devices(b, o);
   const std::vector<LayerPlacement> pl{{wa.at(0).get(), 0, 1}, {wb.at(0).get(), 1, 2}};
-  LlamaModel m(file, pl, kCtx);
+  Executor m(file, pl, kCtx);
   const int vocab = static_cast<int>(m.params().n_vocab);
   Traffic t;
   std::vector<float> logits;

@@ -17,6 +17,7 @@
 #include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "rpc/local_workers.h"
 #include "weft/rpc/client.h"
 #include "weft/testing/async.h"
@@ -24,8 +25,9 @@
 namespace {
 
 namespace fs = std::filesystem;
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 using weft::model::LogitRows;
 
 constexpr int64_t kCtx = 128;
@@ -37,7 +39,7 @@ struct Generated {
   std::vector<std::vector<float>> logits;  // the prompt's last row, then each step's
 };
 
-Generated generate(LlamaModel& m) {
+Generated generate(Executor& m) {
   const int vocab = static_cast<int>(m.params().n_vocab);
   std::vector<int32_t> prompt;
   for (int i = 0; i < kPromptTokens; ++i) prompt.push_back(1 + (i * 37) % (vocab - 1));
@@ -77,7 +79,7 @@ TEST_F(PipelinedPrompt, MicroBatchesMatchOneBatchOnEveryMix) {
   auto cpu = weft::make_cpu_device(2);
   Generated ref;
   {
-    LlamaModel m(*file, *cpu, kCtx);
+    Executor m(*file, *cpu, kCtx);
     ref = generate(m);
   }
   auto w0 = weft::make_rpc_devices(endpoint(0));
@@ -100,7 +102,7 @@ TEST_F(PipelinedPrompt, MicroBatchesMatchOneBatchOnEveryMix) {
                    pl[0].device->name());
       weft::model::LoadOptions o;
       o.pipeline_micro_batch = micro;
-      LlamaModel m(*file, pl, kCtx, {}, o);
+      Executor m(*file, pl, kCtx, {}, o);
       const Generated got = generate(m);
       EXPECT_EQ(got.tokens, ref.tokens);
       ASSERT_EQ(got.logits.size(), ref.logits.size());
@@ -145,7 +147,7 @@ TEST_F(PipelinedPrompt, MicroBatchesKeepBothStagesBusyAtOnce) {
       const std::vector<LayerPlacement> pl{{r0.at(0).get(), 0, 2}, {r1.at(0).get(), 2, 4}};
       weft::model::LoadOptions o;
       o.pipeline_micro_batch = micro;
-      LlamaModel m(*file, pl, kCtx, {}, o);
+      Executor m(*file, pl, kCtx, {}, o);
       std::vector<float> logits;
       m.eval(prompt, 0, logits, LogitRows::last);
       ASSERT_EQ(logits.size(), 600u);
@@ -169,13 +171,13 @@ TEST_F(PipelinedPrompt, MicroBatchesKeepBothStagesBusyAtOnce) {
 TEST_F(PipelinedPrompt, NoLogitRowsFillTheCacheOnly) {
   auto file = weft::GgufFile::open(path_);
   auto cpu = weft::make_cpu_device(2);
-  LlamaModel m(*file, *cpu, kCtx);
+  Executor m(*file, *cpu, kCtx);
   const std::vector<int32_t> prompt{1, 9, 17, 33, 65};
   std::vector<float> logits{1.0f};
   m.eval(std::span(prompt).first(4), 0, logits, LogitRows::none);
   EXPECT_TRUE(logits.empty());
   m.eval(std::span(prompt).last(1), 4, logits, LogitRows::last);
-  LlamaModel whole(*file, *cpu, kCtx);
+  Executor whole(*file, *cpu, kCtx);
   std::vector<float> ref;
   whole.eval(prompt, 0, ref, LogitRows::last);
   ASSERT_EQ(logits.size(), ref.size());

@@ -24,6 +24,7 @@
 #include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/model/perplexity.h"
 #include "weft/model/sampler.h"
 #include "weft/rpc/client.h"
@@ -34,8 +35,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using weft::DType;
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 using weft::model::LoadOptions;
 
 constexpr int64_t kCtx = 256;
@@ -83,10 +85,10 @@ fs::path* QuantizedCache::dir_ = nullptr;
 TEST_F(QuantizedCache, PerplexityAndLogitsFollowTheF16Cache) {
   auto file = weft::GgufFile::open(path());
   auto cpu = weft::make_cpu_device(2);
-  LlamaModel f16(*file, *cpu, kCtx);
-  LlamaModel q8(*file, *cpu, kCtx, {}, kQ8);
+  Executor f16(*file, *cpu, kCtx);
+  Executor q8(*file, *cpu, kCtx, {}, kQ8);
   ASSERT_EQ(q8.cache_type(), DType::q8_0);
-  ASSERT_EQ(q8.layer(0).k_cache->type, DType::q8_0);
+  ASSERT_EQ(q8.model().layer(0).k_cache->type, DType::q8_0);
   const int64_t vocab = f16.params().n_vocab;
 
   // One 200-token prompt: every row's logits and the perplexity.
@@ -189,12 +191,12 @@ TEST_P(QuantizedCacheReference, LogitsFollowAFloat64ForwardPassWithAQ8Cache) {
   const family_files::Reference f16_ref = family_files::read_reference(dir / (name + ".f16.ref"));
   auto file = weft::GgufFile::open((dir / (name + ".gguf")).string());
   auto cpu = weft::make_cpu_device(2);
-  LlamaModel m(*file, *cpu, q8_ref.n_ctx, {}, kQ8);
+  Executor m(*file, *cpu, q8_ref.n_ctx, {}, kQ8);
   ASSERT_EQ(m.params().head_dim, GetParam().head_dim);
-  ASSERT_EQ(m.layer(0).k_cache->type, DType::q8_0);
-  ASSERT_EQ(m.layer(0).v_cache->type, DType::q8_0);
+  ASSERT_EQ(m.model().layer(0).k_cache->type, DType::q8_0);
+  ASSERT_EQ(m.model().layer(0).v_cache->type, DType::q8_0);
   // Every head row is head_dim / 32 whole blocks.
-  EXPECT_EQ(m.layer(0).k_cache->nbytes(),
+  EXPECT_EQ(m.model().layer(0).k_cache->nbytes(),
             static_cast<size_t>(q8_ref.n_ctx * m.params().n_head_kv * (GetParam().head_dim / 32) * 34));
 
   double worst = 0, closest_f16 = INFINITY;
@@ -235,9 +237,9 @@ TEST_F(QuantizedCache, SplitOverAWorkerAndAnIsolatedDeviceMatchesOneCpu) {
   ao.isolated_memory = true;
   auto isolated = weft::make_async_device(ao);
 
-  LlamaModel one(*file, *cpu, kCtx, {}, kQ8);
+  Executor one(*file, *cpu, kCtx, {}, kQ8);
   const std::vector<LayerPlacement> pl{{remote.at(0).get(), 0, 1}, {isolated.get(), 1, 2}};
-  LlamaModel split(*file, pl, kCtx, {}, kQ8);
+  Executor split(*file, pl, kCtx, {}, kQ8);
   ASSERT_TRUE(split.fused_attention());
   const int64_t vocab = one.params().n_vocab;
   std::vector<int32_t> seq = tokens(12, vocab);
@@ -263,8 +265,8 @@ TEST_F(QuantizedCache, HoldsThirtyFourBytesPerThirtyTwoValues) {
   EXPECT_EQ(f16, size_t{2} * 2 * 2 * kCtx * 32 * 2);
   EXPECT_EQ(q8, size_t{2} * 2 * 2 * kCtx * 34);
   auto cpu = weft::make_cpu_device(1);
-  LlamaModel m(*file, *cpu, kCtx, {}, kQ8);
-  EXPECT_EQ(m.layer(1).v_cache->nbytes(), size_t{2} * kCtx * 34);
+  Executor m(*file, *cpu, kCtx, {}, kQ8);
+  EXPECT_EQ(m.model().layer(1).v_cache->nbytes(), size_t{2} * kCtx * 34);
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -282,10 +284,10 @@ TEST_F(QuantizedCache, RefusesWhatItCannotHold) {
   auto file = weft::GgufFile::open(path());
   auto cpu = weft::make_cpu_device(1);
   const LoadOptions unfused{.fused_attention = false, .cache_type = DType::q8_0};
-  EXPECT_NE(error_of([&] { LlamaModel m(*file, *cpu, kCtx, {}, unfused); }).find("needs fused attention"),
+  EXPECT_NE(error_of([&] { Executor m(*file, *cpu, kCtx, {}, unfused); }).find("needs fused attention"),
             std::string::npos);
   const LoadOptions q4{.cache_type = DType::q4_0};
-  EXPECT_NE(error_of([&] { LlamaModel m(*file, *cpu, kCtx, {}, q4); }).find("q4_0 is not one of f16, q8_0"),
+  EXPECT_NE(error_of([&] { Executor m(*file, *cpu, kCtx, {}, q4); }).find("q4_0 is not one of f16, q8_0"),
             std::string::npos);
 
   // Head size 16: half a block per head.
@@ -296,7 +298,7 @@ TEST_F(QuantizedCache, RefusesWhatItCannotHold) {
   const std::string small = (*dir_ / "hd16.gguf").string();
   weft::model::write_demo_model(small, spec);
   auto small_file = weft::GgufFile::open(small);
-  EXPECT_NE(error_of([&] { LlamaModel m(*small_file, *cpu, 64, {}, kQ8); }).find("multiple of 32; this model's is 16"),
+  EXPECT_NE(error_of([&] { Executor m(*small_file, *cpu, 64, {}, kQ8); }).find("multiple of 32; this model's is 16"),
             std::string::npos);
   const std::vector<int64_t> bounds{0, spec.n_layer};
   EXPECT_NE(error_of([&] { (void)LlamaModel::plan(*small_file, bounds, 64, DType::q8_0); }).find("multiple of 32"),

@@ -17,13 +17,15 @@
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/rpc/client.h"
 #include "weft/rpc/worker.h"
 
 namespace {
 
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 using weft::model::LoadOptions;
 using weft::model::LogitRows;
 
@@ -72,8 +74,8 @@ class SlidingRing : public ::testing::TestWithParam<std::string> {
 TEST_P(SlidingRing, MatchesFullCaches) {
   auto f = file();
   auto cpu = weft::make_cpu_device(2);
-  LlamaModel ring(*f, *cpu, kCtx, {}, ring_options(kStep));
-  LlamaModel full(*f, *cpu, kCtx, {}, ring_options(0));
+  Executor ring(*f, *cpu, kCtx, {}, ring_options(kStep));
+  Executor full(*f, *cpu, kCtx, {}, ring_options(0));
   ASSERT_EQ(ring.sliding_ring_rows(), 32);
   ASSERT_EQ(full.sliding_ring_rows(), 0);
   const int64_t n_vocab = ring.params().n_vocab;
@@ -97,8 +99,8 @@ TEST_P(SlidingRing, MatchesFullCaches) {
 TEST_P(SlidingRing, ReusedPrefixWithinTheRingOnly) {
   auto f = file();
   auto cpu = weft::make_cpu_device(2);
-  LlamaModel ring(*f, *cpu, kCtx, {}, ring_options(kStep));
-  LlamaModel full(*f, *cpu, kCtx, {}, ring_options(0));
+  Executor ring(*f, *cpu, kCtx, {}, ring_options(kStep));
+  Executor full(*f, *cpu, kCtx, {}, ring_options(0));
   const int64_t n_vocab = ring.params().n_vocab;
   const std::vector<int32_t> tokens = random_tokens(100, n_vocab, 11);
   (void)ring.eval(tokens, 0, LogitRows::none);
@@ -131,8 +133,8 @@ TEST(SlidingRingSplit, PipelinedOverAWorker) {
   worker.start();
   auto remote = weft::make_rpc_devices("127.0.0.1:" + std::to_string(worker.port()));
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, 6}};
-  LlamaModel ring(*f, pl, kCtx, {}, ring_options(kStep));
-  LlamaModel full(*f, pl, kCtx, {}, ring_options(0));
+  Executor ring(*f, pl, kCtx, {}, ring_options(kStep));
+  Executor full(*f, pl, kCtx, {}, ring_options(0));
   const int64_t n_vocab = ring.params().n_vocab;
   const std::vector<int32_t> tokens = random_tokens(120, n_vocab, 5);
   EXPECT_LE(worst_error(ring.eval(tokens, 0, LogitRows::last), full.eval(tokens, 0, LogitRows::last), n_vocab),
@@ -145,7 +147,7 @@ TEST(SlidingRingSplit, PipelinedOverAWorker) {
 TEST(SlidingRingBatch, BatchesAreRefused) {
   auto f = weft::GgufFile::open((family_files::dir() / "gemma2.gguf").string());
   auto cpu = weft::make_cpu_device(1);
-  LlamaModel ring(*f, *cpu, kCtx, {}, ring_options(kStep));
+  Executor ring(*f, *cpu, kCtx, {}, ring_options(kStep));
   std::vector<weft::model::BatchToken> batch{{5, 0, 0, true}, {6, 0, 1, true}};
   std::vector<float> logits;
   try {

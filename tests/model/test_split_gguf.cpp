@@ -19,6 +19,7 @@
 #include "weft/backend/cpu.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/model/quantize.h"
 #include "weft/rpc/client.h"
 #include "weft/rpc/worker.h"
@@ -27,8 +28,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using weft::GgufFile;
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 
 constexpr double kTolerance = 1e-4;  // as test_families.cpp: f32 against float64
 
@@ -61,7 +63,7 @@ class SplitGguf : public ::testing::TestWithParam<std::string> {};
 
 // Every eval of the reference through both models: the split model's logits
 // equal the single file's bit for bit, and both are near the float64 ones.
-void expect_same(LlamaModel& single, LlamaModel& split, const family_files::Reference& ref) {
+void expect_same(Executor& single, Executor& split, const family_files::Reference& ref) {
   for (size_t e = 0; e < ref.evals.size(); ++e) {
     const family_files::Eval& ev = ref.evals[e];
     const std::vector<float> a = single.eval(ev.tokens, ev.n_past);
@@ -89,8 +91,8 @@ TEST_P(SplitGguf, RunsAsTheSingleFile) {
 
   auto cpu = weft::make_cpu_device(2);
   {
-    LlamaModel a(*single, *cpu, ref.n_ctx);
-    LlamaModel b(*split, *cpu, ref.n_ctx);
+    Executor a(*single, *cpu, ref.n_ctx);
+    Executor b(*split, *cpu, ref.n_ctx);
     // Weights in place from every part, as from the single file.
     EXPECT_GT(b.mapped_weight_bytes(), 0u);
     EXPECT_EQ(b.mapped_weight_bytes(), a.mapped_weight_bytes());
@@ -107,8 +109,8 @@ TEST_P(SplitGguf, RunsAsTheSingleFile) {
   auto remote = weft::make_rpc_devices("127.0.0.1:" + std::to_string(worker.port()));
   const int64_t n_layer = weft::model::LlamaParams::from_gguf(*split).n_layer;
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, n_layer}};
-  LlamaModel a(*single, pl, ref.n_ctx);
-  LlamaModel b(*split, pl, ref.n_ctx);
+  Executor a(*single, pl, ref.n_ctx);
+  Executor b(*split, pl, ref.n_ctx);
   expect_same(a, b, ref);
 }
 

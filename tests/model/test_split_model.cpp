@@ -19,6 +19,7 @@
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "weft/rpc/client.h"
 #include "weft/rpc/worker.h"
 #include "weft/testing/async.h"
@@ -27,8 +28,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using weft::DType;
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 
 constexpr int64_t kVocab = 37, kDim = 32, kLayers = 3, kHeads = 4, kHeadsKv = 2, kFf = 64, kCtx = 16;
 
@@ -126,7 +128,7 @@ TEST_P(SplitModel, OneTwoAndThreeDevicesMatchOneCpu) {
   std::vector<std::vector<float>> ref_logits;
   std::vector<int32_t> ref;
   {
-    LlamaModel m(*file, *cpu, kCtx);
+    Executor m(*file, *cpu, kCtx);
     ref = run([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, ref_logits);
   }
 
@@ -149,7 +151,7 @@ TEST_P(SplitModel, OneTwoAndThreeDevicesMatchOneCpu) {
   };
   for (const auto& pl : placements) {
     SCOPED_TRACE(std::to_string(pl.size()) + " parts, first device " + pl[0].device->name());
-    LlamaModel m(*file, pl, kCtx);
+    Executor m(*file, pl, kCtx);
     std::vector<std::vector<float>> logits;
     const std::vector<int32_t> got =
         run([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, logits);
@@ -171,7 +173,7 @@ TEST_P(SplitModel, TokensReuseTheWorkersGraphAndWaitOnce) {
   const std::string endpoint = "127.0.0.1:" + std::to_string(worker_->port());
   auto remote = weft::make_rpc_devices(endpoint);
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kLayers}};
-  LlamaModel m(*file, pl, kCtx);
+  Executor m(*file, pl, kCtx);
   const std::vector<int32_t> prompt{1, 5, 9};
   m.eval(prompt, 0);
   int64_t n_past = 3;
@@ -201,12 +203,12 @@ TEST(SplitModelPlacement, RejectsGapsAndShortRanges) {
   const std::vector<LayerPlacement> gap{{cpu.get(), 0, 1}, {cpu.get(), 2, 3}};
   const std::vector<LayerPlacement> short_range{{cpu.get(), 0, 2}};
   const std::vector<LayerPlacement> none;
-  EXPECT_THROW(LlamaModel(*file, gap, kCtx), weft::Error);
-  EXPECT_THROW(LlamaModel(*file, short_range, kCtx), weft::Error);
-  EXPECT_THROW(LlamaModel(*file, none, kCtx), weft::Error);
+  EXPECT_THROW(Executor(*file, gap, kCtx), weft::Error);
+  EXPECT_THROW(Executor(*file, short_range, kCtx), weft::Error);
+  EXPECT_THROW(Executor(*file, none, kCtx), weft::Error);
   // Token ids outside the vocabulary and positions past the context are refused.
   const std::vector<LayerPlacement> two{{cpu.get(), 0, 1}, {cpu.get(), 1, 3}};
-  LlamaModel m(*file, two, kCtx);
+  Executor m(*file, two, kCtx);
   const int32_t bad = 1 << 30, tok = 1;
   EXPECT_THROW(m.eval(std::span<const int32_t>(&bad, 1), 0), weft::Error);
   EXPECT_THROW(m.eval(std::span<const int32_t>(&tok, 1), kCtx), weft::Error);

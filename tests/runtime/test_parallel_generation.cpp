@@ -1,5 +1,5 @@
 // Several sequences decoded together (run_parallel_generation over
-// LlamaModel::submit_batch / finish_batch): every sequence must equal its
+// Executor::submit_batch / finish_batch): every sequence must equal its
 // own single run, on one device and with its steps pipelined over two
 // workers (pushing worker to worker), the host and an async device with
 // random delays; a stopped sequence leaves its group; a dead worker ends
@@ -20,6 +20,7 @@
 #include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
+#include "weft/runtime/executor.h"
 #include "rpc/local_workers.h"
 #include "weft/rpc/client.h"
 #include "weft/runtime/generate.h"
@@ -33,8 +34,9 @@ using weft::GenerateOptions;
 using weft::GenerateResult;
 using weft::GenerationModel;
 using weft::model::BatchToken;
-using weft::model::LayerPlacement;
+using weft::LayerPlacement;
 using weft::model::LlamaModel;
+using weft::Executor;
 using weft::model::LogitRows;
 
 constexpr int64_t kSeqCtx = 48;
@@ -50,11 +52,11 @@ std::vector<std::vector<int32_t>> prompts(int n, int vocab) {
   return out;
 }
 
-GenerationModel generation_model(const LlamaModel& m) {
+GenerationModel generation_model(const Executor& m) {
   return {.n_vocab = m.params().n_vocab, .n_ctx = m.n_ctx(), .is_end_of_generation = {}};
 }
 
-BatchedEval batched(LlamaModel& m) {
+BatchedEval batched(Executor& m) {
   return {.slots = m.batch_slots(),
           .submit = [&m](int slot, std::span<const BatchToken> b, int64_t n_seq) { m.submit_batch(slot, b, n_seq); },
           .finish = [&m](int slot, std::vector<float>& logits) { m.finish_batch(slot, logits); }};
@@ -79,7 +81,7 @@ class ParallelGeneration : public ::testing::Test {
   std::vector<std::vector<int32_t>> references(const std::vector<std::vector<int32_t>>& ps) {
     std::vector<std::vector<int32_t>> out;
     for (const auto& p : ps) {
-      LlamaModel m(*file_, *cpu_, kSeqCtx);
+      Executor m(*file_, *cpu_, kSeqCtx);
       auto eval = [&m](std::span<const int32_t> t, int64_t n_past, std::vector<float>& logits) {
         m.eval(t, n_past, logits, LogitRows::last);
       };
@@ -119,7 +121,7 @@ TEST_F(ParallelGeneration, EverySequenceEqualsItsOwnRunOnEveryMix) {
     for (const auto& pl : placements) {
       SCOPED_TRACE(std::to_string(n_seq) + " sequences, " + std::to_string(pl.size()) + " parts, first " +
                    pl[0].device->name());
-      LlamaModel m(*file_, pl, kSeqCtx * n_seq);
+      Executor m(*file_, pl, kSeqCtx * n_seq);
       EXPECT_EQ(m.batch_slots(), pl.size() == 1 ? 1 : static_cast<int>(pl.size()));
       GenerateOptions o;
       o.max_tokens = kTokens;
@@ -165,7 +167,7 @@ TEST_F(ParallelGeneration, TwoGroupsKeepBothWorkersBusyAtOnce) {
   for (int i = 0; i < 2; ++i) remote.push_back(weft::make_rpc_devices(slow.endpoint(i)));
   {
     const std::vector<LayerPlacement> pl{{remote[0].at(0).get(), 0, 2}, {remote[1].at(0).get(), 2, 4}};
-    LlamaModel m(*file, pl, kSeqCtx * 2);
+    Executor m(*file, pl, kSeqCtx * 2);
     GenerateOptions o;
     o.max_tokens = 8;
     const auto got = weft::run_parallel_generation(batched(m), generation_model(m), prompts(2, 600), o);
@@ -187,7 +189,7 @@ TEST_F(ParallelGeneration, AStoppedSequenceLeavesTheOthersUnchanged) {
   const std::vector<LayerPlacement> pl{{w0.at(0).get(), 0, 2}, {w1.at(0).get(), 2, 4}};
   const auto ps = prompts(4, 600);
   const auto ref = references(ps);
-  LlamaModel m(*file_, pl, kSeqCtx * 4);
+  Executor m(*file_, pl, kSeqCtx * 4);
   GenerateOptions o;
   o.max_tokens = kTokens;
   const auto got = weft::run_parallel_generation(batched(m), generation_model(m), ps, o,
@@ -256,7 +258,7 @@ TEST_F(ParallelGeneration, SlotContractIsEnforced) {
   auto w0 = weft::make_rpc_devices(endpoint(0));
   auto w1 = weft::make_rpc_devices(endpoint(1));
   const std::vector<LayerPlacement> pl{{w0.at(0).get(), 0, 2}, {w1.at(0).get(), 2, 4}};
-  LlamaModel m(*file_, pl, kSeqCtx * 2);
+  Executor m(*file_, pl, kSeqCtx * 2);
   ASSERT_EQ(m.batch_slots(), 2);
   const std::vector<BatchToken> step{{5, 0, 0, true}};
   std::vector<float> logits;
@@ -280,7 +282,7 @@ TEST_F(ParallelGeneration, ADeadWorkerEndsTheRunWithAnErrorNamingIt) {
   auto w1 = weft::make_rpc_devices(endpoint(1));
   const std::vector<LayerPlacement> pl{{w0.at(0).get(), 0, 2}, {w1.at(0).get(), 2, 4}};
   const std::string dead = endpoint(1);
-  auto m = std::make_unique<LlamaModel>(*file_, pl, kSeqCtx * 2);
+  auto m = std::make_unique<Executor>(*file_, pl, kSeqCtx * 2);
   GenerateOptions o;
   o.max_tokens = kTokens;
   int seen = 0;

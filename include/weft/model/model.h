@@ -2,18 +2,20 @@
 // Mistral/Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Phi-3, Gemma 2/3,
 // DeepSeek-V2/V3 and gpt-oss, run as one weft graph per call.
 //
+// The parameters (LlamaParams), the weights and KV cache as named tensors,
+// and the forward graph (LlamaModel::build_forward) of each family: what a
+// model is. How it runs on devices (backends, the scheduler, graph reuse,
+// batch slots, pipelining) is weft::Executor's (weft/runtime/executor.h):
+//
 //   auto file = weft::GgufFile::open("model.gguf");
 //   auto dev = weft::make_cpu_device();
-//   weft::model::LlamaModel m(*file, *dev, /*n_ctx=*/512);   // file may close now
+//   weft::Executor m(*file, *dev, /*n_ctx=*/512);             // file may close now
 //   std::vector<float> logits = m.eval(prompt, 0);           // [n][vocab]
 //   int next = weft::model::greedy(&logits[(prompt.size() - 1) * vocab], vocab);
 //   logits = m.eval({&next, 1}, prompt.size());              // uses the KV cache
 //
-// The model owns its weights buffers, its KV cache buffers and what runs
-// them: one backend per device, and a Scheduler when split over several.
-// eval() and build_forward() write the cache at the given positions. Not
-// thread-safe. weft::Session (weft/runtime/session.h) adds device specs,
-// placement and generation on top.
+// weft::Session (weft/runtime/session.h) adds device specs, placement and
+// generation on top.
 #pragma once
 
 #include <cstddef>
@@ -27,12 +29,15 @@
 
 #include "weft/backend/alloc.h"
 #include "weft/backend/backend.h"
-#include "weft/backend/sched.h"
 #include "weft/core/context.h"
 #include "weft/core/graph.h"
 #include "weft/gguf/gguf.h"
 
 namespace weft::model {
+
+namespace detail {
+struct ModelWeights;
+}
 
 // The families weft runs (general.architecture): what differs between them
 // is read into LlamaParams once, so the graph code asks "does this model
@@ -247,14 +252,6 @@ struct LlamaLayer {
   Tensor* v_cache = nullptr;  // the same; nullptr with MLA (the values are k_cache's first n_lora_kv columns)
 };
 
-// Layers [first, last) of a split model live on device (their weights and
-// KV cache). See LlamaModel's placement constructor.
-struct LayerPlacement {
-  Device* device = nullptr;
-  int64_t first = 0;
-  int64_t last = 0;
-};
-
 // LoadOptions::sliding_ring_step's default.
 inline constexpr int64_t kSlidingRingStep = 512;
 
@@ -347,35 +344,46 @@ struct BatchToken {
   bool logits = false;  // whether eval_batch returns this token's logits
 };
 
+// How a model is cut over the parts of a placement, as far as its graph
+// and its memory need to know: which part holds each layer, each part's
+// experts, and what the parts' devices run (the executor decides it from
+// its devices: weft/runtime/executor.h). The model knows no device.
+struct ModelLayout {
+  // parts + 1 boundaries from 0 to n_layer, nondecreasing (a part may hold
+  // no layer); empty: one part holding everything.
+  std::vector<int64_t> layer_bounds;
+  std::vector<int64_t> expert_split;  // LoadOptions::expert_split: one count per part, or empty
+  // With expert_split, per part: whether its device computes routed_rows
+  // (so the layers send its slice only its rows); empty: none does.
+  std::vector<char> routes_rows;
+  bool experts_overlap = true;        // LoadOptions::experts_overlap
+  bool fused_attention = true;        // flash_attn nodes (every part's device runs them)
+  DType cache_type = DType::f16;      // LoadOptions::cache_type
+  int64_t sliding_ring_step = kSlidingRingStep;
+};
+
+// A llama-family model's definition: its parameters, its weights and KV
+// cache as named tensors, and the graphs of its forward pass, for a given
+// batch and layout. It describes memory (which tensors each part holds,
+// and fills weights from the file into memory it is given) but runs
+// nothing: weft::Executor (weft/runtime/executor.h) owns the backends, the
+// scheduler, the graphs and the slots that do.
 class LlamaModel {
  public:
-  // Copies the model's tensors from file into one buffer of
-  // device.default_buffer_type(), allocates a zeroed KV cache of n_ctx
-  // positions in a second one, and makes a backend of device to run it. Throws Error(invalid_input) naming a missing
-  // tensor or one of the wrong shape. device must outlive the model.
-  LlamaModel(const GgufFile& file, Device& device, int64_t n_ctx, const LoadProgress& progress = {},
-             const LoadOptions& options = {});
-  // A model split across devices (pipeline by layers):
-  //
-  //   std::vector<LayerPlacement> pl{{cpu.get(), 0, 4}, {remote.get(), 4, 8}};
-  //   LlamaModel m(*file, pl, 512);
-  //   logits = m.eval(prompt, 0);
-  //
-  // Every node of layer L runs on a backend of L's placement's device, the
-  // embedding lookup on the first, the output on the last; the model's
-  // Scheduler copies activations between devices. placement covers layers 0..n_layer in order without gaps (a range may be
-  // empty). The token embedding lives on the first device, the output norm
-  // and a separate output matrix on the last (a tied output stays with the
-  // embedding). Throws Error(invalid_input) for a bad placement.
-  LlamaModel(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx,
-             const LoadProgress& progress = {}, const LoadOptions& options = {});
+  // Reads the parameters and describes every tensor the model reads (not
+  // loaded), cut by layout, with KV cache tensors of n_ctx positions: none
+  // bound to memory until the executor binds them (load_part_weights,
+  // part_caches). Throws Error(invalid_input) naming a missing tensor, one
+  // of the wrong shape or a layout that does not fit; Error(unsupported)
+  // for a cache type it cannot hold.
+  LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& layout = {});
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
   ~LlamaModel();
 
   // What each part of a split by layer boundaries bounds (parts + 1 of them,
   // from 0 to n_layer) would hold with a KV cache of n_ctx positions, after
-  // the same checks of the file's tensors as the constructors make (and the
+  // the same checks of the file's tensors as the constructor makes (and the
   // same errors), without allocating or reading any weight.
   // expert_split as LoadOptions::expert_split (one count per part).
   // sliding_ring_step as LoadOptions'.
@@ -384,17 +392,35 @@ class LlamaModel {
                                     int64_t sliding_ring_step = kSlidingRingStep);
 
   const LlamaParams& params() const { return params_; }
+  const ModelLayout& layout() const { return layout_; }
   int64_t n_ctx() const { return n_ctx_; }
+  int n_parts() const { return n_parts_; }
+  int layer_part(int64_t il) const { return layer_part_[static_cast<size_t>(il)]; }
+  // Whether the output product reads the token embedding (a tied output:
+  // it then runs on the embedding's part, the first).
+  bool output_tied() const { return output_ == tok_embd_; }
   // Rows each sliding-window layer keeps (LoadOptions::sliding_ring_step);
   // 0 when every layer keeps n_ctx.
   int64_t sliding_ring_rows() const { return ring_rows_; }
-  // Weight bytes used in place from the file's mapping (LoadOptions).
-  size_t mapped_weight_bytes() const { return mapped_weight_bytes_; }
-  // Whether the graphs use flash_attn (LoadOptions::fused_attention and
-  // every device supports it).
-  bool fused_attention() const { return fused_attention_; }
-  DType cache_type() const { return cache_type_; }
+  bool fused_attention() const { return layout_.fused_attention; }
+  DType cache_type() const { return layout_.cache_type; }
   const LlamaLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+
+  // Memory. The weights part holds (the embedding in the first, the output
+  // norm and a separate output in the last, each layer's in its part), and
+  // its KV cache tensors (zeroed by whoever allocates them).
+  const std::vector<Tensor*>& part_weights(int part) const { return part_weights_[static_cast<size_t>(part)]; }
+  std::vector<Tensor*> part_caches(int part) const;
+  // Binds part's weights to memory of device and fills them from file:
+  // with map, on the host CPU, the file's mapped bytes in place (nothing
+  // copied; the mapping outlives the file), else copies in buffers of
+  // device's default type. progress after each tensor copied or mapping
+  // bound, with `done` (advanced here) and `total` bytes. Returns the
+  // buffers, which must outlive every graph that reads the weights;
+  // mapped_bytes grows by the bytes used in place.
+  std::vector<std::unique_ptr<Buffer>> load_part_weights(const GgufFile& file, int part, Device& device, bool map,
+                                                         const LoadProgress& progress, size_t& done, size_t total,
+                                                         size_t& mapped_bytes) const;
 
   // What build_forward added: the logits f32 [n_vocab, n] ([n_vocab, 1] for
   // LogitRows::last), and where each segment of the graph begins in ctx (ctx.tensors() indices): segment 0
@@ -403,8 +429,8 @@ class LlamaModel {
   // next begins (the last at ctx.size()). output_index: where the output
   // product (and the final soft-cap, when the family has one) begins.
   // expert_nodes: the nodes of each expert slice (LoadOptions::expert_split),
-  // ctx indices [begin, end), which run on placement part's device rather
-  // than their layer's.
+  // ctx indices [begin, end), which run on part's device rather than their
+  // layer's.
   struct NodeRange {
     size_t begin = 0;
     size_t end = 0;
@@ -451,129 +477,28 @@ class LlamaModel {
   // and output product then run for the last token alone), or with
   // in.out_rows [n_vocab, n_out] for the tokens it names (rows ignored).
   Forward build_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past,
-                        LogitRows rows = LogitRows::all);
-
-  // Runs tokens at positions n_past.. and returns the logits of every token,
-  // token-major (n * n_vocab floats). Throws invalid_input when the tokens
-  // do not fit the context or an id is outside the vocabulary. The graph of
-  // the last call is kept and reused while calls have its shape (the same
-  // token count, a KV length in the same 32-row bucket): only its inputs
-  // change, and its allocation (or the scheduler's plan) stays.
-  // With LogitRows::last, the last token's logits only (n_vocab floats),
-  // and the output product runs for that token alone.
-  std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past, LogitRows rows = LogitRows::all);
-  // The same into logits (resized; no allocation once it has the capacity).
-  void eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
-            LogitRows rows = LogitRows::all);
-
-  // One step over several sequences at once (continuous batching: each
-  // sequence has its own part of the cache, BatchToken): evaluates batch
-  // (any mix of sequences and positions; a sequence's tokens in position
-  // order) and writes the logits of the tokens marked `logits`, in batch
-  // order, into logits (n_vocab floats each). Throws Error(invalid_input)
-  // when n_seq does not divide n_ctx, a sequence or position is out of
-  // range, an id is outside the vocabulary, or no token asks for logits.
-  // Reuses its graph as eval() does (same token count, logit count and
-  // 32-row bucket of the highest cache row).
-  void eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
-
-  // Steps of eval_batch pipelined across the devices: up to batch_slots()
-  // steps in flight at once, each in a slot of its own (a graph and a
-  // memory set), so that while device k + 1 works on one slot's step,
-  // device k works on another's. submit_batch puts a step (checked as
-  // eval_batch checks it) in flight in slot without waiting for it;
-  // finish_batch(slot, logits) waits for it and writes its logits, as
-  // eval_batch would. Slots take turns in the order they were submitted,
-  // and a slot's next submit follows its finish: Error(invalid_input)
-  // otherwise, or for a slot outside [0, batch_slots()). Each step's
-  // sequences write only their own cache rows, so steps of different
-  // sequences may be in flight together. On one device a step runs at
-  // submit and there is one slot. eval and eval_batch refuse to run while
-  // a step is in flight (their graph would take a slot's memory set).
-  int batch_slots() const;
-  void submit_batch(int slot, std::span<const BatchToken> batch, int64_t n_seq);
-  void finish_batch(int slot, std::vector<float>& logits);
-  // Sizes every slot's memory set once for steps of up to n_tokens tokens
-  // and n_out logit rows over the whole context, so that no later step
-  // grows a buffer (a worker call, which would wait for the steps in flight
-  // and drain the pipeline). Nothing on one device; no step may be in flight.
-  void reserve_batch(int64_t n_tokens, int64_t n_out);
+                        LogitRows rows = LogitRows::all) const;
 
  private:
-  friend struct LlamaModelTestAccess;  // the white-box tests' switches (not installed)
-
-  void init(const GgufFile& file, std::span<const LayerPlacement> placement, const LoadProgress& progress,
-            const LoadOptions& options);
-  void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
-  void check_idle() const;  // no submit_batch step in flight
-  // eval_batch's checks; returns the number of logit rows and the highest
-  // cache row written, plus one.
-  std::pair<int64_t, int64_t> check_batch(std::span<const BatchToken> batch, int64_t n_seq) const;
-  Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in);
-  struct EvalGraph;
-  EvalGraph& graph_for(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out = 0);
-  // Pins each segment of a split graph to its placement's backend.
-  void pin_segments(EvalGraph& e);
-  void run_graph(EvalGraph& e, std::vector<float>& logits);
-  void abandon_slots();
-  // eval() of a long prompt in micro-batches that flow through the devices
-  // at once (LoadOptions::pipeline_micro_batch).
-  void eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows);
-  // eval() in steps of at most ring_step_ tokens (a sliding-window ring).
-  void eval_steps(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows);
-  // Refuses an eval from n_past that would read ring rows already
-  // overwritten; records the positions it writes.
-  void check_ring(int64_t n_past, int64_t n);
-  // Refuses a batch over sequences while a ring is kept.
-  void check_no_ring(const char* what) const;
+  Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in) const;
 
   LlamaParams params_;
-  Device& device_;
   int64_t n_ctx_ = 0;
-  Context weights_ctx_;  // owns weight and cache tensor metadata
+  ModelLayout layout_;
+  int n_parts_ = 1;
+  std::vector<int> layer_part_;  // each layer's part
+  Context ctx_;                  // owns weight and cache tensor metadata
+  std::unique_ptr<detail::ModelWeights> weights_;  // the file's view of them (slices, derived weights)
   Tensor* tok_embd_ = nullptr;
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;  // token_embd when tied
   std::vector<LlamaLayer> layers_;
+  std::vector<std::vector<Tensor*>> part_weights_;
   // Rope frequency factors ([n_rot / 2]; empty when none): read from the
   // file (the one Phi-3 factor set this context length uses) or computed
   // from the llama3 keys; a graph input, so every device gets them.
   std::vector<float> rope_factors_;
-  // One weights and one cache buffer per placement (none for an empty one),
-  // and the placement index of each layer.
-  std::vector<std::unique_ptr<Buffer>> bufs_;
-  std::vector<int> layer_part_;
-  size_t mapped_weight_bytes_ = 0;
-  bool fused_attention_ = false;
-  bool experts_overlap_ = true;
-  // Per placement, with an expert split: whether its device computes
-  // routed_rows, so that its layers send other slices only their rows.
-  std::vector<char> routes_rows_;
-  DType cache_type_ = DType::f16;
-  int n_parts_ = 1;
-  int64_t micro_batch_ = 0;  // > 0: prompts are pipelined (LoadOptions::pipeline_micro_batch)
-  int64_t pipeline_reserved_kv_ = 0;  // the KV length the memory sets were last reserved for
-  // The sliding-window ring (LoadOptions::sliding_ring_step): its rows (0:
-  // full caches), the most positions one eval writes, and one past the
-  // highest position written since the last eval from position 0.
   int64_t ring_rows_ = 0;
-  int64_t ring_step_ = 0;
-  int64_t ring_high_ = 0;
-  int n_copies_ = 1;                  // the scheduler's memory sets
-  // submit_batch's slots: each its graph (null until its first step), and
-  // its step in flight (split), or its logits (one device).
-  std::vector<std::unique_ptr<EvalGraph>> slot_graphs_;
-  std::vector<char> slot_in_flight_;
-  std::vector<std::vector<float>> slot_logits_;
-  // What runs the graphs: one backend per placement; on one device a graph
-  // allocator for compute memory (reused across evals), on several the
-  // Scheduler (declared after the backends it uses, so destroyed first).
-  std::vector<std::unique_ptr<Backend>> backends_;
-  std::unique_ptr<GraphAllocator> galloc_;
-  std::unique_ptr<Scheduler> sched_;
-  // The last eval's graph (declared last: freed before what it is bound to).
-  std::unique_ptr<EvalGraph> graph_;
-  bool reuse_graphs_ = true;
   // set_inputs' host copies, kept so that a token allocates nothing.
   mutable std::vector<int32_t> positions_scratch_;
   mutable std::vector<int32_t> kv_rows_scratch_;
@@ -582,6 +507,20 @@ class LlamaModel {
   mutable std::vector<int32_t> tokens_scratch_;
   mutable std::vector<int32_t> out_rows_scratch_;
 };
+
+// Throws Error(unsupported) unless LoadOptions::cache_type can hold p's
+// heads (f16; q8_0 with a head size that is a multiple of 32).
+void check_cache_type(const LlamaParams& p, DType cache_type);
+// Throws Error(invalid_input) unless 0 < n_ctx <= 2^24.
+void check_n_ctx(int64_t n_ctx);
+
+// The nodes whose support on a device decides how the model's graphs are
+// built, made in ctx for Device::supports_op: a layer's flash_attn (caches
+// of cache_type, one position; ModelLayout::fused_attention), and the
+// routed_rows of an expert split (a worker older than protocol 1.7 lacks
+// it; ModelLayout::routes_rows).
+Tensor* flash_attn_probe(Context& ctx, const LlamaParams& p, DType cache_type);
+Tensor* routed_rows_probe(Context& ctx, const LlamaParams& p);
 
 // Bytes of KV cache (keys and values of cache_type) that n_layers layers of
 // a model with params p hold for n_ctx positions. Throws Error(invalid_input)

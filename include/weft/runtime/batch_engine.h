@@ -1,5 +1,5 @@
 // The one batched-generation engine: several sequences decoded together
-// over a model that keeps steps in flight (BatchedEval: LlamaModel::
+// over a model that keeps steps in flight (BatchedEval: Executor::
 // submit_batch / finish_batch). `weft run --parallel` (run_parallel_
 // generation) and `weft serve` (serve::Engine) both drive it; neither has a
 // step loop of its own.

@@ -59,7 +59,7 @@ using TokenCallback = std::function<bool(int32_t token)>;
 // Evaluates tokens at positions n_past.. and writes the last one's logits
 // (n_vocab floats) into logits, a vector the loop keeps between calls: a
 // model that computes the output product for that token alone and writes
-// in place allocates nothing per token (Session::generate: LlamaModel::eval
+// in place allocates nothing per token (Session::generate: Executor::eval
 // with LogitRows::last).
 using EvalFn = std::function<void(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits)>;
 
@@ -82,13 +82,13 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
 
 // Several sequences decoded together (`weft run --parallel`): a model that
 // keeps up to `slots` steps in flight, each a batch over the sequences
-// (LlamaModel::submit_batch / finish_batch, whose contract this is).
+// (Executor::submit_batch / finish_batch, whose contract this is).
 struct BatchedEval {
   int slots = 1;
   std::function<void(int slot, std::span<const model::BatchToken> batch, int64_t n_seq)> submit;
   std::function<void(int slot, std::vector<float>& logits)> finish;
   // Optional: sizes every slot's memory for steps of up to n_tokens tokens
-  // and n_out logit rows (LlamaModel::reserve_batch).
+  // and n_out logit rows (Executor::reserve_batch).
   std::function<void(int64_t n_tokens, int64_t n_out)> reserve;
 };
 // Called with each emitted token of sequence seq; false stops that sequence.

@@ -15,8 +15,9 @@
 // embedding, the last the output), by options.split when given, else by the
 // placement policy (default: where the predicted time per token is least,
 // from a short probe of each device at connect; docs/placement.md). The Session
-// owns the devices and the model (which owns its backends and, when split,
-// its Scheduler). Not thread-safe: one caller at a time.
+// owns the devices and, once loaded, the Executor that runs the model on
+// them (its backends and, when split, its Scheduler: weft/runtime/
+// executor.h). Not thread-safe: one caller at a time.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,7 @@
 #include "weft/model/tokenizer.h"
 #include "weft/rpc/client.h"
 #include "weft/runtime/devices.h"
+#include "weft/runtime/executor.h"
 #include "weft/runtime/generate.h"
 #include "weft/runtime/placement.h"
 
@@ -169,7 +171,7 @@ class Session {
   void load(const LoadPlan& plan, const model::LoadProgress& progress = {});
   // load(plan(n_ctx)); returns that plan.
   LoadPlan load(int64_t n_ctx, const model::LoadProgress& progress = {});
-  bool loaded() const { return model_ != nullptr; }
+  bool loaded() const { return executor_ != nullptr; }
   int64_t n_ctx() const;
 
   // Logits of every token (token-major, n * n_vocab floats) for tokens at
@@ -179,17 +181,17 @@ class Session {
   std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past,
                           model::LogitRows rows = model::LogitRows::all);
 
-  // One step over several sequences (LlamaModel::eval_batch: n_seq parts
+  // One step over several sequences (Executor::eval_batch: n_seq parts
   // of the KV cache, one per sequence); the logits of the tokens marked
   // `logits`, in batch order.
   void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
-  // Steps of eval_batch pipelined over the devices (LlamaModel::
+  // Steps of eval_batch pipelined over the devices (Executor::
   // batch_slots, submit_batch, finish_batch: up to batch_slots() steps in
   // flight, finished in the order submitted); 1 slot on one device.
   int batch_slots() const;
   void submit_batch(int slot, std::span<const model::BatchToken> batch, int64_t n_seq);
   void finish_batch(int slot, std::vector<float>& logits);
-  void reserve_batch(int64_t n_tokens, int64_t n_out);  // LlamaModel::reserve_batch
+  void reserve_batch(int64_t n_tokens, int64_t n_out);  // Executor::reserve_batch
   // The loaded model as the generation loops see it (weft/runtime/
   // batch_engine.h): its batched steps (submit_batch, finish_batch,
   // reserve_batch), and its vocabulary, context and end-of-generation
@@ -204,7 +206,7 @@ class Session {
                           const TokenCallback& on_token = {});
 
   // Several prompts generated together (run_parallel_generation over
-  // LlamaModel::submit_batch): n_ctx() must divide into one part per
+  // Executor::submit_batch): n_ctx() must divide into one part per
   // prompt; over several stages the sequences' steps are pipelined.
   std::vector<GenerateResult> generate_parallel(std::span<const std::vector<int32_t>> prompts,
                                                 const GenerateOptions& options,
@@ -247,7 +249,7 @@ class Session {
   std::vector<DeviceSpeed> speeds_;  // per device, when every probe succeeded
   std::string probe_failure_;        // why not, when a probe failed
   int recoveries_ = 0;
-  std::unique_ptr<model::LlamaModel> model_;  // declared after the devices it uses: destroyed first
+  std::unique_ptr<Executor> executor_;  // declared after the devices it uses: destroyed first
 };
 
 }  // namespace weft

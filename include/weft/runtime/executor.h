@@ -1,0 +1,213 @@
+// The executor: how a model runs over devices. It owns the model's
+// definition (weft/model/model.h) bound to memory on the devices of a
+// placement, a backend per device, the Scheduler when there are several,
+// the graph kept for reuse, the batch slots and the pipelining of prompts
+// and steps across stages. The Session (weft/runtime/session.h) owns one;
+// tests and programs that bring their own devices use it directly:
+//
+//   auto file = weft::GgufFile::open("model.gguf");
+//   auto cpu = weft::make_cpu_device();
+//   weft::Executor m(*file, *cpu, /*n_ctx=*/512);
+//   std::vector<float> logits = m.eval(prompt, 0);
+//
+//   std::vector<weft::LayerPlacement> pl{{cpu.get(), 0, 4}, {remote.get(), 4, 8}};
+//   weft::Executor split(*file, pl, 512);   // layers 0-3 here, 4-7 on a worker
+//
+// docs/architecture.md ("The executor") draws the layers. Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/backend/alloc.h"
+#include "weft/backend/backend.h"
+#include "weft/backend/sched.h"
+#include "weft/gguf/gguf.h"
+#include "weft/model/model.h"
+
+namespace weft {
+
+// Layers [first, last) of a model live on device (their weights and KV
+// cache): a pipeline by layers, one entry per device in layer order.
+struct LayerPlacement {
+  Device* device = nullptr;
+  int64_t first = 0;
+  int64_t last = 0;
+};
+
+// Which device computes which part of each layer. A part is a device and a
+// range of layers, and within them a range of attention heads (with the
+// matching key/value heads and feed-forward columns): "layers 0-9 on A,
+// 10-31 on B" is two parts of all heads; "heads 0-15 of every layer on A,
+// 16-31 on B" is two parts over the same layers. Parts over the same layers
+// with head ranges must tile [0, n_head) in order; runs of layers must
+// follow each other from 0 to n_layer without gaps.
+struct PlacementPart {
+  Device* device = nullptr;
+  std::string label;       // for descriptions: "host", "10.0.0.2:50052" (empty: the device's name)
+  int64_t first_layer = 0;
+  int64_t last_layer = 0;
+  int64_t first_head = 0;  // heads [first_head, last_head); 0, 0: every head
+  int64_t last_head = 0;
+  bool all_heads() const { return first_head == 0 && last_head == 0; }
+};
+
+struct Placement {
+  std::vector<PlacementPart> parts;
+
+  // A pipeline by layers: one part per entry, all heads.
+  static Placement by_layers(std::span<const LayerPlacement> layers);
+  // Whether some layers are cut by heads (tensor parallelism).
+  bool splits_heads() const;
+  // The layer boundaries of a pipeline by layers (parts + 1, from 0).
+  std::vector<int64_t> layer_bounds() const;
+  // Throws Error(invalid_input) naming the first part that does not fit a
+  // model of n_layer layers and n_head heads: no device, an empty or
+  // reversed range, a gap or an overlap between runs of layers, head ranges
+  // that do not tile [0, n_head) or do not keep whole key/value heads
+  // (n_head_kv groups).
+  void check(int64_t n_layer, int64_t n_head, int64_t n_head_kv) const;
+  // One line per run of layers: "layers 0-9 on host", "layers 10-31: heads
+  // 0-15 on A, 16-31 on B"; "layers 4-3" never (an empty part is "no
+  // layers on C").
+  std::string describe() const;
+};
+
+class Executor {
+ public:
+  // The whole model on one device.
+  Executor(const GgufFile& file, Device& device, int64_t n_ctx, const model::LoadProgress& progress = {},
+           const model::LoadOptions& options = {});
+  // Split by layers (pipeline): every node of layer L runs on a backend of
+  // L's part's device, the embedding lookup on the first, the output on
+  // the last (a tied output with the embedding); the Scheduler copies
+  // activations between devices. The token embedding lives on the first
+  // device, the output norm and a separate output matrix on the last.
+  // Throws Error(invalid_input) for a bad placement, Error(unsupported) for
+  // one that cuts layers by heads (tensor parallelism is not run yet).
+  Executor(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx,
+           const model::LoadProgress& progress = {}, const model::LoadOptions& options = {});
+  Executor(const GgufFile& file, const Placement& placement, int64_t n_ctx, const model::LoadProgress& progress = {},
+           const model::LoadOptions& options = {});
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+  ~Executor();
+
+  const model::LlamaModel& model() const { return *model_; }
+  const model::LlamaParams& params() const { return model_->params(); }
+  const Placement& placement() const { return placement_; }
+  int64_t n_ctx() const { return model_->n_ctx(); }
+  int64_t sliding_ring_rows() const { return model_->sliding_ring_rows(); }
+  bool fused_attention() const { return model_->fused_attention(); }
+  DType cache_type() const { return model_->cache_type(); }
+  // Weight bytes used in place from the file's mapping (LoadOptions).
+  size_t mapped_weight_bytes() const { return mapped_weight_bytes_; }
+
+  // Runs tokens at positions n_past.. and returns the logits of every token,
+  // token-major (n * n_vocab floats). Throws invalid_input when the tokens
+  // do not fit the context or an id is outside the vocabulary. The graph of
+  // the last call is kept and reused while calls have its shape (the same
+  // token count, a KV length in the same 32-row bucket): only its inputs
+  // change, and its allocation (or the scheduler's plan) stays.
+  // With LogitRows::last, the last token's logits only (n_vocab floats),
+  // and the output product runs for that token alone.
+  std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past,
+                          model::LogitRows rows = model::LogitRows::all);
+  // The same into logits (resized; no allocation once it has the capacity).
+  void eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
+            model::LogitRows rows = model::LogitRows::all);
+
+  // One step over several sequences at once (continuous batching: each
+  // sequence has its own part of the cache, model::BatchToken): evaluates
+  // batch (any mix of sequences and positions; a sequence's tokens in
+  // position order) and writes the logits of the tokens marked `logits`, in
+  // batch order, into logits (n_vocab floats each). Throws
+  // Error(invalid_input) when n_seq does not divide n_ctx, a sequence or
+  // position is out of range, an id is outside the vocabulary, or no token
+  // asks for logits. Reuses its graph as eval() does (same token count,
+  // logit count and 32-row bucket of the highest cache row).
+  void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
+
+  // Steps of eval_batch pipelined across the devices: up to batch_slots()
+  // steps in flight at once, each in a slot of its own (a graph and a
+  // memory set), so that while device k + 1 works on one slot's step,
+  // device k works on another's. submit_batch puts a step (checked as
+  // eval_batch checks it) in flight in slot without waiting for it;
+  // finish_batch(slot, logits) waits for it and writes its logits, as
+  // eval_batch would. Slots take turns in the order they were submitted,
+  // and a slot's next submit follows its finish: Error(invalid_input)
+  // otherwise, or for a slot outside [0, batch_slots()). Each step's
+  // sequences write only their own cache rows, so steps of different
+  // sequences may be in flight together. On one device a step runs at
+  // submit and there is one slot. eval and eval_batch refuse to run while
+  // a step is in flight (their graph would take a slot's memory set).
+  int batch_slots() const;
+  void submit_batch(int slot, std::span<const model::BatchToken> batch, int64_t n_seq);
+  void finish_batch(int slot, std::vector<float>& logits);
+  // Sizes every slot's memory set once for steps of up to n_tokens tokens
+  // and n_out logit rows over the whole context, so that no later step
+  // grows a buffer (a worker call, which would wait for the steps in flight
+  // and drain the pipeline). Nothing on one device; no step may be in flight.
+  void reserve_batch(int64_t n_tokens, int64_t n_out);
+
+ private:
+  friend struct ExecutorTestAccess;  // the white-box tests' switches (not installed)
+  struct EvalGraph;
+
+  void load(const GgufFile& file, const model::LoadProgress& progress, bool map_weights);
+  void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
+  void check_idle() const;  // no submit_batch step in flight
+  // eval_batch's checks; returns the number of logit rows and the highest
+  // cache row written, plus one.
+  std::pair<int64_t, int64_t> check_batch(std::span<const model::BatchToken> batch, int64_t n_seq) const;
+  std::unique_ptr<EvalGraph> new_graph(int64_t n, int64_t n_kv, model::LogitRows rows, int64_t n_out);
+  EvalGraph& graph_for(int64_t n, int64_t n_kv, model::LogitRows rows, int64_t n_out = 0);
+  // Pins each segment of a split graph to its part's backend.
+  void pin_segments(EvalGraph& e);
+  void run_graph(EvalGraph& e, std::vector<float>& logits);
+  void abandon_slots();
+  // eval() of a long prompt in micro-batches that flow through the devices
+  // at once (LoadOptions::pipeline_micro_batch).
+  void eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
+                      model::LogitRows rows);
+  // eval() in steps of at most ring_step_ tokens (a sliding-window ring).
+  void eval_steps(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
+                  model::LogitRows rows);
+  // Refuses an eval from n_past that would read ring rows already
+  // overwritten; records the positions it writes.
+  void check_ring(int64_t n_past, int64_t n);
+  // Refuses a batch over sequences while a ring is kept.
+  void check_no_ring(const char* what) const;
+
+  Placement placement_;
+  std::unique_ptr<model::LlamaModel> model_;
+  // Weights and KV cache memory, per part (none for an empty one).
+  std::vector<std::unique_ptr<Buffer>> bufs_;
+  size_t mapped_weight_bytes_ = 0;
+  int64_t micro_batch_ = 0;           // > 0: prompts are pipelined (LoadOptions::pipeline_micro_batch)
+  int64_t pipeline_reserved_kv_ = 0;  // the KV length the memory sets were last reserved for
+  int64_t ring_step_ = 0;             // the most positions one eval writes with a ring
+  int64_t ring_high_ = 0;             // one past the highest position written since an eval from 0
+  int n_copies_ = 1;                  // the scheduler's memory sets
+  // submit_batch's slots: each its graph (null until its first step), and
+  // its step in flight (split), or its logits (one device).
+  std::vector<std::unique_ptr<EvalGraph>> slot_graphs_;
+  std::vector<char> slot_in_flight_;
+  std::vector<std::vector<float>> slot_logits_;
+  // What runs the graphs: one backend per part; on one device a graph
+  // allocator for compute memory (reused across evals), on several the
+  // Scheduler (declared after the backends it uses, so destroyed first).
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::unique_ptr<GraphAllocator> galloc_;
+  std::unique_ptr<Scheduler> sched_;
+  // The last eval's graph (declared last: freed before what it is bound to).
+  std::unique_ptr<EvalGraph> graph_;
+  bool reuse_graphs_ = true;
+};
+
+}  // namespace weft
