@@ -19,7 +19,7 @@ constexpr const char* kWhere = "model";
 
 LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& layout)
     : params_(LlamaParams::from_gguf(file)), n_ctx_(n_ctx), layout_(layout) {
-  check_n_ctx(n_ctx_);
+  detail::check_n_ctx(n_ctx_);
   const LlamaParams& p = params_;
   if (layout_.layer_bounds.empty()) layout_.layer_bounds = {0, p.n_layer};
   layer_part_ = detail::layer_parts(layout_.layer_bounds, p.n_layer);

@@ -314,12 +314,12 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
   return parts;
 }
 
-}  // namespace detail
-
 void check_n_ctx(int64_t n_ctx) {
   if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
-    fail(ErrorKind::invalid_input, detail::kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
+    fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
 }
+
+}  // namespace detail
 
 void check_cache_type(const LlamaParams& p, DType cache_type) {
   if (cache_type != DType::f16 && cache_type != DType::q8_0)
@@ -399,7 +399,7 @@ std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int
                                        DType cache_type, std::span<const int64_t> expert_split,
                                        int64_t sliding_ring_step) {
   const LlamaParams p = LlamaParams::from_gguf(file);
-  check_n_ctx(n_ctx);
+  detail::check_n_ctx(n_ctx);
   Context ctx;
   detail::ModelWeights w = detail::describe_weights(file, p, ctx);
   if (!expert_split.empty()) detail::split_experts(w, p, expert_split, bounds.size() - 1, ctx);

@@ -108,4 +108,7 @@ std::vector<std::unique_ptr<Buffer>> map_weights(const GgufFile& file, const Mod
                                                  std::span<Tensor* const> tensors);
 
 
+// Throws Error(invalid_input) unless 0 < n_ctx <= 2^24.
+void check_n_ctx(int64_t n_ctx);
+
 }  // namespace weft::model::detail

@@ -33,7 +33,10 @@ struct BatchEngine::Slot {
   std::vector<int32_t> cached;  // tokens whose keys and values are in this slot's rows, in order
   BatchSink* sink = nullptr;    // null: free
   BatchJob job;
-  size_t fed = 0;       // prompt tokens in the cache
+  // What the job evaluates before it samples: its prompt, or after a
+  // recovery its prompt and the tokens it had generated.
+  std::vector<int32_t> feed;
+  size_t fed = 0;       // feed tokens in the cache
   int32_t next = -1;    // the sampled token to feed at the next step
   bool prompted = false;  // the prompt's logits came
   int cached_prefix = 0;
@@ -42,7 +45,7 @@ struct BatchEngine::Slot {
   Clock::time_point started, prompt_done;
   bool stepping = false;  // its tokens are in a step in flight
   bool busy() const { return sink != nullptr; }
-  bool prefilled() const { return fed == job.prompt.size(); }
+  bool prefilled() const { return fed == feed.size(); }
 };
 
 BatchEngine::BatchEngine(BatchedEval eval, GenerationModel model, BatchEngineOptions options)
@@ -59,8 +62,12 @@ BatchEngine::BatchEngine(BatchedEval eval, GenerationModel model, BatchEngineOpt
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->index = i;
   }
-  n_groups_ = options_.pipelined ? std::max(1, std::min(eval_.slots, options_.slots)) : 1;
-  groups_.resize(static_cast<size_t>(n_groups_));
+  set_groups(eval_.slots);
+}
+
+void BatchEngine::set_groups(int model_slots) {
+  n_groups_ = options_.pipelined ? std::max(1, std::min(model_slots, options_.slots)) : 1;
+  groups_.assign(static_cast<size_t>(n_groups_), Group{});
   if (n_groups_ > 1 && eval_.reserve) eval_.reserve(options_.batch_tokens + options_.slots, options_.slots + 1);
 }
 
@@ -110,6 +117,7 @@ void BatchEngine::start(BatchJob job, BatchSink* sink) {
   Slot& s = *best;
   s.job = std::move(job);
   s.sink = sink;
+  s.feed = s.job.prompt;
   // At least the prompt's last token is evaluated: its logits are the first sample's.
   const size_t keep = std::min(best_common, s.job.prompt.size() - 1);
   s.cached.resize(keep);
@@ -202,11 +210,11 @@ bool BatchEngine::build(int group, bool all) {
   int budget = options_.batch_tokens;
   for (auto& s : slots_) {
     if (!mine(s) || s->prefilled() || budget == 0) continue;
-    const size_t chunk = std::min(s->job.prompt.size() - s->fed, static_cast<size_t>(budget));
+    const size_t chunk = std::min(s->feed.size() - s->fed, static_cast<size_t>(budget));
     for (size_t i = 0; i < chunk; ++i, ++s->fed) {
-      const bool last = s->fed + 1 == s->job.prompt.size();
-      g.batch.push_back({s->job.prompt[s->fed], static_cast<int32_t>(s->cached.size()), s->index, last});
-      s->cached.push_back(s->job.prompt[s->fed]);
+      const bool last = s->fed + 1 == s->feed.size();
+      g.batch.push_back({s->feed[s->fed], static_cast<int32_t>(s->cached.size()), s->index, last});
+      s->cached.push_back(s->feed[s->fed]);
       if (last) g.rows.push_back(s.get());
     }
     budget -= static_cast<int>(chunk);
@@ -301,6 +309,35 @@ void BatchEngine::fail_all(const std::string& error) {
     s->cached.clear();
     if (s->busy()) end(*s, StopReason::failed, error);
   }
+}
+
+bool BatchEngine::recover(const std::exception& cause) {
+  drain();  // the failed model's steps: their logits are lost with its cache
+  recovery_error_.clear();
+  int model_slots = 0;
+  try {
+    model_slots = eval_.recover ? eval_.recover(cause) : 0;
+  } catch (const std::exception& e) {  // nothing left to run on, or the rest cannot hold the model
+    recovery_error_ = e.what();
+    return false;
+  }
+  if (model_slots < 1) return false;
+  set_groups(model_slots);
+  for (auto& s : slots_) {
+    s->stepping = false;
+    s->cached.clear();
+    if (!s->busy()) continue;
+    // Everything the job had evaluated, and the token it sampled last
+    // (fed at its next step): evaluated again, the last row's logits are
+    // the next sample's, as they would have been.
+    s->feed = s->job.prompt;
+    s->feed.insert(s->feed.end(), s->result.tokens.begin(), s->result.tokens.end());
+    s->fed = 0;
+    s->next = -1;
+    counters_.replayed_tokens += s->feed.size();
+  }
+  ++counters_.recoveries;
+  return true;
 }
 
 void BatchEngine::cancel_all() {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <string>
 
-#include "runtime/executor_graph.h"
+#include "runtime/executor_state.h"
 #include "weft/core/error.h"
 
-namespace weft {
+namespace weft::detail {
 namespace {
 
 constexpr const char* kWhere = "model";
@@ -54,35 +54,20 @@ model::ModelLayout layout_for(const GgufFile& file, const Placement& placement, 
   return layout;
 }
 
-Placement one_device(Device& device, const GgufFile& file) {
-  const LayerPlacement all{&device, 0, model::LlamaParams::from_gguf(file).n_layer};
-  return Placement::by_layers({&all, 1});
-}
-
 }  // namespace
 
-Executor::Executor(const GgufFile& file, Device& device, int64_t n_ctx, const model::LoadProgress& progress,
-                   const model::LoadOptions& options)
-    : placement_(one_device(device, file)) {
-  model::check_n_ctx(n_ctx);
-  model_ = std::make_unique<model::LlamaModel>(file, n_ctx, layout_for(file, placement_, options));
-  load(file, progress, options.map_weights);
-  ring_step_ = options.sliding_ring_step;
-  backends_.push_back(device.create_backend());
-  galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&device.default_buffer_type()});
-}
-
-Executor::Executor(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx,
-                   const model::LoadProgress& progress, const model::LoadOptions& options)
-    : Executor(file, Placement::by_layers(placement), n_ctx, progress, options) {}
-
-Executor::Executor(const GgufFile& file, const Placement& placement, int64_t n_ctx,
-                   const model::LoadProgress& progress, const model::LoadOptions& options)
+ExecutorState::ExecutorState(const GgufFile& file, const Placement& placement, int64_t n_ctx,
+                             const model::LoadProgress& progress, const model::LoadOptions& options, bool one_device)
     : placement_(placement) {
-  model::check_n_ctx(n_ctx);
   model_ = std::make_unique<model::LlamaModel>(file, n_ctx, layout_for(file, placement_, options));
   load(file, progress, options.map_weights);
   ring_step_ = options.sliding_ring_step;
+  if (one_device) {
+    Device& device = *placement_.parts.front().device;
+    backends_.push_back(device.create_backend());
+    galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&device.default_buffer_type()});
+    return;
+  }
   std::vector<Backend*> list;
   for (const PlacementPart& part : placement_.parts)
     list.push_back(backends_.emplace_back(part.device->create_backend()).get());
@@ -102,7 +87,7 @@ Executor::Executor(const GgufFile& file, const Placement& placement, int64_t n_c
 
 // One weights buffer per part (the file's mapped bytes in place, or filled
 // from the file) and one zeroed KV cache buffer.
-void Executor::load(const GgufFile& file, const model::LoadProgress& progress, bool map_weights) {
+void ExecutorState::load(const GgufFile& file, const model::LoadProgress& progress, bool map_weights) {
   const model::LlamaModel& m = *model_;
   size_t total = 0, done = 0;
   for (int i = 0; i < m.n_parts(); ++i)
@@ -121,7 +106,7 @@ void Executor::load(const GgufFile& file, const model::LoadProgress& progress, b
   }
 }
 
-Executor::~Executor() {
+ExecutorState::~ExecutorState() {
   // Work an eval left in flight (it threw after submitting) must finish
   // before the compute and weight buffers it uses are freed.
   for (const auto& b : backends_) {
@@ -132,12 +117,12 @@ Executor::~Executor() {
   }
 }
 
-void Executor::check_idle() const {
+void ExecutorState::check_idle() const {
   for (char busy : slot_in_flight_)
     if (busy) fail(ErrorKind::invalid_input, kWhere, "an eval while a submit_batch step is in flight (finish_batch first)");
 }
 
-void Executor::check_tokens(std::span<const int32_t> tokens, int64_t n_past) const {
+void ExecutorState::check_tokens(std::span<const int32_t> tokens, int64_t n_past) const {
   check_idle();
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t n_ctx = model_->n_ctx();
@@ -152,14 +137,14 @@ void Executor::check_tokens(std::span<const int32_t> tokens, int64_t n_past) con
            "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(params().n_vocab));
 }
 
-std::unique_ptr<Executor::EvalGraph> Executor::new_graph(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out) {
+std::unique_ptr<EvalGraph> ExecutorState::new_graph(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out) {
   return std::make_unique<EvalGraph>(*model_, n, n_kv, rows, n_out);
 }
 
 // The graph for n tokens reading n_kv cache rows: the last one when its
 // shape matches (and reuse is on), else a new one, allocated (and, split,
 // pinned segment by segment to its parts' backends).
-Executor::EvalGraph& Executor::graph_for(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out) {
+EvalGraph& ExecutorState::graph_for(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out) {
   if (rows == LogitRows::last && n == 1) rows = LogitRows::all;  // the same graph
   if (n_out > 0) rows = LogitRows::all;  // out_rows decides
   if (graph_ && reuse_graphs_ && graph_->n == n && graph_->n_kv == n_kv && graph_->rows == rows &&
@@ -190,7 +175,7 @@ Executor::EvalGraph& Executor::graph_for(int64_t n, int64_t n_kv, LogitRows rows
   return e;
 }
 
-void Executor::pin_segments(EvalGraph& e) {
+void ExecutorState::pin_segments(EvalGraph& e) {
   const std::vector<size_t>& begin = e.forward.segment_begin;  // n_layer + 2
   auto& tensors = e.ctx.tensors();
   const int n_parts = model_->n_parts();
@@ -213,13 +198,7 @@ void Executor::pin_segments(EvalGraph& e) {
         sched_->set_backend(tensors[i], *backends_[static_cast<size_t>(r.part)]);
 }
 
-std::vector<float> Executor::eval(std::span<const int32_t> tokens, int64_t n_past, LogitRows rows) {
-  std::vector<float> logits;
-  eval(tokens, n_past, logits, rows);
-  return logits;
-}
-
-void Executor::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows) {
+void ExecutorState::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, LogitRows rows) {
   check_tokens(tokens, n_past);
   const int64_t n = static_cast<int64_t>(tokens.size());
   check_ring(n_past, n);
@@ -231,7 +210,7 @@ void Executor::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector
     eval_steps(tokens, n_past, logits, rows);
     return;
   }
-  EvalGraph& e = graph_for(n, detail::padded_kv(n_past + n, n_ctx()), rows);
+  EvalGraph& e = graph_for(n, padded_kv(n_past + n, n_ctx()), rows);
   model_->set_inputs(e.in, tokens, n_past);
   run_graph(e, logits);
 }
@@ -243,7 +222,7 @@ void Executor::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector
 // window before it, positions [n_past - n_swa + 1, n_past), none of them
 // overwritten since: each p there with p + R beyond the highest position
 // written is intact. Going back to 0 needs nothing.
-void Executor::check_ring(int64_t n_past, int64_t n) {
+void ExecutorState::check_ring(int64_t n_past, int64_t n) {
   const int64_t ring_rows = sliding_ring_rows();
   if (ring_rows == 0) return;
   if (n_past == 0) ring_high_ = 0;
@@ -257,14 +236,14 @@ void Executor::check_ring(int64_t n_past, int64_t n) {
   ring_high_ = std::max(ring_high_, n_past + n);
 }
 
-void Executor::check_no_ring(const char* what) const {
+void ExecutorState::check_no_ring(const char* what) const {
   if (sliding_ring_rows() > 0)
     fail(ErrorKind::invalid_input, kWhere,
          std::string(what) + " over sequences needs full KV caches, and this model keeps a sliding-window ring of " +
              std::to_string(sliding_ring_rows()) + " rows (load with LoadOptions::sliding_ring_step = 0)");
 }
 
-void Executor::eval_steps(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
+void ExecutorState::eval_steps(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
                           LogitRows rows) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   std::vector<float> part;
@@ -273,7 +252,7 @@ void Executor::eval_steps(std::span<const int32_t> tokens, int64_t n_past, std::
     const int64_t m = std::min(ring_step_, n - done);
     const bool last = done + m == n;
     const LogitRows step_rows = rows == LogitRows::all ? LogitRows::all : last ? rows : LogitRows::none;
-    EvalGraph& e = graph_for(m, detail::padded_kv(n_past + done + m, n_ctx()), step_rows);
+    EvalGraph& e = graph_for(m, padded_kv(n_past + done + m, n_ctx()), step_rows);
     model_->set_inputs(e.in, tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(m)), n_past + done);
     run_graph(e, part);
     if (rows == LogitRows::all)
@@ -283,7 +262,7 @@ void Executor::eval_steps(std::span<const int32_t> tokens, int64_t n_past, std::
   }
 }
 
-void Executor::run_graph(EvalGraph& e, std::vector<float>& logits) {
+void ExecutorState::run_graph(EvalGraph& e, std::vector<float>& logits) {
   if (!sched_) {
     backends_[0]->compute(e.g);
     backends_[0]->synchronize();
@@ -309,4 +288,4 @@ void Executor::run_graph(EvalGraph& e, std::vector<float>& logits) {
   tensor_get(*e.logits, logits.data(), 0, e.logits->nbytes());
 }
 
-}  // namespace weft
+}  // namespace weft::detail

@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <string>
 
-#include "runtime/executor_graph.h"
+#include "runtime/executor_state.h"
 #include "weft/core/error.h"
 #include "weft/runtime/executor.h"
 
-namespace weft {
+namespace weft::detail {
 namespace {
 
 constexpr const char* kWhere = "model";
@@ -18,7 +18,7 @@ using model::LogitRows;
 
 }  // namespace
 
-std::pair<int64_t, int64_t> Executor::check_batch(std::span<const BatchToken> batch, int64_t n_seq) const {
+std::pair<int64_t, int64_t> ExecutorState::check_batch(std::span<const BatchToken> batch, int64_t n_seq) const {
   check_no_ring("a batch");
   const int64_t n_ctx = model_->n_ctx();
   if (batch.empty()) fail(ErrorKind::invalid_input, kWhere, "eval_batch needs at least one token");
@@ -42,18 +42,18 @@ std::pair<int64_t, int64_t> Executor::check_batch(std::span<const BatchToken> ba
   return {n_out, top};
 }
 
-void Executor::eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
+void ExecutorState::eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
   check_idle();
   const auto [n_out, top] = check_batch(batch, n_seq);
   const int64_t n = static_cast<int64_t>(batch.size());
-  EvalGraph& e = graph_for(n, detail::padded_kv(top, n_ctx()), LogitRows::all, n_out);
+  EvalGraph& e = graph_for(n, padded_kv(top, n_ctx()), LogitRows::all, n_out);
   model_->set_batch_inputs(e.in, batch, n_seq);
   run_graph(e, logits);
 }
 
-int Executor::batch_slots() const { return sched_ ? n_copies_ : 1; }
+int ExecutorState::batch_slots() const { return sched_ ? n_copies_ : 1; }
 
-void Executor::submit_batch(int slot, std::span<const BatchToken> batch, int64_t n_seq) {
+void ExecutorState::submit_batch(int slot, std::span<const BatchToken> batch, int64_t n_seq) {
   if (slot < 0 || slot >= batch_slots())
     fail(ErrorKind::invalid_input, kWhere,
          "slot " + std::to_string(slot) + " is outside [0, " + std::to_string(batch_slots()) + ")");
@@ -70,7 +70,7 @@ void Executor::submit_batch(int slot, std::span<const BatchToken> batch, int64_t
   }
   const auto [n_out, top] = check_batch(batch, n_seq);
   const int64_t n = static_cast<int64_t>(batch.size());
-  const int64_t n_kv = detail::padded_kv(top, n_ctx());
+  const int64_t n_kv = padded_kv(top, n_ctx());
   std::unique_ptr<EvalGraph>& e = slot_graphs_[k];
   try {
     if (!e || !reuse_graphs_ || e->n != n || e->n_kv != n_kv || e->n_out != n_out || !sched_->holds(e->g)) {
@@ -91,18 +91,18 @@ void Executor::submit_batch(int slot, std::span<const BatchToken> batch, int64_t
   }
 }
 
-void Executor::reserve_batch(int64_t n_tokens, int64_t n_out) {
+void ExecutorState::reserve_batch(int64_t n_tokens, int64_t n_out) {
   check_no_ring("reserve_batch");
   if (!sched_) return;
   check_idle();
   n_tokens = std::clamp<int64_t>(n_tokens, 1, n_ctx());
   n_out = std::clamp<int64_t>(n_out, 1, n_tokens);
-  EvalGraph largest(*model_, n_tokens, detail::padded_kv(n_ctx(), n_ctx()), LogitRows::all, n_out);
+  EvalGraph largest(*model_, n_tokens, padded_kv(n_ctx(), n_ctx()), LogitRows::all, n_out);
   pin_segments(largest);
   sched_->reserve(largest.g);
 }
 
-void Executor::finish_batch(int slot, std::vector<float>& logits) {
+void ExecutorState::finish_batch(int slot, std::vector<float>& logits) {
   if (slot < 0 || slot >= static_cast<int>(slot_in_flight_.size()) || !slot_in_flight_[static_cast<size_t>(slot)])
     fail(ErrorKind::invalid_input, kWhere, "slot " + std::to_string(slot) + " has no step in flight");
   const size_t k = static_cast<size_t>(slot);
@@ -125,7 +125,7 @@ void Executor::finish_batch(int slot, std::vector<float>& logits) {
 
 // After a failed step: nothing in flight may outlive its graph, and no slot
 // keeps a graph whose memory state is unknown.
-void Executor::abandon_slots() {
+void ExecutorState::abandon_slots() {
   try {
     if (sched_) sched_->synchronize();
   } catch (const Error&) {  // the first error is the one thrown
@@ -141,7 +141,7 @@ void Executor::abandon_slots() {
 // only for the micro-batch two back (the last user of that set). The last
 // one, with the logits asked for, is the usual eval, which waits for it;
 // the earlier ones are done before their graphs go.
-void Executor::eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
+void ExecutorState::eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
                               LogitRows rows) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   std::vector<std::unique_ptr<EvalGraph>> in_flight;
@@ -152,7 +152,7 @@ void Executor::eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, s
   // Every memory set sized once for the largest micro-batch: a buffer that
   // grew mid-prompt would be a call to a worker, which answers only after
   // the work queued before it, and the pipeline would drain at each one.
-  const int64_t kv_max = detail::padded_kv(n_past + n, n_ctx());
+  const int64_t kv_max = padded_kv(n_past + n, n_ctx());
   if (kv_max > pipeline_reserved_kv_) {
     EvalGraph largest(*model_, micro_batch_, kv_max, LogitRows::none, 0);
     pin_segments(largest);
@@ -166,13 +166,13 @@ void Executor::eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, s
       // Kept from the start: a throw mid-submission must not free a graph a
       // backend may still read (the catch synchronizes first).
       EvalGraph& e = *in_flight.emplace_back(
-          new_graph(micro_batch_, detail::padded_kv(pos + micro_batch_, n_ctx()), LogitRows::none, 0));
+          new_graph(micro_batch_, padded_kv(pos + micro_batch_, n_ctx()), LogitRows::none, 0));
       pin_segments(e);
       sched_->allocate(e.g);  // waits for the micro-batch two back
       model_->set_inputs(e.in, tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(micro_batch_)), pos);
       sched_->compute_async(e.g);
     }
-    EvalGraph& last = graph_for(n - done, detail::padded_kv(n_past + n, n_ctx()), rows);
+    EvalGraph& last = graph_for(n - done, padded_kv(n_past + n, n_ctx()), rows);
     model_->set_inputs(last.in, tokens.subspan(static_cast<size_t>(done)), n_past + done);
     run_graph(last, logits);
     drain();
@@ -186,4 +186,4 @@ void Executor::eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, s
   }
 }
 
-}  // namespace weft
+}  // namespace weft::detail

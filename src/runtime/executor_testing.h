@@ -3,6 +3,7 @@
 // Tests reach this header through the weft_internal interface target.
 #pragma once
 
+#include "runtime/executor_state.h"
 #include "weft/runtime/executor.h"
 
 namespace weft {
@@ -10,7 +11,7 @@ namespace weft {
 struct ExecutorTestAccess {
   // Reuse of the last graph (on by default); off, every call builds and
   // allocates its graph (a test compares the two).
-  static void set_reuse_graphs(Executor& executor, bool on) { executor.reuse_graphs_ = on; }
+  static void set_reuse_graphs(Executor& executor, bool on) { executor.state_->reuse_graphs_ = on; }
 };
 
 }  // namespace weft

@@ -63,11 +63,17 @@ std::vector<GenerateResult> run_parallel_generation(const BatchedEval& eval, con
     sinks.emplace_back(s, on_token);
   }
   for (int s = 0; s < n_seq; ++s) engine.start(std::move(jobs[static_cast<size_t>(s)]), &sinks[static_cast<size_t>(s)]);
-  try {
-    while (engine.busy()) engine.advance();
-  } catch (const std::exception& e) {
-    engine.fail_all(e.what());
-    throw;
+  for (bool done = false; !done;) {
+    try {
+      while (engine.busy()) engine.advance();
+      done = true;
+    } catch (const std::exception& e) {
+      if (engine.recover(e)) continue;  // every sequence re-evaluates what it had, then goes on
+      engine.fail_all(e.what());
+      if (!engine.recovery_error().empty())
+        fail(ErrorKind::disconnected, kWhere, std::string(e.what()) + "; recovery failed: " + engine.recovery_error());
+      throw;
+    }
   }
   std::vector<GenerateResult> out;
   out.reserve(sinks.size());

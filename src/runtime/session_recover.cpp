@@ -46,14 +46,13 @@ void Session::drop_devices(const std::vector<size_t>& lost) {
   }
 }
 
-bool Session::recover(const Error& cause, std::span<const int32_t> history, std::vector<float>& logits) {
+bool Session::replace_lost(const Error& cause, RecoveryReport& report) {
   const std::string& where = options_.name;
   const Clock::time_point t0 = Clock::now();
   // Which workers are gone: those whose connection no longer answers. A
   // survivor may have reported the loss (its peer link ended) while the
   // dead one was never spoken to since, so each is asked.
   std::vector<size_t> lost;
-  RecoveryReport report;
   for (size_t i = 0; i < specs_.size(); ++i) {
     if (specs_[i].kind != DeviceSpecKind::rpc || rpc_alive(specs_[i].endpoint)) continue;
     lost.push_back(i);
@@ -75,6 +74,12 @@ bool Session::recover(const Error& cause, std::span<const int32_t> history, std:
          "after losing " + names + ", the devices left cannot hold the model: " + problem);
   load(report.plan);
   report.reload_seconds = seconds_since(t0);
+  return true;
+}
+
+bool Session::recover(const Error& cause, std::span<const int32_t> history, std::vector<float>& logits) {
+  RecoveryReport report;
+  if (!replace_lost(cause, report)) return false;
   const Clock::time_point t1 = Clock::now();
   executor_->eval(history, 0, logits, model::LogitRows::last);
   report.reprefill_seconds = seconds_since(t1);
@@ -82,6 +87,16 @@ bool Session::recover(const Error& cause, std::span<const int32_t> history, std:
   ++recoveries_;
   if (options_.on_recovery) options_.on_recovery(report);
   return true;
+}
+
+int Session::recover_batched(const std::exception& cause) {
+  const auto* error = dynamic_cast<const Error*>(&cause);
+  if (!options_.recover || !executor_ || !error || error->kind() != ErrorKind::disconnected) return 0;
+  RecoveryReport report;  // the engine re-evaluates each sequence: no tokens here
+  if (!replace_lost(*error, report)) return 0;
+  ++recoveries_;
+  if (options_.on_recovery) options_.on_recovery(report);
+  return executor_->batch_slots();
 }
 
 }  // namespace weft

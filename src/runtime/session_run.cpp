@@ -18,14 +18,15 @@ GenerationModel Session::generation_model() const {
 
 BatchedEval Session::batched_eval() {
   if (!executor_) fail(ErrorKind::invalid_input, options_.name, "batched_eval before load");
-  Executor* m = executor_.get();
+  // Through this Session, not its executor: a recovery replaces that.
   return {
-      .slots = m->batch_slots(),
-      .submit = [m](int slot, std::span<const model::BatchToken> batch, int64_t n_seq) {
-        m->submit_batch(slot, batch, n_seq);
+      .slots = executor_->batch_slots(),
+      .submit = [this](int slot, std::span<const model::BatchToken> batch, int64_t n_seq) {
+        submit_batch(slot, batch, n_seq);
       },
-      .finish = [m](int slot, std::vector<float>& logits) { m->finish_batch(slot, logits); },
-      .reserve = [m](int64_t n_tokens, int64_t n_out) { m->reserve_batch(n_tokens, n_out); },
+      .finish = [this](int slot, std::vector<float>& logits) { finish_batch(slot, logits); },
+      .reserve = [this](int64_t n_tokens, int64_t n_out) { reserve_batch(n_tokens, n_out); },
+      .recover = [this](const std::exception& cause) { return recover_batched(cause); },
   };
 }
 

@@ -219,14 +219,23 @@ void Engine::run() {
       if (stop_) break;
     }
     // A step that throws (a worker died; an allocation failed) ends the
-    // busy requests, not the process; the BatchEngine forgets every slot's
-    // cache (its state is unknown).
+    // busy requests, not the process, unless the model recovers; the
+    // BatchEngine forgets every slot's cache (its state is unknown).
     try {
       step();
     } catch (const std::exception& e) {
-      batch_.fail_all(e.what());
+      // With SessionOptions::recover, a lost worker's share is placed again
+      // over the devices left and the requests go on where they were.
+      const bool recovered = batch_.recover(e);
+      std::string error = e.what();
+      if (!batch_.recovery_error().empty()) error += "; recovery failed: " + batch_.recovery_error();
+      if (!recovered) batch_.fail_all(error);
       std::lock_guard<std::mutex> lock(mu_);
-      metrics_.last_error = e.what();
+      metrics_.last_error = error;
+      if (recovered) {
+        ++metrics_.recoveries;
+        metrics_.groups = batch_.groups();
+      }
     }
     reap();
   }

@@ -71,6 +71,8 @@ std::string Server::Impl::metrics_text() {
          m.generated_tokens);
   single(o, "weft_steps_total", "counter", "Batched model steps.",
          m.steps);
+  single(o, "weft_recoveries_total", "counter", "Failed steps the model recovered from (a lost worker's share placed again).",
+         m.recoveries);
   single(o, "weft_busy_seconds_total", "counter", "Seconds spent in batched steps.",
          m.busy_seconds);
   single(o, "weft_tokens_per_second", "gauge", "Tokens (prompt and generated) per busy second, since start.",

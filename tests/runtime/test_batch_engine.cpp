@@ -32,6 +32,8 @@ struct FakeModel {
   int slots = 1;
   int finish_throws_at = -1;  // the finish() call (0-based) that throws
   int finishes = 0;
+  int recover_slots = 0;      // recover()'s answer (0: not recovered; -1: it throws)
+  int recoveries = 0;
   std::map<int, std::vector<BatchToken>> in_flight;
   std::vector<std::pair<int, std::vector<BatchToken>>> submitted;  // (slot, batch)
 
@@ -42,6 +44,13 @@ struct FakeModel {
       ASSERT_TRUE(in_flight[slot].empty()) << "slot " << slot << " submitted twice";
       in_flight[slot].assign(batch.begin(), batch.end());
       submitted.emplace_back(slot, in_flight[slot]);
+    };
+    e.recover = [this](const std::exception&) {
+      ++recoveries;
+      if (recover_slots < 0) throw weft::Error(weft::ErrorKind::out_of_memory, "[fake] the rest cannot hold it");
+      in_flight.clear();  // a new model: nothing of the old one's is in flight
+      slots = std::max(recover_slots, slots);
+      return recover_slots;
     };
     e.finish = [this](int slot, std::vector<float>& logits) {
       std::vector<BatchToken> batch = std::move(in_flight[slot]);
@@ -275,6 +284,74 @@ TEST(BatchEngine, ImpossibleJobsAndEnginesAreRefused) {
   EXPECT_THROW(BatchEngine(m.eval(), {.n_vocab = kVocab, .n_ctx = 17}, {.slots = 2}), weft::Error);
   EXPECT_THROW(BatchEngine(m.eval(), {.n_vocab = kVocab, .n_ctx = 16}, {.slots = 2, .batch_tokens = 0}), weft::Error);
   EXPECT_THROW(BatchEngine(weft::BatchedEval{}, {.n_vocab = kVocab, .n_ctx = 16}, {.slots = 2}), weft::Error);
+}
+
+// A step that throws and a model that recovers: every job evaluates again
+// its prompt and what it generated, from its slot's position 0, and goes on
+// to the tokens it would have had; the groups follow the new model's slots.
+TEST(BatchEngine, ARecoveredModelReplaysEachJobAndItsTokensDoNotChange) {
+  for (int throws_at : {0, 1, 5}) {
+    SCOPED_TRACE("finish " + std::to_string(throws_at) + " throws");
+    FakeModel m;
+    m.slots = 2;
+    m.finish_throws_at = throws_at;
+    m.recover_slots = 1;
+    BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 64}, {.slots = 2, .batch_tokens = 64});
+    Recorder a, b;
+    e.start(job({5, 6, 7}, 8), &a);
+    e.start(job({9, 10}, 8), &b);
+    EXPECT_EQ(e.groups(), 2);
+    for (int guard = 0; e.busy(); ++guard) {
+      ASSERT_LT(guard, 10000);
+      try {
+        e.advance();
+      } catch (const weft::Error& err) {
+        ASSERT_TRUE(e.recover(err));
+      }
+    }
+    EXPECT_EQ(m.recoveries, 1);
+    EXPECT_EQ(e.groups(), 1);
+    EXPECT_EQ(a.tokens, expected(0, 3, 8));
+    EXPECT_EQ(b.tokens, expected(1, 2, 8));
+    EXPECT_EQ(a.end.stop, StopReason::max_tokens);
+    EXPECT_EQ(b.end.stop, StopReason::max_tokens);
+    EXPECT_EQ(e.counters().recoveries, 1u);
+    EXPECT_GE(e.counters().replayed_tokens, 5u);
+    // Each sequence was evaluated from its slot's position 0 twice: at its
+    // start, and again after the recovery (the new model's cache is empty).
+    for (int seq : {0, 1}) {
+      int from_zero = 0;
+      for (const auto& [slot, batch] : m.submitted)
+        for (const BatchToken& t : batch) from_zero += t.seq == seq && t.pos == 0 ? 1 : 0;
+      EXPECT_EQ(from_zero, 2) << "sequence " << seq;
+    }
+  }
+}
+
+TEST(BatchEngine, AModelThatDoesNotRecoverLeavesTheJobsToFailAll) {
+  for (int answer : {0, -1}) {
+    FakeModel m;
+    m.finish_throws_at = 1;
+    m.recover_slots = answer;
+    BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 64}, {.slots = 1});
+    Recorder a;
+    e.start(job({5, 6, 7}, 8), &a);
+    bool failed = false;
+    for (int guard = 0; e.busy() && guard < 100; ++guard) {
+      try {
+        e.advance();
+      } catch (const weft::Error& err) {
+        EXPECT_FALSE(e.recover(err));
+        EXPECT_EQ(e.recovery_error().empty(), answer == 0) << e.recovery_error();
+        e.fail_all(err.what());
+        failed = true;
+      }
+    }
+    EXPECT_TRUE(failed);
+    EXPECT_TRUE(a.finished);
+    EXPECT_EQ(a.end.stop, StopReason::failed);
+    EXPECT_EQ(e.counters().recoveries, 0u);
+  }
 }
 
 }  // namespace

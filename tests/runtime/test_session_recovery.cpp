@@ -46,6 +46,14 @@ class SessionRecovery : public ::testing::Test {
     o.device_options.cpu_threads = 1;
     return o;
   }
+  // This host and two workers, layers 1,1,2, recovering into reports.
+  static weft::SessionOptions recovering(weft::testing::LocalWorkers& workers,
+                                         std::vector<weft::RecoveryReport>& reports) {
+    weft::SessionOptions o = options({"cpu:1", "rpc://" + workers.endpoint(0), "rpc://" + workers.endpoint(1)}, "1,1,2");
+    o.recover = true;
+    o.on_recovery = [&reports](const weft::RecoveryReport& r) { reports.push_back(r); };
+    return o;
+  }
   static std::vector<int32_t> prompt() { return {1, 45, 212, 87, 301, 9, 77}; }
   static weft::GenerateOptions greedy() {
     weft::GenerateOptions g;
@@ -69,11 +77,8 @@ TEST_F(SessionRecovery, ALostStageIsReplacedAndTheTextIsTheSame) {
   for (int victim : {1, 0}) {  // the last stage (it holds the output), then the middle one
     SCOPED_TRACE("worker " + std::to_string(victim) + " stops");
     weft::testing::LocalWorkers workers(2);
-    weft::SessionOptions o = options({"cpu:1", "rpc://" + workers.endpoint(0), "rpc://" + workers.endpoint(1)}, "1,1,2");
-    o.recover = true;
     std::vector<weft::RecoveryReport> reports;
-    o.on_recovery = [&](const weft::RecoveryReport& r) { reports.push_back(r); };
-    weft::Session s(o);
+    weft::Session s(recovering(workers, reports));
     s.load(128);
     int seen = 0;
     const weft::GenerateResult r = s.generate(prompt(), greedy(), [&](int32_t) {
@@ -93,6 +98,38 @@ TEST_F(SessionRecovery, ALostStageIsReplacedAndTheTextIsTheSame) {
     EXPECT_EQ(reports[0].plan.devices[1].part.last_layer, 4);
     EXPECT_EQ(s.stats().size(), 2u);
   }
+}
+
+// `weft run --parallel` (and `weft serve`, through the same engine): the
+// sequences re-evaluate their own tokens after the recovery and go on; each
+// equals its uninterrupted run.
+TEST_F(SessionRecovery, ParallelSequencesGoOnAfterALostStage) {
+  const std::vector<std::vector<int32_t>> prompts{prompt(), {1, 300, 17, 5}, {1, 99, 98}};
+  std::vector<std::vector<int32_t>> want;
+  {
+    weft::Session s(options({"cpu:1"}, ""));
+    s.load(3 * 64);
+    for (const weft::GenerateResult& r : s.generate_parallel(prompts, greedy())) want.push_back(r.tokens);
+  }
+  weft::testing::LocalWorkers workers(2);
+  std::vector<weft::RecoveryReport> reports;
+  weft::Session s(recovering(workers, reports));
+  s.load(3 * 64);
+  int seen = 0;
+  const std::vector<weft::GenerateResult> got = s.generate_parallel(prompts, greedy(), [&](int, int32_t) {
+    if (++seen == 3 * kStopAt) workers.worker(1).stop();
+    return true;
+  });
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i]) << "sequence " << i;
+    EXPECT_EQ(got[i].stop, weft::StopReason::max_tokens);
+  }
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(s.recoveries(), 1);
+  ASSERT_EQ(reports[0].lost.size(), 1u);
+  EXPECT_EQ(reports[0].lost[0], workers.endpoint(1));
+  EXPECT_EQ(reports[0].plan.devices.size(), 2u);
 }
 
 TEST_F(SessionRecovery, WithoutRecoverTheDeathEndsTheRunNamingTheWorker) {

@@ -387,6 +387,59 @@ TEST_F(EngineTest, ADeadStageEndsTheRequestsWithAnError) {
   EXPECT_EQ(engine.metrics().requests_failed, 5u);
 }
 
+// With SessionOptions::recover (`weft serve --recover`), the same death
+// places the model again on this host; every request goes on and gives the
+// tokens it gives alone, and the engine serves the next one.
+TEST_F(EngineTest, WithRecoverADeadStageIsPlacedAgainAndTheRequestsGoOn) {
+  constexpr int kMax = 200;  // long enough that the worker stops mid-way
+  std::vector<std::vector<int32_t>> want;
+  {
+    auto ref = session(256);
+    for (int i = 0; i < 3; ++i)
+      want.push_back(ref->generate(prompt(i), {.max_tokens = kMax, .stop_at_end_of_generation = false}).tokens);
+  }
+  weft::testing::LocalWorkers workers(1);
+  weft::SessionOptions o{.model = *path_, .devices = {"cpu:1", "rpc://" + workers.endpoint(0)}};
+  o.split = "1,1";
+  o.recover = true;
+  int recoveries = 0;
+  o.on_recovery = [&](const weft::RecoveryReport& r) {
+    ++recoveries;
+    EXPECT_EQ(r.lost, std::vector<std::string>{workers.endpoint(0)});
+  };
+  weft::Session s(o);
+  s.load(4 * 256);
+  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
+  EXPECT_EQ(engine.metrics().groups, 2);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 3; ++i) {
+    Job j = greedy_job(prompt(i), kMax);
+    j.ignore_eos = true;
+    requests.push_back(engine.submit(std::move(j)));
+  }
+  std::vector<Outcome> got(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_NE(requests[i], nullptr);
+    std::optional<Event> first;
+    for (int waited = 0; waited < 300 && !first; ++waited) first = requests[i]->next(100ms);
+    ASSERT_TRUE(first.has_value());
+    got[i].tokens = first->tokens;
+  }
+  workers.worker(0).stop();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Outcome rest = drain(*requests[i]);
+    got[i].tokens.insert(got[i].tokens.end(), rest.tokens.begin(), rest.tokens.end());
+    EXPECT_NE(rest.finish.finish_reason, "error") << rest.finish.error;
+    EXPECT_EQ(got[i].tokens, want[static_cast<size_t>(i)]) << "request " << i;
+  }
+  EXPECT_EQ(recoveries, 1);
+  EXPECT_EQ(engine.metrics().recoveries, 1u);
+  EXPECT_EQ(engine.metrics().groups, 1);  // one stage left
+  const Outcome later = drain(*engine.submit(greedy_job(prompt(5), 4)));
+  EXPECT_NE(later.finish.finish_reason, "error") << later.finish.error;
+  EXPECT_EQ(engine.metrics().requests_failed, 0u);
+}
+
 // `weft run --parallel` (Session::generate_parallel) and `weft serve`
 // (Engine) drive the one BatchEngine: the same prompts with the same
 // sampling (sequence s seeded seed + s, as generate_parallel seeds it)

@@ -42,18 +42,6 @@ std::vector<std::string> prompt_texts(const RunArgs& args) {
   return std::vector<std::string>(static_cast<size_t>(args.parallel), text);
 }
 
-// What a recovery did, for the user reading stderr (docs/recovery.md).
-void print_recovery(const RecoveryReport& r) {
-  std::string lost, left;
-  for (const std::string& l : r.lost) lost += (lost.empty() ? "" : ", ") + l;
-  for (const DevicePlan& d : r.plan.devices)
-    left += (left.empty() ? "" : ", ") + d.label + " layers " + std::to_string(d.part.first_layer) + "-" +
-            std::to_string(d.part.last_layer);
-  std::fprintf(stderr, "\n[recovered] lost %s; now %s; reloaded in %.2f s, %lld tokens re-evaluated in %.2f s\n",
-               lost.c_str(), left.c_str(), r.reload_seconds, static_cast<long long>(r.tokens_reevaluated),
-               r.reprefill_seconds);
-}
-
 void print_speeds(size_t prompt_tokens, const GenerateResult& r) {
   const double gen_s = r.total_seconds - r.prompt_seconds;
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.1f tokens/s)\n", prompt_tokens, r.prompt_seconds,

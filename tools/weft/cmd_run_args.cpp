@@ -57,7 +57,7 @@ void add_run_command(CLI::App& app, Commands& out) {
           ->excludes(prompt_opt)
           ->excludes(file_opt);
   for (CLI::Option* o : {prompt_opt, file_opt, prompts_opt, parallel_opt}) conversation_opt->excludes(o);
-  for (CLI::Option* o : {prompts_opt, parallel_opt, conversation_opt}) recover_opt->excludes(o);  // one sequence only
+  recover_opt->excludes(conversation_opt);  // a chat continues a cache it did not fill from position 0
 
   out.push_back({cmd, [a, run_tokens_opt] {
                    a->tokens_given = run_tokens_opt->count() > 0;

@@ -37,6 +37,7 @@ struct ServeArgs {
   int max_tokens = 0;                 // per request (0: a slot's context)
   double timeout_s = 600;             // per request
   bool quiet = false;                 // no line per request
+  bool recover = false;               // go on after a worker's death (docs/recovery.md)
 };
 
 int cmd_serve(const ServeArgs& args) {
@@ -49,6 +50,8 @@ int cmd_serve(const ServeArgs& args) {
 
   serve::ServeOptions o;
   o.session = session_options(args.host, "serve");
+  o.session.recover = args.recover;
+  o.session.on_recovery = print_recovery;
   o.ctx_size = args.ctx_size;
   o.parallel = args.parallel;
   o.pipelined = !args.serial_steps;
@@ -129,6 +132,8 @@ void add_serve_command(CLI::App& app, Commands& out) {
   cmd->add_option("--timeout", a->timeout_s, "seconds one request may take")->capture_default_str()
       ->check(CLI::Range(1.0, 1e7));
   cmd->add_flag("-q,--quiet", a->quiet, "no log line per request");
+  cmd->add_flag("--recover", a->recover,
+                "when a worker dies, re-place the model over the devices left; the requests go on (docs/recovery.md)");
   out.push_back({cmd, [a] { return cmd_serve(*a); }});
 }
 

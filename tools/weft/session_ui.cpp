@@ -126,6 +126,22 @@ void print_stage_times(const LoadPlan& plan, const std::vector<DeviceCompute>& b
   }
 }
 
+void print_recovery(const RecoveryReport& r) {
+  std::string lost, left;
+  for (const std::string& l : r.lost) lost += (lost.empty() ? "" : ", ") + l;
+  for (const DevicePlan& d : r.plan.devices)
+    left += (left.empty() ? "" : ", ") + d.label + " layers " + std::to_string(d.part.first_layer) + "-" +
+            std::to_string(d.part.last_layer);
+  if (r.tokens_reevaluated == 0) {  // a batched step's: each sequence re-evaluates its own next
+    std::fprintf(stderr, "\n[recovered] lost %s; now %s; reloaded in %.2f s; each sequence re-evaluates its tokens\n",
+                 lost.c_str(), left.c_str(), r.reload_seconds);
+    return;
+  }
+  std::fprintf(stderr, "\n[recovered] lost %s; now %s; reloaded in %.2f s, %lld tokens re-evaluated in %.2f s\n",
+               lost.c_str(), left.c_str(), r.reload_seconds, static_cast<long long>(r.tokens_reevaluated),
+               r.reprefill_seconds);
+}
+
 void print_device_stats(const Session& session) {
   for (const DeviceStats& d : session.stats()) {
     if (!d.remote) continue;

@@ -511,8 +511,6 @@ class LlamaModel {
 // Throws Error(unsupported) unless LoadOptions::cache_type can hold p's
 // heads (f16; q8_0 with a head size that is a multiple of 32).
 void check_cache_type(const LlamaParams& p, DType cache_type);
-// Throws Error(invalid_input) unless 0 < n_ctx <= 2^24.
-void check_n_ctx(int64_t n_ctx);
 
 // The nodes whose support on a device decides how the model's graphs are
 // built, made in ctx for Device::supports_op: a layer's flash_attn (caches

@@ -91,6 +91,8 @@ struct BatchCounters {
   uint64_t generated_tokens = 0;  // sampled rows
   uint64_t steps = 0;             // steps finished
   double busy_seconds = 0;        // in advance(): finishing, sampling, submitting
+  uint64_t recoveries = 0;        // recover() that recovered
+  uint64_t replayed_tokens = 0;   // tokens evaluated again after them (also in prompt_tokens)
 };
 
 class BatchEngine {
@@ -132,6 +134,18 @@ class BatchEngine {
   // ends every job with StopReason::failed and error, and forgets every
   // slot's cache (its state is unknown). The engine takes jobs again.
   void fail_all(const std::string& error);
+  // After collect() or launch() threw cause: when BatchedEval::recover
+  // recovers the model (a lost worker's share placed again over the
+  // devices left, the KV cache empty), forgets every slot's cache and has
+  // each job evaluate again its prompt and the tokens it has generated, its
+  // sampler and what it has emitted untouched; the next steps then sample
+  // its next token as if nothing had happened (greedy output unchanged).
+  // The groups follow the recovered model's slots. false, changing nothing
+  // but the steps in flight (finished, their logits dropped), when there is
+  // no recover or it did not recover: then call fail_all(). Never throws:
+  // why a recovery that was tried failed is recovery_error() (else empty).
+  bool recover(const std::exception& cause);
+  const std::string& recovery_error() const { return recovery_error_; }
   // Ends every job with StopReason::cancelled after finishing the steps in
   // flight (a driver shutting down).
   void cancel_all();
@@ -163,6 +177,7 @@ class BatchEngine {
   void drain();             // finishes every step in flight, dropping its logits
   void take_row(Slot& s, std::span<const float> row);  // the slot's logits came
   void end(Slot& s, StopReason stop, const std::string& error = "");
+  void set_groups(int model_slots);  // n_groups_ and groups_ for a model keeping model_slots steps in flight
 
   BatchedEval eval_;
   GenerationModel model_;
@@ -174,6 +189,7 @@ class BatchEngine {
   std::deque<int> in_flight_;  // groups with a step in flight, in the order submitted
   std::vector<float> logits_;
   BatchCounters counters_;
+  std::string recovery_error_;
 };
 
 }  // namespace weft

@@ -21,16 +21,17 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "weft/backend/alloc.h"
 #include "weft/backend/backend.h"
-#include "weft/backend/sched.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
 
 namespace weft {
+
+namespace detail {
+class ExecutorState;  // src/runtime/executor_state.h
+}
 
 // Layers [first, last) of a model live on device (their weights and KV
 // cache): a pipeline by layers, one entry per device in layer order.
@@ -98,15 +99,15 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
   ~Executor();
 
-  const model::LlamaModel& model() const { return *model_; }
-  const model::LlamaParams& params() const { return model_->params(); }
-  const Placement& placement() const { return placement_; }
-  int64_t n_ctx() const { return model_->n_ctx(); }
-  int64_t sliding_ring_rows() const { return model_->sliding_ring_rows(); }
-  bool fused_attention() const { return model_->fused_attention(); }
-  DType cache_type() const { return model_->cache_type(); }
+  const model::LlamaModel& model() const;
+  const model::LlamaParams& params() const { return model().params(); }
+  const Placement& placement() const;
+  int64_t n_ctx() const { return model().n_ctx(); }
+  int64_t sliding_ring_rows() const { return model().sliding_ring_rows(); }
+  bool fused_attention() const { return model().fused_attention(); }
+  DType cache_type() const { return model().cache_type(); }
   // Weight bytes used in place from the file's mapping (LoadOptions).
-  size_t mapped_weight_bytes() const { return mapped_weight_bytes_; }
+  size_t mapped_weight_bytes() const;
 
   // Runs tokens at positions n_past.. and returns the logits of every token,
   // token-major (n * n_vocab floats). Throws invalid_input when the tokens
@@ -157,57 +158,7 @@ class Executor {
 
  private:
   friend struct ExecutorTestAccess;  // the white-box tests' switches (not installed)
-  struct EvalGraph;
-
-  void load(const GgufFile& file, const model::LoadProgress& progress, bool map_weights);
-  void check_tokens(std::span<const int32_t> tokens, int64_t n_past) const;
-  void check_idle() const;  // no submit_batch step in flight
-  // eval_batch's checks; returns the number of logit rows and the highest
-  // cache row written, plus one.
-  std::pair<int64_t, int64_t> check_batch(std::span<const model::BatchToken> batch, int64_t n_seq) const;
-  std::unique_ptr<EvalGraph> new_graph(int64_t n, int64_t n_kv, model::LogitRows rows, int64_t n_out);
-  EvalGraph& graph_for(int64_t n, int64_t n_kv, model::LogitRows rows, int64_t n_out = 0);
-  // Pins each segment of a split graph to its part's backend.
-  void pin_segments(EvalGraph& e);
-  void run_graph(EvalGraph& e, std::vector<float>& logits);
-  void abandon_slots();
-  // eval() of a long prompt in micro-batches that flow through the devices
-  // at once (LoadOptions::pipeline_micro_batch).
-  void eval_pipelined(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
-                      model::LogitRows rows);
-  // eval() in steps of at most ring_step_ tokens (a sliding-window ring).
-  void eval_steps(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits,
-                  model::LogitRows rows);
-  // Refuses an eval from n_past that would read ring rows already
-  // overwritten; records the positions it writes.
-  void check_ring(int64_t n_past, int64_t n);
-  // Refuses a batch over sequences while a ring is kept.
-  void check_no_ring(const char* what) const;
-
-  Placement placement_;
-  std::unique_ptr<model::LlamaModel> model_;
-  // Weights and KV cache memory, per part (none for an empty one).
-  std::vector<std::unique_ptr<Buffer>> bufs_;
-  size_t mapped_weight_bytes_ = 0;
-  int64_t micro_batch_ = 0;           // > 0: prompts are pipelined (LoadOptions::pipeline_micro_batch)
-  int64_t pipeline_reserved_kv_ = 0;  // the KV length the memory sets were last reserved for
-  int64_t ring_step_ = 0;             // the most positions one eval writes with a ring
-  int64_t ring_high_ = 0;             // one past the highest position written since an eval from 0
-  int n_copies_ = 1;                  // the scheduler's memory sets
-  // submit_batch's slots: each its graph (null until its first step), and
-  // its step in flight (split), or its logits (one device).
-  std::vector<std::unique_ptr<EvalGraph>> slot_graphs_;
-  std::vector<char> slot_in_flight_;
-  std::vector<std::vector<float>> slot_logits_;
-  // What runs the graphs: one backend per part; on one device a graph
-  // allocator for compute memory (reused across evals), on several the
-  // Scheduler (declared after the backends it uses, so destroyed first).
-  std::vector<std::unique_ptr<Backend>> backends_;
-  std::unique_ptr<GraphAllocator> galloc_;
-  std::unique_ptr<Scheduler> sched_;
-  // The last eval's graph (declared last: freed before what it is bound to).
-  std::unique_ptr<EvalGraph> graph_;
-  bool reuse_graphs_ = true;
+  std::unique_ptr<detail::ExecutorState> state_;
 };
 
 }  // namespace weft

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <span>
 #include <vector>
@@ -90,6 +91,13 @@ struct BatchedEval {
   // Optional: sizes every slot's memory for steps of up to n_tokens tokens
   // and n_out logit rows (Executor::reserve_batch).
   std::function<void(int64_t n_tokens, int64_t n_out)> reserve;
+  // Optional: after submit or finish threw `cause`, tries to recover the
+  // model (Session with SessionOptions::recover: the lost workers dropped,
+  // the model placed and loaded again over the devices left, its KV cache
+  // empty). Returns the slots of the model as it now is (steps in flight at
+  // once), or 0 when it did not recover (cause stands). submit and finish
+  // reach the recovered model from then on.
+  std::function<int(const std::exception& cause)> recover;
 };
 // Called with each emitted token of sequence seq; false stops that sequence.
 using SequenceTokenCallback = std::function<bool(int seq, int32_t token)>;
@@ -106,7 +114,9 @@ using SequenceTokenCallback = std::function<bool(int seq, int32_t token)>;
 // leaves its group's steps. Results in prompt order; prompt_seconds is when
 // a sequence's first token was sampled, total_seconds when it stopped, both
 // from the start of the call. Throws as run_generation does for each prompt
-// (one that does not fit its part of the context) and for no prompts.
+// (one that does not fit its part of the context) and for no prompts. When
+// a step throws and eval.recover recovers the model, every sequence
+// re-evaluates what it had and goes on (BatchEngine::recover).
 std::vector<GenerateResult> run_parallel_generation(const BatchedEval& eval, const GenerationModel& model,
                                                     std::span<const std::vector<int32_t>> prompts,
                                                     const GenerateOptions& options,

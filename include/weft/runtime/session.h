@@ -67,13 +67,17 @@ struct SessionOptions {
   DeviceOptions device_options;               // CPU threads, RPC options
   model::LoadOptions load;                    // weights in place on the host CPU, or copied
   std::string name = "session";               // names the caller in errors: "[run] ..."
-  // When a worker holding part of the model dies during generate() (an
+  // When a worker holding part of the model dies during generate(),
+  // generate_parallel() or the steps of batched_eval() (`weft serve`) (an
   // Error(disconnected), and its connection no longer answers): re-place
   // the model over the devices left, load it there, re-evaluate the tokens
-  // so far and go on, the sampler's state untouched (docs/recovery.md).
+  // so far and go on, the samplers' state untouched (docs/recovery.md).
   // false: the error ends the generation.
   bool recover = false;
-  // Called after each recovery (on the thread that runs generate()).
+  // Called after each recovery (on the thread that runs the model). After
+  // a batched step's, tokens_reevaluated and reprefill_seconds are 0: each
+  // sequence re-evaluates its own within the next steps
+  // (BatchCounters::replayed_tokens).
   std::function<void(const RecoveryReport&)> on_recovery;
 };
 
@@ -238,6 +242,13 @@ class Session {
   // nothing, when every device still answers (cause was not a loss);
   // throws when nothing is left or the rest cannot hold the model.
   bool recover(const Error& cause, std::span<const int32_t> history, std::vector<float>& logits);
+  // The part of a recovery both paths share: drops the devices that no
+  // longer answer and loads the model over the rest (report: lost, cause,
+  // plan, reload_seconds). false when every device answers; throws when
+  // nothing is left or the rest cannot hold the model.
+  bool replace_lost(const Error& cause, RecoveryReport& report);
+  // BatchedEval::recover for batched_eval(): the new model's slots, or 0.
+  int recover_batched(const std::exception& cause);
   void drop_devices(const std::vector<size_t>& lost);
 
   SessionOptions options_;
