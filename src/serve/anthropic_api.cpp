@@ -13,7 +13,9 @@ constexpr size_t kMaxStopSequences = 16;  // as the OpenAI mapping's 'stop'
 
 // The parameter a place in the body belongs to: "messages" for
 // "messages[2].content".
-std::string param_of(const std::string& where) { return where.substr(0, where.find_first_of("[.")); }
+std::string param_of(const std::string& where) {
+  return where.substr(0, where.find_first_of("[."));
+}
 
 // Text blocks' text joined; any other block is refused naming where it is.
 std::string text_blocks(const Json& blocks, const std::string& where) {
@@ -28,7 +30,8 @@ std::string text_blocks(const Json& blocks, const std::string& where) {
     if (type != "text")
       bad_request(param, at + " is a block of type '" + type + "': this server takes text blocks only (" +
                              (type == "tool_use" || type == "tool_result" ? "tool use is not yet served"
-                                                                          : "it reads text only") + ")");
+                                                                          : "it reads text only") +
+                             ")");
     if (!field_of(b, "text") || !b["text"].is_string()) bad_request(param, at + ".text must be a string");
     text += b["text"].get<std::string>();
   }
@@ -82,7 +85,9 @@ MessagesRequest parse_messages(const Json& body, const ApiContext& ctx, const Re
     r.model = m->get<std::string>();
   }
   if (!field_of(body, "max_tokens")) bad_request("max_tokens", "'max_tokens' is required");
-  if (const Json* t = field_of(body, "temperature"); t && t->is_number() && t->get<double>() > 1.0)
+  // Anthropic's range, narrower than OpenAI's [0, 2].
+  if (const Json* t = field_of(body, "temperature");
+      t && t->is_number() && !(t->get<double>() >= 0.0 && t->get<double>() <= 1.0))
     bad_request("temperature", "'temperature' must be a number in [0, 1]");
 
   Json oa = Json::object();
@@ -141,8 +146,9 @@ std::string MessagesStream::events(const Event& e) {
   std::string out;
   if (!started_) {
     started_ = true;
-    Json message = {{"id", meta_.id},         {"type", "message"}, {"role", "assistant"},
-                    {"model", meta_.model},   {"content", Json::array()}, {"stop_reason", nullptr},
+    Json message = {{"id", meta_.id},           {"type", "message"},
+                    {"role", "assistant"},      {"model", meta_.model},
+                    {"content", Json::array()}, {"stop_reason", nullptr},
                     {"stop_sequence", nullptr}, {"usage", usage(static_cast<int>(job_.prompt.size()), 0)}};
     out += sse("message_start", {{"type", "message_start"}, {"message", message}});
     out += sse("content_block_start",
@@ -161,9 +167,8 @@ std::string MessagesStream::events(const Event& e) {
   }
   out += sse("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}});
   Json delta = stop_fields(Json::object(), stop_info(job_, e, generated_, tok_));
-  out += sse("message_delta", {{"type", "message_delta"},
-                               {"delta", delta},
-                               {"usage", usage(e.prompt_tokens, e.completion_tokens)}});
+  out += sse("message_delta",
+             {{"type", "message_delta"}, {"delta", delta}, {"usage", usage(e.prompt_tokens, e.completion_tokens)}});
   out += sse("message_stop", {{"type", "message_stop"}});
   return out;
 }

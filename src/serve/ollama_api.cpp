@@ -15,11 +15,16 @@ namespace {
 // Ollama's option -> OpenAI's field of the same meaning (the OpenAI mapping
 // checks their types and ranges).
 constexpr std::pair<const char*, const char*> kOptions[] = {
-    {"temperature", "temperature"},   {"top_k", "top_k"},
-    {"top_p", "top_p"},               {"min_p", "min_p"},
-    {"seed", "seed"},                 {"stop", "stop"},
-    {"repeat_penalty", "repeat_penalty"}, {"presence_penalty", "presence_penalty"},
-    {"frequency_penalty", "frequency_penalty"}, {"num_predict", "max_tokens"},
+    {"temperature", "temperature"},
+    {"top_k", "top_k"},
+    {"top_p", "top_p"},
+    {"min_p", "min_p"},
+    {"seed", "seed"},
+    {"stop", "stop"},
+    {"repeat_penalty", "repeat_penalty"},
+    {"presence_penalty", "presence_penalty"},
+    {"frequency_penalty", "frequency_penalty"},
+    {"num_predict", "max_tokens"},
 };
 
 // A message of /api/chat as the OpenAI mapping reads it.
@@ -44,7 +49,9 @@ Json chat_message(const Json& m, size_t i) {
 
 // num_predict: -1 (no limit) and -2 (fill the context) both mean as much as
 // the context holds, which is the OpenAI mapping's default.
-bool unlimited(const Json& v) { return v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0; }
+bool unlimited(const Json& v) {
+  return v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0;
+}
 
 }  // namespace
 
@@ -63,8 +70,8 @@ OllamaRequest parse_ollama(const Json& body, bool chat, const ApiContext& ctx, c
   if (const Json* f = field_of(body, "format"); f && !(f->is_string() && f->get<std::string>().empty()))
     bad_request("format", "'format' (structured output) is not yet supported by this server");
   for (const char* unsupported : {"suffix", "images", "context", "template"})
-    if (const Json* v = field_of(body, unsupported); v && !(v->is_string() && v->get<std::string>().empty()) &&
-                                                      !(v->is_array() && v->empty()))
+    if (const Json* v = field_of(body, unsupported);
+        v && !(v->is_string() && v->get<std::string>().empty()) && !(v->is_array() && v->empty()))
       bad_request(unsupported, std::string("'") + unsupported + "' is not supported by this server");
 
   Json oa = Json::object();
@@ -142,7 +149,9 @@ Json envelope(const OllamaRequest& r, const OllamaMeta& meta, const std::string&
   return out;
 }
 
-int64_t nanoseconds(double seconds) { return static_cast<int64_t>(seconds * 1e9); }
+int64_t nanoseconds(double seconds) {
+  return static_cast<int64_t>(seconds * 1e9);
+}
 
 }  // namespace
 
@@ -169,7 +178,9 @@ Json ollama_loaded(const OllamaRequest& r, const OllamaMeta& meta) {
   return out;
 }
 
-Json ollama_error(const ApiError& e) { return Json{{"error", e.what()}}; }
+Json ollama_error(const ApiError& e) {
+  return Json{{"error", e.what()}};
+}
 
 std::string ollama_time() {
   const auto now = std::chrono::system_clock::now();

@@ -20,10 +20,10 @@ namespace weft::serve {
 
 struct OllamaRequest {
   bool chat = false;
-  bool stream = true;     // Ollama streams unless "stream": false
-  bool load_only = false; // no prompt (generate) or no messages (chat): Ollama's "load the model" call
-  std::string model;      // as the client named it (replies echo it)
-  Job job;                // empty when load_only
+  bool stream = true;      // Ollama streams unless "stream": false
+  bool load_only = false;  // no prompt (generate) or no messages (chat): Ollama's "load the model" call
+  std::string model;       // as the client named it (replies echo it)
+  Job job;                 // empty when load_only
 };
 
 // Checks body and builds the request. /api/chat takes messages (role,

@@ -93,7 +93,8 @@ std::shared_ptr<Request> submit_or_busy(Engine& engine, Job job, std::chrono::st
 Engine& loaded_engine(Server::Impl& s) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.state == ServerState::ready) return *s.engine;
-  if (s.state == ServerState::loading) throw ApiError(503, "unavailable_error", "the model is loading", "", "model_loading");
+  if (s.state == ServerState::loading)
+    throw ApiError(503, "unavailable_error", "the model is loading", "", "model_loading");
   throw ApiError(500, "server_error", "the model failed to load: " + s.load_error);
 }
 

@@ -24,13 +24,13 @@ constexpr const char* kNdjson = "application/x-ndjson";
 // What /api/tags and /api/show say of the model file, read once from its
 // metadata (the first part of a split file).
 struct ModelFacts {
-  int64_t size = 0;            // bytes of the first part
-  std::string modified_at;     // its mtime, RFC 3339
-  std::string digest;          // an identity of path, size and mtime (not a hash of the content)
-  std::string family;          // general.architecture
-  std::string parameter_size;  // "494.0M", "8.0B": elements over every tensor
-  std::string quantization;    // the dtype most of the weights' bytes have, upper-case ("Q4_0")
-  std::string template_source; // --chat-template, else tokenizer.chat_template, else ""
+  int64_t size = 0;             // bytes of the first part
+  std::string modified_at;      // its mtime, RFC 3339
+  std::string digest;           // an identity of path, size and mtime (not a hash of the content)
+  std::string family;           // general.architecture
+  std::string parameter_size;   // "494.0M", "8.0B": elements over every tensor
+  std::string quantization;     // the dtype most of the weights' bytes have, upper-case ("Q4_0")
+  std::string template_source;  // --chat-template, else tokenizer.chat_template, else ""
   Json model_info = Json::object();
 };
 
@@ -47,7 +47,7 @@ std::string human_count(double n) {
 
 ModelFacts read_facts(const std::string& path, const std::string& template_override) {
   ModelFacts f;
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     f.size = st.st_size;
     std::tm utc{};
@@ -76,12 +76,12 @@ ModelFacts read_facts(const std::string& path, const std::string& template_overr
     std::transform(f.quantization.begin(), f.quantization.end(), f.quantization.begin(),
                    [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   }
-  f.template_source = !template_override.empty() ? template_override
-                                                 : file->get_string("tokenizer.chat_template").value_or("");
+  f.template_source =
+      !template_override.empty() ? template_override : file->get_string("tokenizer.chat_template").value_or("");
   f.model_info["general.architecture"] = f.family;
   f.model_info["general.parameter_count"] = static_cast<int64_t>(elements);
-  for (const char* key : {"context_length", "embedding_length", "block_count", "attention.head_count",
-                          "attention.head_count_kv"})
+  for (const char* key :
+       {"context_length", "embedding_length", "block_count", "attention.head_count", "attention.head_count_kv"})
     if (auto v = file->get_i64(f.family + "." + key)) f.model_info[f.family + "." + key] = *v;
   return f;
 }
@@ -108,7 +108,9 @@ Json details(const ModelFacts& f) {
 
 // Ollama's names carry a tag; the server's model is NAME:latest unless its
 // alias has one.
-std::string tagged(const std::string& name) { return name.find(':') == std::string::npos ? name + ":latest" : name; }
+std::string tagged(const std::string& name) {
+  return name.find(':') == std::string::npos ? name + ":latest" : name;
+}
 
 void post_generate(Server::Impl& s, const httplib::Request& req, httplib::Response& res, bool chat) {
   guarded(
@@ -171,8 +173,8 @@ void add_ollama_routes(Server::Impl& s) {
                      loaded_engine(s);
                      const ModelFacts& f = model_facts(s);
                      const std::string name = tagged(s.model_name);
-                     Json model = {{"name", name},         {"model", name},   {"modified_at", f.modified_at},
-                                   {"size", f.size},       {"digest", f.digest}, {"details", details(f)}};
+                     Json model = {{"name", name},   {"model", name},      {"modified_at", f.modified_at},
+                                   {"size", f.size}, {"digest", f.digest}, {"details", details(f)}};
                      send_json(res, 200, {{"models", Json::array({model})}});
                    },
                    ollama_error);
@@ -183,29 +185,32 @@ void add_ollama_routes(Server::Impl& s) {
                     [&] {
                       loaded_engine(s);
                       const Json body = parse_body(req);
-                      const Json* name = body.is_object() ? (body.contains("model") ? &body["model"]
-                                                             : body.contains("name") ? &body["name"] : nullptr)
+                      const Json* name = body.is_object() ? (body.contains("model")  ? &body["model"]
+                                                             : body.contains("name") ? &body["name"]
+                                                                                     : nullptr)
                                                           : nullptr;
                       if (!name || !name->is_string()) bad_request("model", "'model' must be a string");
                       const std::string asked = name->get<std::string>();
                       if (asked != s.model_name && asked != tagged(s.model_name))
-                        throw ApiError(404, "not_found_error", "model '" + asked + "' not found (this server has '" +
-                                                                   tagged(s.model_name) + "')");
+                        throw ApiError(
+                            404, "not_found_error",
+                            "model '" + asked + "' not found (this server has '" + tagged(s.model_name) + "')");
                       const ModelFacts& f = model_facts(s);
-                      send_json(res, 200, {{"modelfile", ""},
-                                           {"parameters", ""},
-                                           {"template", f.template_source},
-                                           {"details", details(f)},
-                                           {"model_info", f.model_info},
-                                           {"capabilities", Json::array({"completion"})},
-                                           {"modified_at", f.modified_at}});
+                      send_json(res, 200,
+                                {{"modelfile", ""},
+                                 {"parameters", ""},
+                                 {"template", f.template_source},
+                                 {"details", details(f)},
+                                 {"model_info", f.model_info},
+                                 {"capabilities", Json::array({"completion"})},
+                                 {"modified_at", f.modified_at}});
                     },
                     ollama_error);
               }));
-  s.http.Post("/api/embed", route([](const auto&, auto& res) {
-                send_json(res, 501,
-                          {{"error", "embeddings are not yet served by weft serve (/api/embed answers 501)"}});
-              }));
+  s.http.Post(
+      "/api/embed", route([](const auto&, auto& res) {
+        send_json(res, 501, {{"error", "embeddings are not yet served by weft serve (/api/embed answers 501)"}});
+      }));
 }
 
 }  // namespace weft::serve

@@ -33,7 +33,8 @@ struct Model {
 const Model& model() {
   static const Model m = [] {
     namespace fs = std::filesystem;
-    const std::string path = (fs::temp_directory_path() / ("weft_foreign_" + std::to_string(::getpid()) + ".gguf")).string();
+    const std::string path =
+        (fs::temp_directory_path() / ("weft_foreign_" + std::to_string(::getpid()) + ".gguf")).string();
     weft::model::write_demo_model(path, weft::model::tiny_demo_spec());
     Model out;
     out.tok = weft::model::Tokenizer::from_gguf(*weft::GgufFile::open(path));
@@ -57,7 +58,9 @@ ApiContext ctx() {
   return c;
 }
 
-std::vector<int32_t> rendered(const std::string& text) { return model().tok->encode(text, false, true); }
+std::vector<int32_t> rendered(const std::string& text) {
+  return model().tok->encode(text, false, true);
+}
 
 // The ApiError a call throws (status 0 when it throws none).
 template <class F>
@@ -160,8 +163,7 @@ TEST(OllamaRequest, ErrorsNameTheFieldAsOllamaDoes) {
              "options.repeat_last_n", "options.repeat_last_n");
   expect_bad(ollama_error(R"({"messages":[{"role":"user","content":"x"}],"options":[1]})"), "options", "'options'");
   expect_bad(ollama_error(R"({"messages":[{"role":"user","content":5}]})"), "messages", "messages[0].content");
-  expect_bad(ollama_error(R"({"messages":[{"role":"user","content":"x","images":["AAAA"]}]})"), "messages",
-             "images");
+  expect_bad(ollama_error(R"({"messages":[{"role":"user","content":"x","images":["AAAA"]}]})"), "messages", "images");
   expect_bad(ollama_error(R"({"messages":[{"content":"x"}]})"), "messages", "'role'");
   expect_bad(ollama_error(R"({"messages":{"role":"user"}})"), "messages", "must be an array");
   expect_bad(ollama_error(R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})"), "stream", "'stream'");
@@ -210,8 +212,7 @@ TEST(OllamaResponse, FieldsAsDocumented) {
   EXPECT_EQ(weft::serve::ollama_done(gen, meta, "", end, 1)["done_reason"], "length");
   EXPECT_EQ(weft::serve::ollama_loaded(gen, meta)["done_reason"], "load");
   EXPECT_EQ(weft::serve::ollama_error(ApiError(400, "x", "bad")), Json::parse(R"({"error":"bad"})"));
-  EXPECT_TRUE(std::regex_match(weft::serve::ollama_time(),
-                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z)")))
+  EXPECT_TRUE(std::regex_match(weft::serve::ollama_time(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z)")))
       << weft::serve::ollama_time();
 }
 
@@ -243,7 +244,8 @@ TEST(MessagesRequest, ErrorsNameTheField) {
   expect_bad(messages_error(R"({"max_tokens":1e300,)" + user + "}"), "max_tokens", "'max_tokens' must be an integer");
   expect_bad(messages_error(R"({"max_tokens":"5",)" + user + "}"), "max_tokens", "'max_tokens'");
   expect_bad(messages_error(R"({"max_tokens":5,"temperature":1.5,)" + user + "}"), "temperature", "[0, 1]");
-  expect_bad(messages_error(R"({"max_tokens":5,"temperature":-1,)" + user + "}"), "temperature", "'temperature'");
+  expect_bad(messages_error(R"({"max_tokens":5,"temperature":-1,)" + user + "}"), "temperature", "[0, 1]");
+  expect_bad(messages_error(R"({"max_tokens":5,"temperature":"warm",)" + user + "}"), "temperature", "'temperature'");
   expect_bad(messages_error(R"({"max_tokens":5,"top_k":"many",)" + user + "}"), "top_k", "'top_k'");
   expect_bad(messages_error(R"({"max_tokens":5,"stop_sequences":"END",)" + user + "}"), "stop_sequences",
              "'stop_sequences'");
@@ -255,8 +257,9 @@ TEST(MessagesRequest, ErrorsNameTheField) {
   expect_bad(messages_error(R"({"max_tokens":5,"messages":[{"role":"user"}]})"), "messages", "content is required");
   expect_bad(messages_error(R"({"max_tokens":5,"messages":[{"role":"user","content":7}]})"), "messages",
              "messages[0].content");
-  expect_bad(messages_error(R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})"),
-             "messages", "messages[0].content[0] is a block of type 'image'");
+  expect_bad(
+      messages_error(R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})"),
+      "messages", "messages[0].content[0] is a block of type 'image'");
   expect_bad(messages_error(R"({"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result"}]}]})"),
              "messages", "tool use is not yet served");
   expect_bad(messages_error(R"({"max_tokens":5,"system":{"a":1},)" + user + "}"), "system", "system");
@@ -334,9 +337,9 @@ TEST(MessagesResponse, StreamEventsInOrder) {
     names.push_back(name);
     EXPECT_EQ(data["type"], name);  // each data names its event
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"message_start", "content_block_start", "content_block_delta",
-                                              "content_block_delta", "content_block_stop", "message_delta",
-                                              "message_stop"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"message_start", "content_block_start", "content_block_delta",
+                                      "content_block_delta", "content_block_stop", "message_delta", "message_stop"}));
   EXPECT_EQ(events[0].second["message"]["usage"]["input_tokens"], 3);
   EXPECT_EQ(events[0].second["message"]["content"], Json::array());
   EXPECT_EQ(events[1].second["content_block"], Json::parse(R"({"type":"text","text":""})"));

@@ -8,9 +8,8 @@
 
 #include <filesystem>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "serve/http_client.h"
 #include "weft/model/demo_model.h"
@@ -26,7 +25,8 @@ using serve_test::Response;
 class ServerCompat : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string((fs::temp_directory_path() / ("weft_compat_" + std::to_string(::getpid()) + ".gguf")).string());
+    path_ =
+        new std::string((fs::temp_directory_path() / ("weft_compat_" + std::to_string(::getpid()) + ".gguf")).string());
     weft::model::write_demo_model(*path_, weft::model::tiny_demo_spec());
   }
   static void TearDownTestSuite() {
@@ -83,7 +83,8 @@ TEST_F(ServerCompat, HostileBodiesAre400sNamingTheField) {
                     "options.num_predict");
   expect_ollama_400(post("/api/chat", "{" + user + R"(,"options":{"seed":"x"}})"), "options.seed");
   expect_ollama_400(post("/api/chat", "{" + user + R"(,"options":"fast"})"), "options");
-  expect_ollama_400(post("/api/chat", R"({"messages":[{"role":"user","content":{"text":"hi"}}]})"), "messages[0].content");
+  expect_ollama_400(post("/api/chat", R"({"messages":[{"role":"user","content":{"text":"hi"}}]})"),
+                    "messages[0].content");
   expect_ollama_400(post("/api/chat", R"({"messages":"hi"})"), "messages");
   expect_ollama_400(post("/api/chat", "[1,2,3]"), "JSON object");
   expect_ollama_400(post("/api/chat", "{\"messages\": ["), "not valid JSON");
@@ -100,8 +101,9 @@ TEST_F(ServerCompat, HostileBodiesAre400sNamingTheField) {
   expect_anthropic_400(post("/v1/messages", R"({"max_tokens":4,"top_k":true,)" + user + "}"), "top_k");
   expect_anthropic_400(post("/v1/messages", R"({"max_tokens":4,"stop_sequences":[null],)" + user + "}"),
                        "stop_sequences");
-  expect_anthropic_400(post("/v1/messages", R"({"max_tokens":4,"messages":[{"role":"user","content":[{"text":"x"}]}]})"),
-                       "messages[0].content[0]");
+  expect_anthropic_400(
+      post("/v1/messages", R"({"max_tokens":4,"messages":[{"role":"user","content":[{"text":"x"}]}]})"),
+      "messages[0].content[0]");
   expect_anthropic_400(post("/v1/messages", R"({"max_tokens":4})"), "messages");
   expect_anthropic_400(post("/v1/messages", "{\"max_tokens\": "), "not valid JSON");
 
