@@ -133,6 +133,24 @@ await part('Ollama: chat and generate', async () => {
         'options.num_predict 3 bounds the reply', `${short.eval_count} ${short.done_reason}`);
   const seeded = async () => (await ollama.chat({...chat, options: {temperature: 1, seed: 7, num_predict: 12}})).message.content;
   check(await seeded() === await seeded(), 'options.seed: the same sample twice');
+  // A client that leaves mid-stream: its request is cancelled, the slot freed.
+  const cancelled = async () => Number(/\nweft_requests_cancelled_total (\d+)/.exec(
+    (await raw(BASE + '/metrics', {method: 'GET'})).text)?.[1]);
+  const before = await cancelled();
+  const long = await ollama.generate({model: MODEL, prompt: ASK, stream: true,
+                                     options: {seed: 1, num_predict: 3000}});
+  for await (const piece of long) {
+    if (piece.response) break;  // leaving the loop aborts the stream
+  }
+  long.abort();
+  let after = before;
+  for (let i = 0; i < 100 && after === before; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    after = await cancelled();
+  }
+  const h = (await raw(BASE + '/health', {method: 'GET'})).json;
+  check(after === before + 1 && h?.slots_processing === 0, 'an aborted stream is cancelled and its slot freed',
+        `cancelled ${before} -> ${after}, ${show(h)}`);
   const load = await ollama.generate({model: MODEL, prompt: ''});
   check(load.done === true && load.done_reason === 'load', 'an empty prompt only loads (done_reason load)', show(load));
 });
