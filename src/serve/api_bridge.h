@@ -31,8 +31,8 @@ CompletionRequest parse_bridged(const Json& openai_body, bool chat, const FieldN
 // The value of body[name] when present and not null, else nullptr.
 const Json* field_of(const Json& body, const char* name);
 
-// A UTF-8 text's bytes as the tokens the request generated decode to: the
-// text the engine's stop strings were matched against.
+// The bytes tokens decode to, one token after another: the text the
+// engine matched a request's stop strings against.
 std::string decoded_text(const std::vector<int32_t>& tokens, const model::Tokenizer& tok);
 
 // Which stop string ended a request: the one found first in the decoded
