@@ -1,4 +1,4 @@
-// What the HTTP handlers share (routes.cpp, routes_completion.cpp): JSON
+// What the HTTP handlers share (routes*.cpp, route_relay.cpp): JSON
 // replies and bodies, ids, the guard that turns errors into error replies,
 // and a request's reply collected or relayed as a stream.
 #pragma once
