@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Node packages of weft serve's end-to-end tests (the official
-# `openai` client, `puppeteer-core`) into DIR, outside the source tree:
+# `openai`, `ollama` and `@anthropic-ai/sdk` clients, `puppeteer-core`) into
+# DIR, outside the source tree:
 #
 #   scripts/install-test-node.sh DIR
 #

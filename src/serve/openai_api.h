@@ -36,6 +36,9 @@ class ApiError : public std::runtime_error {
       : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)),
         code_(std::move(code)) {}
   int status() const { return status_; }
+  const std::string& type() const { return type_; }
+  const std::string& param() const { return param_; }
+  const std::string& code() const { return code_; }
   Json body() const;
 
  private:

@@ -100,9 +100,11 @@ Engine* Server::Impl::ready_engine(httplib::Response& res) {
 
 bool Server::Impl::authorized(const httplib::Request& req) const {
   if (key_digest.empty()) return true;
+  // Authorization: Bearer KEY, or x-api-key: KEY (Anthropic's clients).
   const std::string header = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
-  const std::string given = header.compare(0, prefix.size(), prefix) == 0 ? header.substr(prefix.size()) : "";
+  const std::string given = header.compare(0, prefix.size(), prefix) == 0 ? header.substr(prefix.size())
+                                                                          : req.get_header_value("x-api-key");
   // Digests of equal length compared in constant time: neither the key's
   // length nor its bytes leak through timing.
   unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -116,7 +118,9 @@ void Server::Impl::count(const std::string& path, int status) {
   // By route: a client's made-up paths must not grow the table.
   static const char* const routes[] = {"/",           "/favicon.ico",    "/health",           "/metrics",
                                        "/v1/models",  "/tokenize",       "/detokenize",       "/v1/completions",
-                                       "/completions", "/v1/chat/completions", "/chat/completions"};
+                                       "/completions", "/v1/chat/completions", "/chat/completions",
+                                       "/api/chat",   "/api/generate",   "/api/tags",         "/api/show",
+                                       "/api/version", "/api/embed",     "/v1/messages"};
   std::string route = "other";
   for (const char* r : routes)
     if (path == r) route = r;
@@ -134,16 +138,18 @@ void Server::Impl::add_guards() {
     const bool open_path = req.path == "/health" || req.path == "/" || req.path == "/favicon.ico";
     if (!open_path && !authorized(req)) {
       res.set_header("WWW-Authenticate", "Bearer");
-      send_error(res, ApiError(401, "authentication_error", "a valid API key is required (Authorization: Bearer KEY)",
-                               "", "invalid_api_key"));
+      send_error_for(req.path, res,
+                     ApiError(401, "authentication_error",
+                              "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)", "",
+                              "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (req.has_header("Content-Encoding")) {
-      send_error(res, ApiError(415, "invalid_request_error", "compressed request bodies are not accepted"));
+      send_error_for(req.path, res, ApiError(415, "invalid_request_error", "compressed request bodies are not accepted"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (req.has_header("Transfer-Encoding") || (req.method == "POST" && !req.has_header("Content-Length"))) {
-      send_error(res, ApiError(411, "invalid_request_error", "a request body needs a Content-Length (no chunked bodies)"));
+      send_error_for(req.path, res, ApiError(411, "invalid_request_error", "a request body needs a Content-Length (no chunked bodies)"));
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -160,7 +166,7 @@ void Server::Impl::add_guards() {
                                       "send 'Content-Type: application/json'"
                                 : status == 413 ? "the request body is too large"
                                                 : "the request could not be read";
-    send_error(res, ApiError(status, status == 404 ? "not_found_error" : "invalid_request_error", message));
+    send_error_for(req.path, res, ApiError(status, status == 404 ? "not_found_error" : "invalid_request_error", message));
     res.status = status;
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -213,6 +219,8 @@ void Server::Impl::add_routes() {
   http.Post("/completions", completion(false));
   http.Post("/v1/chat/completions", completion(true));
   http.Post("/chat/completions", completion(true));
+  add_ollama_routes(*this);
+  add_anthropic_routes(*this);
 }
 
 void Server::Impl::get_page(const httplib::Request&, httplib::Response& res) {

@@ -14,22 +14,6 @@
 namespace weft::serve {
 namespace {
 
-// A cancel check for rendering a request's chat template (RenderControl):
-// whether its client has left. Rendering looks every few thousand steps; the
-// socket is probed at most every 200 ms (a probe reads /proc), and not in a
-// render's first 200 ms, which is all that nearly every render takes.
-std::function<bool()> client_gone(const PeerAddress& peer) {
-  return
-      [peer, next_probe = std::chrono::steady_clock::now() + std::chrono::milliseconds(200), gone = false]() mutable {
-        const auto now = std::chrono::steady_clock::now();
-        if (!gone && now >= next_probe) {
-          gone = !peer_connected(peer);
-          next_probe = now + std::chrono::milliseconds(200);
-        }
-        return gone;
-      };
-}
-
 // One call of a stream's content provider: the next event as SSE lines, or
 // a check that the client is still there when none came. False ends the
 // stream (the client left, or it is complete).
@@ -74,27 +58,6 @@ bool stream_step(Request& request, const CompletionRequest& r, const ResponseMet
   }
   if (!ok) request.cancel();
   return ok;
-}
-
-// The whole reply of a request that is not streamed. The engine ends every
-// request (finish, deadline, shutdown, or the cancel when the client has gone).
-Collected collect_reply(Request& request, const PeerAddress& peer) {
-  Collected c;
-  auto next_probe = std::chrono::steady_clock::now();
-  for (;;) {
-    if (std::chrono::steady_clock::now() >= next_probe && !request.cancelled()) {
-      if (!peer_connected(peer)) request.cancel();
-      next_probe += std::chrono::milliseconds(200);
-    }
-    std::optional<Event> e = request.next(std::chrono::milliseconds(100));
-    if (!e) continue;
-    c.add(*e);
-    if (e->finished) break;
-  }
-  if (c.finish.finish_reason == "error") throw ApiError(500, "server_error", "generation failed: " + c.finish.error);
-  if (c.finish.finish_reason == "cancelled")
-    throw ApiError(503, "unavailable_error", "the request was cancelled: its client left or the server is stopping");
-  return c;
 }
 
 }  // namespace

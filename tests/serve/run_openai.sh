@@ -13,7 +13,9 @@
 #   run_openai.sh WEFT_BINARY WRITE_TEST_MODEL NODE_DIR [--workers]
 #
 # Needs node (18 or newer). Environment: KEEP_LOGS=DIR copies the servers'
-# and workers' logs there.
+# and workers' logs there; WEFT_NODE_TEST=FILE runs tests/serve/FILE instead
+# of openai.test.mjs (compat.test.mjs: the Ollama and Anthropic clients), with
+# the same arguments.
 set -euo pipefail
 if (($# < 3 || $# > 4)) || { (($# == 4)) && [[ $4 != --workers ]]; }; then
   echo "usage: $0 WEFT_BINARY WRITE_TEST_MODEL NODE_DIR [--workers]" >&2
@@ -64,7 +66,9 @@ command -v node >/dev/null || fail "node not found (install Node.js 18 or newer)
 "$writer" "$dir/model.gguf" --layers 4 --embd 128 --heads 4 --heads-kv 2 --ff 256 --vocab 1000 --ctx 4096 >/dev/null ||
   fail "$writer could not write the model"
 "$root/scripts/install-test-node.sh" "$node_dir" || fail "could not install the Node packages into $node_dir"
-cp "$here/openai.test.mjs" "$node_dir/"
+test_file=${WEFT_NODE_TEST:-openai.test.mjs}
+[[ $test_file =~ ^[a-z_]+\.test\.mjs$ && -f $here/$test_file ]] || fail "no test tests/serve/$test_file"
+cp "$here/$test_file" "$here/harness.mjs" "$node_dir/"
 
 # A free loopback port (for the workers, which have no --port-file).
 free_port() {
@@ -143,7 +147,7 @@ echo "weft serve is up: main $main_url$( ((with_workers)) && echo " (over 2 work
 # In the background, so that a signal to this script ends it at once
 # (cleanup stops it with the servers).
 rc=0
-(cd "$node_dir" && exec timeout 300 node openai.test.mjs --base "$main_url" "${workers_flag[@]}" \
+(cd "$node_dir" && exec timeout 300 node "$test_file" --base "$main_url" "${workers_flag[@]}" \
   --queue-base "$queue_url" --auth-base "$auth_url" --key-file "$dir/api.key" \
   --weft "$weft" --model "$dir/model.gguf") &
 test_pid=$!
@@ -154,7 +158,7 @@ for name in main queue auth; do
   kill -0 "${!pid_var}" 2>/dev/null || { echo "FAIL: weft serve ($name) died during the test"; rc=1; }
 done
 if ((rc != 0)); then
-  echo "FAIL: openai client test (exit $rc)"
+  echo "FAIL: $test_file (exit $rc)"
   logs_tail
 fi
 echo "run_openai.sh: $((SECONDS - start_time)) s in all"
