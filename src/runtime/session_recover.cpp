@@ -62,6 +62,7 @@ bool Session::replace_lost(const Error& cause, RecoveryReport& report) {
   std::string names;
   for (const std::string& l : report.lost) names += (names.empty() ? "" : ", ") + l;
   report.cause = cause.what();
+  lost_devices_.insert(lost_devices_.end(), report.lost.begin(), report.lost.end());
   const int64_t n_ctx = executor_->n_ctx();
   executor_.reset();  // its buffers on the survivors are freed; the lost ones' with their sessions
   drop_devices(lost);

@@ -235,6 +235,7 @@ void Engine::run() {
       if (recovered) {
         ++metrics_.recoveries;
         metrics_.groups = batch_.groups();
+        metrics_.devices_lost = session_.lost_devices();
       }
     }
     reap();

@@ -124,6 +124,7 @@ struct EngineMetrics {
   int groups = 0;             // steps that may be in flight at once (Session::batch_slots, at most slots)
   std::string last_error;     // the last step that failed, "" if none
   uint64_t recoveries = 0;    // failed steps the model recovered from (SessionOptions::recover)
+  std::vector<std::string> devices_lost;  // what those recoveries dropped (Session::lost_devices)
 };
 
 class Engine {

@@ -235,9 +235,15 @@ void Server::Impl::get_health(const httplib::Request&, httplib::Response& res) {
   else if (state == ServerState::failed)
     send_json(res, 500, {{"status", "error"}, {"error", load_error}});
   else {
+    // Degraded: serving, on fewer devices than it started with (a worker
+    // died and the model was placed again, docs/recovery.md).
     const EngineMetrics m = engine->metrics();
-    send_json(res, 200, {{"status", "ok"}, {"slots_idle", m.slots - m.slots_busy}, {"slots_processing", m.slots_busy},
-                         {"queue_length", m.queue_length}});
+    Json body = {{"status", m.devices_lost.empty() ? "ok" : "degraded"},
+                 {"slots_idle", m.slots - m.slots_busy},
+                 {"slots_processing", m.slots_busy},
+                 {"queue_length", m.queue_length}};
+    if (!m.devices_lost.empty()) body["devices_lost"] = m.devices_lost;
+    send_json(res, 200, body);
   }
 }
 

@@ -391,7 +391,7 @@ TEST_F(EngineTest, ADeadStageEndsTheRequestsWithAnError) {
 // places the model again on this host; every request goes on and gives the
 // tokens it gives alone, and the engine serves the next one.
 TEST_F(EngineTest, WithRecoverADeadStageIsPlacedAgainAndTheRequestsGoOn) {
-  constexpr int kMax = 200;  // long enough that the worker stops mid-way
+  constexpr int kMax = 120;  // long enough that the worker stops mid-way
   std::vector<std::vector<int32_t>> want;
   {
     auto ref = session(256);
@@ -435,6 +435,7 @@ TEST_F(EngineTest, WithRecoverADeadStageIsPlacedAgainAndTheRequestsGoOn) {
   EXPECT_EQ(recoveries, 1);
   EXPECT_EQ(engine.metrics().recoveries, 1u);
   EXPECT_EQ(engine.metrics().groups, 1);  // one stage left
+  EXPECT_EQ(engine.metrics().devices_lost, std::vector<std::string>{workers.endpoint(0)});  // /health: degraded
   const Outcome later = drain(*engine.submit(greedy_job(prompt(5), 4)));
   EXPECT_NE(later.finish.finish_reason, "error") << later.finish.error;
   EXPECT_EQ(engine.metrics().requests_failed, 0u);

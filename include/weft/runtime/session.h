@@ -221,8 +221,10 @@ class Session {
   model::PerplexityScore perplexity(std::span<const int32_t> tokens, int64_t n_chunks,
                                     const std::function<void(int64_t, const model::PerplexityScore&)>& on_chunk = {});
 
-  // Recoveries so far (SessionOptions::recover).
+  // Recoveries so far (SessionOptions::recover), and the devices they
+  // dropped (DeviceSpec::label(), in the order lost).
   int recoveries() const { return recoveries_; }
+  const std::vector<std::string>& lost_devices() const { return lost_devices_; }
 
   // Per device, in device order.
   std::vector<DeviceStats> stats() const;
@@ -260,6 +262,7 @@ class Session {
   std::vector<DeviceSpeed> speeds_;  // per device, when every probe succeeded
   std::string probe_failure_;        // why not, when a probe failed
   int recoveries_ = 0;
+  std::vector<std::string> lost_devices_;
   std::unique_ptr<Executor> executor_;  // declared after the devices it uses: destroyed first
 };
 
