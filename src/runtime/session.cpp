@@ -136,6 +136,8 @@ void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
     executor_ = std::make_unique<Executor>(*file_, placement, n_ctx, progress, load);
   }
   file_.reset();  // the model and the tokenizer hold copies (or the mapping, for mapped weights)
+  if (options_.recover && history_.capacity() < static_cast<size_t>(n_ctx))
+    history_.reserve(static_cast<size_t>(n_ctx));  // a token's eval then allocates nothing
 }
 
 }  // namespace weft

@@ -30,13 +30,26 @@ BatchedEval Session::batched_eval() {
   };
 }
 
+void Session::note_history(std::span<const int32_t> tokens, int64_t n_past) {
+  if (!options_.recover) return;  // kept for a recovery only
+  if (!history_known_ || n_past > static_cast<int64_t>(history_.size())) {
+    history_known_ = n_past == 0;  // a gap: what the cache holds before n_past is not known
+    history_.clear();
+    if (!history_known_) return;
+  }
+  history_.resize(static_cast<size_t>(n_past));
+  history_.insert(history_.end(), tokens.begin(), tokens.end());
+}
+
 std::vector<float> Session::eval(std::span<const int32_t> tokens, int64_t n_past, model::LogitRows rows) {
   if (!executor_) fail(ErrorKind::invalid_input, options_.name, "eval before load");
+  note_history(tokens, n_past);
   return executor_->eval(tokens, n_past, rows);
 }
 
 void Session::eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
   if (!executor_) fail(ErrorKind::invalid_input, options_.name, "eval_batch before load");
+  forget_history();
   executor_->eval_batch(batch, n_seq, logits);
 }
 
@@ -47,6 +60,7 @@ int Session::batch_slots() const {
 
 void Session::submit_batch(int slot, std::span<const model::BatchToken> batch, int64_t n_seq) {
   if (!executor_) fail(ErrorKind::invalid_input, options_.name, "submit_batch before load");
+  forget_history();
   executor_->submit_batch(slot, batch, n_seq);
 }
 
@@ -64,19 +78,17 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
                                  const TokenCallback& on_token) {
   if (!executor_) fail(ErrorKind::invalid_input, options_.name, "generate before load");
   const GenerationModel m = generation_model();
-  // Every token evaluated, from position 0: what a recovery re-evaluates
-  // (none when the generation continues a cache this call did not fill).
-  std::vector<int32_t> history;
-  const bool recoverable = options_.recover && options.start == 0;
+  // Every token in the cache from position 0 (history_, kept by every
+  // single-sequence eval): what a recovery re-evaluates. A generation that
+  // continues a cache whose start is not known cannot recover.
   auto eval_last = [&](std::span<const int32_t> t, int64_t n_past, std::vector<float>& logits) {
-    if (recoverable) {
-      history.resize(static_cast<size_t>(n_past));
-      history.insert(history.end(), t.begin(), t.end());
-    }
+    note_history(t, n_past);
     try {
       executor_->eval(t, n_past, logits, model::LogitRows::last);
     } catch (const Error& e) {
-      if (!recoverable || e.kind() != ErrorKind::disconnected || !recover(e, history, logits)) throw;
+      if (!options_.recover || !history_known_ || e.kind() != ErrorKind::disconnected ||
+          !recover(e, history_, logits))
+        throw;
     }
   };
   return run_generation(eval_last, m, prompt, options, on_token);
@@ -93,6 +105,7 @@ model::PerplexityScore Session::perplexity(
     std::span<const int32_t> tokens, int64_t n_chunks,
     const std::function<void(int64_t, const model::PerplexityScore&)>& on_chunk) {
   if (!executor_) fail(ErrorKind::invalid_input, options_.name, "perplexity before load");
+  forget_history();  // its chunks overwrite the cache
   const model::Tokenizer& tok = *tokenizer_;
   return model::chunked_perplexity(
       tokens, executor_->n_ctx(), n_chunks, tok.add_bos() ? tok.bos() : -1, params_.n_vocab,

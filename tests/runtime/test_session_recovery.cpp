@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,6 +131,37 @@ TEST_F(SessionRecovery, ParallelSequencesGoOnAfterALostStage) {
   ASSERT_EQ(reports[0].lost.size(), 1u);
   EXPECT_EQ(reports[0].lost[0], workers.endpoint(1));
   EXPECT_EQ(reports[0].plan.devices.size(), 2u);
+}
+
+// A generation that continues the cache of an earlier one (`weft chat`'s
+// next turn, GenerateOptions::start > 0) recovers from the Session's
+// history of what the cache holds: the second turn's text is unchanged.
+TEST_F(SessionRecovery, AContinuedGenerationRecoversFromTheEarlierTurns) {
+  // Turn 2 feeds turn 1's last token (never evaluated) and two more.
+  const auto turns = [](weft::Session& s, const std::function<bool(int32_t)>& on_token2) {
+    const weft::GenerateResult first = s.generate(prompt(), greedy());
+    const std::vector<int32_t> next{first.tokens.back(), 45, 46};
+    weft::GenerateOptions g = greedy();
+    g.start = static_cast<int64_t>(prompt().size() + first.tokens.size()) - 1;
+    return s.generate(next, g, on_token2).tokens;
+  };
+  weft::Session local(options({"cpu:1"}, ""));
+  local.load(128);
+  const std::vector<int32_t> want = turns(local, {});
+  weft::testing::LocalWorkers workers(2);
+  std::vector<weft::RecoveryReport> reports;
+  weft::Session s(recovering(workers, reports));
+  s.load(128);
+  int seen = 0;
+  const std::vector<int32_t> got = turns(s, [&](int32_t) {
+    if (++seen == kStopAt) workers.worker(1).stop();
+    return true;
+  });
+  EXPECT_EQ(got, want);
+  ASSERT_EQ(reports.size(), 1u);
+  // Turn 1's prompt and tokens, turn 2's prompt and its first tokens.
+  EXPECT_EQ(reports[0].tokens_reevaluated,
+            static_cast<int64_t>(prompt().size()) + kTokens - 1 + 3 + kStopAt);
 }
 
 TEST_F(SessionRecovery, WithoutRecoverTheDeathEndsTheRunNamingTheWorker) {

@@ -61,7 +61,10 @@ int cmd_chat(const ChatArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
   start_signal_thread();
 
-  Session session(session_options(args.host, kWhere));
+  SessionOptions so = session_options(args.host, kWhere);
+  so.recover = args.recover;
+  so.on_recovery = print_recovery;
+  Session session(so);
   std::string warning;
   const serve::ChatTemplate tpl = serve::load_chat_template(template_text, args.host.model, &warning);
   if (!warning.empty()) std::fprintf(stderr, "weft: warning: %s\n", warning.c_str());
@@ -141,6 +144,8 @@ void add_chat_command(CLI::App& app, Commands& out) {
   cmd->add_option("--chat-template", a->chat_template,
                   "a built-in template NAME or a FILE (default: the model's, else chatml)");
   cmd->add_flag("--stats", a->stats, "per turn: tokens evaluated and reused from the cache, speeds");
+  cmd->add_flag("--recover", a->recover,
+                "when a worker dies, re-place the model over the devices left and go on with the same reply (docs/recovery.md)");
   out.push_back({cmd, [a] { return cmd_chat(*a); }});
 }
 

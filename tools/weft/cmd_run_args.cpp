@@ -45,7 +45,7 @@ void add_run_command(CLI::App& app, Commands& out) {
                       "with --conversation: a built-in template NAME or a FILE (default: the model's, else chatml)")
       ->needs(conversation_opt);
   cmd->add_flag("--stats", a->stats, "print speeds and RPC traffic to stderr");
-  CLI::Option* recover_opt = cmd->add_flag(
+  cmd->add_flag(
       "--recover", a->recover,
       "when a worker dies, re-place the model over the devices left and go on with the same text (docs/recovery.md)");
   cmd->add_flag("--special", a->special, "read special-token strings in the prompt (e.g. <|eot_id|>) as those tokens");
@@ -57,7 +57,6 @@ void add_run_command(CLI::App& app, Commands& out) {
           ->excludes(prompt_opt)
           ->excludes(file_opt);
   for (CLI::Option* o : {prompt_opt, file_opt, prompts_opt, parallel_opt}) conversation_opt->excludes(o);
-  recover_opt->excludes(conversation_opt);  // a chat continues a cache it did not fill from position 0
 
   out.push_back({cmd, [a, run_tokens_opt] {
                    a->tokens_given = run_tokens_opt->count() > 0;

@@ -45,6 +45,7 @@ struct ChatArgs {
   std::string system;          // the system message
   std::string chat_template;   // NAME (built-in) or FILE; empty: the file's, else chatml
   bool stats = false;          // per turn: tokens evaluated, reused, speeds
+  bool recover = false;        // go on after a worker's death (docs/recovery.md)
 };
 int cmd_chat(const ChatArgs& args);
 

@@ -263,6 +263,17 @@ class Session {
   std::string probe_failure_;        // why not, when a probe failed
   int recoveries_ = 0;
   std::vector<std::string> lost_devices_;
+  // The tokens in the KV cache from position 0, as the single-sequence
+  // evals wrote them (eval, generate): what a recovery re-evaluates, so a
+  // generation continuing an earlier one (`weft chat`) recovers too.
+  // Unknown after a batch over sequences, or an eval past what is known.
+  void note_history(std::span<const int32_t> tokens, int64_t n_past);
+  void forget_history() {
+    history_.clear();
+    history_known_ = false;
+  }
+  std::vector<int32_t> history_;
+  bool history_known_ = false;
   std::unique_ptr<Executor> executor_;  // declared after the devices it uses: destroyed first
 };
 
