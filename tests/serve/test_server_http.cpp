@@ -139,7 +139,7 @@ TEST_F(ServerHttp, HostileRequestsGetErrorsAndTheServerKeepsServing) {
       {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":-1})", 400, "max_tokens"},
       {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":99999999999999999999999})", 400, "max_tokens"},
       {R"({"messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", 400, "temperature"},
-      {R"({"messages":[{"role":"user","content":"hi"}],"n":2})", 400, "'n'"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"n":9})", 400, "--max-choices"},
       {R"({"messages":[]})", 400, "messages"},
       {R"({"messages":[{"content":"no role"}]})", 400, "role"},
       {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", 400, "text"},
