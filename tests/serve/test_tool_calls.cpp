@@ -133,6 +133,11 @@ TEST(ToolCalls, ParsesEachFamilysForms) {
     expect_call(p, 1, "get_time", rome);
     EXPECT_EQ(p.content, "Let me check.\n");
     // Arguments as a JSON string, and a last block without its closing tag.
+    // Text after the calls is content too.
+    const ParsedReply after = parse_tool_calls(
+        ToolFamily::hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>\nDone.", kWeather, true);
+    ASSERT_EQ(after.calls.size(), 1u);
+    EXPECT_EQ(after.content, "Done.");
     const ParsedReply q = parse_tool_calls(
         ToolFamily::hermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}",
         kWeather, true);
@@ -223,6 +228,7 @@ TEST(ToolCalls, MalformedRepliesStayText) {
       {ToolFamily::hermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"not json\"}</tool_call>"},
       {ToolFamily::hermes, "<tool_call>{\"name\": \"get_weather\"}</tool_call>"},
       {ToolFamily::hermes, "<tool_call>{\"name\": 5, \"arguments\": {}}</tool_call>"},
+      {ToolFamily::hermes, "<tool_call>{\"name\": \"get_weather\", \"parameters\": {}}</tool_call>"},  // llama3's key
       {ToolFamily::hermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}} trailing</tool_call>"},
       {ToolFamily::hermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call><tool_call>{oops"},
       {ToolFamily::hermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"a\": " + deep + "}}</tool_call>"},
@@ -239,10 +245,13 @@ TEST(ToolCalls, MalformedRepliesStayText) {
       {ToolFamily::mistral, "[TOOL_CALLS]get_weather[ARGS]{\"city\": "},
       {ToolFamily::gpt_oss, "<|channel|>final<|message|>It is sunny.<|return|>"},  // no call
       {ToolFamily::gpt_oss, "<|channel|>commentary to=browser.search<|message|>{\"q\": 1}<|call|>"},
+      {ToolFamily::gpt_oss, "<|channel|>analysis to=python<|message|>print(1)<|call|>"},  // a built-in tool
       {ToolFamily::gpt_oss, "<|channel|>commentary to=functions.get_weather<|message|>{\"city\"<|call|>"},
       {ToolFamily::gpt_oss, "<|channel|>commentary to=functions.get_weather json"},  // no <|message|>
       {ToolFamily::gpt_oss, "<|channel|>weird<|message|>x<|end|><|channel|>commentary to=functions.get_time<|message|>{}"},
       {ToolFamily::deepseek, "<｜tool▁calls▁begin｜>"},
+      {ToolFamily::deepseek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{}\n```"
+                             "garbage"},
       {ToolFamily::deepseek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n{\"a\": 1}"},
       {ToolFamily::deepseek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"a\": 1}"},
       {ToolFamily::deepseek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather{\"a\": 1}<｜tool▁call▁end｜>"},
@@ -399,6 +408,24 @@ TEST(ToolRequest, HistoryRendersAsTheTemplatesExpect) {
     t.set_clock([at = std::chrono::system_clock::from_time_t(std::mktime(&tm))] { return at; });
     EXPECT_EQ(t.render(vars), c["expected"].get<std::string>()) << tpl;
   }
+}
+
+// DeepSeek's template concatenates the arguments' text and renders calls
+// only for a content of none; the others read arguments as an object.
+TEST(ToolRequest, HistoryPerFamily) {
+  const Json sent = Json::parse(R"([{"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+                                      "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+                                    {"role": "assistant", "content": "", "tool_calls": [{"id": "call_2", "type": "function",
+                                      "function": {"name": "f", "arguments": "not json"}}]}])");
+  Json ds = sent;
+  weft::serve::tool_history_for_template(ds, ToolFamily::deepseek);
+  EXPECT_TRUE(ds[0]["content"].is_null());
+  EXPECT_EQ(ds[0]["tool_calls"][0]["function"]["arguments"], "{\"a\": 1}");
+  Json qwen = sent;
+  weft::serve::tool_history_for_template(qwen, ToolFamily::hermes);
+  EXPECT_EQ(qwen[0]["content"], "");
+  EXPECT_EQ(qwen[0]["tool_calls"][0]["function"]["arguments"], Json({{"a", 1}}));
+  EXPECT_EQ(qwen[1]["tool_calls"][0]["function"]["arguments"], "not json");  // left as sent
 }
 
 TEST(Choices, SeedsOfChoices) {
