@@ -146,6 +146,11 @@ void Server::Impl::load() {
     if (source.empty() && warning.empty())
       source = GgufFile::open(options.session.model)->get_string("tokenizer.chat_template").value_or("");
     api.tool_family = detect_tool_family(source);
+    if (options.log)
+      std::fprintf(stderr, "[serve] tool calls: %s\n",
+                   api.tool_family == ToolFamily::none
+                       ? "not parsed (the chat template spells no known tool-call format)"
+                       : (std::string("parsed in the ") + tool_family_name(api.tool_family) + " format").c_str());
     for (const std::string& marker : tool_call_markers(api.tool_family)) {
       const std::vector<int32_t> ids = tok.encode(marker, false, true);
       if (ids.size() == 1 && tok.token_text(ids[0]) == marker && tok.decode_token(ids[0]).empty())
