@@ -117,9 +117,9 @@ struct Collected {
 // message with tool_calls and finish_reason "tool_calls".
 Json full_response(const CompletionRequest& r, const ResponseMeta& meta, const std::vector<Collected>& choices,
                    const model::Tokenizer& tok);
-// One stream chunk for an event's text (and, with finished, its
-// finish_reason); the first chunk of a chat also carries the role.
-// (choice index), with tool_calls deltas when given.
+// One stream chunk of choice index for an event's text (and, with
+// finished, its finish_reason); the first chunk of a chat's choice also
+// carries the role; tool_calls, when not null, is the delta's tool_calls.
 Json stream_chunk(const CompletionRequest& r, const ResponseMeta& meta, const Event& e, bool first,
                   const model::Tokenizer& tok, int index = 0, const Json& tool_calls = Json());
 // The usage-only chunk that stream_options.include_usage adds last: the

@@ -58,8 +58,8 @@ struct StreamState {
         return e;
       }
     }
-    for (which = 0; which < n && finished[which]; ++which) {
-    }
+    which = 0;
+    while (which < n && finished[which]) ++which;
     return which < n ? requests[which]->next(std::chrono::milliseconds(n == 1 ? 100 : 10)) : std::nullopt;
   }
 };

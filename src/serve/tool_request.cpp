@@ -54,9 +54,9 @@ ToolOptions read_tool_options(const Json& body, ToolFamily family, Json& extra) 
       bad_request("parallel_tool_calls", "'parallel_tool_calls' must be true or false");
     out.parallel = body["parallel_tool_calls"].get<bool>();
   }
+  // "tools": [] is as none.
   const bool has_tools = given("tools") && !(body["tools"].is_array() && body["tools"].empty());
   std::vector<std::string> names = has_tools ? tool_names(body["tools"]) : std::vector<std::string>{};
-  if (given("tools") && !has_tools) tool_names(body["tools"]);  // [] is fine; anything else is checked
 
   std::string choice = "auto";
   if (given("tool_choice")) {
