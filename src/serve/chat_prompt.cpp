@@ -80,6 +80,7 @@ std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx, co
   std::vector<std::string> contents;
   Json vars = Json::object();
   vars["messages"] = normalize(messages, contents);
+  tool_history_for_template(vars["messages"], ctx.tool_family);
   vars["add_generation_prompt"] = true;
   vars["bos_token"] = ctx.bos_token;
   vars["eos_token"] = ctx.eos_token;

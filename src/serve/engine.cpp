@@ -76,7 +76,9 @@ class Engine::Active final : public BatchSink {
     out_.tokens.push_back(token);
     // A file whose vocabulary outgrows its tokenizer has ids without text:
     // decode_token throws, and the request ends with the error.
-    if (text_.append(engine_.session_.tokenizer().decode_token(token))) return false;  // a stop string
+    const model::Tokenizer& tok = engine_.session_.tokenizer();
+    const bool as_text = std::find(job_.text_tokens.begin(), job_.text_tokens.end(), token) != job_.text_tokens.end();
+    if (text_.append(as_text ? tok.token_text(token) : tok.decode_token(token))) return false;  // a stop string
     std::string ready = text_.take_ready();
     if (!ready.empty()) {
       Event e = std::move(out_);
@@ -188,22 +190,33 @@ void Engine::shutdown() {
 }
 
 std::shared_ptr<Request> Engine::submit(Job job) {
-  batch_.check(batch_job(job));  // throws naming what is wrong
-  auto request = std::make_shared<Request>();
+  std::vector<Job> one;
+  one.push_back(std::move(job));
+  std::vector<std::shared_ptr<Request>> r = submit_group(std::move(one));
+  return r.empty() ? nullptr : std::move(r[0]);
+}
+
+std::vector<std::shared_ptr<Request>> Engine::submit_group(std::vector<Job> jobs) {
+  if (jobs.empty()) fail(ErrorKind::invalid_input, kWhere, "a group of no jobs");
+  for (const Job& job : jobs) batch_.check(batch_job(job));  // throws naming what is wrong
+  std::vector<std::shared_ptr<Request>> requests;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) fail(ErrorKind::disconnected, kWhere, "the server is stopping");
     // Free slots take requests at once; beyond them max_queue may wait.
     const size_t free_slots = static_cast<size_t>(metrics_.slots - metrics_.slots_busy);
-    if (queue_.size() >= options_.max_queue + free_slots) {
+    if (queue_.size() + jobs.size() > options_.max_queue + free_slots) {
       ++metrics_.requests_rejected;
-      return nullptr;
+      return {};
     }
-    queue_.push_back({std::move(job), request});
+    for (Job& job : jobs) {
+      requests.push_back(std::make_shared<Request>());
+      queue_.push_back({std::move(job), requests.back()});
+    }
     metrics_.queue_length = queue_.size();
   }
   cv_.notify_all();
-  return request;
+  return requests;
 }
 
 EngineMetrics Engine::metrics() const {

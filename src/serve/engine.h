@@ -50,6 +50,9 @@ struct Job {
   std::vector<std::string> stop;  // stop strings (the text ends before the first match)
   bool ignore_eos = false;
   int top_logprobs = -1;  // -1: no logprobs; else the chosen token's and this many alternatives'
+  // Control tokens whose vocabulary text the request's text includes (they
+  // decode to "" otherwise): the tool-call markers its reply is parsed for.
+  std::vector<int32_t> text_tokens;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
@@ -141,6 +144,10 @@ class Engine {
   // when the prompt is empty or longer than a slot's context,
   // Error(disconnected) after shutdown().
   std::shared_ptr<Request> submit(Job job);
+  // Queues jobs together (a request's n choices, each its own sequence):
+  // all of them, or none when the queue cannot take them all (an empty
+  // vector, counted as one rejection). Throws as submit().
+  std::vector<std::shared_ptr<Request>> submit_group(std::vector<Job> jobs);
   // Stops the thread; requests still queued or running finish with
   // "cancelled". Idempotent; the engine stays valid (submit refuses).
   void shutdown();

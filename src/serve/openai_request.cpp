@@ -63,8 +63,8 @@ int64_t integer(const Json& body, const char* name, int64_t fallback, int64_t lo
     return i;
   }
   if (v->is_number_unsigned()) {
-    const uint64_t u = v->get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi)) bad_request(name, std::string("'") + name + "' must be an integer in " + range);
+    const uint64_t u = v->get<uint64_t>();  // (JSON's non-negative integers parse as unsigned)
+    if (u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo))) bad_request(name, std::string("'") + name + "' must be an integer in " + range);
     return static_cast<int64_t>(u);
   }
   if (v->is_number_float()) {  // 5.0 is 5 (converted only when it fits an int64_t)
@@ -139,7 +139,9 @@ CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext
     if (!m->is_string()) bad_request("model", "'model' must be a string");
     r.model = m->get<std::string>();
   }
-  if (integer(body, "n", 1, 1, 1) != 1) bad_request("n", "'n' must be 1");
+  if (const Json* n = field(body, "n"); n && n->is_number() && n->get<double>() > ctx.max_choices)
+    bad_request("n", "'n' must be at most " + std::to_string(ctx.max_choices) + " (this server's --max-choices)");
+  r.n = static_cast<int>(integer(body, "n", 1, 1, std::max(1, ctx.max_choices)));
   r.stream = boolean(body, "stream", false);
   if (const Json* so = field(body, "stream_options")) {
     if (!so->is_object()) bad_request("stream_options", "'stream_options' must be an object");
@@ -151,8 +153,10 @@ CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext
     const Json* messages = field(body, "messages");
     if (!messages) bad_request("messages", "'messages' is required");
     Json extra = Json::object();
-    for (const char* key : {"tools", "tool_choice", "chat_template_kwargs"})
-      if (const Json* v = field(body, key)) extra[key] = *v;
+    if (const Json* v = field(body, "chat_template_kwargs")) extra["chat_template_kwargs"] = *v;
+    r.tools = read_tool_options(body, ctx.tool_family, extra);
+    r.tool_family = ctx.tool_family;
+    if (r.tools.parse) job.text_tokens = ctx.tool_marker_tokens;
     job.prompt = chat_prompt(*messages, ctx, extra, render_control);
   } else {
     job.prompt = completion_prompt(body, ctx);

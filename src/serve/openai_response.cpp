@@ -84,37 +84,79 @@ void Collected::add(const Event& e) {
 }
 
 std::string openai_finish_reason(const std::string& engine_reason) {
-  return engine_reason == "stop" ? "stop" : "length";
+  return engine_reason == "stop" || engine_reason == "tool_calls" ? engine_reason : "length";
 }
 
-Json full_response(const CompletionRequest& r, const ResponseMeta& meta, const Collected& c,
+uint64_t choice_seed(uint64_t seed, int i) {
+  if (i == 0) return seed;
+  uint64_t z = seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;  // SplitMix64
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+Json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
+  Json out = Json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Json call = Json::object();
+    if (indexed) call["index"] = i;
+    call["id"] = calls[i].id;
+    call["type"] = "function";
+    call["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+Json full_response(const CompletionRequest& r, const ResponseMeta& meta, const std::vector<Collected>& choices,
                    const model::Tokenizer& tok) {
   Json out = envelope(r, meta, false);
-  Json choice = Json::object();
-  choice["index"] = 0;
-  if (r.chat)
-    choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-  else
-    choice["text"] = c.text;
-  choice["logprobs"] = !r.logprobs ? Json(nullptr)
-                       : r.chat    ? chat_logprobs(c.chosen, c.top, tok)
-                                   : completion_logprobs(c.chosen, c.top, tok, 0);
-  choice["finish_reason"] = openai_finish_reason(c.finish.finish_reason);
-  out["choices"] = Json::array({choice});
-  out["usage"] = usage_of(c.finish);
-  out["timings"] = timings_of(c.finish);
+  out["choices"] = Json::array();
+  Event total = choices.at(0).finish;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Collected& c = choices[i];
+    if (i > 0) total.completion_tokens += c.finish.completion_tokens;
+    Json choice = Json::object();
+    choice["index"] = i;
+    std::string finish = openai_finish_reason(c.finish.finish_reason);
+    if (r.chat) {
+      Json message = {{"role", "assistant"}, {"content", c.text}};
+      // Only a reply the model ended itself: one cut by max_tokens stays text.
+      if (r.tools.parse && finish == "stop") {
+        ParsedReply p = parse_tool_calls(r.tool_family, c.text, r.tools.names, r.tools.parallel);
+        if (!p.calls.empty()) {
+          message["content"] = p.content.find_first_not_of(" \t\r\n") == std::string::npos ? Json(nullptr)
+                                                                                           : Json(p.content);
+          if (!p.reasoning.empty()) message["reasoning_content"] = p.reasoning;
+          message["tool_calls"] = tool_calls_json(p.calls, false);
+          finish = "tool_calls";
+        }
+      }
+      choice["message"] = std::move(message);
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["logprobs"] = !r.logprobs ? Json(nullptr)
+                         : r.chat    ? chat_logprobs(c.chosen, c.top, tok)
+                                     : completion_logprobs(c.chosen, c.top, tok, 0);
+    choice["finish_reason"] = finish;
+    out["choices"].push_back(std::move(choice));
+  }
+  out["usage"] = usage_of(total);
+  out["timings"] = timings_of(choices[0].finish);
   return out;
 }
 
 Json stream_chunk(const CompletionRequest& r, const ResponseMeta& meta, const Event& e, bool first,
-                  const model::Tokenizer& tok) {
+                  const model::Tokenizer& tok, int index, const Json& tool_calls) {
   Json out = envelope(r, meta, true);
   Json choice = Json::object();
-  choice["index"] = 0;
+  choice["index"] = index;
   if (r.chat) {
     Json delta = Json::object();
     if (first) delta["role"] = "assistant";
-    if (!e.text.empty() || (first && !e.finished)) delta["content"] = e.text;
+    if (!e.text.empty() || (first && !e.finished && tool_calls.is_null())) delta["content"] = e.text;
+    if (!tool_calls.is_null()) delta["tool_calls"] = tool_calls;
     choice["delta"] = delta;
   } else {
     choice["text"] = e.text;
@@ -128,10 +170,12 @@ Json stream_chunk(const CompletionRequest& r, const ResponseMeta& meta, const Ev
   return out;
 }
 
-Json usage_chunk(const CompletionRequest& r, const ResponseMeta& meta, const Event& finished) {
+Json usage_chunk(const CompletionRequest& r, const ResponseMeta& meta, const std::vector<Event>& finished) {
   Json out = envelope(r, meta, true);
   out["choices"] = Json::array();
-  out["usage"] = usage_of(finished);
+  Event total = finished.at(0);
+  for (size_t i = 1; i < finished.size(); ++i) total.completion_tokens += finished[i].completion_tokens;
+  out["usage"] = usage_of(total);
   return out;
 }
 

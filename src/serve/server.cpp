@@ -63,6 +63,7 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
   if (o.http_threads < 2) fail(ErrorKind::invalid_input, kWhere, "http_threads must be at least 2");
   if (o.max_tokens < 0) fail(ErrorKind::invalid_input, kWhere, "--max-tokens must not be negative");
   if (o.max_queue > 1024) fail(ErrorKind::invalid_input, kWhere, "--max-queue must be at most 1024");
+  if (o.max_choices < 1 || o.max_choices > 128) fail(ErrorKind::invalid_input, kWhere, "--max-choices must be in [1, 128]");
   if (!(o.request_timeout_seconds > 0 && o.request_timeout_seconds <= 1e7))
     fail(ErrorKind::invalid_input, kWhere, "--timeout must be in (0, 1e7] seconds");
   if (o.read_timeout_seconds < 1) fail(ErrorKind::invalid_input, kWhere, "read_timeout_seconds must be at least 1");
@@ -138,6 +139,23 @@ void Server::Impl::load() {
     api.n_vocab = sess->params().n_vocab;
     api.slot_context = options.ctx_size / options.parallel;
     api.max_tokens_limit = options.max_tokens;
+    api.max_choices = options.max_choices;
+    // Tool calls: the family the template's text names, and its markers
+    // that are control tokens (decoded to "" unless a request asks).
+    std::string source = options.chat_template;
+    if (source.empty() && warning.empty())
+      source = GgufFile::open(options.session.model)->get_string("tokenizer.chat_template").value_or("");
+    api.tool_family = detect_tool_family(source);
+    if (options.log)
+      std::fprintf(stderr, "[serve] tool calls: %s\n",
+                   api.tool_family == ToolFamily::none
+                       ? "not parsed (the chat template spells no known tool-call format)"
+                       : (std::string("parsed in the ") + tool_family_name(api.tool_family) + " format").c_str());
+    for (const std::string& marker : tool_call_markers(api.tool_family)) {
+      const std::vector<int32_t> ids = tok.encode(marker, false, true);
+      if (ids.size() == 1 && tok.token_text(ids[0]) == marker && tok.decode_token(ids[0]).empty())
+        api.tool_marker_tokens.push_back(ids[0]);
+    }
     EngineOptions eo;
     eo.slots = options.parallel;
     eo.pipelined = options.pipelined;

@@ -26,6 +26,10 @@ const {values: opt} = parseArgs({
     'key-file': {type: 'string'},
     'weft': {type: 'string'},
     'model': {type: 'string'},
+    // run_openai.sh passes every server it starts; the tools server is the
+    // OpenAI test's alone.
+    'tools-base': {type: 'string'},
+    'tool-prompts': {type: 'string'},
   },
 });
 if (!opt.base || (opt['auth-base'] && !opt['key-file'])) {

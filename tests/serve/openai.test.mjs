@@ -14,6 +14,9 @@
 //                 --max-tokens 64 (reached at 127.0.0.1), FILE given as --key-file
 //   --weft, --model  run `weft serve --host 0.0.0.0` without a key file, which
 //                 must exit non-zero naming --api-key-file
+//   --tools-base, --tool-prompts  a server started with --chat-template
+//                 chat_templates/qwen2_5.jinja, and tool_prompts/tool_prompts.json:
+//                 the prompts Python's Jinja2 renders for the chats sent with tools
 //
 // Run from a folder where `openai` resolves (scripts/install-test-node.sh;
 // tests/serve/run_openai.sh does it all). The model is a tiny random-weight
@@ -34,11 +37,15 @@ const {values: opt} = parseArgs({
     'key-file': {type: 'string'},
     'weft': {type: 'string'},
     'model': {type: 'string'},
+    'tools-base': {type: 'string'},
+    'tool-prompts': {type: 'string'},
   },
 });
-if (!opt.base || (opt['auth-base'] && !opt['key-file']) || (!opt.weft !== !opt.model)) {
+if (!opt.base || (opt['auth-base'] && !opt['key-file']) || (!opt.weft !== !opt.model) ||
+    (!opt['tools-base'] !== !opt['tool-prompts'])) {
   console.error('usage: node openai.test.mjs --base URL [--workers N] [--queue-base URL] ' +
-                '[--auth-base URL --key-file FILE] [--weft BINARY --model FILE]');
+                '[--auth-base URL --key-file FILE] [--weft BINARY --model FILE] ' +
+                '[--tools-base URL --tool-prompts FILE]');
   process.exit(2);
 }
 const BASE = opt.base.replace(/\/$/, '');
@@ -550,11 +557,89 @@ await part('cancellation of a whole (non-stream) request', async () => {
         `${end.weft_generated_tokens_total - before.weft_generated_tokens_total} tokens generated`);
 });
 
+// The seed of choice i of a request seeded with seed: seed for choice 0,
+// else SplitMix64's output for seed + i (a reference of weft's choice_seed).
+function choiceSeed(seed, i) {
+  if (i === 0) return BigInt(seed);
+  const M = (1n << 64n) - 1n;
+  let z = (BigInt(seed) + BigInt(i) * 0x9e3779b97f4a7c15n) & M;
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M;
+  return z ^ (z >> 31n);
+}
+// A body with a seed beyond 2^53 (JSON numbers in JavaScript lose it): as text.
+const withSeed = (body, seed) => JSON.stringify({...body, seed: 0}).replace('"seed":0', `"seed":${seed}`);
+
+// A stream's chunks by choice index: text, roles, finish_reasons.
+async function streamChoices(s) {
+  const by = {};
+  let usage = null;
+  for await (const ch of s) {
+    if (ch.usage) usage = ch.usage;
+    for (const c of ch.choices) {
+      const b = (by[c.index] ??= {text: '', roles: 0, finishes: []});
+      b.text += c.delta?.content ?? c.text ?? '';
+      if (c.delta?.role) b.roles++;
+      if (c.finish_reason) b.finishes.push(c.finish_reason);
+    }
+  }
+  return {by, usage};
+}
+
+await part('n choices', async () => {
+  const body = chatBody('Invent a word.', {temperature: 1, seed: 77, max_tokens: 12, ignore_eos: true});
+  const r = await api.chat.completions.create({...body, n: 3});
+  check(r.choices.length === 3 && r.choices.every((c, i) => c.index === i && typeof c.message?.content === 'string' &&
+                                                          c.finish_reason === 'length'),
+        'chat n 3: three choices, indexed 0-2', show(r.choices));
+  const texts = r.choices.map((c) => c.message.content);
+  check(new Set(texts).size > 1, 'chat n 3 at temperature 1: the choices differ', show(texts));
+  const one = await api.chat.completions.create(body);
+  check(texts[0] === one.choices[0].message.content, 'chat n 3: choice 0 is the n 1 reply of the same seed',
+        `${show(texts[0])} vs ${show(one.choices[0].message.content)}`);
+  for (const i of [1, 2]) {
+    const alone = await fetchJson(BASE + '/v1/chat/completions', {method: 'POST', body: withSeed(body, choiceSeed(77, i))});
+    check(alone.status === 200 && alone.json.choices[0].message.content === texts[i],
+          `chat n 3: choice ${i} is the reply of seed SplitMix64(77 + ${i}·φ) = ${choiceSeed(77, i)}`,
+          `${show(alone.json?.choices?.[0]?.message?.content ?? alone.text)} vs ${show(texts[i])}`);
+  }
+  check(r.usage.prompt_tokens === one.usage.prompt_tokens && r.usage.completion_tokens === 36 &&
+        r.usage.total_tokens === r.usage.prompt_tokens + 36, 'chat n 3: usage counts the prompt once, every choice\'s tokens',
+        show(r.usage));
+
+  const s = await streamChoices(await api.chat.completions.create(
+    {...body, n: 3, stream: true, stream_options: {include_usage: true}}));
+  check([0, 1, 2].every((i) => s.by[i]?.text === texts[i]), 'chat n 3 streamed: each index\'s deltas equal its choice',
+        show(Object.values(s.by).map((b) => b.text)));
+  check(Object.keys(s.by).length === 3 && Object.values(s.by).every((b) => b.roles === 1 && b.finishes.length === 1 &&
+                                                                        b.finishes[0] === 'length'),
+        'chat n 3 streamed: one role and one finish_reason per choice', show(s.by));
+  check(sameCounts(s.usage, r.usage), 'chat n 3 streamed: the usage chunk counts all choices', show(s.usage));
+
+  const cbody = {model: MODEL, prompt: 'Once upon a time', temperature: 1, seed: 5, max_tokens: 10, ignore_eos: true};
+  const c = await api.completions.create({...cbody, n: 2});
+  check(c.choices.length === 2 && c.choices[0].index === 0 && c.choices[1].index === 1 &&
+        c.usage.completion_tokens === 20, 'completion n 2: two choices', show(c.choices));
+  const c0 = await api.completions.create(cbody);
+  check(c.choices[0].text === c0.choices[0].text, 'completion n 2: choice 0 is the n 1 text');
+  const alone = await fetchJson(BASE + '/v1/completions', {method: 'POST', body: withSeed(cbody, choiceSeed(5, 1))});
+  check(alone.json?.choices?.[0]?.text === c.choices[1].text, 'completion n 2: choice 1 is the text of its derived seed',
+        `${show(alone.json?.choices?.[0]?.text)} vs ${show(c.choices[1].text)}`);
+  const cs = await streamChoices(await api.completions.create({...cbody, n: 2, stream: true}));
+  check(cs.by[0]?.text === c.choices[0].text && cs.by[1]?.text === c.choices[1].text &&
+        cs.by[0].finishes.length === 1 && cs.by[1].finishes.length === 1, 'completion n 2 streamed: each index\'s text',
+        show(cs.by));
+  const greedy = await api.chat.completions.create({...chatBody('Hi.'), temperature: 0, max_tokens: 8, n: 2});
+  check(greedy.choices[0].message.content === greedy.choices[1].message.content,
+        'chat n 2 at temperature 0: both choices are the greedy reply');
+});
+
 await part('errors', async () => {
   const chat = (extra) => () => api.chat.completions.create({...chatBody('hi'), max_tokens: 4, ...extra});
   await expectError('temperature 5 is a 400 naming temperature', chat({temperature: 5}), OpenAI.BadRequestError, 400,
                     'temperature');
-  await expectError('n 2 is a 400 naming n', chat({n: 2}), OpenAI.BadRequestError, 400, 'n');
+  await expectError('n 9 (over --max-choices 8) is a 400 naming n', chat({n: 9}), OpenAI.BadRequestError, 400, 'n');
+  await expectError('n 0 is a 400 naming n', chat({n: 0}), OpenAI.BadRequestError, 400, 'n');
   await expectError('missing messages is a 400 naming messages',
                     () => api.chat.completions.create({model: MODEL, max_tokens: 4}), OpenAI.BadRequestError, 400,
                     'messages');
@@ -657,6 +742,13 @@ if (opt['queue-base']) {
           `${before.weft_requests_cancelled_total} -> ${(await metrics(QB)).weft_requests_cancelled_total}`);
     const r = await q.chat.completions.create(chatBody('Fourth.', {max_tokens: 3, ignore_eos: true}));
     check(r.usage.completion_tokens === 3, 'queue server: serves again');
+    // n choices take a slot or queue place each: 1 slot and 1 place hold 2.
+    const two = await q.chat.completions.create(chatBody('Fifth.', {max_tokens: 3, ignore_eos: true, n: 2}));
+    check(two.choices.length === 2, 'queue server: n 2 fits its one slot and one queue place');
+    const e3 = await expectError('queue server: n 3 is a 429 (more choices than slots and queue places)',
+                                 () => q.chat.completions.create(chatBody('Sixth.', {max_tokens: 3, n: 3})),
+                                 OpenAI.RateLimitError, 429);
+    check(/choices/.test(e3?.error?.message ?? ''), 'the 429 says the choices do not fit', show(e3?.error?.message));
   });
 }
 
@@ -700,6 +792,68 @@ if (opt['auth-base']) {
     check(capped.usage.completion_tokens === 64, 'max_tokens 64 under --max-tokens 64 is served');
     const tk = await fetchJson(AB + '/tokenize', {method: 'POST', body: {content: 'hi'}, key});
     check(tk.status === 200, 'right key: /tokenize', tk.text);
+  });
+}
+
+if (opt['tools-base']) {
+  await part('tools', async () => {
+    const TB = opt['tools-base'].replace(/\/$/, '');
+    const t = client(TB);
+    const fx = JSON.parse(fs.readFileSync(opt['tool-prompts'], 'utf8'));
+    const {weather, clock} = fx.tools;
+    // The history as an OpenAI client sends it: arguments as JSON text, content null.
+    const history = fx.history.map((m) => m.tool_calls ? {
+      ...m, content: null,
+      tool_calls: m.tool_calls.map((c) => ({...c, function: {...c.function, arguments: JSON.stringify(c.function.arguments)}})),
+    } : m);
+    const tokens = async (text) => (await fetchJson(TB + '/tokenize', {
+      method: 'POST', body: {content: text, add_special: true, parse_special: true}})).json.tokens.length;
+    const base = {model: MODEL, messages: fx.question, temperature: 0, max_tokens: 16};
+    const cases = [
+      ['no tools', {}, 'plain'],
+      ['tools', {tools: [weather, clock]}, 'tools'],
+      ['tool_choice "auto"', {tools: [weather, clock], tool_choice: 'auto'}, 'tools'],
+      ['tool_choice "required"', {tools: [weather, clock], tool_choice: 'required'}, 'tools'],
+      ['tool_choice naming get_time', {tools: [weather, clock], tool_choice: {type: 'function', function: {name: 'get_time'}}},
+       'named'],
+      ['tool_choice "none"', {tools: [weather, clock], tool_choice: 'none'}, 'plain'],
+      ['parallel_tool_calls false', {tools: [weather, clock], parallel_tool_calls: false}, 'tools'],
+      ['a tool call and its result in the history', {messages: history, tools: [weather, clock]}, 'history'],
+    ];
+    const counts = {};
+    for (const [what, extra, prompt] of cases) {
+      const r = await t.chat.completions.create({...base, ...extra});
+      const expected = await tokens(fx.prompts[prompt]);
+      counts[prompt] = expected;
+      check(r.usage.prompt_tokens === expected,
+            `tools: ${what}: the prompt is the reference rendering (${prompt}, ${expected} tokens)`,
+            `${r.usage.prompt_tokens} vs ${expected}`);
+      const m = r.choices[0].message;
+      // The tiny random model writes no call: its reply comes back as text.
+      check(typeof m.content === 'string' && m.tool_calls === undefined &&
+            ['stop', 'length'].includes(r.choices[0].finish_reason), `tools: ${what}: a reply without a call is text`,
+            show(r.choices[0]));
+    }
+    check(counts.tools > counts.named && counts.named > counts.plain, 'tools: the tools make the prompt longer',
+          show(counts));
+    const body = {...base, tools: [weather, clock], max_tokens: 24, ignore_eos: true};
+    const whole = await t.chat.completions.create(body);
+    const s = await streamChat(t, body);
+    check(s.text === whole.choices[0].message.content && s.finish === whole.choices[0].finish_reason &&
+          s.chunks.every((c) => c.choices[0]?.delta?.tool_calls === undefined),
+          'tools streamed: text deltas equal the whole reply, no tool_calls', `${show(s.text)} vs ${show(whole.choices[0].message.content)}`);
+    const chat = (extra) => () => t.chat.completions.create({...base, ...extra});
+    await expectError('tools: tools not an array is a 400 naming tools', chat({tools: 'x'}), OpenAI.BadRequestError, 400,
+                      'tools');
+    await expectError('tools: a tool without a function is a 400 naming tools', chat({tools: [{type: 'function'}]}),
+                      OpenAI.BadRequestError, 400, 'tools', false);
+    await expectError('tools: tool_choice naming no tool is a 400 naming tool_choice',
+                      chat({tools: [weather], tool_choice: {type: 'function', function: {name: 'nope'}}}),
+                      OpenAI.BadRequestError, 400, 'tool_choice');
+    await expectError('tools: parallel_tool_calls "yes" is a 400 naming it', chat({tools: [weather], parallel_tool_calls: 'yes'}),
+                      OpenAI.BadRequestError, 400, 'parallel_tool_calls');
+    const ok = await t.chat.completions.create({...base, max_tokens: 2});
+    check(ok.choices.length === 1, 'tools: the server still serves after the errors');
   });
 }
 

@@ -6,6 +6,9 @@
 #          layers split over this CPU and two `weft worker`s on loopback)
 #   queue: --parallel 1 --max-queue 1 (the 429 checks)
 #   auth:  --host 0.0.0.0 --api-key-file KEY --max-tokens 64 (reached at 127.0.0.1)
+#   tools: --parallel 2 --chat-template chat_templates/qwen2_5.jinja (a real
+#          template that renders tools; its prompts checked against
+#          tool_prompts/tool_prompts.json)
 # -- waits for each one's /health, runs the test from NODE_DIR (its Node
 # packages installed there by scripts/install-test-node.sh) and always stops
 # every process it started. Exit status: the test's.
@@ -119,6 +122,7 @@ start_server() {
 start_server main --ctx-size 16384 --parallel 4 --alias weft-test "${worker_args[@]}"
 start_server queue --ctx-size 4096 --parallel 1 --max-queue 1
 start_server auth --ctx-size 1024 --parallel 1 --host 0.0.0.0 --api-key-file "$dir/api.key" --max-tokens 64
+start_server tools --ctx-size 8192 --parallel 2 --chat-template "$here/chat_templates/qwen2_5.jinja"
 
 # Each server's port, once it listens; then its /health answering 200.
 health='fetch(process.argv[1] + "/health").then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))'
@@ -141,19 +145,21 @@ wait_ready() {
 wait_ready main
 wait_ready queue
 wait_ready auth
+wait_ready tools
 echo "weft serve is up: main $main_url$( ((with_workers)) && echo " (over 2 workers)"), queue $queue_url," \
-  "auth $auth_url ($((SECONDS - start_time)) s)"
+  "auth $auth_url, tools $tools_url ($((SECONDS - start_time)) s)"
 
 # In the background, so that a signal to this script ends it at once
 # (cleanup stops it with the servers).
 rc=0
 (cd "$node_dir" && exec timeout 300 node "$test_file" --base "$main_url" "${workers_flag[@]}" \
   --queue-base "$queue_url" --auth-base "$auth_url" --key-file "$dir/api.key" \
+  --tools-base "$tools_url" --tool-prompts "$here/tool_prompts/tool_prompts.json" \
   --weft "$weft" --model "$dir/model.gguf") &
 test_pid=$!
 pids+=("$test_pid")
 wait "$test_pid" || rc=$?
-for name in main queue auth; do
+for name in main queue auth tools; do
   pid_var=${name}_pid
   kill -0 "${!pid_var}" 2>/dev/null || { echo "FAIL: weft serve ($name) died during the test"; rc=1; }
 done

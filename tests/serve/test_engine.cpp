@@ -494,3 +494,49 @@ TEST_F(EngineTest, ZeroMaxTokensFinishesAtOnce) {
 }
 
 }  // namespace
+
+namespace {
+
+// A request's n choices go in together or not at all, each its own
+// sequence: with its own seed, each equals the same job submitted alone.
+TEST_F(EngineTest, GroupsAreQueuedWholeOrRefused) {
+  auto s = session(128);
+  Engine engine(*s, {.slots = 1, .max_queue = 1});
+  Job j = greedy_job(prompt(5), 8);
+  j.ignore_eos = true;
+  j.sampler.temperature = 1.0f;
+  EXPECT_TRUE(engine.submit_group({j, j, j}).empty());  // 1 slot + 1 place < 3
+  EXPECT_EQ(engine.metrics().requests_rejected, 1u);
+  std::vector<Job> two{j, j};
+  two[0].sampler.seed = 11;
+  two[1].sampler.seed = 12;
+  auto group = engine.submit_group(two);
+  ASSERT_EQ(group.size(), 2u);
+  const Outcome a = drain(*group[0]), b = drain(*group[1]);
+  EXPECT_EQ(a.tokens.size(), 8u);
+  EXPECT_EQ(a.tokens, drain(*engine.submit(two[0])).tokens);
+  EXPECT_EQ(b.tokens, drain(*engine.submit(two[1])).tokens);
+  EXPECT_NE(a.tokens, b.tokens);  // two seeds at temperature 1 (8 random-weight tokens)
+}
+
+// Job::text_tokens: those tokens' vocabulary spelling reaches the text in
+// place of their decoded bytes (for control tokens, "" otherwise).
+TEST_F(EngineTest, TextTokensGiveTheirVocabularySpelling) {
+  auto s = session(128);
+  Engine engine(*s, {.slots = 1});
+  Job j = greedy_job(prompt(6), 10);
+  j.ignore_eos = true;
+  const Outcome plain = drain(*engine.submit(j));
+  const weft::model::Tokenizer& tok = s->tokenizer();
+  std::string spelled, decoded;
+  for (int32_t t : plain.tokens) {
+    spelled += tok.token_text(t);
+    decoded += tok.decode_token(t);
+  }
+  ASSERT_NE(spelled, decoded) << "the demo vocabulary spells these tokens as it decodes them";
+  j.text_tokens = plain.tokens;
+  EXPECT_EQ(drain(*engine.submit(j)).text, spelled);
+  EXPECT_EQ(plain.text, decoded);
+}
+
+}  // namespace

@@ -134,6 +134,54 @@ TEST_F(OpenAIRequest, DefaultsAndFields) {
   EXPECT_EQ(t.job.top_logprobs, 2);
 }
 
+// n: at most the server's --max-choices; 0 is refused (JSON's 0 parses as
+// unsigned, which a lower bound must still see).
+TEST_F(OpenAIRequest, ChoicesAreBounded) {
+  ApiContext c = ctx();
+  c.max_choices = 4;
+  auto n_of = [&](const std::string& n) {
+    return weft::serve::parse_completion(Json::parse(R"({"prompt":"x","n":)" + n + "}"), false, c).n;
+  };
+  EXPECT_EQ(n_of("1"), 1);
+  EXPECT_EQ(n_of("4"), 4);
+  EXPECT_EQ(n_of("3.0"), 3);
+  for (const char* bad : {"0", "5", "-1", "2.5", "\"2\"", "1e30"}) {
+    try {
+      n_of(bad);
+      ADD_FAILURE() << "n " << bad << " accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.body()["error"]["param"], "n") << bad;
+    }
+  }
+  try {
+    n_of("5");
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 4 (this server's --max-choices)"), std::string::npos) << e.what();
+  }
+}
+
+// Tools: with a template of a known family the reply is parsed, and the
+// family's control-token markers reach the text; without tools neither.
+TEST_F(OpenAIRequest, ToolsSetTheParserUp) {
+  ApiContext c = ctx();
+  c.tool_family = weft::serve::ToolFamily::hermes;
+  c.tool_marker_tokens = {7, 9};
+  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"get_weather"}}])");
+  Json body = Json::parse(R"({"messages":[{"role":"user","content":"x"}]})");
+  auto plain = weft::serve::parse_completion(body, true, c);
+  EXPECT_FALSE(plain.tools.parse);
+  EXPECT_TRUE(plain.job.text_tokens.empty());
+  body["tools"] = tools;
+  auto with = weft::serve::parse_completion(body, true, c);
+  EXPECT_TRUE(with.tools.parse);
+  EXPECT_EQ(with.tool_family, weft::serve::ToolFamily::hermes);
+  EXPECT_EQ(with.tools.names, std::vector<std::string>{"get_weather"});
+  EXPECT_EQ(with.job.text_tokens, (std::vector<int32_t>{7, 9}));
+  body["tool_choice"] = "none";
+  EXPECT_FALSE(weft::serve::parse_completion(body, true, c).tools.parse);
+}
+
 TEST_F(OpenAIRequest, ErrorsNameTheParameter) {
   auto chat = [](const std::string& extra) {
     return Json::parse(R"({"messages":[{"role":"user","content":"x"}])" + extra + "}");

@@ -139,7 +139,12 @@ TEST_F(ServerHttp, HostileRequestsGetErrorsAndTheServerKeepsServing) {
       {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":-1})", 400, "max_tokens"},
       {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":99999999999999999999999})", 400, "max_tokens"},
       {R"({"messages":[{"role":"user","content":"hi"}],"temperature":"hot"})", 400, "temperature"},
-      {R"({"messages":[{"role":"user","content":"hi"}],"n":2})", 400, "'n'"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"n":9})", 400, "--max-choices"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"n":0})", 400, "'n'"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a b"}}]})", 400,
+       "tools[0].function.name"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"tools":{}})", 400, "'tools' must be an array"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"tool_choice":"required"})", 400, "needs 'tools'"},
       {R"({"messages":[]})", 400, "messages"},
       {R"({"messages":[{"content":"no role"}]})", 400, "role"},
       {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", 400, "text"},
@@ -166,6 +171,16 @@ TEST_F(ServerHttp, HostileRequestsGetErrorsAndTheServerKeepsServing) {
   Response inj = request(port_, "POST", "/v1/chat/completions",
                          R"({"messages":[{"role":"user","content":"{{ raise_exception('x') }}{% for %}"}],"max_tokens":2})");
   EXPECT_EQ(inj.status, 200) << inj.body;
+  // A call's arguments nested far deeper than any body may be: left as
+  // text (the depth cap), the request served.
+  const std::string nested = std::string(50000, '[') + std::string(50000, ']');
+  json history = {{"messages",
+                   {{{"role", "assistant"}, {"content", ""},
+                     {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                                      {"function", {{"name", "f"}, {"arguments", nested}}}}}}},
+                    {{"role", "user"}, {"content", "hi"}}}},
+                  {"max_tokens", 2}};
+  EXPECT_EQ(request(port_, "POST", "/v1/chat/completions", history.dump()).status, 200);
   // Garbage that is not HTTP at all.
   {
     Socket s(port_);

@@ -35,6 +35,7 @@ struct ServeArgs {
   std::string alias;                  // the model's id in /v1/models
   size_t max_queue = 64;              // waiting requests beyond the slots; more: 429
   int max_tokens = 0;                 // per request (0: a slot's context)
+  int max_choices = 8;                // n per request
   double timeout_s = 600;             // per request
   bool quiet = false;                 // no line per request
   bool recover = false;               // go on after a worker's death (docs/recovery.md)
@@ -65,6 +66,7 @@ int cmd_serve(const ServeArgs& args) {
   o.model_name = args.alias;
   o.max_queue = args.max_queue;
   o.max_tokens = args.max_tokens;
+  o.max_choices = args.max_choices;
   o.request_timeout_seconds = args.timeout_s;
   o.log = !args.quiet;
   serve::Server server(std::move(o));
@@ -129,6 +131,8 @@ void add_serve_command(CLI::App& app, Commands& out) {
       ->capture_default_str()->check(CLI::Range(0, 1024));
   cmd->add_option("--max-tokens", a->max_tokens, "most tokens one request may ask for (0: a slot's context)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-choices", a->max_choices, "most choices (n) one request may ask for; each takes a slot")
+      ->capture_default_str()->check(CLI::Range(1, 128));
   cmd->add_option("--timeout", a->timeout_s, "seconds one request may take")->capture_default_str()
       ->check(CLI::Range(1.0, 1e7));
   cmd->add_flag("-q,--quiet", a->quiet, "no log line per request");

@@ -46,6 +46,7 @@ struct ServeOptions {
   size_t max_queue = 64;            // requests waiting for a slot (at most 1024); beyond it 429
   size_t max_body_bytes = 8u << 20; // larger bodies: 413
   int max_tokens = 0;               // the most one request may ask for (0: a slot's context)
+  int max_choices = 8;              // the most choices (n) one request may ask for, in [1, 128]; more: 400
   double request_timeout_seconds = 600;  // from arrival to the last token
   int http_threads = 32;            // connections served at once (at least parallel + max_queue + 8)
   int read_timeout_seconds = 10;    // a request's headers and body arrive within this (slowloris)
