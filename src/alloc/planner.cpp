@@ -13,19 +13,9 @@
 
 namespace weft {
 
-bool op_can_run_in_place(Op op) {
-  // Each output element depends only on the same-index element of src[0]
-  // (and on values read before it is written): safe over src[0]'s memory.
-  switch (op) {
-    case Op::add: case Op::sub: case Op::mul: case Op::div:
-    case Op::scale: case Op::sqr: case Op::sqrt: case Op::silu: case Op::gelu: case Op::swiglu:
-    case Op::gelu_erf: case Op::sigmoid: case Op::softcap:
-    case Op::rms_norm: case Op::norm: case Op::soft_max:
-      return true;
-    default:
-      return false;
-  }
-}
+// The registry's in_place column: each output element depends only on the
+// same-index element of src[0] (and on values read before it is written).
+bool op_can_run_in_place(Op op) { return op_is_known(static_cast<int>(op)) && op_info(op).in_place; }
 
 namespace {
 

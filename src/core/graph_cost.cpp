@@ -37,42 +37,47 @@ uint64_t log2_ceil(uint64_t n) { return n <= 1 ? 1 : static_cast<uint64_t>(std::
 
 uint64_t GraphCost::total() const { return sat_add(multiply_adds, bytes); }
 
+namespace detail {
+
+void cost_per_element(const Tensor& n, GraphCost& c) {
+  c.multiply_adds = std::max(elements(n), elements(*n.src[0]));
+}
+
+void cost_product(const Tensor& n, GraphCost& c) {
+  // mul_mat: K * M per output column; mul_mat_id: K per output element
+  // (M * n_used * n_tokens of them). Both are K per element written.
+  c.multiply_adds = sat_mul(count(n.src[0]->ne[0]), elements(n));
+}
+
+void cost_sort(const Tensor& n, GraphCost& c) {
+  const Tensor& a = *n.src[0];
+  c.multiply_adds = sat_mul(elements(a), log2_ceil(count(a.ne[0])));
+}
+
+void cost_set_rows(const Tensor& n, GraphCost& c) { c.multiply_adds = elements(*n.src[1]); }
+
+void cost_attention(const Tensor& n, GraphCost& c) {
+  const Tensor& q = *n.src[0];
+  const Tensor& k = *n.src[1];
+  const Tensor& v = *n.src[2];
+  const uint64_t rows = sat_mul(count(q.ne[1]), count(q.ne[2]));  // n_q * H
+  const uint64_t per_pair = count(k.ne[0]) + count(v.ne[0]) + 1;  // q.k, p*v, an exp
+  c.multiply_adds = sat_mul(sat_mul(rows, count(k.ne[1])), per_pair);
+  const uint64_t kv_row_bytes = (addressed_bytes(k) + addressed_bytes(v)) / std::max<uint64_t>(count(k.ne[2]), 1);
+  c.bytes = sat_add(c.bytes, sat_mul(rows, kv_row_bytes));
+}
+
+}  // namespace detail
+
 GraphCost node_cost(const Tensor& n) {
   GraphCost c;
-  if (n.op == Op::none || op_is_view(n.op)) return c;
+  const OpInfo& info = op_info(n.op);
+  if (info.cost == nullptr) return c;  // a leaf or a view computes nothing
   c.bytes = addressed_bytes(n);
   for (const Tensor* s : n.src) {
     if (s != nullptr) c.bytes = sat_add(c.bytes, addressed_bytes(*s));
   }
-  const Tensor* a = n.src[0];
-  switch (n.op) {
-    case Op::mul_mat:  // K * M per output column
-      c.multiply_adds = sat_mul(count(a->ne[0]), elements(n));
-      break;
-    case Op::mul_mat_id:  // K per output element (M * n_used * n_tokens of them)
-      c.multiply_adds = sat_mul(count(a->ne[0]), elements(n));
-      break;
-    case Op::argsort:
-    case Op::top_k:  // a comparison sort of every row of a
-      c.multiply_adds = sat_mul(elements(*a), log2_ceil(count(a->ne[0])));
-      break;
-    case Op::set_rows:
-      c.multiply_adds = elements(*n.src[1]);
-      break;
-    case Op::flash_attn: {  // every (query row, head) reads all of k and v
-      const Tensor& k = *n.src[1];
-      const Tensor& v = *n.src[2];
-      const uint64_t rows = sat_mul(count(a->ne[1]), count(a->ne[2]));  // n_q * H
-      const uint64_t per_pair = count(k.ne[0]) + count(v.ne[0]) + 1;    // q.k, p*v, an exp
-      c.multiply_adds = sat_mul(sat_mul(rows, count(k.ne[1])), per_pair);
-      const uint64_t kv_row_bytes = (addressed_bytes(k) + addressed_bytes(v)) / std::max<uint64_t>(count(k.ne[2]), 1);
-      c.bytes = sat_add(c.bytes, sat_mul(rows, kv_row_bytes));
-      break;
-    }
-    default:  // one operation per element written (or read, for reductions)
-      c.multiply_adds = std::max(elements(n), elements(*a));
-      break;
-  }
+  info.cost(n, c);
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "op_builder.h"
+#include "weft/core/op_registry.h"
 #include "weft/core/ops.h"
 
 namespace weft::ops {
@@ -57,3 +58,13 @@ Tensor* flash_attn(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, 
 }
 
 }  // namespace weft::ops
+
+// Rebuild adapters (weft/core/op_registry.h): the constructors above applied
+// to a received node's sources and parameters.
+namespace weft::detail {
+
+Tensor* rebuild_flash_attn(Context& c, const OpArgs& a) {
+  return ops::flash_attn(c, a.src[0], a.src[1], a.src[2], a.src[3], a.f32(0), a.f32(1), a.src[4]);
+}
+
+}  // namespace weft::detail

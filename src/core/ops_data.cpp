@@ -1,5 +1,6 @@
 // Constructors of the data-movement ops: row gather/scatter, copies, concat.
 #include "op_builder.h"
+#include "weft/core/op_registry.h"
 #include "weft/core/ops.h"
 
 namespace weft::ops {
@@ -106,3 +107,16 @@ Tensor* concat(Context& ctx, Tensor* a, Tensor* b, int dim) {
 }
 
 }  // namespace weft::ops
+
+// Rebuild adapters (weft/core/op_registry.h): the constructors above applied
+// to a received node's sources and parameters.
+namespace weft::detail {
+
+Tensor* rebuild_get_rows(Context& c, const OpArgs& a) { return ops::get_rows(c, a.src[0], a.src[1]); }
+Tensor* rebuild_set_rows(Context& c, const OpArgs& a) { return ops::set_rows(c, a.src[0], a.src[1], a.src[2]); }
+Tensor* rebuild_routed_rows(Context& c, const OpArgs& a) { return ops::routed_rows(c, a.src[0], a.src[1], a.i32(0), a.i32(1)); }
+Tensor* rebuild_cpy(Context& c, const OpArgs& a) { return ops::cpy(c, a.src[0], a.src[1]); }
+Tensor* rebuild_cont(Context& c, const OpArgs& a) { return ops::cont(c, a.src[0]); }
+Tensor* rebuild_concat(Context& c, const OpArgs& a) { return ops::concat(c, a.src[0], a.src[1], a.i32(0)); }
+
+}  // namespace weft::detail

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "op_builder.h"
+#include "weft/core/op_registry.h"
 #include "weft/core/ops.h"
 
 namespace weft::ops {
@@ -263,3 +264,38 @@ Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids, int32_t id_
 }
 
 }  // namespace weft::ops
+
+// Rebuild adapters (weft/core/op_registry.h): the constructors above applied
+// to a received node's sources and parameters.
+namespace weft::detail {
+
+Tensor* rebuild_add(Context& c, const OpArgs& a) { return ops::add(c, a.src[0], a.src[1]); }
+Tensor* rebuild_sub(Context& c, const OpArgs& a) { return ops::sub(c, a.src[0], a.src[1]); }
+Tensor* rebuild_mul(Context& c, const OpArgs& a) { return ops::mul(c, a.src[0], a.src[1]); }
+Tensor* rebuild_div(Context& c, const OpArgs& a) { return ops::div(c, a.src[0], a.src[1]); }
+Tensor* rebuild_scale(Context& c, const OpArgs& a) { return ops::scale(c, a.src[0], a.f32(0)); }
+Tensor* rebuild_sqr(Context& c, const OpArgs& a) { return ops::sqr(c, a.src[0]); }
+Tensor* rebuild_sqrt(Context& c, const OpArgs& a) { return ops::sqrt(c, a.src[0]); }
+Tensor* rebuild_silu(Context& c, const OpArgs& a) { return ops::silu(c, a.src[0]); }
+Tensor* rebuild_gelu(Context& c, const OpArgs& a) { return ops::gelu(c, a.src[0]); }
+Tensor* rebuild_gelu_erf(Context& c, const OpArgs& a) { return ops::gelu_erf(c, a.src[0]); }
+Tensor* rebuild_sigmoid(Context& c, const OpArgs& a) { return ops::sigmoid(c, a.src[0]); }
+Tensor* rebuild_softcap(Context& c, const OpArgs& a) { return ops::softcap(c, a.src[0], a.f32(0)); }
+Tensor* rebuild_swiglu(Context& c, const OpArgs& a) { return ops::swiglu(c, a.src[0], a.src[1]); }
+Tensor* rebuild_swiglu_oai(Context& c, const OpArgs& a) { return ops::swiglu_oai(c, a.src[0], a.src[1], a.f32(0), a.f32(1)); }
+Tensor* rebuild_rms_norm(Context& c, const OpArgs& a) { return ops::rms_norm(c, a.src[0], a.f32(0)); }
+Tensor* rebuild_norm(Context& c, const OpArgs& a) { return ops::norm(c, a.src[0], a.f32(0)); }
+Tensor* rebuild_soft_max(Context& c, const OpArgs& a) { return ops::soft_max(c, a.src[0], a.src[1], a.f32(0), a.src[2]); }
+Tensor* rebuild_rope(Context& c, const OpArgs& a) { return ops::rope(c, a.src[0], a.src[1], a.i32(0), static_cast<RopeMode>(a.i32(1)), a.f32(2)); }
+Tensor* rebuild_rope_ext(Context& c, const OpArgs& a) {
+  return ops::rope_ext(c, a.src[0], a.src[1], a.src[2], a.i32(0), static_cast<RopeMode>(a.i32(1)), a.f32(2),
+                       {a.f32(3), a.f32(4)});
+}
+Tensor* rebuild_sum_rows(Context& c, const OpArgs& a) { return ops::sum_rows(c, a.src[0]); }
+Tensor* rebuild_argmax(Context& c, const OpArgs& a) { return ops::argmax(c, a.src[0]); }
+Tensor* rebuild_argsort(Context& c, const OpArgs& a) { return ops::argsort(c, a.src[0], static_cast<SortOrder>(a.i32(0))); }
+Tensor* rebuild_top_k(Context& c, const OpArgs& a) { return ops::top_k(c, a.src[0], a.i32(0)); }
+Tensor* rebuild_mul_mat(Context& c, const OpArgs& a) { return ops::mul_mat(c, a.src[0], a.src[1]); }
+Tensor* rebuild_mul_mat_id(Context& c, const OpArgs& a) { return ops::mul_mat_id(c, a.src[0], a.src[1], a.src[2], a.i32(0)); }
+
+}  // namespace weft::detail

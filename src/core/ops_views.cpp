@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "op_builder.h"
+#include "weft/core/op_registry.h"
 #include "weft/core/ops.h"
 
 namespace weft::ops {
@@ -150,3 +151,30 @@ Tensor* transpose(Context& ctx, Tensor* a) {
 }
 
 }  // namespace weft::ops
+
+// Rebuild adapters (weft/core/op_registry.h): the constructors above applied
+// to a received node's sources and parameters.
+namespace weft::detail {
+
+// A view's wire layout is its own (ne, nb, view_offs from the root); the
+// constructor takes an offset from its source a.
+Tensor* rebuild_view(Context& c, const OpArgs& a) {
+  Tensor* src = a.src[0];
+  if (src == nullptr) fail(ErrorKind::invalid_input, "view", "missing operand a");
+  const uint64_t base = src->view_src != nullptr ? src->view_offs : 0;
+  if (a.view_offs < base) {
+    fail(ErrorKind::invalid_input, "view",
+         "view_offs " + std::to_string(a.view_offs) + " is before its source's start " + std::to_string(base) +
+             " in the root");
+  }
+  const size_t sizes[kMaxDims] = {a.nb[0], a.nb[1], a.nb[2], a.nb[3]};
+  return ops::view(c, src, std::span<const int64_t>(a.ne, kMaxDims), sizes, a.view_offs - base);
+}
+
+Tensor* rebuild_reshape(Context& c, const OpArgs& a) {
+  return ops::reshape(c, a.src[0], std::span<const int64_t>(a.ne, kMaxDims));
+}
+Tensor* rebuild_permute(Context& c, const OpArgs& a) { return ops::permute(c, a.src[0], a.i32(0), a.i32(1), a.i32(2), a.i32(3)); }
+Tensor* rebuild_transpose(Context& c, const OpArgs& a) { return ops::transpose(c, a.src[0]); }
+
+}  // namespace weft::detail

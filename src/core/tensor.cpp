@@ -1,28 +1,8 @@
 #include "weft/core/tensor.h"
 
-#include <array>
-
 namespace weft {
 
-const char* op_name(Op op) {
-  static constexpr std::array<const char*, kOpCount> kNames = {
-      "none",     "add",      "sub",       "mul",      "div",        "scale",   "sqr",
-      "sqrt",     "silu",     "gelu",      "swiglu",   "rms_norm",   "norm",    "soft_max",
-      "rope",     "sum_rows", "argmax",    "argsort",  "top_k",      "mul_mat", "mul_mat_id",
-      "get_rows", "set_rows", "cpy",       "cont",     "concat",     "view",    "reshape",
-      "permute",  "transpose",
-      // appended (protocol 1.2)
-      "gelu_erf", "sigmoid",  "softcap",   "rope_ext",
-      // appended (protocol 1.3)
-      "flash_attn",
-      // appended (protocol 1.7)
-      "routed_rows",
-      // appended (protocol 1.9)
-      "swiglu_oai",
-  };
-  const auto i = static_cast<size_t>(op);
-  return i < kNames.size() ? kNames[i] : "unknown";
-}
+const char* op_name(Op op) { return op_is_known(static_cast<int>(op)) ? op_info(op).name : "unknown"; }
 
 size_t Tensor::nbytes() const {
   for (int i = 0; i < kMaxDims; ++i) {

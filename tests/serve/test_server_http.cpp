@@ -244,19 +244,34 @@ weft::serve::ServeOptions long_streams(weft::serve::ServeOptions o) {
 }
 const char* kLongStream = R"({"prompt":"Once upon a time","max_tokens":4000,"ignore_eos":true,"stream":true})";
 
+// Sends a POST of body to /v1/completions on s, without reading the answer.
+void send_completion(Socket& s, const std::string& body) {
+  s.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body);
+}
+
+// Starts kLongStream on s and reads until its first data event has come:
+// what was read (headers included), which holds "data: " unless the server
+// closed first (a test failure here).
+std::string start_long_stream(Socket& s) {
+  send_completion(s, kLongStream);
+  std::string got;
+  while (got.find("data: ") == std::string::npos) {
+    const std::string part = s.read_some();
+    if (part.empty()) {
+      ADD_FAILURE() << "no stream data: " << got;
+      break;
+    }
+    got += part;
+  }
+  return got;
+}
+
 TEST_F(ServerHttp, ClientLeavingMidStreamFreesItsSlot) {
   start(long_streams(options()));
   {
     Socket s(port_);
-    const std::string body = kLongStream;
-    s.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-           std::to_string(body.size()) + "\r\n\r\n" + body);
-    std::string got;
-    while (got.find("data: ") == std::string::npos) {
-      const std::string part = s.read_some();
-      ASSERT_FALSE(part.empty()) << "no stream data";
-      got += part;
-    }
+    ASSERT_NE(start_long_stream(s).find("data: "), std::string::npos);
   }  // closed after the first chunk
   EXPECT_TRUE(eventually([&] { return metric("weft_requests_cancelled_total") == 1; }));
   EXPECT_TRUE(eventually([&] { return metric("weft_slots_busy") == 0; }));
@@ -265,9 +280,7 @@ TEST_F(ServerHttp, ClientLeavingMidStreamFreesItsSlot) {
   // nothing is written to it until the end.
   {
     Socket s(port_);
-    const std::string body = R"({"prompt":"Once upon a time","max_tokens":4000,"ignore_eos":true})";
-    s.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-           std::to_string(body.size()) + "\r\n\r\n" + body);
+    send_completion(s, R"({"prompt":"Once upon a time","max_tokens":4000,"ignore_eos":true})");
     ASSERT_TRUE(eventually([&] { return metric("weft_slots_busy") == 1; }));
   }
   EXPECT_TRUE(eventually([&] { return metric("weft_requests_cancelled_total") == 2; }));
@@ -318,15 +331,8 @@ TEST_F(ServerHttp, AStreamThatFailsEndsWithAnErrorEvent) {
   o.session.split = "1,1";
   start(o);
   Socket s(port_);
-  const std::string body = kLongStream;
-  s.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body);
-  std::string got;
-  while (got.find("data: ") == std::string::npos) {
-    const std::string part = s.read_some();
-    ASSERT_FALSE(part.empty()) << "no stream data";
-    got += part;
-  }
+  std::string got = start_long_stream(s);
+  ASSERT_NE(got.find("data: "), std::string::npos);
   const std::string dead = workers.endpoint(0);
   workers.worker(0).stop();
   while (got.find("data: [DONE]") == std::string::npos) {  // the connection stays open after it
@@ -350,10 +356,7 @@ TEST_F(ServerHttp, FullQueueAnswers429WithRetryAfter) {
   o.max_queue = 0;
   start(o);
   Socket s(port_);
-  const std::string body = kLongStream;
-  s.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body);
-  ASSERT_NE(s.read_some().find("200"), std::string::npos);
+  ASSERT_NE(start_long_stream(s).find("200"), std::string::npos);
   Response r = request(port_, "POST", "/v1/chat/completions", kChat);
   EXPECT_EQ(r.status, 429);
   EXPECT_NE(r.head.find("Retry-After: 1"), std::string::npos) << r.head;

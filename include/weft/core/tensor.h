@@ -10,6 +10,7 @@
 #include <string>
 
 #include "weft/core/dtype.h"
+#include "weft/core/op_registry.h"
 
 namespace weft {
 
@@ -21,39 +22,12 @@ inline constexpr int kMaxDims = 4;
 // on local devices.
 inline constexpr int kMaxSrc = 5;
 inline constexpr int kMaxOpParams = 16;  // 32-bit words
+static_assert([] {
+  for (const OpInfo& r : kOpRegistry)
+    if (r.max_src > kMaxSrc) return false;
+  return true;
+}(), "an op row takes more sources than a Tensor holds");
 
-enum class Op : uint8_t {
-  none,  // a leaf: data supplied from outside the graph
-  // elementwise, second operand broadcast over the first
-  add, sub, mul, div,
-  // elementwise unary
-  scale, sqr, sqrt, silu, gelu,
-  swiglu,  // silu(a) * b
-  // along rows (dim 0)
-  rms_norm, norm, soft_max, rope, sum_rows, argmax, argsort, top_k,
-  // matrix products
-  mul_mat, mul_mat_id,
-  // data movement
-  get_rows, set_rows, cpy, cont, concat,
-  // views: no computation, they alias their source
-  view, reshape, permute, transpose,
-  // Appended (the value is the RPC wire number; protocol 1.2,
-  // docs/rpc-protocol.md): elementwise unary, and rope with frequency
-  // factors and scaling.
-  gelu_erf, sigmoid, softcap, rope_ext,
-  // Appended (protocol 1.3): fused attention.
-  flash_attn,
-  // Appended (protocol 1.7): the rows a slice of experts reads.
-  routed_rows,
-  // Appended (protocol 1.9): gpt-oss's clamped SwiGLU.
-  swiglu_oai,
-};
-inline constexpr int kOpCount = static_cast<int>(Op::swiglu_oai) + 1;
-
-const char* op_name(Op op);
-inline bool op_is_view(Op op) {
-  return op == Op::view || op == Op::reshape || op == Op::permute || op == Op::transpose;
-}
 
 enum TensorFlag : uint32_t {
   kFlagInput = 1u << 0,   // set from outside before compute

@@ -40,6 +40,41 @@ inline Range split_range(int64_t n, int ith, int nth) {
   return {b, e};
 }
 
+// The rows of a tensor this thread computes: its split_range share of
+// t.nrows(), each row as (i1, i2, i3), in row order (row ir is
+// (i3 * ne2 + i2) * ne1 + i1). The one row loop of the row kernels:
+//
+//   const ThreadRows rows(dst, kc);
+//   if (rows.empty()) return;        // before taking scratch
+//   rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) { ... row_ptr(dst, i1, i2, i3) ... });
+//
+// The indices are stepped, not divided out per row.
+class ThreadRows {
+ public:
+  ThreadRows(const Tensor& t, const KernelContext& kc)
+      : r_(split_range(t.nrows(), kc.ith, kc.nth)), ne1_(t.ne[1]), ne2_(t.ne[2]) {}
+  bool empty() const { return r_.begin >= r_.end; }
+  template <class RowFn>
+  void for_each(RowFn&& f) const {
+    if (empty()) return;
+    int64_t i1 = r_.begin % ne1_, i2 = (r_.begin / ne1_) % ne2_, i3 = r_.begin / (ne1_ * ne2_);
+    for (int64_t ir = r_.begin; ir < r_.end; ++ir) {
+      f(i1, i2, i3);
+      if (++i1 == ne1_) {
+        i1 = 0;
+        if (++i2 == ne2_) {
+          i2 = 0;
+          ++i3;
+        }
+      }
+    }
+  }
+
+ private:
+  Range r_;
+  int64_t ne1_, ne2_;
+};
+
 // Address of element (i0, i1, i2, i3) for non-quantized tensors.
 inline uint8_t* elem_ptr(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
   return static_cast<uint8_t*>(t.data) + i0 * t.nb[0] + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];

@@ -69,126 +69,189 @@ bool all_hidden(const float* m, int64_t j0, int64_t n) {
   return true;
 }
 
+// One item: query row i, kv head g, and its query heads c0 .. c0 + nc of
+// the group reading g.
+struct AttnItem {
+  int64_t i, g, c0, nc;
+  const float* qh[kChunk];  // each head's query row
+  const float* m;           // the mask's row for i, or null
+  bool by_heads;            // score a transposed key tile (three heads or more)
+};
+
+// One thread's share of a flash_attn node: the node's operands and sizes,
+// and the thread's scratch (each head's scores and output accumulator, the
+// key tile as f32 or transposed). Lives for one compute of the node.
+class AttnThread {
+ public:
+  AttnThread(const KernelContext& kc, Tensor& dst)
+      : dst_(dst), q_(*dst.src[0]), k_(*dst.src[1]), v_(*dst.src[2]), mask_(dst.src[3]),
+        sinks_(dst.src[4] != nullptr ? static_cast<const float*>(dst.src[4]->data) : nullptr),
+        d_(q_.ne[0]), n_kv_(k_.ne[1]), dv_(v_.ne[0]), group_(q_.ne[2] / k_.ne[2]),
+        scale_(dst.param_f32(0)), cap_(dst.param_f32(1)), vk_(vec_kernels()), ak_(attn_kernels()),
+        k_loops_(ak_.rows[static_cast<int>(row_type(k_.type))]),
+        v_loops_(ak_.rows[static_cast<int>(row_type(v_.type))]),
+        k_bytes_(row_bytes(k_.type, d_)), v_bytes_(row_bytes(v_.type, dv_)), scratch_(kc, dst) {
+    const int64_t per_item = std::min(kChunk, group_);
+    for (int64_t c = 0; c < per_item; ++c) s_[c] = scratch_.take<float>(n_kv_ + kKeyTile);
+    for (int64_t c = 0; c < per_item; ++c) acc_[c] = scratch_.take<float>(dv_);
+    kbuf_ = scratch_.take<float>(kKeyTile * d_);
+    kT_ = scratch_.take<float>(kKeyTile * d_);
+  }
+
+  // Item (i, g, chunk) of n_q * hkv * chunks, in that order.
+  AttnItem item(int64_t index, int64_t chunks) const {
+    const int64_t hkv = k_.ne[2];
+    AttnItem it;
+    it.i = index / (hkv * chunks);
+    it.g = (index / chunks) % hkv;
+    it.c0 = (index % chunks) * kChunk;
+    it.nc = std::min(kChunk, group_ - it.c0);
+    for (int64_t c = 0; c < it.nc; ++c) {
+      it.qh[c] = reinterpret_cast<const float*>(row_ptr(q_, it.i, it.g * group_ + it.c0 + c, 0));
+    }
+    it.m = mask_ != nullptr ? reinterpret_cast<const float*>(row_ptr(*mask_, it.i, 0, 0)) : nullptr;
+    // Three heads or more score a transposed tile (no sums across lanes, a
+    // key value loaded once for all heads; measured on the demo model's 3
+    // heads per kv head, decode after 4000 positions: 78 tokens/s against
+    // 68 by dot products); one or two take dot products.
+    it.by_heads = it.nc >= 3 && d_ > 0 && d_ % 16 == 0;
+    return it;
+  }
+
+  void run(const AttnItem& it) {
+    score_keys(it);
+    double sum[kChunk];
+    bool visible[kChunk];
+    if (softmax(it, sum, visible)) accumulate_values(it);
+    write_out(it, sum, visible);
+  }
+
+ private:
+  // 1. Scores, a tile of keys at a time (s has kKeyTile floats of room past
+  // n_kv for the last tile's unused lanes, which repeat its last key).
+  void score_keys(const AttnItem& it) {
+    for (int64_t j0 = 0; j0 < n_kv_; j0 += kKeyTile) {
+      const int64_t n = std::min(kKeyTile, n_kv_ - j0);
+      // A hidden key's score is 0 until the mask adds its -inf: finite
+      // whatever its row holds, and no -inf * 0 when scale is 0.
+      if (all_hidden(it.m, j0, n)) {
+        for (int64_t c = 0; c < it.nc; ++c) std::fill_n(s_[c] + j0, n, 0.0f);
+        continue;
+      }
+      prefetch_rows(k_, j0 + kKeyPrefetch, j0 + kKeyPrefetch + kKeyTile, it.g, k_bytes_);
+      for (int64_t j = 0; j < n; ++j) krows_[j] = row_ptr(k_, j0 + j, it.g, 0);
+      for (int64_t j = n; j < kKeyTile; ++j) krows_[j] = krows_[n - 1];
+      if (it.by_heads) {
+        k_loops_.transpose_keys(krows_, d_, kT_);
+        float* sj[kChunk];
+        for (int64_t c = 0; c < it.nc; ++c) sj[c] = s_[c] + j0;
+        ak_.score_heads[it.nc - 1](it.qh, kT_, d_, sj);
+      } else {
+        score_by_dots(it, j0);
+      }
+      if (it.m != nullptr)
+        for (int64_t j = j0; j < j0 + n; ++j)
+          if (it.m[j] == -INFINITY)
+            for (int64_t c = 0; c < it.nc; ++c) s_[c][j] = 0.0f;
+    }
+  }
+
+  // The key tile at j0 (krows_) as f32 rows, scored by dot products per head.
+  void score_by_dots(const AttnItem& it, int64_t j0) {
+    for (int64_t j = 0; j < kKeyTile; ++j) {
+      if (k_.type == DType::f32) {  // read in place
+        kt_[j] = reinterpret_cast<const float*>(krows_[j]);
+      } else {
+        k_loops_.to_f32(krows_[j], kbuf_ + j * d_, d_);
+        kt_[j] = kbuf_ + j * d_;
+      }
+    }
+    for (int64_t c = 0; c < it.nc; ++c)
+      for (int64_t p0 = 0; p0 < kKeyTile; p0 += kAttnKeyTile) ak_.score_tile(it.qh[c], kt_ + p0, d_, s_[c] + j0 + p0);
+  }
+
+  // 2. Scale, soft-cap, mask, max and exponentials, per head; clears the
+  // accumulators. Whether any head sees a key.
+  bool softmax(const AttnItem& it, double* sum, bool* visible) {
+    bool any_visible = false;
+    for (int64_t c = 0; c < it.nc; ++c) {
+      float* sc = s_[c];
+      float add_scale = scale_;
+      if (cap_ > 0.0f) {  // cap * tanh(scale * s / cap), then the mask
+        vk_.scale(sc, scale_, sc, n_kv_);
+        vk_.softcap(sc, cap_, sc, n_kv_);
+        add_scale = 1.0f;
+      }
+      const float max = vk_.scale_add_max(sc, add_scale, it.m, sc, n_kv_);
+      visible[c] = max != -INFINITY;  // else nothing is visible: zeros
+      any_visible = any_visible || visible[c];
+      sum[c] = visible[c] ? vk_.exp_sum(sc, max, sc, n_kv_) : 0.0;
+      // A sink joins the denominator with no value (in double, as the sum).
+      if (visible[c] && sinks_ != nullptr) {
+        sum[c] += std::exp(static_cast<double>(sinks_[it.g * group_ + it.c0 + c]) - max);
+      }
+      std::memset(acc_[c], 0, static_cast<size_t>(dv_) * sizeof(float));
+    }
+    return any_visible;
+  }
+
+  // 3. Values, a tile of rows at a time.
+  void accumulate_values(const AttnItem& it) {
+    for (int64_t j0 = 0; j0 < n_kv_; j0 += kValueTile) {
+      const int64_t n = std::min(kValueTile, n_kv_ - j0);
+      if (all_hidden(it.m, j0, n)) continue;
+      prefetch_rows(v_, j0 + 2 * kValueTile, j0 + 3 * kValueTile, it.g, v_bytes_);
+      for (int64_t j = 0; j < n; ++j) vrows_[j] = row_ptr(v_, j0 + j, it.g, 0);
+      v_loops_.accumulate[it.nc - 1](s_, vrows_, it.m, j0, n, dv_, acc_);
+    }
+  }
+
+  void write_out(const AttnItem& it, const double* sum, const bool* visible) {
+    for (int64_t c = 0; c < it.nc; ++c) {
+      auto* out = reinterpret_cast<float*>(row_ptr(dst_, it.g * group_ + it.c0 + c, it.i, 0));
+      if (visible[c]) {
+        vk_.scale(acc_[c], static_cast<float>(1.0 / sum[c]), out, dv_);
+      } else {
+        std::memset(out, 0, static_cast<size_t>(dv_) * sizeof(float));
+      }
+    }
+  }
+
+  Tensor& dst_;
+  const Tensor& q_;
+  const Tensor& k_;
+  const Tensor& v_;
+  const Tensor* mask_;
+  const float* sinks_;
+  const int64_t d_, n_kv_, dv_, group_;  // group_: query heads per kv head
+  const float scale_, cap_;
+  const VecKernels& vk_;
+  const AttnKernels& ak_;
+  const AttnKernels::ByRowType& k_loops_;
+  const AttnKernels::ByRowType& v_loops_;
+  const size_t k_bytes_, v_bytes_;
+  RowScratch scratch_;
+  float* s_[kChunk] = {};
+  float* acc_[kChunk] = {};
+  float* kbuf_ = nullptr;
+  float* kT_ = nullptr;
+  const uint8_t* krows_[kKeyTile] = {};
+  const float* kt_[kKeyTile] = {};
+  const uint8_t* vrows_[kValueTile] = {};
+};
+
 void flash_attn_op(const KernelContext& kc, Tensor& dst) {
-  const Tensor& q = *dst.src[0];
-  const Tensor& k = *dst.src[1];
-  const Tensor& v = *dst.src[2];
-  const Tensor* mask = dst.src[3];
-  const float* sinks = dst.src[4] != nullptr ? static_cast<const float*>(dst.src[4]->data) : nullptr;
-  const int64_t d = q.ne[0], n_q = q.ne[1], heads = q.ne[2];
-  const int64_t n_kv = k.ne[1], dv = v.ne[0], hkv = k.ne[2];
-  const int64_t group = heads / hkv;  // query heads per kv head
-  const int64_t chunks = (group + kChunk - 1) / kChunk;
-  const float scale = dst.param_f32(0);
-  const float cap = dst.param_f32(1);
+  const int64_t n_q = dst.src[0]->ne[1], heads = dst.src[0]->ne[2], hkv = dst.src[1]->ne[2];
+  const int64_t chunks = (heads / hkv + kChunk - 1) / kChunk;
   // Items: (query row, kv head, chunk of its heads), dealt to the threads in
   // turn: under a causal mask later rows cost more, and contiguous ranges
   // would leave the first threads idle.
   const int64_t n_items = n_q * hkv * chunks;
   if (kc.ith >= n_items) return;
-
-  const VecKernels& vk = vec_kernels();
-  const AttnKernels& ak = attn_kernels();
-  RowScratch scratch(kc, dst);
-  float* s[kChunk];
-  float* acc[kChunk];
-  const int64_t per_item = std::min(kChunk, group);
-  for (int64_t c = 0; c < per_item; ++c) s[c] = scratch.take<float>(n_kv + kKeyTile);
-  for (int64_t c = 0; c < per_item; ++c) acc[c] = scratch.take<float>(dv);
-  float* kbuf = scratch.take<float>(kKeyTile * d);
-  float* kT = scratch.take<float>(kKeyTile * d);
-  const uint8_t* krows[kKeyTile];
-  const float* kt[kKeyTile];
-  const uint8_t* vrows[kValueTile];
-  const AttnKernels::ByRowType& k_loops = ak.rows[static_cast<int>(row_type(k.type))];
-  const AttnKernels::ByRowType& v_loops = ak.rows[static_cast<int>(row_type(v.type))];
-  const size_t k_bytes = row_bytes(k.type, d), v_bytes = row_bytes(v.type, dv);
+  AttnThread thread(kc, dst);
   for (int64_t item = kc.ith; item < n_items; item += kc.nth) {
     if (kc.cancelled()) return;
-    const int64_t i = item / (hkv * chunks), g = (item / chunks) % hkv, c0 = (item % chunks) * kChunk;
-    const int64_t nc = std::min(kChunk, group - c0);  // heads g * group + c0 .. + nc
-    const float* qh[kChunk];
-    for (int64_t c = 0; c < nc; ++c) qh[c] = reinterpret_cast<const float*>(row_ptr(q, i, g * group + c0 + c, 0));
-    const float* m = mask != nullptr ? reinterpret_cast<const float*>(row_ptr(*mask, i, 0, 0)) : nullptr;
-    // Three heads or more score a transposed tile (no sums across lanes, a
-    // key value loaded once for all heads; measured on the demo model's 3
-    // heads per kv head, decode after 4000 positions: 78 tokens/s against
-    // 68 by dot products); one or two take dot products.
-    const bool by_heads = nc >= 3 && d > 0 && d % 16 == 0;
-
-    // 1. Scores, a tile of keys at a time (s has kKeyTile floats of room
-    // past n_kv for the last tile's unused lanes, which repeat its last key).
-    for (int64_t j0 = 0; j0 < n_kv; j0 += kKeyTile) {
-      const int64_t n = std::min(kKeyTile, n_kv - j0);
-      // A hidden key's score is 0 until the mask adds its -inf: finite
-      // whatever its row holds, and no -inf * 0 when scale is 0.
-      if (all_hidden(m, j0, n)) {
-        for (int64_t c = 0; c < nc; ++c) std::fill_n(s[c] + j0, n, 0.0f);
-        continue;
-      }
-      prefetch_rows(k, j0 + kKeyPrefetch, j0 + kKeyPrefetch + kKeyTile, g, k_bytes);
-      for (int64_t j = 0; j < n; ++j) krows[j] = row_ptr(k, j0 + j, g, 0);
-      for (int64_t j = n; j < kKeyTile; ++j) krows[j] = krows[n - 1];
-      if (by_heads) {
-        k_loops.transpose_keys(krows, d, kT);
-        float* sj[kChunk];
-        for (int64_t c = 0; c < nc; ++c) sj[c] = s[c] + j0;
-        ak.score_heads[nc - 1](qh, kT, d, sj);
-      } else {
-        for (int64_t j = 0; j < kKeyTile; ++j) {
-          if (k.type == DType::f32) {  // read in place
-            kt[j] = reinterpret_cast<const float*>(krows[j]);
-          } else {
-            k_loops.to_f32(krows[j], kbuf + j * d, d);
-            kt[j] = kbuf + j * d;
-          }
-        }
-        for (int64_t c = 0; c < nc; ++c)
-          for (int64_t p0 = 0; p0 < kKeyTile; p0 += kAttnKeyTile) ak.score_tile(qh[c], kt + p0, d, s[c] + j0 + p0);
-      }
-      if (m != nullptr)
-        for (int64_t j = j0; j < j0 + n; ++j)
-          if (m[j] == -INFINITY)
-            for (int64_t c = 0; c < nc; ++c) s[c][j] = 0.0f;
-    }
-    // 2. Scale, soft-cap, mask, max and exponentials, per head.
-    double sum[kChunk];
-    bool visible[kChunk];
-    bool any_visible = false;
-    for (int64_t c = 0; c < nc; ++c) {
-      float* sc = s[c];
-      float add_scale = scale;
-      if (cap > 0.0f) {  // cap * tanh(scale * s / cap), then the mask
-        vk.scale(sc, scale, sc, n_kv);
-        vk.softcap(sc, cap, sc, n_kv);
-        add_scale = 1.0f;
-      }
-      const float max = vk.scale_add_max(sc, add_scale, m, sc, n_kv);
-      visible[c] = max != -INFINITY;  // else nothing is visible: zeros
-      any_visible = any_visible || visible[c];
-      sum[c] = visible[c] ? vk.exp_sum(sc, max, sc, n_kv) : 0.0;
-      // A sink joins the denominator with no value (in double, as the sum).
-      if (visible[c] && sinks != nullptr) sum[c] += std::exp(static_cast<double>(sinks[g * group + c0 + c]) - max);
-      std::memset(acc[c], 0, static_cast<size_t>(dv) * sizeof(float));
-    }
-    // 3. Values, a tile of rows at a time.
-    if (any_visible) {
-      for (int64_t j0 = 0; j0 < n_kv; j0 += kValueTile) {
-        const int64_t n = std::min(kValueTile, n_kv - j0);
-        if (all_hidden(m, j0, n)) continue;
-        prefetch_rows(v, j0 + 2 * kValueTile, j0 + 3 * kValueTile, g, v_bytes);
-        for (int64_t j = 0; j < n; ++j) vrows[j] = row_ptr(v, j0 + j, g, 0);
-        v_loops.accumulate[nc - 1](s, vrows, m, j0, n, dv, acc);
-      }
-    }
-    for (int64_t c = 0; c < nc; ++c) {
-      auto* out = reinterpret_cast<float*>(row_ptr(dst, g * group + c0 + c, i, 0));
-      if (visible[c]) {
-        vk.scale(acc[c], static_cast<float>(1.0 / sum[c]), out, dv);
-      } else {
-        std::memset(out, 0, static_cast<size_t>(dv) * sizeof(float));
-      }
-    }
+    thread.run(thread.item(item, chunks));
   }
 }
 

@@ -49,17 +49,16 @@ void binary_rows(const KernelContext& kc, Tensor& dst, BinaryOp op) {
     return;
   }
 
-  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
-  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end) return;
+  const int64_t ne0 = a.ne[0];
+  const ThreadRows rows(a, kc);
+  if (rows.empty()) return;
 
   RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
   float* buf_b = scratch.take<float>(b.ne[0]);  // b's row is what is read into it
   float* buf_d = scratch.take<float>(ne0);
 
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
     const uint8_t* pa = row_ptr(a, i1, i2, i3);
     const uint8_t* pb = row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]);
     uint8_t* pd = row_ptr(dst, i1, i2, i3);
@@ -68,7 +67,7 @@ void binary_rows(const KernelContext& kc, Tensor& dst, BinaryOp op) {
     float* out = out_row_f32(dst, pd, buf_d);
     apply_row(k, op, x, y, b.ne[0], out, ne0);
     store_row_f32(dst, pd, out, ne0);
-  }
+  });
 }
 
 void binary_op(const KernelContext& kc, Tensor& dst) {

@@ -30,16 +30,15 @@ void concat_op(const KernelContext& kc, Tensor& dst) {
     fail(ErrorKind::unsupported, "concat", std::string("dtype ") + std::string(tr.name));
   }
   const size_t unit = tr.unit_bytes;
-  const int64_t ne1 = dst.ne[1], ne2 = dst.ne[2];
-  const Range r = split_range(dst.nrows(), kc.ith, kc.nth);
+  const ThreadRows rows(dst, kc);
 
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i[4] = {0, ir % ne1, (ir / ne1) % ne2, ir / (ne1 * ne2)};
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
+    const int64_t i[4] = {0, i1, i2, i3};
     uint8_t* out = row_ptr(dst, i[1], i[2], i[3]);
     if (dim == 0) {
       copy_elems(out, dst.nb[0], row_ptr(a, i[1], i[2], i[3]), a.nb[0], a.ne[0], unit);
       copy_elems(out + a.ne[0] * dst.nb[0], dst.nb[0], row_ptr(b, i[1], i[2], i[3]), b.nb[0], b.ne[0], unit);
-      continue;
+      return;
     }
     // The whole row comes from a or from b.
     const bool from_a = i[dim] < a.ne[dim];
@@ -47,7 +46,7 @@ void concat_op(const KernelContext& kc, Tensor& dst) {
     int64_t j[4] = {0, i[1], i[2], i[3]};
     if (!from_a) j[dim] -= a.ne[dim];
     copy_elems(out, dst.nb[0], row_ptr(s, j[1], j[2], j[3]), s.nb[0], dst.ne[0], unit);
-  }
+  });
 }
 
 // Both the same dtype, not quantized (elements are copied as bytes).

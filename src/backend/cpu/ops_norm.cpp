@@ -32,18 +32,17 @@ void norm_op(const KernelContext& kc, Tensor& dst) {
     fail(ErrorKind::internal, "norm_op", std::string("not a norm op: ") + op_name(dst.op));
   }
   const Tensor& a = *dst.src[0];
-  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const int64_t ne0 = a.ne[0];
   const float eps = dst.param_f32(0);
-  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end) return;
+  const ThreadRows rows(a, kc);
+  if (rows.empty()) return;
 
   const VecKernels& k = vec_kernels();
   RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
   float* buf_d = scratch.take<float>(ne0);
 
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
     uint8_t* pd = row_ptr(dst, i1, i2, i3);
     const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
     float* out = out_row_f32(dst, pd, buf_d);
@@ -53,7 +52,7 @@ void norm_op(const KernelContext& kc, Tensor& dst) {
       norm_row(k, x, out, ne0, eps);
     }
     store_row_f32(dst, pd, out, ne0);
-  }
+  });
 }
 
 bool norm_supports(const Tensor& n) { return is_f32(n.src[0]); }
@@ -77,22 +76,21 @@ bool fusable_rms_norm_mul(const Tensor& norm, const Tensor& mul) {
 // (the planner's in-place form): a row is read whole before it is written.
 void rms_norm_mul(const KernelContext& kc, Tensor& mul, const Tensor& norm) {
   const Tensor& a = *norm.src[0];
-  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const int64_t ne0 = a.ne[0];
   const float eps = norm.param_f32(0);
   const auto* w = static_cast<const float*>(mul.src[1]->data);
-  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end) return;
+  const ThreadRows rows(a, kc);
+  if (rows.empty()) return;
 
   const VecKernels& k = vec_kernels();
   RowScratch scratch(kc, norm);
   float* buf_a = scratch.take<float>(ne0);
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
     const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
     auto* out = reinterpret_cast<float*>(row_ptr(mul, i1, i2, i3));
     rms_norm_row(k, x, out, ne0, eps);
     k.binary[static_cast<size_t>(BinaryOp::mul)](out, w, out, ne0);
-  }
+  });
 }
 
 const OpFamily kNormFamily{"norm", norm_supports, norm_scratch_bytes, norm_op};

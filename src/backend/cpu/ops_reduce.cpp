@@ -53,10 +53,9 @@ int32_t argmax_row(const uint8_t* p, size_t nb0, int64_t n) {
 
 void reduce_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
-  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
-  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+  const int64_t ne0 = a.ne[0];
+  const ThreadRows rows(a, kc);
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
     const uint8_t* src = row_ptr(a, i1, i2, i3);
     switch (dst.op) {
       case Op::sum_rows: {
@@ -71,7 +70,7 @@ void reduce_op(const KernelContext& kc, Tensor& dst) {
       }
       default: fail(ErrorKind::internal, "reduce_op", std::string("not a reduction: ") + op_name(dst.op));
     }
-  }
+  });
 }
 
 bool reduce_supports(const Tensor& n) { return is_f32(n.src[0]); }

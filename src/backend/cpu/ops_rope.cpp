@@ -72,10 +72,10 @@ void rope_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& pos = *dst.src[1];
   const RopeParams rp = params_of(dst);
-  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const int64_t ne0 = a.ne[0];
   const int half = rp.n_dims / 2;
-  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end) return;
+  const ThreadRows rows(a, kc);
+  if (rows.empty()) return;
 
   const VecKernels& k = vec_kernels();
   RowScratch scratch(kc, dst);
@@ -88,8 +88,7 @@ void rope_op(const KernelContext& kc, Tensor& dst) {
   bool have_angles = false;
   int32_t cached_p = 0;
 
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
     int32_t p;
     std::memcpy(&p, static_cast<const uint8_t*>(pos.data) + i2 * pos.nb[0], sizeof p);
     if (!have_angles || p != cached_p) {
@@ -118,7 +117,7 @@ void rope_op(const KernelContext& kc, Tensor& dst) {
       std::memmove(out + rp.n_dims, x + rp.n_dims, static_cast<size_t>(ne0 - rp.n_dims) * sizeof(float));
     }
     store_row_f32(dst, pd, out, ne0);
-  }
+  });
 }
 
 // f32 values and result, i32 positions; rope_ext's factors, when given, f32.

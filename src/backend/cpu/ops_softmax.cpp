@@ -48,10 +48,10 @@ void soft_max_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor* mask = dst.src[1];
   const Tensor* sinks = dst.src[2];
-  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const int64_t ne0 = a.ne[0];
   const float scale = dst.param_f32(0);
-  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end) return;
+  const ThreadRows rows(a, kc);
+  if (rows.empty()) return;
   if (mask != nullptr && mask->type != DType::f32 && mask->type != DType::f16) {
     fail(ErrorKind::unsupported, "soft_max", std::string("mask dtype ") + std::string(dtype_name(mask->type)));
   }
@@ -61,8 +61,7 @@ void soft_max_op(const KernelContext& kc, Tensor& dst) {
   float* w = scratch.take<float>(ne0);
   float* mbuf = mask_needs_buffer(mask) ? scratch.take<float>(ne0) : nullptr;
 
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
     const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, w);
     const float* m = nullptr;
     if (mask != nullptr) m = mask_row(*mask, row_ptr(*mask, i1, i2 % mask->ne[2], i3 % mask->ne[3]), ne0, mbuf);
@@ -77,7 +76,7 @@ void soft_max_op(const KernelContext& kc, Tensor& dst) {
       k.scale(out, static_cast<float>(1.0 / sum), out, ne0);
     }
     store_row_f32(dst, pd, out, ne0);
-  }
+  });
 }
 
 // f32 logits; the mask, when given, f32 or f16; sinks f32.

@@ -25,19 +25,18 @@ void sort_op(const KernelContext& kc, Tensor& dst) {
     fail(ErrorKind::internal, "sort_op", std::string("not a sort op: ") + op_name(dst.op));
   }
   const Tensor& a = *dst.src[0];
-  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
+  const int64_t ne0 = a.ne[0];
   const bool top_k = dst.op == Op::top_k;
   const bool descending = top_k || dst.param_i32(0) == static_cast<int32_t>(SortOrder::descending);
   const int64_t n_out = top_k ? std::min<int64_t>(dst.param_i32(0), ne0) : ne0;
-  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end) return;
+  const ThreadRows rows(a, kc);
+  if (rows.empty()) return;
 
   RowScratch scratch(kc, dst);
   int32_t* idx = scratch.take<int32_t>(ne0);
   float* buf = scratch.take<float>(ne0);
 
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
     const float* v = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf);
     for (int64_t i = 0; i < ne0; ++i) idx[i] = static_cast<int32_t>(i);
     auto before = [v, descending](int32_t x, int32_t y) {
@@ -53,7 +52,7 @@ void sort_op(const KernelContext& kc, Tensor& dst) {
     }
     uint8_t* out = row_ptr(dst, i1, i2, i3);
     for (int64_t i = 0; i < n_out; ++i) std::memcpy(out + i * dst.nb[0], &idx[i], sizeof(int32_t));
-  }
+  });
 }
 
 bool sort_supports(const Tensor& n) { return is_f32(n.src[0]); }

@@ -28,22 +28,21 @@ void unary_rows(const KernelContext& kc, Tensor& dst, RowFn f) {
       f(static_cast<const float*>(a.data) + r.begin, static_cast<float*>(dst.data) + r.begin, r.end - r.begin);
     return;
   }
-  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
-  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end) return;
+  const int64_t ne0 = a.ne[0];
+  const ThreadRows rows(a, kc);
+  if (rows.empty()) return;
 
   RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
   float* buf_d = scratch.take<float>(ne0);
 
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
     uint8_t* pd = row_ptr(dst, i1, i2, i3);
     const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
     float* out = out_row_f32(dst, pd, buf_d);
     f(x, out, ne0);
     store_row_f32(dst, pd, out, ne0);
-  }
+  });
 }
 
 // f(x, y, out, n) over every row pair of a and b (same shapes); dst may
@@ -59,24 +58,23 @@ void binary_rows(const KernelContext& kc, Tensor& dst, RowFn f) {
         static_cast<float*>(dst.data) + r.begin, r.end - r.begin);
     return;
   }
-  const int64_t ne0 = a.ne[0], ne1 = a.ne[1], ne2 = a.ne[2];
-  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
-  if (r.begin >= r.end) return;
+  const int64_t ne0 = a.ne[0];
+  const ThreadRows rows(a, kc);
+  if (rows.empty()) return;
 
   RowScratch scratch(kc, dst);
   float* buf_a = scratch.take<float>(ne0);
   float* buf_b = scratch.take<float>(ne0);
   float* buf_d = scratch.take<float>(ne0);
 
-  for (int64_t ir = r.begin; ir < r.end; ++ir) {
-    const int64_t i1 = ir % ne1, i2 = (ir / ne1) % ne2, i3 = ir / (ne1 * ne2);
+  rows.for_each([&](int64_t i1, int64_t i2, int64_t i3) {
     uint8_t* pd = row_ptr(dst, i1, i2, i3);
     const float* x = load_row_f32(a, row_ptr(a, i1, i2, i3), ne0, buf_a);
     const float* y = load_row_f32(b, row_ptr(b, i1, i2, i3), ne0, buf_b);
     float* out = out_row_f32(dst, pd, buf_d);
     f(x, y, out, ne0);
     store_row_f32(dst, pd, out, ne0);
-  }
+  });
 }
 
 void swiglu_rows(const KernelContext& kc, Tensor& dst) {

@@ -275,60 +275,67 @@ WEFT_INLINE __m256 pair_scale(float a, float b) {
   return _mm256_set_m128(_mm_set1_ps(b), _mm_set1_ps(a));
 }
 
+// One pair of blocks, b0 and b1, of legacy_tile: NW weight rows against NX
+// activation rows into acc; s (sm) hold their d * dx (m * dx) in lanes 0-3
+// and 4-7. Each pair of activation blocks is rearranged (with its sums for
+// the offset and minimum forms) once for all NW rows.
+template <class T, int NW, int NX>
+WEFT_INLINE void legacy_pair(const typename T::Block* const (&w)[NW], const BlockQ8_0* const* x, int64_t b0, int64_t b1,
+                             const __m256 (&s)[NW][NX], const __m256 (&sm)[NW][NX], __m256 (&acc)[NW][NX]) {
+  constexpr Form kForm = T::kForm;
+  constexpr bool kSmall = requires { T::kSmallLevels; };
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i xa[NX], xb[NX], xs[NX];
+  __m256 sum_x[NX];
+  for (int j = 0; j < NX; ++j) {
+    xa[j] = lanes(x[j][b0].q, x[j][b1].q);
+    xb[j] = lanes(x[j][b0].q + 16, x[j][b1].q + 16);
+    if constexpr (kForm == Form::offset_q) {
+      const __m256i o = _mm256_set1_epi8(T::kOffset);
+      xs[j] = _mm256_add_epi16(_mm256_maddubs_epi16(o, xa[j]), _mm256_maddubs_epi16(o, xb[j]));
+    }
+    if constexpr (kForm == Form::min_q) {
+      const __m256i one = _mm256_set1_epi8(1);
+      const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(one, xa[j]), _mm256_maddubs_epi16(one, xb[j]));
+      sum_x[j] = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
+    }
+  }
+  for (int r = 0; r < NW; ++r) {
+    const Halves q = T::quants(w[r][b0], w[r][b1]);
+    for (int j = 0; j < NX; ++j) {
+      __m256i p;
+      if constexpr (kForm == Form::signed_q && kSmall) {  // pair sums of up to 2 * 2 * 12 * 127
+        const __m256i lo = _mm256_maddubs_epi16(_mm256_sign_epi8(q.lo, q.lo), _mm256_sign_epi8(xa[j], q.lo));
+        const __m256i hi = _mm256_maddubs_epi16(_mm256_sign_epi8(q.hi, q.hi), _mm256_sign_epi8(xb[j], q.hi));
+        p = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
+      } else if constexpr (kForm == Form::signed_q) {  // two maddubs of up to 2 * 128 * 127 each: madd them apart
+        p = _mm256_add_epi32(dot_us(_mm256_sign_epi8(q.lo, q.lo), _mm256_sign_epi8(xa[j], q.lo)),
+                             dot_us(_mm256_sign_epi8(q.hi, q.hi), _mm256_sign_epi8(xb[j], q.hi)));
+      } else {  // |pair sums| <= 4 * 31 * 127 + 4 * 16 * 127: fits in i16
+        __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(q.lo, xa[j]), _mm256_maddubs_epi16(q.hi, xb[j]));
+        if constexpr (kForm == Form::offset_q) p16 = _mm256_sub_epi16(p16, xs[j]);
+        p = _mm256_madd_epi16(p16, ones);
+      }
+      acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s[r][j], acc[r][j]);
+      if constexpr (kForm == Form::min_q) acc[r][j] = _mm256_fmadd_ps(sum_x[j], sm[r][j], acc[r][j]);
+    }
+  }
+}
+
 // NW weight rows against NX activation rows (NW * NX <= 4 accumulators),
 // 8 blocks (4 pairs) at a time: their scales are converted together, and
-// each pair of activation blocks (rearranged, with its sums for the offset
-// and minimum forms) serves all NW rows. Decode runs 4 x 1.
+// each pair of activation blocks serves all NW rows (legacy_pair). Decode
+// runs 4 x 1.
 template <class T, int NW, int NX>
 void legacy_tile(const uint8_t* wp, size_t stride, const BlockQ8_0* const* x, int64_t nb, float* out) {
   using Block = typename T::Block;
   constexpr Form kForm = T::kForm;
-  constexpr bool kSmall = requires { T::kSmallLevels; };
   const Block* w[NW];
   for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * stride);
   __m256 acc[NW][NX], s[NW][NX], sm[NW][NX];
   for (int r = 0; r < NW; ++r)
     for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
-
-  // Blocks b0, b1; s (sm) hold their d * dx (m * dx) in lanes 0-3 and 4-7.
-  auto pair = [&](int64_t b0, int64_t b1) WEFT_LAMBDA_INLINE {
-    __m256i xa[NX], xb[NX], xs[NX];
-    __m256 sum_x[NX];
-    for (int j = 0; j < NX; ++j) {
-      xa[j] = lanes(x[j][b0].q, x[j][b1].q);
-      xb[j] = lanes(x[j][b0].q + 16, x[j][b1].q + 16);
-      if constexpr (kForm == Form::offset_q) {
-        const __m256i o = _mm256_set1_epi8(T::kOffset);
-        xs[j] = _mm256_add_epi16(_mm256_maddubs_epi16(o, xa[j]), _mm256_maddubs_epi16(o, xb[j]));
-      }
-      if constexpr (kForm == Form::min_q) {
-        const __m256i one = _mm256_set1_epi8(1);
-        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(one, xa[j]), _mm256_maddubs_epi16(one, xb[j]));
-        sum_x[j] = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
-      }
-    }
-    for (int r = 0; r < NW; ++r) {
-      const Halves q = T::quants(w[r][b0], w[r][b1]);
-      for (int j = 0; j < NX; ++j) {
-        __m256i p;
-        if constexpr (kForm == Form::signed_q && kSmall) {  // pair sums of up to 2 * 2 * 12 * 127
-          const __m256i lo = _mm256_maddubs_epi16(_mm256_sign_epi8(q.lo, q.lo), _mm256_sign_epi8(xa[j], q.lo));
-          const __m256i hi = _mm256_maddubs_epi16(_mm256_sign_epi8(q.hi, q.hi), _mm256_sign_epi8(xb[j], q.hi));
-          p = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
-        } else if constexpr (kForm == Form::signed_q) {  // two maddubs of up to 2 * 128 * 127 each: madd them apart
-          p = _mm256_add_epi32(dot_us(_mm256_sign_epi8(q.lo, q.lo), _mm256_sign_epi8(xa[j], q.lo)),
-                               dot_us(_mm256_sign_epi8(q.hi, q.hi), _mm256_sign_epi8(xb[j], q.hi)));
-        } else {  // |pair sums| <= 4 * 31 * 127 + 4 * 16 * 127: fits in i16
-          __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(q.lo, xa[j]), _mm256_maddubs_epi16(q.hi, xb[j]));
-          if constexpr (kForm == Form::offset_q) p16 = _mm256_sub_epi16(p16, xs[j]);
-          p = _mm256_madd_epi16(p16, ones);
-        }
-        acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s[r][j], acc[r][j]);
-        if constexpr (kForm == Form::min_q) acc[r][j] = _mm256_fmadd_ps(sum_x[j], sm[r][j], acc[r][j]);
-      }
-    }
-  };
+  auto pair = [&](int64_t b0, int64_t b1) WEFT_LAMBDA_INLINE { legacy_pair<T, NW, NX>(w, x, b0, b1, s, sm, acc); };
 
   const size_t ahead = prefetch_distance(NW * stride);
   int64_t b = 0;

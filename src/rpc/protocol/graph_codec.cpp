@@ -165,12 +165,6 @@ class Encoder {
 
 // ---------------------------------------------------------------- decoding
 
-float param_f32(const int32_t (&params)[kMaxOpParams], int i) {
-  Tensor t;
-  t.op_params[i] = params[i];
-  return t.param_f32(i);
-}
-
 // The op's constructor applied to the decoded sources and parameters.
 Tensor* rebuild(Context& ctx, const WireTensor& w, Tensor* const (&src)[kMaxSrc]) {
   return rebuild_op(ctx, static_cast<Op>(w.op), w.op_params, w.ne, w.nb, w.view_offs, src);
@@ -424,13 +418,14 @@ class Decoder {
   // over its src[0] (same start, same size, same dtype, both packed). Any
   // other overlap would make kernels read what they are writing (undefined
   // results, overlapping copies), so it is refused here, before anything runs.
-  // set_rows and cpy write into their destination operand, which is skipped.
+  // set_rows and cpy write into their destination operand (the registry's
+  // writes_src), which is skipped.
   void check_writes(uint32_t k, uint32_t idx) const {
     const Tensor& t = *tensors_[idx];
     if (op_is_view(t.op)) return;  // writes nothing
     const auto [d0, d1] = extent(t);
     if (d0 == d1) return;
-    const int own_target = t.op == Op::set_rows ? 0 : t.op == Op::cpy ? 1 : -1;
+    const int own_target = op_info(t.op).writes_src;
     for (int s = 0; s < kMaxSrc; ++s) {
       const Tensor* src = t.src[s];
       if (src == nullptr || s == own_target) continue;
@@ -486,63 +481,11 @@ class Decoder {
 
 Tensor* rebuild_op(Context& ctx, Op op, const int32_t (&params)[kMaxOpParams], const int64_t (&ne)[kMaxDims],
                    const uint64_t (&nb)[kMaxDims], uint64_t view_offs, Tensor* const (&src)[kMaxSrc]) {
-  Tensor* a = src[0];
-  Tensor* b = src[1];
-  Tensor* c = src[2];
-  Tensor* d = src[3];
-  const int32_t* p = params;
-  switch (op) {
-    case Op::none: break;  // leafs are made by make_leaf
-    case Op::add: return ops::add(ctx, a, b);
-    case Op::sub: return ops::sub(ctx, a, b);
-    case Op::mul: return ops::mul(ctx, a, b);
-    case Op::div: return ops::div(ctx, a, b);
-    case Op::scale: return ops::scale(ctx, a, param_f32(params, 0));
-    case Op::sqr: return ops::sqr(ctx, a);
-    case Op::sqrt: return ops::sqrt(ctx, a);
-    case Op::silu: return ops::silu(ctx, a);
-    case Op::gelu: return ops::gelu(ctx, a);
-    case Op::swiglu: return ops::swiglu(ctx, a, b);
-    case Op::rms_norm: return ops::rms_norm(ctx, a, param_f32(params, 0));
-    case Op::norm: return ops::norm(ctx, a, param_f32(params, 0));
-    case Op::soft_max: return ops::soft_max(ctx, a, b, param_f32(params, 0), src[2]);
-    case Op::rope: return ops::rope(ctx, a, b, p[0], static_cast<RopeMode>(p[1]), param_f32(params, 2));
-    case Op::sum_rows: return ops::sum_rows(ctx, a);
-    case Op::argmax: return ops::argmax(ctx, a);
-    case Op::argsort: return ops::argsort(ctx, a, static_cast<SortOrder>(p[0]));
-    case Op::top_k: return ops::top_k(ctx, a, p[0]);
-    case Op::mul_mat: return ops::mul_mat(ctx, a, b);
-    case Op::mul_mat_id: return ops::mul_mat_id(ctx, a, b, c, p[0]);
-    case Op::get_rows: return ops::get_rows(ctx, a, b);
-    case Op::set_rows: return ops::set_rows(ctx, a, b, c);
-    case Op::cpy: return ops::cpy(ctx, a, b);
-    case Op::cont: return ops::cont(ctx, a);
-    case Op::concat: return ops::concat(ctx, a, b, p[0]);
-    case Op::view: {
-      if (a == nullptr) fail(ErrorKind::invalid_input, "view", "missing operand a");
-      // view_offs is relative to the root; the constructor's offset to a.
-      const uint64_t base = a->view_src != nullptr ? a->view_offs : 0;
-      if (view_offs < base) {
-        fail(ErrorKind::invalid_input, "view",
-             "view_offs " + num(view_offs) + " is before its source's start " + num(base) + " in the root");
-      }
-      const size_t sizes[kMaxDims] = {nb[0], nb[1], nb[2], nb[3]};
-      return ops::view(ctx, a, ne, sizes, view_offs - base);
-    }
-    case Op::reshape: return ops::reshape(ctx, a, ne);
-    case Op::permute: return ops::permute(ctx, a, p[0], p[1], p[2], p[3]);
-    case Op::transpose: return ops::transpose(ctx, a);
-    case Op::gelu_erf: return ops::gelu_erf(ctx, a);
-    case Op::sigmoid: return ops::sigmoid(ctx, a);
-    case Op::softcap: return ops::softcap(ctx, a, param_f32(params, 0));
-    case Op::rope_ext:
-      return ops::rope_ext(ctx, a, b, c, p[0], static_cast<RopeMode>(p[1]), param_f32(params, 2),
-                           {param_f32(params, 3), param_f32(params, 4)});
-    case Op::flash_attn: return ops::flash_attn(ctx, a, b, c, d, param_f32(params, 0), param_f32(params, 1), src[4]);
-    case Op::routed_rows: return ops::routed_rows(ctx, a, b, p[0], p[1]);
-    case Op::swiglu_oai: return ops::swiglu_oai(ctx, a, b, param_f32(params, 0), param_f32(params, 1));
+  // Leafs are made by make_leaf; a value outside Op is refused before this.
+  if (!op_is_known(static_cast<int>(op)) || op_info(op).rebuild == nullptr) {
+    fail(ErrorKind::internal, "rpc graph", "no constructor for op " + num(static_cast<unsigned>(op)));
   }
-  fail(ErrorKind::internal, "rpc graph", "no constructor for op " + num(static_cast<unsigned>(op)));
+  return op_info(op).rebuild(ctx, OpArgs{params, ne, nb, view_offs, src});
 }
 
 void WireTensor::encode(Writer& w) const {

@@ -473,18 +473,14 @@ struct SupportsOpReply {
 };
 
 // How many Op values (0 .. n-1) a peer speaking minor version `minor` of
-// major 1 knows (docs/rpc-protocol.md, "Op numbers"): 1.0 and 1.1 the 30 up
-// to transpose, 1.2 also gelu_erf, sigmoid, softcap and rope_ext, 1.3 also
-// flash_attn. A peer
-// refuses a larger op number as a malformed message and ends the session, so
-// a client never sends one, not even in SUPPORTS_OP. A minor newer than ours
-// knows every op we do.
-constexpr int ops_known_at_minor(uint16_t minor) {
-  constexpr int kOpsAt[] = {30, 30, 34, 35, 35, 35, 35, 36, 36, 37};  // indexed by minor, up to kMinor
-  static_assert(std::size(kOpsAt) == kMinor + 1 && kOpsAt[kMinor] == kOpCount,
-                "a new Op needs a new minor version (wire.h kMinor) and its count here");
-  return minor < std::size(kOpsAt) ? kOpsAt[minor] : kOpCount;
-}
+// major 1 knows (docs/rpc-protocol.md, "Op numbers"): the op registry's rows
+// up to that minor (weft/core/op_registry.h). A peer refuses a larger op
+// number as a malformed message and ends the session, so a client never
+// sends one, not even in SUPPORTS_OP. A minor newer than ours knows every op
+// we do.
+static_assert(kOpRegistry.back().minor <= kMinor,
+              "an op row names a protocol minor newer than wire.h's kMinor: raise kMinor");
+constexpr int ops_known_at_minor(uint16_t minor) { return ops_known_at(minor); }
 
 // The minor version a peer must speak to take node t: its op's
 // (ops_known_at_minor), or later where a later minor widened what the op's
