@@ -128,6 +128,49 @@ std::vector<int32_t> completion_prompt(const Json& body, const ApiContext& ctx) 
   bad_request("prompt", "'prompt' must be a string or an array of token ids (one prompt per request)");
 }
 
+// The sampler's fields, in OpenAI's names (and llama.cpp's where it has
+// its own), each within its range.
+model::SamplerOptions read_sampler(const Json& body, const ApiContext& ctx) {
+  model::SamplerOptions s;
+  s.temperature = static_cast<float>(number(body, "temperature", 1.0, 0.0, 2.0));
+  s.top_p = static_cast<float>(number(body, "top_p", 1.0, 0.0, 1.0));
+  if (s.top_p <= 0.f) s.top_p = std::numeric_limits<float>::min();  // the most likely token alone
+  s.top_k = static_cast<int>(integer(body, "top_k", 0, 0, ctx.n_vocab));
+  s.min_p = static_cast<float>(number(body, "min_p", 0.0, 0.0, 1.0));
+  const double repeat_penalty = number(body, "repeat_penalty", 1.0, 0.01, 10.0);  // llama.cpp's name
+  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", repeat_penalty, 0.01, 10.0));
+  s.repetition_window = 64;
+  if (const Json* seed = field(body, "seed")) {
+    if (seed->is_number_unsigned()) s.seed = seed->get<uint64_t>();
+    else s.seed = static_cast<uint64_t>(integer(body, "seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+  } else {
+    s.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+  }
+  s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+  s.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0.0, -2.0, 2.0));
+  return s;
+}
+
+// logprobs: chat takes a boolean and top_logprobs; completions an integer.
+void read_logprobs(const Json& body, bool chat, CompletionRequest& r) {
+  Job& job = r.job;
+  if (chat) {
+    r.logprobs = boolean(body, "logprobs", false);
+    const int64_t top = integer(body, "top_logprobs", 0, 0, kMaxTopLogprobs);
+    if (field(body, "top_logprobs") && !r.logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (r.logprobs) job.top_logprobs = static_cast<int>(top);
+  } else {
+    if (field(body, "logprobs")) {
+      r.logprobs = true;
+      job.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, 0, kMaxTopLogprobs));
+    }
+  }
+  if (field(body, "n_probs")) {  // llama.cpp's name
+    r.logprobs = true;
+    job.top_logprobs = static_cast<int>(integer(body, "n_probs", 0, 0, kMaxTopLogprobs));
+  }
+}
+
 }  // namespace
 
 CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext& ctx,
@@ -176,42 +219,11 @@ CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext
   const int64_t asked = integer(body, max_key, std::min<int64_t>(limit, room + 1), 0, limit);
   job.max_tokens = static_cast<int>(std::min<int64_t>(asked, room + 1));
 
-  model::SamplerOptions& s = job.sampler;
-  s.temperature = static_cast<float>(number(body, "temperature", 1.0, 0.0, 2.0));
-  s.top_p = static_cast<float>(number(body, "top_p", 1.0, 0.0, 1.0));
-  if (s.top_p <= 0.f) s.top_p = std::numeric_limits<float>::min();  // the most likely token alone
-  s.top_k = static_cast<int>(integer(body, "top_k", 0, 0, ctx.n_vocab));
-  s.min_p = static_cast<float>(number(body, "min_p", 0.0, 0.0, 1.0));
-  const double repeat_penalty = number(body, "repeat_penalty", 1.0, 0.01, 10.0);  // llama.cpp's name
-  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", repeat_penalty, 0.01, 10.0));
-  s.repetition_window = 64;
-  if (const Json* seed = field(body, "seed")) {
-    if (seed->is_number_unsigned()) s.seed = seed->get<uint64_t>();
-    else s.seed = static_cast<uint64_t>(integer(body, "seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
-  } else {
-    s.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
-  }
-  s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
-  s.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0.0, -2.0, 2.0));
+  job.sampler = read_sampler(body, ctx);
   job.stop = stops(body);
   job.ignore_eos = boolean(body, "ignore_eos", false);
 
-  // logprobs: chat takes a boolean and top_logprobs; completions an integer.
-  if (chat) {
-    r.logprobs = boolean(body, "logprobs", false);
-    const int64_t top = integer(body, "top_logprobs", 0, 0, kMaxTopLogprobs);
-    if (field(body, "top_logprobs") && !r.logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-    if (r.logprobs) job.top_logprobs = static_cast<int>(top);
-  } else {
-    if (field(body, "logprobs")) {
-      r.logprobs = true;
-      job.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, 0, kMaxTopLogprobs));
-    }
-  }
-  if (field(body, "n_probs")) {  // llama.cpp's name
-    r.logprobs = true;
-    job.top_logprobs = static_cast<int>(integer(body, "n_probs", 0, 0, kMaxTopLogprobs));
-  }
+  read_logprobs(body, chat, r);
   return r;
 }
 
