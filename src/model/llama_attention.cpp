@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/llama_ffn.h"
 #include "model/llama_mla.h"
 #include "weft/core/error.h"
 #include "weft/core/ops.h"
@@ -165,84 +166,118 @@ Tensor* head_norm(Context& ctx, const LlamaParams& p, Tensor* x, Tensor* w) {
 
 namespace {
 
+// The weights and cache of the heads one node group computes: a whole layer
+// or one tensor-parallel shard of it.
+struct Heads {
+  Tensor *wq, *wk, *wv, *wqkv, *bq, *bk, *bv, *wo, *sinks, *q_norm, *k_norm, *k_cache, *v_cache;
+  int64_t n_head, n_head_kv;
+};
+
+Heads whole_heads(const LlamaParams& p, const LlamaLayer& l) {
+  return {l.wq, l.wk, l.wv, l.wqkv, l.bq, l.bk, l.bv, l.wo, l.attn_sinks, l.q_norm, l.k_norm, l.k_cache, l.v_cache,
+          p.n_head, p.n_head_kv};
+}
+
+Heads shard_heads(const LlamaLayer::Shard& s) {
+  return {s.wq, s.wk, s.wv, nullptr, s.bq, s.bk, s.bv, s.wo, s.attn_sinks, s.q_norm, s.k_norm, s.k_cache, s.v_cache,
+          s.n_head, s.n_kv};
+}
+
 // What flash_attn fuses: q.k scores, soft-cap, mask and soft_max, then
 // times the values, transposed into a packed copy. [hd, n_head, n].
-Tensor* unfused_attention(Context& ctx, const LlamaParams& p, Tensor* qh, Tensor* keys, Tensor* v_written,
-                          Tensor* mask, Tensor* sinks) {
+Tensor* unfused_attention(Context& ctx, const LlamaParams& p, const Heads& h, Tensor* qh, Tensor* keys,
+                          Tensor* v_written, Tensor* mask) {
   const int64_t hd = p.head_dim, n_kv = keys->ne[1];
   // values transposed [n_kv, hd, n_head_kv], packed so its rows are
   // contiguous (init() gives a block-type cache fused attention only).
-  const int64_t v_ne[3] = {n_kv, hd, p.n_head_kv};
+  const int64_t v_ne[3] = {n_kv, hd, h.n_head_kv};
   const size_t v_nb[3] = {v_written->nb[1], traits(v_written->type).unit_bytes, v_written->nb[2]};
   Tensor* values_t = ops::cont(ctx, ops::view(ctx, v_written, v_ne, v_nb, 0));
   Tensor* kq = ops::mul_mat(ctx, keys, qh);  // [n_kv, n, n_head]
   if (p.attn_softcap > 0) {  // Gemma 2: cap the scaled logits, then mask and softmax
     kq = ops::softcap(ctx, ops::scale(ctx, kq, p.attn_scale), p.attn_softcap);
-    kq = ops::soft_max(ctx, kq, mask, 1.0f, sinks);
+    kq = ops::soft_max(ctx, kq, mask, 1.0f, h.sinks);
   } else {
-    kq = ops::soft_max(ctx, kq, mask, p.attn_scale, sinks);  // sinks: one per head, dim 2 of kq
+    kq = ops::soft_max(ctx, kq, mask, p.attn_scale, h.sinks);  // sinks: one per head, dim 2 of kq
   }
   Tensor* kqv = ops::mul_mat(ctx, values_t, kq);              // [hd, n, n_head]
   return ops::cont(ctx, ops::permute(ctx, kqv, 0, 2, 1, 3));  // [hd, n_head, n]
 }
 
-}  // namespace
-
-Tensor* LlamaModel::build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in) const {
-  const LlamaParams& p = params_;
-  if (p.mla()) return detail::build_mla_attention(ctx, p, l, cur, in, layout_.fused_attention);
+// The heads' output projection wo · attention(cur): [n_embd, n], whole or
+// a shard's partial sum (without bo, the post-norm or the residual).
+Tensor* heads_attention(Context& ctx, const LlamaParams& p, bool fused, const Heads& h, int64_t il, Tensor* cur,
+                        const LlamaModel::Inputs& in) {
   const int64_t n = cur->ne[1];
   const bool swa = p.is_swa(il);
   const bool ring = swa && in.kv_rows_swa != nullptr;  // the layer's cache is a ring
   const int64_t n_kv = ring ? in.mask_swa->ne[0] : in.mask->ne[0];
   const int64_t hd = p.head_dim;
-  const int64_t q_dim = hd * p.n_head, kv_dim = hd * p.n_head_kv;
+  const int64_t q_dim = hd * h.n_head, kv_dim = hd * h.n_head_kv;
   const size_t f32 = sizeof(float);
 
   Tensor *q, *k, *v;
-  if (l.wqkv) {  // rows q, then k, then v of one product
-    Tensor* qkv = ops::mul_mat(ctx, l.wqkv, cur);  // [q_dim + 2 kv_dim, n]
+  if (h.wqkv) {  // rows q, then k, then v of one product
+    Tensor* qkv = ops::mul_mat(ctx, h.wqkv, cur);  // [q_dim + 2 kv_dim, n]
     const size_t row = qkv->nb[1];
-    q = ops::view_3d(ctx, qkv, hd, p.n_head, n, hd * f32, row, 0);
-    k = ops::view_3d(ctx, qkv, hd, p.n_head_kv, n, hd * f32, row, static_cast<size_t>(q_dim) * f32);
-    v = ops::view_3d(ctx, qkv, hd, p.n_head_kv, n, hd * f32, row, static_cast<size_t>(q_dim + kv_dim) * f32);
+    q = ops::view_3d(ctx, qkv, hd, h.n_head, n, hd * f32, row, 0);
+    k = ops::view_3d(ctx, qkv, hd, h.n_head_kv, n, hd * f32, row, static_cast<size_t>(q_dim) * f32);
+    v = ops::view_3d(ctx, qkv, hd, h.n_head_kv, n, hd * f32, row, static_cast<size_t>(q_dim + kv_dim) * f32);
   } else {
-    q = ops::mul_mat(ctx, l.wq, cur);
-    k = ops::mul_mat(ctx, l.wk, cur);
-    v = ops::mul_mat(ctx, l.wv, cur);
-    if (l.bq) q = ops::add(ctx, q, l.bq);
-    if (l.bk) k = ops::add(ctx, k, l.bk);
-    if (l.bv) v = ops::add(ctx, v, l.bv);
-    q = ops::reshape(ctx, q, {hd, p.n_head, n});
-    k = ops::reshape(ctx, k, {hd, p.n_head_kv, n});
-    v = ops::reshape(ctx, v, {hd, p.n_head_kv, n});
+    q = ops::mul_mat(ctx, h.wq, cur);
+    k = ops::mul_mat(ctx, h.wk, cur);
+    v = ops::mul_mat(ctx, h.wv, cur);
+    if (h.bq) q = ops::add(ctx, q, h.bq);
+    if (h.bk) k = ops::add(ctx, k, h.bk);
+    if (h.bv) v = ops::add(ctx, v, h.bv);
+    q = ops::reshape(ctx, q, {hd, h.n_head, n});
+    k = ops::reshape(ctx, k, {hd, h.n_head_kv, n});
+    v = ops::reshape(ctx, v, {hd, h.n_head_kv, n});
   }
-  q = rope_layer(ctx, p, swa, head_norm(ctx, p, q, l.q_norm), in);
-  k = rope_layer(ctx, p, swa, head_norm(ctx, p, k, l.k_norm), in);
+  q = rope_layer(ctx, p, swa, head_norm(ctx, p, q, h.q_norm), in);
+  k = rope_layer(ctx, p, swa, head_norm(ctx, p, k, h.k_norm), in);
 
   // Write the new rows (each kv head's [hd, n] into its rows of the cache
   // [hd, n_ctx, n_head_kv]), then read [0, n_kv) through views of the
-  // writes so the graph orders each read after its write.
+  // writes so the graph orders each read after its write. Every kv head
+  // writes the same rows: a shard reads the first of the input's columns.
   Tensor* rows = ring ? in.kv_rows_swa : in.kv_rows;
-  Tensor* k_written = ops::set_rows(ctx, l.k_cache, ops::permute(ctx, k, 0, 2, 1, 3), rows);
-  Tensor* v_written = ops::set_rows(ctx, l.v_cache, ops::permute(ctx, v, 0, 2, 1, 3), rows);
+  if (rows->ne[1] != h.n_head_kv) rows = ops::view_2d(ctx, rows, n, h.n_head_kv, rows->nb[1], 0);
+  Tensor* k_written = ops::set_rows(ctx, h.k_cache, ops::permute(ctx, k, 0, 2, 1, 3), rows);
+  Tensor* v_written = ops::set_rows(ctx, h.v_cache, ops::permute(ctx, v, 0, 2, 1, 3), rows);
   // keys [hd, n_kv, n_head_kv]: a of mul_mat, kv heads in dim 2 (GQA
   // broadcast); the first n_kv rows of each head.
-  const int64_t k_ne[3] = {hd, n_kv, p.n_head_kv};
-  const size_t k_nb[3] = {traits(l.k_cache->type).unit_bytes, l.k_cache->nb[1], l.k_cache->nb[2]};
+  const int64_t k_ne[3] = {hd, n_kv, h.n_head_kv};
+  const size_t k_nb[3] = {traits(h.k_cache->type).unit_bytes, h.k_cache->nb[1], h.k_cache->nb[2]};
   Tensor* keys = ops::view(ctx, k_written, k_ne, k_nb, 0);
   Tensor* qh = ops::permute(ctx, q, 0, 2, 1, 3);  // [hd, n, n_head]
   Tensor* mask = swa ? in.mask_swa : in.mask;
   Tensor* kqv;
-  if (layout_.fused_attention) {
+  if (fused) {
     // values [hd, n_kv, n_head_kv]: the cache's rows as they are.
     Tensor* values = ops::view(ctx, v_written, k_ne, k_nb, 0);
-    kqv = ops::flash_attn(ctx, qh, keys, values, mask, p.attn_scale, p.attn_softcap, l.attn_sinks);  // [hd, n_head, n]
+    kqv = ops::flash_attn(ctx, qh, keys, values, mask, p.attn_scale, p.attn_softcap, h.sinks);  // [hd, n_head, n]
   } else {
-    kqv = unfused_attention(ctx, p, qh, keys, v_written, mask, l.attn_sinks);
+    kqv = unfused_attention(ctx, p, h, qh, keys, v_written, mask);
   }
   kqv = ops::reshape(ctx, kqv, {q_dim, n});
-  Tensor* out = ops::mul_mat(ctx, l.wo, kqv);
+  return ops::mul_mat(ctx, h.wo, kqv);
+}
+
+}  // namespace
+
+Tensor* LlamaModel::build_attention(Context& ctx, Graph& g, Forward& f, const LlamaLayer& l, int64_t il, Tensor* cur,
+                                    const Inputs& in) const {
+  const LlamaParams& p = params_;
+  if (p.mla()) return detail::build_mla_attention(ctx, p, l, cur, in, layout_.fused_attention);
+  Tensor* out;
+  if (l.shards.empty()) {
+    out = heads_attention(ctx, p, layout_.fused_attention, whole_heads(p, l), il, cur, in);
+  } else {
+    out = detail::sum_shards(ctx, g, l.shards, layer_part(il), cur, f.part_nodes, [&](const LlamaLayer::Shard& s) {
+      return heads_attention(ctx, p, layout_.fused_attention, shard_heads(s), il, cur, in);
+    });
+  }
   if (l.bo) out = ops::add(ctx, out, l.bo);
   if (l.attn_post_norm) out = ops::mul(ctx, ops::rms_norm(ctx, out, p.rms_eps), l.attn_post_norm);
   return out;

@@ -176,4 +176,33 @@ Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer
   return l.ffn_gate_inp ? moe_ffn(ctx, g, p, l, cur, e) : dense_ffn(ctx, p, l, cur);
 }
 
+Tensor* sum_shards(Context& ctx, Graph& g, std::span<const LlamaLayer::Shard> shards, int home, Tensor* input,
+                   std::vector<LlamaModel::NodeRange>& part_nodes,
+                   const std::function<Tensor*(const LlamaLayer::Shard&)>& partial) {
+  g.expand(input);
+  std::vector<Tensor*> parts;
+  for (const bool home_pass : {false, true}) {
+    for (const LlamaLayer::Shard& s : shards) {
+      if ((s.part == home) != home_pass) continue;
+      const size_t begin = ctx.size();
+      Tensor* t = partial(s);
+      if (t == nullptr) continue;
+      if (!home_pass) part_nodes.push_back({begin, ctx.size(), s.part});
+      g.expand(t);
+      parts.push_back(t);
+    }
+  }
+  Tensor* sum = parts.front();
+  for (size_t i = 1; i < parts.size(); ++i) sum = ops::add(ctx, sum, parts[i]);
+  return sum;
+}
+
+Tensor* build_ffn_shards(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur, int home,
+                         std::vector<LlamaModel::NodeRange>& part_nodes) {
+  return sum_shards(ctx, g, l.shards, home, cur, part_nodes, [&](const LlamaLayer::Shard& s) -> Tensor* {
+    if (s.down == nullptr) return nullptr;  // no columns on this part
+    return ops::mul_mat(ctx, s.down, gated(ctx, p, ops::mul_mat(ctx, s.gate, cur), ops::mul_mat(ctx, s.up, cur)));
+  });
+}
+
 }  // namespace weft::model::detail

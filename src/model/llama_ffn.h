@@ -2,6 +2,8 @@
 // (FACTS.md, "Llama-family files"), as LlamaModel::build_forward adds it.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "weft/core/context.h"
@@ -54,5 +56,20 @@ struct ExpertsBuild {
 };
 Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur,
                   const ExpertsBuild& e = {});
+
+// The sum of a tensor-parallel layer's partials, partial(shard) for each
+// shard that has one (nullptr: none), f32 [n_embd, n]. The input is added
+// to g first (one run of the home part's nodes); then the other parts'
+// shards, each whole and recorded in part_nodes to run on its part's
+// device, so that they start before the home part computes its own shard;
+// then the home shard; then the sums, on the home part.
+Tensor* sum_shards(Context& ctx, Graph& g, std::span<const LlamaLayer::Shard> shards, int home, Tensor* input,
+                   std::vector<LlamaModel::NodeRange>& part_nodes,
+                   const std::function<Tensor*(const LlamaLayer::Shard&)>& partial);
+// A dense layer's feed-forward cut by columns (LlamaLayer::Shard): each
+// shard's W_down columns · (act(gate rows · cur) ⊙ up rows · cur), summed
+// as sum_shards does.
+Tensor* build_ffn_shards(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur, int home,
+                         std::vector<LlamaModel::NodeRange>& part_nodes);
 
 }  // namespace weft::model::detail

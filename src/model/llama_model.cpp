@@ -39,6 +39,13 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
   detail::ModelWeights& w = *weights_;
   if (!layout_.expert_split.empty())
     detail::split_experts(w, p, layout_.expert_split, static_cast<size_t>(n_parts_), ctx_);
+  if (!layout_.tensor_shares.empty()) {
+    if (layout_.tensor_shares.size() != static_cast<size_t>(n_parts_))
+      fail(ErrorKind::invalid_input, kWhere,
+           "tensor_shares has " + std::to_string(layout_.tensor_shares.size()) + " entries for " +
+               std::to_string(n_parts_) + " parts");
+    detail::split_tensor_parallel(w, p, layer_part_, layout_.tensor_shares, ctx_);
+  }
   tok_embd_ = w.tok_embd;
   output_norm_ = w.output_norm;
   output_ = w.output;
@@ -55,6 +62,14 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
   for (int64_t i = 0; i < p.n_layer; ++i) {
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
     const int64_t rows = ring_rows_ > 0 && p.is_swa(i) ? ring_rows_ : n_ctx_;
+    for (LlamaLayer::Shard& sh : l.shards) {  // each shard its heads' rows
+      const std::string at = std::to_string(i) + ".part" + std::to_string(sh.part);
+      sh.k_cache = ctx_.new_tensor(layout_.cache_type, {p.head_dim, rows, sh.n_kv});
+      sh.k_cache->name = "cache_k." + at;
+      sh.v_cache = ctx_.new_tensor(layout_.cache_type, {p.head_dim, rows, sh.n_kv});
+      sh.v_cache->name = "cache_v." + at;
+    }
+    if (!l.shards.empty()) continue;
     l.k_cache = ctx_.new_tensor(layout_.cache_type, {p.head_dim, rows, p.n_head_kv});
     l.k_cache->name = "cache_k." + std::to_string(i);
     if (p.mla()) continue;  // the latent is both: values are views of k_cache
@@ -68,7 +83,9 @@ LlamaModel::~LlamaModel() = default;
 std::vector<Tensor*> LlamaModel::part_caches(int part) const {
   std::vector<Tensor*> caches;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (layer_part_[i] != part) continue;
+    for (const LlamaLayer::Shard& s : layers_[i].shards)
+      if (s.part == part) caches.insert(caches.end(), {s.k_cache, s.v_cache});
+    if (layer_part_[i] != part || !layers_[i].k_cache) continue;
     caches.push_back(layers_[i].k_cache);
     if (layers_[i].v_cache) caches.push_back(layers_[i].v_cache);
   }
@@ -104,6 +121,7 @@ std::vector<std::unique_ptr<Buffer>> LlamaModel::load_part_weights(const GgufFil
     own->set_usage(BufferUsage::weights);
     for (Tensor* t : copied) {
       tensor_set(*t, weights_->data(file, *t), 0, t->nbytes());
+      weights_->release(t);  // a derived weight's host bytes: on the device now
       done += t->nbytes();
       if (progress) progress(done, total);
     }
@@ -136,11 +154,14 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     const LlamaLayer& l = layers_[static_cast<size_t>(il)];
     f.segment_begin.push_back(ctx.size());
     Tensor* cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.attn_norm);
-    x = ops::add(ctx, x, build_attention(ctx, l, il, cur, in));
+    x = ops::add(ctx, x, build_attention(ctx, g, f, l, il, cur, in));
     cur = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), l.ffn_norm);
     const int part = layer_part_[static_cast<size_t>(il)];
     const bool routed_rows = !layout_.routes_rows.empty() && layout_.routes_rows[static_cast<size_t>(part)] != 0;
-    cur = detail::build_ffn(ctx, g, p, l, cur, {part, layout_.experts_overlap, routed_rows, &f.expert_nodes});
+    if (l.shards.empty() || l.ffn_gate_inp != nullptr)  // whole, or a mixture of experts (never sharded)
+      cur = detail::build_ffn(ctx, g, p, l, cur, {part, layout_.experts_overlap, routed_rows, &f.part_nodes});
+    else
+      cur = detail::build_ffn_shards(ctx, g, p, l, cur, part, f.part_nodes);
     if (l.ffn_post_norm) cur = ops::mul(ctx, ops::rms_norm(ctx, cur, p.rms_eps), l.ffn_post_norm);
     x = ops::add(ctx, x, cur);
   }

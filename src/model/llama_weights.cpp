@@ -219,7 +219,9 @@ std::vector<float> yarn_rope_factors(const LlamaParams& p) {
 const uint8_t* ModelWeights::data(const GgufFile& file, const Tensor& t) const {
   if (const auto d = derived.find(&t); d != derived.end()) {
     auto& bytes = derived_bytes[&t];
-    if (bytes.empty()) bytes = cut_kv_b(file, d->second.source, d->second.key, t);
+    if (bytes.empty())
+      bytes = d->second.first_column >= 0 ? cut_columns(file, d->second.source, d->second.first_column, t)
+                                          : cut_kv_b(file, d->second.source, d->second.key, t);
     return bytes.data();
   }
   const GgufTensorInfo* info = file.find_tensor(t.name);
@@ -310,6 +312,14 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
       if (t) parts[static_cast<size_t>(layer_part[i])].push_back(t);
     for (const LlamaLayer::ExpertSlice& e : l.expert_slices)
       for (Tensor* t : {e.gate, e.up, e.down}) parts[static_cast<size_t>(e.part)].push_back(t);
+    for (const LlamaLayer::Shard& s : l.shards) {
+      auto& to = parts[static_cast<size_t>(s.part)];
+      for (Tensor* t : {s.wq, s.wk, s.wv, s.bq, s.bk, s.bv, s.wo, s.attn_sinks, s.gate, s.up, s.down})
+        if (t) to.push_back(t);
+      // The norms each head applies: the layer's on its home part, a copy elsewhere.
+      for (Tensor* t : {s.q_norm, s.k_norm})
+        if (t && t != l.q_norm && t != l.k_norm) to.push_back(t);
+    }
   }
   return parts;
 }
@@ -397,7 +407,7 @@ std::vector<std::unique_ptr<Buffer>> map_weights(const GgufFile& file, const Mod
 
 std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx,
                                        DType cache_type, std::span<const int64_t> expert_split,
-                                       int64_t sliding_ring_step) {
+                                       int64_t sliding_ring_step, std::span<const TensorShare> tensor_shares) {
   const LlamaParams p = LlamaParams::from_gguf(file);
   detail::check_n_ctx(n_ctx);
   Context ctx;
@@ -406,16 +416,35 @@ std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int
   (void)detail::rope_factors(file, p, n_ctx);  // checked as loading will
   const std::vector<int> layer_part = detail::layer_parts(bounds, p.n_layer);
   const int n_parts = static_cast<int>(bounds.size() - 1);
+  if (!tensor_shares.empty()) {
+    if (tensor_shares.size() != static_cast<size_t>(n_parts))
+      fail(ErrorKind::invalid_input, detail::kWhere,
+           std::to_string(tensor_shares.size()) + " tensor shares for " + std::to_string(n_parts) + " parts");
+    detail::split_tensor_parallel(w, p, layer_part, tensor_shares, ctx);
+  }
   const auto parts = detail::weights_by_part(w, layer_part, n_parts);
+  const int64_t ring_rows = model::sliding_ring_rows(p, n_ctx, sliding_ring_step);
   std::vector<PartPlan> plan(static_cast<size_t>(n_parts));
   for (int i = 0; i < n_parts; ++i) {
     PartPlan& pp = plan[static_cast<size_t>(i)];
-    pp.first_layer = bounds[static_cast<size_t>(i)];
-    pp.last_layer = bounds[static_cast<size_t>(i) + 1];
+    const int home = tensor_shares.empty() ? i : tensor_shares[static_cast<size_t>(i)].home;
+    pp.first_layer = bounds[static_cast<size_t>(home)];
+    pp.last_layer = bounds[static_cast<size_t>(home) + 1];
     if (!expert_split.empty()) pp.n_experts = expert_split[static_cast<size_t>(i)];
     for (const Tensor* t : parts[static_cast<size_t>(i)]) pp.weight_bytes += t->nbytes();
-    pp.kv_cache_bytes = kv_cache_bytes(p, pp.first_layer, pp.last_layer, n_ctx, cache_type,
-                                       model::sliding_ring_rows(p, n_ctx, sliding_ring_step));
+    for (int64_t il = pp.first_layer; il < pp.last_layer; ++il) {
+      const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
+      // A shard holds its heads' share of the layer's cache (linear in the heads).
+      int64_t heads = l.shards.empty() ? p.n_head_kv : 0;
+      for (const LlamaLayer::Shard& s : l.shards) {
+        if (s.part != i) continue;
+        heads += s.n_kv;
+        pp.first_head = s.first_head;
+        pp.last_head = s.first_head + s.n_head;
+      }
+      pp.kv_cache_bytes += kv_cache_bytes(p, il, il + 1, n_ctx, cache_type, ring_rows) /
+                           static_cast<size_t>(p.n_head_kv) * static_cast<size_t>(heads);
+    }
   }
   return plan;
 }

@@ -29,9 +29,12 @@ struct ModelWeights {
   // layer's attn_k_b (transposed per head) and attn_v_b, f32, cut from the
   // attn_kv_b an older converter writes. Their bytes are computed on first
   // use (data()) and kept here.
+  // Also a tensor-parallel shard's columns of wo or ffn_down (rows of a
+  // block type cut at block boundaries), gathered from every row.
   struct Derived {
-    std::string source;  // the file tensor's name
-    bool key = false;    // attn_k_b (else attn_v_b)
+    std::string source;         // the file tensor's name
+    bool key = false;           // attn_k_b (else attn_v_b)
+    int64_t first_column = -1;  // >= 0: columns [first_column, + t->ne[0]) of source's rows
   };
   std::unordered_map<const Tensor*, Derived> derived;
   mutable std::unordered_map<const Tensor*, std::vector<uint8_t>> derived_bytes;
@@ -40,6 +43,8 @@ struct ModelWeights {
   // a derived weight's.
   const uint8_t* data(const GgufFile& file, const Tensor& t) const;
   bool is_derived(const Tensor* t) const { return derived.count(t) != 0; }
+  // Frees a derived weight's bytes once they are copied to its device.
+  void release(const Tensor* t) const { derived_bytes.erase(t); }
 };
 
 // The metadata of file tensor `name` in ctx (its dtype, flagged a weight),
@@ -87,6 +92,19 @@ std::vector<float> yarn_rope_factors(const LlamaParams& p);
 // number of counts, a dense model, a count, the sum).
 void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_t> counts, size_t n_parts,
                    Context& ctx);
+
+// Cuts the layers of tensor-parallel runs into shards (LlamaLayer::Shard)
+// by shares (ModelLayout::tensor_shares, one per part; layer_part gives
+// each layer's home part): row slices of wq/wk/wv (or of Phi-3's fused
+// wqkv), their biases, attn_sinks, w_gate/w_up (or Phi-3's fused w_up) as
+// runs of the file's bytes; wo's and w_down's columns gathered at load
+// (Derived). Throws Error(invalid_input) naming what does not fit: shares
+// that do not tile the heads or columns, an MLA model, a column boundary
+// off the weight's blocks.
+void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<const int> layer_part,
+                           std::span<const TensorShare> shares, Context& ctx);
+// The bytes of a derived column cut t of file tensor source.
+std::vector<uint8_t> cut_columns(const GgufFile& file, const std::string& source, int64_t first, const Tensor& t);
 
 // Each layer's part from placement-style ranges: parts + 1 boundaries, from
 // 0, non-decreasing, ending at n_layer. Throws Error(invalid_input) naming

@@ -19,13 +19,16 @@ using model::LogitRows;
 model::ModelLayout layout_for(const GgufFile& file, const Placement& placement, const model::LoadOptions& options) {
   const model::LlamaParams p = model::LlamaParams::from_gguf(file);
   placement.check(p.n_layer, p.n_head, p.n_head_kv);
-  if (placement.splits_heads())
-    fail(ErrorKind::unsupported, kWhere,
-         "the placement cuts layers by heads (" + placement.describe() +
-             "): tensor parallelism is described but not run yet");
   model::check_cache_type(p, options.cache_type);
   model::ModelLayout layout;
+  // A run cut by heads: its first part holds the layers, the others none
+  // of their own (their shares are tensor_shares).
   layout.layer_bounds = placement.layer_bounds();
+  if (placement.splits_heads()) {
+    if (!options.expert_split.empty())
+      fail(ErrorKind::unsupported, kWhere, "an expert split with a placement cut by heads (split one or the other)");
+    layout.tensor_shares = tensor_shares(file, placement);
+  }
   layout.expert_split = options.expert_split;
   layout.experts_overlap = options.experts_overlap;
   layout.cache_type = options.cache_type;
@@ -71,8 +74,10 @@ ExecutorState::ExecutorState(const GgufFile& file, const Placement& placement, i
   std::vector<Backend*> list;
   for (const PlacementPart& part : placement_.parts)
     list.push_back(backends_.emplace_back(part.device->create_backend()).get());
+  // A stage: a run of layers (the parts cutting it by heads work on it at once).
   int stages = 0;
-  for (const PlacementPart& part : placement_.parts) stages += part.first_layer < part.last_layer ? 1 : 0;
+  const std::vector<int64_t>& bounds = model_->layout().layer_bounds;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) stages += bounds[i] < bounds[i + 1] ? 1 : 0;
   SchedulerOptions so;
   if (stages >= 2) {
     // One memory set per stage (at most 4): micro-batch i + 1 of a prompt,
@@ -191,8 +196,9 @@ void ExecutorState::pin_segments(EvalGraph& e) {
       sched_->set_backend(t, *backends_[static_cast<size_t>(part)]);
     }
   }
-  // An expert slice runs where its weights are, not on its layer's device.
-  for (const model::LlamaModel::NodeRange& r : e.forward.expert_nodes)
+  // An expert slice or a shard runs where its weights are, not on its
+  // layer's device.
+  for (const model::LlamaModel::NodeRange& r : e.forward.part_nodes)
     for (size_t i = r.begin; i < r.end; ++i)
       if (tensors[i].op != Op::none && e.g.contains(&tensors[i]))
         sched_->set_backend(tensors[i], *backends_[static_cast<size_t>(r.part)]);

@@ -1,8 +1,10 @@
 // Placement: which device computes which layers, and which heads of them.
+#include <algorithm>
 #include <string>
 
 #include "weft/core/error.h"
 #include "weft/runtime/executor.h"
+#include "weft/runtime/placement.h"
 
 namespace weft {
 namespace {
@@ -30,6 +32,16 @@ size_t run_end(const Placement& pl, size_t begin) {
          pl.parts[end].last_layer == first.last_layer)
     ++end;
   return end;
+}
+
+// The largest block of the dense feed-forward's down projections in layers
+// [first, last): feed-forward shares are cut on multiples of it.
+int64_t down_block(const GgufFile& file, int64_t first, int64_t last) {
+  int64_t block = 1;
+  for (int64_t il = first; il < last; ++il)
+    if (const GgufTensorInfo* t = file.find_tensor("blk." + std::to_string(il) + ".ffn_down.weight"))
+      block = std::max(block, traits(t->dtype()).block_size);
+  return block;
 }
 
 }  // namespace
@@ -116,6 +128,46 @@ std::string Placement::describe() const {
     begin = end;
   }
   return out;
+}
+
+std::vector<model::TensorShare> tensor_shares(const GgufFile& file, const Placement& placement) {
+  if (!placement.splits_heads()) return {};
+  const model::LlamaParams p = model::LlamaParams::from_gguf(file);
+  placement.check(p.n_layer, p.n_head, p.n_head_kv);
+  const auto& parts = placement.parts;
+  const int64_t group = p.n_head / p.n_head_kv;
+  std::vector<model::TensorShare> shares(parts.size());
+  for (size_t begin = 0; begin < parts.size();) {
+    const size_t end = run_end(placement, begin);
+    shares[begin].home = static_cast<int>(begin);
+    if (parts[begin].all_heads()) {
+      begin = end;
+      continue;
+    }
+    std::vector<int64_t> kv{0};
+    for (size_t i = begin; i < end; ++i) kv.push_back(parts[i].last_head / group);
+    const std::vector<int64_t> ff = model::ffn_bounds(
+        kv, p.n_head_kv, p.n_ff, down_block(file, parts[begin].first_layer, parts[begin].last_layer));
+    for (size_t i = begin; i < end; ++i)
+      shares[i] = {static_cast<int>(begin), kv[i - begin], kv[i - begin + 1], ff[i - begin], ff[i - begin + 1]};
+    begin = end;
+  }
+  return shares;
+}
+
+std::vector<int64_t> head_bounds(const std::vector<double>& weights, int64_t n_head, int64_t n_head_kv) {
+  const auto n = static_cast<int64_t>(weights.size());
+  if (n_head_kv <= 0 || n_head % n_head_kv != 0 || n > n_head_kv)
+    fail(ErrorKind::invalid_input, "placement",
+         "cutting " + std::to_string(n_head) + " heads (" + std::to_string(n_head_kv) + " key/value heads) over " +
+             std::to_string(n) + " devices: each device needs a key/value head of its own");
+  // One key/value head each, the rest in proportion to the weights (layer_bounds).
+  const std::vector<int64_t> rest = layer_bounds(weights, n_head_kv - n);
+  std::vector<int64_t> bounds{0};
+  for (int64_t i = 0; i < n; ++i)
+    bounds.push_back(bounds.back() + (1 + rest[static_cast<size_t>(i) + 1] - rest[static_cast<size_t>(i)]) *
+                                         (n_head / n_head_kv));
+  return bounds;
 }
 
 }  // namespace weft

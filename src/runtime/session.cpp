@@ -62,6 +62,7 @@ LoadPlan Session::plan(int64_t n_ctx) const {
   const size_t n = devices_.size();
   std::vector<size_t> free_bytes(n);  // asked once: a worker's answer is a round trip
   for (size_t i = 0; i < n; ++i) free_bytes[i] = devices_[i]->memory().free;
+  if (options_.split_mode == SessionOptions::SplitMode::tensor && n > 1) return plan_by_heads(n_ctx, free_bytes);
   const PlacementInput in = placement_input(free_bytes, n_ctx);
   LoadPlan p;
   const std::vector<int64_t> b = bounds(in, p.policy);
@@ -132,7 +133,9 @@ void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
       placement.parts.push_back({.device = devices_[i].get(),
                                  .label = p.devices[i].label,
                                  .first_layer = p.devices[i].part.first_layer,
-                                 .last_layer = p.devices[i].part.last_layer});
+                                 .last_layer = p.devices[i].part.last_layer,
+                                 .first_head = p.devices[i].part.first_head,
+                                 .last_head = p.devices[i].part.last_head});
     executor_ = std::make_unique<Executor>(*file_, placement, n_ctx, progress, load);
   }
   file_.reset();  // the model and the tokenizer hold copies (or the mapping, for mapped weights)

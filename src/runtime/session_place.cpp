@@ -124,4 +124,39 @@ std::vector<int64_t> Session::bounds(const PlacementInput& in, std::string& poli
   return std::move(s.bounds);
 }
 
+LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_bytes) const {
+  const size_t n = devices_.size();
+  if (!options_.experts_split.empty())
+    fail(ErrorKind::invalid_input, options_.name, "--experts-split with --split-mode tensor (give one or the other)");
+  const std::vector<double> weights =
+      options_.split.empty() ? std::vector<double>(n, 1.0) : parse_split(options_.split, n);
+  const std::vector<int64_t> heads = head_bounds(weights, params_.n_head, params_.n_head_kv);
+  Placement placement;
+  for (size_t i = 0; i < n; ++i)
+    placement.parts.push_back({.device = devices_[i].get(),
+                               .label = specs_[i].label(),
+                               .first_layer = 0,
+                               .last_layer = params_.n_layer,
+                               .first_head = heads[i],
+                               .last_head = heads[i + 1]});
+  const std::vector<model::TensorShare> shares = tensor_shares(*file_, placement);
+  // The first device holds every layer (and adds the partials); the others
+  // hold their shards only.
+  std::vector<int64_t> bounds(n + 1, params_.n_layer);
+  bounds.front() = 0;
+  const std::vector<model::PartPlan> parts = model::LlamaModel::plan(
+      *file_, bounds, n_ctx, options_.load.cache_type, {}, options_.load.sliding_ring_step, shares);
+  LoadPlan p;
+  p.policy = "tensor split " + (options_.split.empty() ? std::string("equal") : options_.split) + ": " +
+             placement.describe();
+  p.n_ctx = n_ctx;
+  p.cache_type = options_.load.cache_type;
+  p.sliding_ring_rows = model::sliding_ring_rows(params_, n_ctx, options_.load.sliding_ring_step);
+  for (size_t i = 0; i < n; ++i) {
+    p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
+    if (!speeds_.empty()) p.devices[i].speed = speeds_[i];
+  }
+  return p;
+}
+
 }  // namespace weft

@@ -112,13 +112,23 @@ class ExecutorRun : public ::testing::Test {
   std::unique_ptr<weft::Device> b_ = weft::make_cpu_device(1);
 };
 
-TEST_F(ExecutorRun, APlacementCuttingHeadsIsRefusedUntilTensorParallelismRuns) {
+// Two devices of this process cutting every layer by heads (tensor
+// parallelism; tests/model/test_tensor_parallel.cpp runs it over workers
+// against float64 references) compute what one device does.
+TEST_F(ExecutorRun, APlacementCuttingHeadsRunsAsTheWholeModel) {
+  const std::vector<int32_t> tokens{1, 300, 301, 302, 303, 304};
+  Executor whole(*file_, *a_, 64);
+  const std::vector<float> want = whole.eval(tokens, 0);
   const Placement tp{{{.device = a_.get(), .label = "A", .first_layer = 0, .last_layer = 4, .first_head = 0, .last_head = 2},
                       {.device = b_.get(), .label = "B", .first_layer = 0, .last_layer = 4, .first_head = 2, .last_head = 4}}};
-  weft::ErrorKind kind{};
-  const std::string e = error_of([&] { Executor m(*file_, tp, 64); }, &kind);
-  EXPECT_EQ(kind, weft::ErrorKind::unsupported);
-  EXPECT_NE(e.find("layers 0-3: heads 0-1 on A, 2-3 on B"), std::string::npos) << e;
+  Executor split(*file_, tp, 64);
+  EXPECT_EQ(split.placement().describe(), "layers 0-3: heads 0-1 on A, 2-3 on B");
+  EXPECT_EQ(split.model().layer_part(3), 0);  // the run's first part holds the layers
+  ASSERT_EQ(split.model().layer(3).shards.size(), 2u);
+  EXPECT_EQ(split.model().layer(3).shards[1].part, 1);
+  const std::vector<float> got = split.eval(tokens, 0);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f) << i;
 }
 
 TEST_F(ExecutorRun, AGeneralPlacementByLayersRunsAsTheWholeModel) {

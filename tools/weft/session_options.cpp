@@ -22,6 +22,12 @@ void add_model_host_options(CLI::App* cmd, ModelHostArgs& host) {
   cmd->add_option("--auth-token-file", host.auth_token_file, "file holding the workers' shared secret");
   cmd->add_option("--device", host.devices, "another device after the workers: rpc://HOST:PORT/N, cpu:THREADS, ... (repeatable)");
   cmd->add_option("--split", host.split, "layer proportions host,worker1,... (default: by --placement)");
+  cmd->add_option("--split-mode", host.split_mode,
+                  "layer: each device holds whole layers (a pipeline); tensor: every device computes its share "
+                  "of every layer's heads and feed-forward columns (--split weighs the shares; at most one device "
+                  "per key/value head)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"layer", "tensor"}));
   cmd->add_option("--placement", host.placement,
                   "without --split: speed (each device's speed and link measured at connect; the least predicted "
                   "time per token that fits) or memory (in proportion to free memory, no probe)")
@@ -59,6 +65,7 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   o.name = what;
   o.split = args.split;
   o.experts_split = args.experts_split;
+  if (args.split_mode == "tensor") o.split_mode = SessionOptions::SplitMode::tensor;
   if (args.placement == "memory") {  // the CLI checked the name; "speed" is the Session's default
     o.probe = false;
     if (args.split.empty()) o.placement = split_by_free_memory();

@@ -85,8 +85,10 @@ LoadPlan load_with_progress(Session& session, int64_t n_ctx) {
   for (const DevicePlan& d : plan.devices) expert_split = expert_split || d.part.n_experts > 0;
   for (const DevicePlan& d : plan.devices) {
     total += d.part.weight_bytes;
-    const std::string experts =
+    std::string experts =
         expert_split ? ", " + std::to_string(d.part.n_experts) + " experts of each layer" : std::string();
+    if (d.part.last_head > d.part.first_head)  // a tensor split: its heads of every layer
+      experts += ", heads [" + std::to_string(d.part.first_head) + ", " + std::to_string(d.part.last_head) + ")";
     const std::string ring = plan.sliding_ring_rows > 0
                                  ? "; sliding layers " + std::to_string(plan.sliding_ring_rows) + " in a ring"
                                  : std::string();

@@ -246,6 +246,37 @@ struct LlamaLayer {
     Tensor* down_b = nullptr;
   };
   std::vector<ExpertSlice> expert_slices;
+  // Tensor parallelism (ModelLayout::tensor_shares): the layer cut by
+  // whole key/value heads and feed-forward columns over parts, each shard
+  // computing its heads' attention (with its own slice of the KV cache) and
+  // its columns of the feed-forward into a partial sum of the output; the
+  // layer's part (the run's home) adds the partials. The layer's whole
+  // wq/wk/wv/wqkv, their biases, wo, attn_sinks and caches are then
+  // nullptr, and w_gate/w_up/w_down too when its feed-forward is dense
+  // (a mixture-of-experts feed-forward stays whole on the home part).
+  // Norms, bo and post-norms stay the layer's, on the home part.
+  struct Shard {
+    int part = 0;
+    int64_t first_head = 0, n_head = 0;   // query heads [first_head, + n_head)
+    int64_t first_kv = 0, n_kv = 0;       // key/value heads
+    int64_t first_ff = 0, n_ff = 0;       // feed-forward columns (0: none of the feed-forward)
+    Tensor* wq = nullptr;                 // [n_embd, n_head * head_dim]: rows of wq (or of wqkv's q)
+    Tensor* wk = nullptr;
+    Tensor* wv = nullptr;
+    Tensor* bq = nullptr;
+    Tensor* bk = nullptr;
+    Tensor* bv = nullptr;
+    Tensor* wo = nullptr;                 // [n_head * head_dim, n_embd]: wo's columns, gathered at load
+    Tensor* attn_sinks = nullptr;         // [n_head]
+    Tensor* q_norm = nullptr;             // the layer's, or this part's copy of it
+    Tensor* k_norm = nullptr;
+    Tensor* gate = nullptr;               // [n_embd, n_ff]: rows of w_gate (or of Phi-3's fused w_up)
+    Tensor* up = nullptr;
+    Tensor* down = nullptr;               // [n_ff, n_embd]: w_down's columns, gathered at load
+    Tensor* k_cache = nullptr;            // [head_dim, rows, n_kv]
+    Tensor* v_cache = nullptr;
+  };
+  std::vector<Shard> shards;
   // [head_dim, n_ctx, n_head_kv] of LoadOptions::cache_type: a kv head's
   // rows side by side, so attention over a head reads one run of memory.
   Tensor* k_cache = nullptr;
@@ -265,6 +296,10 @@ struct PartPlan {
   int64_t first_layer = 0;
   int64_t last_layer = 0;
   int64_t n_experts = 0;  // its experts of each layer, with an expert split (else 0)
+  // With tensor parallelism, the query heads of its run's layers it
+  // computes (first_layer/last_layer then the run's); 0, 0: every head.
+  int64_t first_head = 0;
+  int64_t last_head = 0;
   size_t weight_bytes = 0;
   size_t kv_cache_bytes = 0;
 };
@@ -344,6 +379,23 @@ struct BatchToken {
   bool logits = false;  // whether eval_batch returns this token's logits
 };
 
+// What one part computes of the layers of its home part's run when they
+// are cut by heads (tensor parallelism; LlamaLayer::Shard): key/value heads
+// [first_kv, last_kv) with the query heads that read them, and feed-forward
+// columns [first_ff, last_ff). A part not in such a run: home is itself and
+// the ranges are empty.
+struct TensorShare {
+  int home = 0;
+  int64_t first_kv = 0, last_kv = 0;
+  int64_t first_ff = 0, last_ff = 0;
+};
+
+// Feed-forward column boundaries for key/value head boundaries kv_bounds
+// (n_head_kv at the end): each share's columns in proportion to its heads,
+// on multiples of align (the down projection's block size), the last at
+// n_ff. A share may get no columns when n_ff has few blocks.
+std::vector<int64_t> ffn_bounds(std::span<const int64_t> kv_bounds, int64_t n_head_kv, int64_t n_ff, int64_t align);
+
 // How a model is cut over the parts of a placement, as far as its graph
 // and its memory need to know: which part holds each layer, each part's
 // experts, and what the parts' devices run (the executor decides it from
@@ -360,6 +412,11 @@ struct ModelLayout {
   bool fused_attention = true;        // flash_attn nodes (every part's device runs them)
   DType cache_type = DType::f16;      // LoadOptions::cache_type
   int64_t sliding_ring_step = kSlidingRingStep;
+  // Tensor parallelism: one share per part, or empty (none). A run of
+  // layers cut by heads has one home part that holds the layers
+  // (layer_bounds gives it the run; the run's other parts hold no layer of
+  // their own) and shares of it on its own and other parts.
+  std::vector<TensorShare> tensor_shares;
 };
 
 // A llama-family model's definition: its parameters, its weights and KV
@@ -386,10 +443,13 @@ class LlamaModel {
   // the same checks of the file's tensors as the constructor makes (and the
   // same errors), without allocating or reading any weight.
   // expert_split as LoadOptions::expert_split (one count per part).
-  // sliding_ring_step as LoadOptions'.
+  // sliding_ring_step as LoadOptions'. tensor_shares as
+  // ModelLayout::tensor_shares: a part sharing a run holds its shards'
+  // weights and its heads' share of the KV cache.
   static std::vector<PartPlan> plan(const GgufFile& file, std::span<const int64_t> bounds, int64_t n_ctx,
                                     DType cache_type = DType::f16, std::span<const int64_t> expert_split = {},
-                                    int64_t sliding_ring_step = kSlidingRingStep);
+                                    int64_t sliding_ring_step = kSlidingRingStep,
+                                    std::span<const TensorShare> tensor_shares = {});
 
   const LlamaParams& params() const { return params_; }
   const ModelLayout& layout() const { return layout_; }
@@ -428,9 +488,10 @@ class LlamaModel {
   // output. segment_begin has n_layer + 2 entries; a segment ends where the
   // next begins (the last at ctx.size()). output_index: where the output
   // product (and the final soft-cap, when the family has one) begins.
-  // expert_nodes: the nodes of each expert slice (LoadOptions::expert_split),
-  // ctx indices [begin, end), which run on part's device rather than their
-  // layer's.
+  // part_nodes: nodes that run on part's device rather than their layer's,
+  // ctx indices [begin, end): each expert slice (LoadOptions::expert_split)
+  // and each tensor-parallel shard (ModelLayout::tensor_shares) of another
+  // part.
   struct NodeRange {
     size_t begin = 0;
     size_t end = 0;
@@ -440,7 +501,7 @@ class LlamaModel {
     Tensor* logits = nullptr;
     std::vector<size_t> segment_begin;
     size_t output_index = 0;
-    std::vector<NodeRange> expert_nodes;
+    std::vector<NodeRange> part_nodes;
   };
 
   // The inputs of one forward pass of n tokens reading n_kv cache rows
@@ -480,7 +541,10 @@ class LlamaModel {
                         LogitRows rows = LogitRows::all) const;
 
  private:
-  Tensor* build_attention(Context& ctx, const LlamaLayer& l, int64_t il, Tensor* cur, const Inputs& in) const;
+  // The attention half of layer il for the normalized input cur: whole, or
+  // as the sum of its shards (their nodes recorded in f.part_nodes).
+  Tensor* build_attention(Context& ctx, Graph& g, Forward& f, const LlamaLayer& l, int64_t il, Tensor* cur,
+                          const Inputs& in) const;
 
   LlamaParams params_;
   int64_t n_ctx_ = 0;

@@ -79,6 +79,20 @@ struct Placement {
   std::string describe() const;
 };
 
+// Each part's share of the runs a placement cuts by heads
+// (model::ModelLayout::tensor_shares): its key/value heads from its query
+// heads, and feed-forward columns in proportion to them on whole blocks of
+// the file's down projections. Empty when no run is cut by heads.
+std::vector<model::TensorShare> tensor_shares(const GgufFile& file, const Placement& placement);
+
+// Query head boundaries for n_parts parts sharing n_head_kv key/value heads
+// in proportion to weights, each part at least one (the rest cut as
+// layer_bounds cuts layers):
+// n_parts + 1 of them from 0 to n_head. Throws Error(invalid_input) when
+// there are more parts than key/value heads, or the weights are not valid
+// (layer_bounds' rules).
+std::vector<int64_t> head_bounds(const std::vector<double>& weights, int64_t n_head, int64_t n_head_kv);
+
 class Executor {
  public:
   // The whole model on one device.
@@ -89,8 +103,14 @@ class Executor {
   // the last (a tied output with the embedding); the Scheduler copies
   // activations between devices. The token embedding lives on the first
   // device, the output norm and a separate output matrix on the last.
-  // Throws Error(invalid_input) for a bad placement, Error(unsupported) for
-  // one that cuts layers by heads (tensor parallelism is not run yet).
+  // A run of layers cut by heads (tensor parallelism) is held by its first
+  // part (norms, biases, the residual and the sums of the partials) and
+  // shared by all its parts (model::LlamaLayer::Shard): each computes its
+  // heads' attention into its own slice of the KV cache and its columns of
+  // the feed-forward. Throws Error(invalid_input) for a bad placement or a
+  // cut the weights' blocks do not allow, Error(unsupported) for a model
+  // whose attention cannot be cut (multi-head latent attention) or an
+  // expert split beside heads.
   Executor(const GgufFile& file, std::span<const LayerPlacement> placement, int64_t n_ctx,
            const model::LoadProgress& progress = {}, const model::LoadOptions& options = {});
   Executor(const GgufFile& file, const Placement& placement, int64_t n_ctx, const model::LoadProgress& progress = {},

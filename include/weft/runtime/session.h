@@ -47,6 +47,14 @@ struct SessionOptions {
   std::string model;                          // GGUF file
   std::vector<std::string> devices{"cpu"};    // device specs (weft/runtime/devices.h), in layer order
   std::string split;                          // "a,b,..." one weight per device; empty: placement
+  // How the devices share the model: by layers (a pipeline; split weighs
+  // the layers, or the placement policy chooses), or by heads (tensor
+  // parallelism: every device computes its share of every layer, its
+  // key/value heads and feed-forward columns in proportion to split's
+  // weights, or equal shares; at most one device per key/value head;
+  // docs/placement.md).
+  enum class SplitMode { layer, tensor };
+  SplitMode split_mode = SplitMode::layer;
   // Experts spread over devices (docs/experts-split.md): "a,b,..." one
   // weight per device; each mixture-of-experts layer's experts cut in those
   // proportions (model::LoadOptions::expert_split). The layers' other
@@ -238,6 +246,9 @@ class Session {
   void probe_devices();
   PlacementInput placement_input(const std::vector<size_t>& free_bytes, int64_t n_ctx) const;
   std::vector<int64_t> bounds(const PlacementInput& in, std::string& policy) const;
+  // plan() with SplitMode::tensor over two or more devices: every layer
+  // cut by heads over all of them (session_place.cpp).
+  LoadPlan plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_bytes) const;
   // session_recover.cpp: after cause, drops the devices whose workers no
   // longer answer, loads the model over the rest and re-evaluates history
   // from position 0 into logits (its last token's). false, having changed
