@@ -91,6 +91,17 @@ struct ModelBenchResult {
   double local_tg_seconds_per_token = 0;
   double tg_seconds_per_hop = 0;
 
+  // With a tensor split (set by the caller): per generated token, the
+  // bytes to and from the workers, the round trips, and the time this host
+  // waited for replies (the partial sums: a worker's compute beyond this
+  // host's share, plus the link); and the same tests with every layer on
+  // this host, for the speed-up.
+  bool tensor_split = false;
+  double tp_worker_bytes_per_token = 0;
+  double tp_round_trips_per_token = 0;
+  double tp_wait_seconds_per_token = 0;
+  double local_pp_tokens_per_s = 0;
+
   // With an expert split (set by the caller): the same tests with each
   // layer's own slice computed before the other devices' are sent
   // (LoadOptions::experts_overlap false), for what overlapping them saves.

@@ -94,6 +94,20 @@ std::string format_model_bench_text(const ModelBenchResult& r) {
           "this host)\n",
           n, r.tg_seconds_per_hop * 1e6, r.hops, r.tg_seconds_per_token.mean * 1e3, r.local_tg_seconds_per_token * 1e3);
   }
+  if (r.tensor_split) {
+    if (o.n_prompt > 0 && r.local_pp_tokens_per_s > 0)
+      out += printf_string("pp%d tensor split: %.2f tokens/s, %.2f on this host alone = %.2fx\n", o.n_prompt,
+                           r.pp_tokens_per_s.mean, r.local_pp_tokens_per_s,
+                           r.pp_tokens_per_s.mean / r.local_pp_tokens_per_s);
+    if (o.n_gen > 0 && r.tg_seconds_per_token.mean > 0)
+      out += printf_string("tg%d tensor split: %.3f ms/token, %.3f on this host alone = %.2fx\n", o.n_gen,
+                           r.tg_seconds_per_token.mean * 1e3, r.local_tg_seconds_per_token * 1e3,
+                           r.local_tg_seconds_per_token / r.tg_seconds_per_token.mean);
+    out += printf_string(
+        "tensor split links: %.1f KB and %.1f round trips per token to and from the workers; this host waited %.3f "
+        "ms/token for their partial sums\n",
+        r.tp_worker_bytes_per_token / 1e3, r.tp_round_trips_per_token, r.tp_wait_seconds_per_token * 1e3);
+  }
   if (r.experts_split) {
     if (o.n_prompt > 0)
       out += printf_string("pp%d experts: %.2f tokens/s overlapped, %.2f serialised = %.2fx\n", o.n_prompt,
@@ -158,6 +172,13 @@ std::string format_model_bench_json(const ModelBenchResult& r) {
       j += ", \"us_per_hop\": " + json_number(r.tg_seconds_per_hop * 1e6);
     }
     j += "}";
+  }
+  if (r.tensor_split) {
+    j += ", \"tensor_split\": {\"local_pp_tokens_per_s\": " + json_number(r.local_pp_tokens_per_s);
+    j += ", \"local_tg_ms_per_token\": " + json_number(r.local_tg_seconds_per_token * 1e3);
+    j += ", \"worker_bytes_per_token\": " + json_number(r.tp_worker_bytes_per_token);
+    j += ", \"round_trips_per_token\": " + json_number(r.tp_round_trips_per_token);
+    j += ", \"wait_ms_per_token\": " + json_number(r.tp_wait_seconds_per_token * 1e3) + "}";
   }
   if (r.experts_split) {
     j += ", \"experts\": {\"pp_tokens_per_s_overlapped\": " + json_number(r.pp_tokens_per_s.mean);

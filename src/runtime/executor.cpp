@@ -196,6 +196,17 @@ void ExecutorState::pin_segments(EvalGraph& e) {
       sched_->set_backend(t, *backends_[static_cast<size_t>(part)]);
     }
   }
+  // Cut by heads, the shards of other parts come first in the graph and
+  // would take the inputs (read by every layer) to their device, where the
+  // home part's nodes would have to read them back, a round trip each: the
+  // inputs stay with the first part (which holds the embedding), and the
+  // other parts are sent them.
+  if (placement_.splits_heads()) {
+    const model::LlamaModel::Inputs& in = e.in;
+    for (Tensor* t : {in.tokens, in.positions, in.kv_rows, in.mask, in.mask_swa, in.kv_rows_swa, in.rope_factors,
+                      in.out_rows})
+      if (t != nullptr) sched_->set_backend(*t, *backends_.front());
+  }
   // An expert slice or a shard runs where its weights are, not on its
   // layer's device.
   for (const model::LlamaModel::NodeRange& r : e.forward.part_nodes)

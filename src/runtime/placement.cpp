@@ -85,6 +85,25 @@ std::vector<double> parse_split(const std::string& spec, size_t n_parts, const s
   return w;
 }
 
+std::vector<std::vector<double>> parse_split_groups(const std::string& spec, size_t n_parts, const std::string& flag) {
+  std::vector<std::vector<double>> groups;
+  size_t count = 0;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t slash = std::min(spec.find('/', start), spec.size());
+    const std::string group = spec.substr(start, slash - start);
+    const size_t weights = static_cast<size_t>(std::count(group.begin(), group.end(), ',')) + 1;
+    groups.push_back(parse_split(group, weights, flag + " '" + spec + "', group '" + group + "'"));
+    count += weights;
+    start = slash + 1;
+  }
+  if (count != n_parts)
+    fail(ErrorKind::invalid_input, kWhere,
+         flag + " '" + spec + "' has " + std::to_string(count) + " weights for " + std::to_string(n_parts) +
+             " devices (one per device, the host first; '/' between groups)");
+  return groups;
+}
+
 std::vector<int64_t> layer_bounds(const std::vector<double>& w, int64_t n_layer) {
   if (w.empty()) fail(ErrorKind::invalid_input, kWhere, "no devices to place layers on");
   if (n_layer < 0) fail(ErrorKind::invalid_input, kWhere, "negative layer count " + std::to_string(n_layer));

@@ -41,7 +41,12 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
   for (const std::string& s : options_.devices) specs_.push_back(parse_device_spec(s));
   if (!options_.split.empty() && options_.placement)
     fail(ErrorKind::invalid_input, where, "both a split and a placement policy: give one");
-  if (!options_.split.empty()) (void)parse_split(options_.split, specs_.size());  // refuse a bad split before connecting
+  if (!options_.split.empty()) {  // refuse a bad split before connecting
+    if (options_.split_mode == SessionOptions::SplitMode::tensor)
+      (void)parse_split_groups(options_.split, specs_.size());
+    else
+      (void)parse_split(options_.split, specs_.size());
+  }
   if (!options_.experts_split.empty()) (void)parse_split(options_.experts_split, specs_.size(), "--experts-split");
   file_ = GgufFile::open(options_.model);
   tokenizer_ = model::Tokenizer::from_gguf(*file_);

@@ -1,6 +1,7 @@
 // Session: the probe at connect, and what a plan's placement policy is given
 // (include/weft/runtime/session.h, docs/placement.md).
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "weft/core/error.h"
@@ -128,22 +129,31 @@ LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_b
   const size_t n = devices_.size();
   if (!options_.experts_split.empty())
     fail(ErrorKind::invalid_input, options_.name, "--experts-split with --split-mode tensor (give one or the other)");
-  const std::vector<double> weights =
-      options_.split.empty() ? std::vector<double>(n, 1.0) : parse_split(options_.split, n);
-  const std::vector<int64_t> heads = head_bounds(weights, params_.n_head, params_.n_head_kv);
+  // Groups of devices, each cutting its run of layers by heads; the runs
+  // in proportion to the groups' weights. One group by default.
+  const std::vector<std::vector<double>> groups =
+      options_.split.empty() ? std::vector<std::vector<double>>{std::vector<double>(n, 1.0)}
+                             : parse_split_groups(options_.split, n);
+  std::vector<double> group_weights;
+  for (const std::vector<double>& g : groups) group_weights.push_back(std::accumulate(g.begin(), g.end(), 0.0));
+  const std::vector<int64_t> runs = layer_bounds(group_weights, params_.n_layer);
   Placement placement;
-  for (size_t i = 0; i < n; ++i)
-    placement.parts.push_back({.device = devices_[i].get(),
-                               .label = specs_[i].label(),
-                               .first_layer = 0,
-                               .last_layer = params_.n_layer,
-                               .first_head = heads[i],
-                               .last_head = heads[i + 1]});
+  for (size_t g = 0, i = 0; g < groups.size(); ++g) {
+    const bool cut = groups[g].size() > 1;
+    const std::vector<int64_t> heads =
+        cut ? head_bounds(groups[g], params_.n_head, params_.n_head_kv) : std::vector<int64_t>{0, 0};
+    for (size_t k = 0; k < groups[g].size(); ++k, ++i)
+      placement.parts.push_back({.device = devices_[i].get(),
+                                 .label = specs_[i].label(),
+                                 .first_layer = runs[g],
+                                 .last_layer = runs[g + 1],
+                                 .first_head = heads[k],
+                                 .last_head = heads[k + 1]});
+  }
   const std::vector<model::TensorShare> shares = tensor_shares(*file_, placement);
-  // The first device holds every layer (and adds the partials); the others
-  // hold their shards only.
-  std::vector<int64_t> bounds(n + 1, params_.n_layer);
-  bounds.front() = 0;
+  // A run's first device holds its layers (and adds the partials); the
+  // others hold their shards only.
+  const std::vector<int64_t> bounds = placement.layer_bounds();
   const std::vector<model::PartPlan> parts = model::LlamaModel::plan(
       *file_, bounds, n_ctx, options_.load.cache_type, {}, options_.load.sliding_ring_step, shares);
   LoadPlan p;

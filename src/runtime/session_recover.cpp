@@ -18,16 +18,24 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// spec ("a,b,c", one weight per device) without the entries at lost.
-std::string without(const std::string& spec, size_t n_parts, const std::vector<size_t>& lost, const char* flag) {
+// spec ("a,b,c", one weight per device; with groups, "a,b/c": see
+// parse_split_groups) without the entries at lost; a group left empty goes.
+std::string without(const std::string& spec, size_t n_parts, const std::vector<size_t>& lost, const char* flag,
+                    bool groups) {
   if (spec.empty()) return spec;
-  const std::vector<double> weights = parse_split(spec, n_parts, flag);
+  const std::vector<std::vector<double>> weights =
+      groups ? parse_split_groups(spec, n_parts, flag) : std::vector<std::vector<double>>{parse_split(spec, n_parts, flag)};
   std::string out;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    if (std::find(lost.begin(), lost.end(), i) != lost.end()) continue;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", weights[i]);
-    out += (out.empty() ? "" : ",") + std::string(buf);
+  size_t i = 0;
+  for (const std::vector<double>& group : weights) {
+    std::string kept;
+    for (double w : group) {
+      if (std::find(lost.begin(), lost.end(), i++) != lost.end()) continue;
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.17g", w);
+      kept += (kept.empty() ? "" : ",") + std::string(buf);
+    }
+    if (!kept.empty()) out += (out.empty() ? "" : "/") + kept;
   }
   return out;
 }
@@ -36,8 +44,8 @@ std::string without(const std::string& spec, size_t n_parts, const std::vector<s
 
 void Session::drop_devices(const std::vector<size_t>& lost) {
   const size_t n = devices_.size();
-  options_.split = without(options_.split, n, lost, "--split");
-  options_.experts_split = without(options_.experts_split, n, lost, "--experts-split");
+  options_.split = without(options_.split, n, lost, "--split", options_.split_mode == SessionOptions::SplitMode::tensor);
+  options_.experts_split = without(options_.experts_split, n, lost, "--experts-split", false);
   for (size_t k = lost.size(); k-- > 0;) {
     const auto at = static_cast<std::ptrdiff_t>(lost[k]);
     devices_.erase(devices_.begin() + at);

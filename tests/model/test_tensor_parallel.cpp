@@ -260,6 +260,26 @@ TEST_F(TensorParallel, AHybridOfLayersAndHeadsMatchesTheReference) {
   llama_reference::expect_close(logits, tiny.forward(seq), 1e-5, "hybrid");
 }
 
+// A generated token waits for each worker twice per layer (its partial of
+// the attention, then of the feed-forward) and once for the logits when
+// the worker holds the output: the inputs every layer reads stay on this
+// host, so no layer reads them back from a worker.
+TEST_F(TensorParallel, ATokenWaitsForAWorkerTwicePerLayer) {
+  TempFile f("tp_round_trips");
+  const FourKvModel tiny(f.path, false);
+  auto file = weft::GgufFile::open(f.path);
+  Executor m(*file, by_heads({host(), a()}, {4, 4}, FourKvModel::kLayers), 32);
+  const std::vector<int32_t> prompt = {3, 14, 15};
+  (void)m.eval(prompt, 0);
+  const int32_t next = 9;
+  (void)m.eval({&next, 1}, 3);  // the one-token graph, allocated
+  const uint64_t before = weft::rpc_stats(workers_.endpoint(0)).round_trips;
+  constexpr int kTokens = 5;
+  for (int i = 0; i < kTokens; ++i) (void)m.eval({&next, 1}, 4 + i);
+  const uint64_t per_token = (weft::rpc_stats(workers_.endpoint(0)).round_trips - before) / kTokens;
+  EXPECT_LE(per_token, 2u * FourKvModel::kLayers + 1) << "round trips per token";
+}
+
 // A worker that dies while it holds shards ends the next eval with an
 // error naming it (no hang, no abort), and the executor can be destroyed.
 TEST_F(TensorParallel, ADeadWorkerEndsTheEvalWithAnErrorNamingIt) {

@@ -88,6 +88,22 @@ TEST_F(SessionTensorSplit, PlanCutsEveryLayerByHeadsAndTheTextIsTheSame) {
   EXPECT_EQ(s.generate(prompt(), greedy(12)).tokens, want);
 }
 
+// "1/1,1": this host alone holds the first third of the layers, the two
+// workers cut the rest by heads (a pipeline of a whole stage and a cut one).
+TEST_F(SessionTensorSplit, GroupsOfDevicesArePipelinedByLayers) {
+  const std::vector<int32_t> want = reference(10);
+  weft::Session s(options({"cpu:1", "rpc://" + workers_.endpoint(0), "rpc://" + workers_.endpoint(1)}, "1/1,1"));
+  const weft::LoadPlan plan = s.plan(64);
+  EXPECT_NE(plan.policy.find("layers 0 on host; layers 1-2: heads 0-3 on"), std::string::npos) << plan.policy;
+  ASSERT_EQ(plan.devices.size(), 3u);
+  EXPECT_EQ(plan.devices[0].part.last_layer, 1);
+  EXPECT_EQ(plan.devices[0].part.last_head, 0);  // every head of its layer
+  EXPECT_EQ(plan.devices[2].part.first_layer, 1);
+  EXPECT_EQ(plan.devices[2].part.first_head, 4);
+  s.load(plan);
+  EXPECT_EQ(s.generate(prompt(), greedy(10)).tokens, want);
+}
+
 TEST_F(SessionTensorSplit, AWorkersDeathRecoversWithTheSameText) {
   const std::vector<int32_t> want = reference(12);
   weft::SessionOptions o = options({"cpu:1", "rpc://" + workers_.endpoint(0), "rpc://" + workers_.endpoint(1)});
@@ -112,6 +128,12 @@ TEST_F(SessionTensorSplit, MoreDevicesThanKeyValueHeadsAreRefused) {
   weft::testing::LocalWorkers more(3);
   weft::Session s(options({"cpu:1", "rpc://" + workers_.endpoint(0), "rpc://" + workers_.endpoint(1),
                            "rpc://" + more.endpoint(0), "rpc://" + more.endpoint(1)}));
+  try {
+    weft::Session groups(options({"cpu:1", "rpc://" + workers_.endpoint(0)}, "1,1/1"));
+    ADD_FAILURE() << "a split of 3 weights for 2 devices";
+  } catch (const weft::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'1,1/1' has 3 weights for 2 devices"), std::string::npos) << e.what();
+  }
   try {
     (void)s.plan(64);
     ADD_FAILURE() << "planned 5 devices over 4 key/value heads";

@@ -62,6 +62,47 @@ void measure_hops(const BenchModelArgs& args, const LoadPlan& plan, const bench:
   r.tg_seconds_per_hop = bench::per_hop_seconds(r.tg_seconds_per_token.mean, r.local_tg_seconds_per_token, r.hops);
 }
 
+// A tensor split: per generated token, the traffic to the workers and the
+// time this host waits for their partials (16 tokens evaluated here), then
+// the same tests with every layer on this host, for the speed-up.
+void measure_tensor_split(const BenchModelArgs& args, Session& session, const bench::ModelWork& work,
+                          const bench::ModelBenchOptions& options, bench::ModelBenchResult& r) {
+  auto totals = [&session] {
+    RpcStats t;
+    for (const DeviceStats& d : session.stats())
+      if (d.remote) {
+        t.bytes_sent += d.rpc.bytes_sent + d.rpc.bytes_received;
+        t.round_trips += d.rpc.round_trips;
+        t.wait_seconds += d.rpc.wait_seconds;
+      }
+    return t;
+  };
+  constexpr int kTokens = 16;
+  const RpcStats before = totals();
+  const int32_t token = 1;
+  for (int i = 0; i < kTokens; ++i) (void)session.eval({&token, 1}, i, model::LogitRows::last);
+  const RpcStats after = totals();
+  r.tensor_split = true;
+  r.tp_worker_bytes_per_token = static_cast<double>(after.bytes_sent - before.bytes_sent) / kTokens;
+  r.tp_round_trips_per_token = static_cast<double>(after.round_trips - before.round_trips) / kTokens;
+  r.tp_wait_seconds_per_token = (after.wait_seconds - before.wait_seconds) / kTokens;
+
+  ModelHostArgs local_args = args.host;
+  local_args.workers.clear();
+  local_args.devices.clear();
+  local_args.split.clear();
+  local_args.split_mode = "layer";
+  std::fprintf(stderr, "the same tests with every layer on this host:\n");
+  Session local(session_options(local_args, kWhere));
+  (void)load_with_progress(local, bench::model_bench_context(options));
+  bench::ModelBenchOptions local_options = options;
+  local_options.measure_limits = false;
+  local_options.parallel = 1;
+  const bench::ModelBenchResult l = bench::run_model_bench(local, work, local_options);
+  r.local_pp_tokens_per_s = l.pp_tokens_per_s.mean;
+  r.local_tg_seconds_per_token = l.tg_seconds_per_token.mean;
+}
+
 // An expert split: the same tests with each layer's own slice first, for
 // what overlapping the devices' slices saves, then with every row sent to
 // every slice.
@@ -115,7 +156,10 @@ int cmd_bench_model(const BenchModelArgs& args) {
   const uint64_t bytes_before = worker_bytes(session);
   bench::ModelBenchResult r = bench::run_model_bench(session, work, options);
   r.worker_bytes = worker_bytes(session) - bytes_before;
-  measure_hops(args, plan, work, options, r);
+  if (args.host.split_mode == "tensor")
+    measure_tensor_split(args, session, work, options, r);
+  else
+    measure_hops(args, plan, work, options, r);
   if (!args.host.experts_split.empty()) measure_expert_variants(args, work, options, r);
   const std::string report = args.json ? bench::format_model_bench_json(r) : bench::format_model_bench_text(r);
   std::fputs(report.c_str(), stdout);

@@ -21,7 +21,10 @@ void add_model_host_options(CLI::App* cmd, ModelHostArgs& host) {
   cmd->add_option("--worker", host.workers, "HOST:PORT of a weft worker (repeatable)");
   cmd->add_option("--auth-token-file", host.auth_token_file, "file holding the workers' shared secret");
   cmd->add_option("--device", host.devices, "another device after the workers: rpc://HOST:PORT/N, cpu:THREADS, ... (repeatable)");
-  cmd->add_option("--split", host.split, "layer proportions host,worker1,... (default: by --placement)");
+  cmd->add_option("--split", host.split,
+                  "layer proportions host,worker1,... (default: by --placement); with --split-mode tensor, head "
+                  "shares (default: equal), and '/' between groups of devices that take runs of layers in turn "
+                  "(1/1,1: this host some layers, two workers the rest cut by heads)");
   cmd->add_option("--split-mode", host.split_mode,
                   "layer: each device holds whole layers (a pipeline); tensor: every device computes its share "
                   "of every layer's heads and feed-forward columns (--split weighs the shares; at most one device "

@@ -129,6 +129,13 @@ double stage_seconds(const TimePrediction& t);
 // Error(invalid_input) naming the spec and flag (the option it came from).
 std::vector<double> parse_split(const std::string& spec, size_t n_parts, const std::string& flag = "--split");
 
+// "a,b/c,d": groups of weights separated by '/', n_parts weights in all
+// (`--split-mode tensor`: each group of devices cuts its run of layers by
+// heads, the groups a pipeline by layers). Each group as parse_split
+// checks it; throws Error(invalid_input) naming the spec otherwise.
+std::vector<std::vector<double>> parse_split_groups(const std::string& spec, size_t n_parts,
+                                                    const std::string& flag = "--split");
+
 // n_parts + 1 boundaries: part i holds layers [bounds[i], bounds[i+1]), in
 // proportion to w (cumulative shares rounded to the nearest layer; the last
 // boundary is n_layer). Throws Error(invalid_input) for no parts, a negative
