@@ -44,6 +44,8 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
   if (!options_.split.empty()) {  // refuse a bad split before connecting
     if (options_.split_mode == SessionOptions::SplitMode::tensor)
       (void)parse_split_groups(options_.split, specs_.size());
+    else if (options_.split_mode == SessionOptions::SplitMode::automatic)
+      fail(ErrorKind::invalid_input, where, "--split-mode auto chooses the shares: give no --split");
     else
       (void)parse_split(options_.split, specs_.size());
   }
@@ -67,7 +69,15 @@ LoadPlan Session::plan(int64_t n_ctx) const {
   const size_t n = devices_.size();
   std::vector<size_t> free_bytes(n);  // asked once: a worker's answer is a round trip
   for (size_t i = 0; i < n; ++i) free_bytes[i] = devices_[i]->memory().free;
-  if (options_.split_mode == SessionOptions::SplitMode::tensor && n > 1) return plan_by_heads(n_ctx, free_bytes);
+  using Mode = SessionOptions::SplitMode;
+  if (n > 1 && options_.split_mode == Mode::tensor) return plan_by_heads(n_ctx, free_bytes);
+  if (n > 1 && options_.split_mode == Mode::automatic) return plan_by_prediction(n_ctx, free_bytes);
+  return plan_by_layers(n_ctx, free_bytes);
+}
+
+LoadPlan Session::plan_by_layers(int64_t n_ctx, const std::vector<size_t>& free_bytes) const {
+  const std::string& where = options_.name;
+  const size_t n = devices_.size();
   const PlacementInput in = placement_input(free_bytes, n_ctx);
   LoadPlan p;
   const std::vector<int64_t> b = bounds(in, p.policy);

@@ -1,6 +1,7 @@
 // Session: the probe at connect, and what a plan's placement policy is given
 // (include/weft/runtime/session.h, docs/placement.md).
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <string>
 
@@ -125,15 +126,17 @@ std::vector<int64_t> Session::bounds(const PlacementInput& in, std::string& poli
   return std::move(s.bounds);
 }
 
-LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_bytes) const {
+LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_bytes,
+                                std::vector<std::vector<double>> groups) const {
   const size_t n = devices_.size();
   if (!options_.experts_split.empty())
     fail(ErrorKind::invalid_input, options_.name, "--experts-split with --split-mode tensor (give one or the other)");
   // Groups of devices, each cutting its run of layers by heads; the runs
   // in proportion to the groups' weights. One group by default.
-  const std::vector<std::vector<double>> groups =
-      options_.split.empty() ? std::vector<std::vector<double>>{std::vector<double>(n, 1.0)}
-                             : parse_split_groups(options_.split, n);
+  const std::string what = !groups.empty() ? "by speed" : options_.split.empty() ? "equal" : options_.split;
+  if (groups.empty())
+    groups = options_.split.empty() ? std::vector<std::vector<double>>{std::vector<double>(n, 1.0)}
+                                    : parse_split_groups(options_.split, n);
   std::vector<double> group_weights;
   for (const std::vector<double>& g : groups) group_weights.push_back(std::accumulate(g.begin(), g.end(), 0.0));
   const std::vector<int64_t> runs = layer_bounds(group_weights, params_.n_layer);
@@ -157,16 +160,46 @@ LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_b
   const std::vector<model::PartPlan> parts = model::LlamaModel::plan(
       *file_, bounds, n_ctx, options_.load.cache_type, {}, options_.load.sliding_ring_step, shares);
   LoadPlan p;
-  p.policy = "tensor split " + (options_.split.empty() ? std::string("equal") : options_.split) + ": " +
-             placement.describe();
+  p.policy = "tensor split " + what + ": " + placement.describe();
   p.n_ctx = n_ctx;
   p.cache_type = options_.load.cache_type;
   p.sliding_ring_rows = model::sliding_ring_rows(params_, n_ctx, options_.load.sliding_ring_step);
-  for (size_t i = 0; i < n; ++i) {
-    p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
-    if (!speeds_.empty()) p.devices[i].speed = speeds_[i];
+  for (size_t i = 0; i < n; ++i) p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
+  const PlacementInput in = placement_input(free_bytes, n_ctx);
+  if (groups.size() == 1 && !in.speeds.empty()) {  // one run over every device: predicted
+    std::vector<int64_t> heads{0};
+    for (const PlacementPart& part : placement.parts) heads.push_back(part.last_head);
+    const TimePrediction t = predict_tensor_time(heads, params_.n_head, in);
+    p.predicted_seconds = t.total();
+    p.predicted_overlap_seconds = t.overlapped_seconds;
+    for (size_t i = 0; i < n; ++i) {
+      p.devices[i].speed = in.speeds[i];
+      p.devices[i].predicted_seconds = t.compute_seconds[i];
+      p.devices[i].predicted_link_seconds = t.link_seconds[i];
+    }
   }
   return p;
+}
+
+LoadPlan Session::plan_by_prediction(int64_t n_ctx, const std::vector<size_t>& free_bytes) const {
+  LoadPlan layers = plan_by_layers(n_ctx, free_bytes);
+  if (speeds_.empty() || !options_.experts_split.empty()) return layers;
+  // Every layer cut by heads, each device's share in proportion to its speed.
+  std::vector<double> speed;
+  for (const DeviceSpeed& s : speeds_) speed.push_back(1.0 / s.seconds_per_byte);
+  LoadPlan heads;
+  try {
+    heads = plan_by_heads(n_ctx, free_bytes, {speed});
+  } catch (const Error& e) {  // more devices than key/value heads, blocks that do not cut
+    layers.policy += "; not by heads: " + std::string(e.what());
+    return layers;
+  }
+  char line[160];
+  std::snprintf(line, sizeof line, " (auto: predicted %.3f ms/token by layers, %.3f by heads)",
+                layers.predicted_seconds * 1e3, heads.predicted_seconds * 1e3);
+  LoadPlan& chosen = heads.problem().empty() && heads.predicted_seconds < layers.predicted_seconds ? heads : layers;
+  chosen.policy += line;
+  return chosen;
 }
 
 }  // namespace weft

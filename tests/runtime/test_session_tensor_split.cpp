@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -122,6 +123,31 @@ TEST_F(SessionTensorSplit, AWorkersDeathRecoversWithTheSameText) {
   EXPECT_EQ(reports[0].lost.at(0), workers_.endpoint(0));
   ASSERT_EQ(reports[0].plan.devices.size(), 2u);  // still cut by heads, over the two left
   EXPECT_EQ(reports[0].plan.devices[1].part.first_head, 4);
+}
+
+// --split-mode auto: the probe's speeds predict both ways; the plan names
+// both predictions and takes the smaller, and the text is the same either way.
+TEST_F(SessionTensorSplit, AutoPicksThePredictedFasterWay) {
+  const std::vector<int32_t> want = reference(8);
+  weft::SessionOptions o = options({"cpu:1", "rpc://" + workers_.endpoint(0)});
+  o.probe = true;
+  o.split_mode = Mode::automatic;
+  weft::Session s(o);
+  const weft::LoadPlan plan = s.plan(64);
+  const size_t at = plan.policy.find("(auto: predicted ");
+  ASSERT_NE(at, std::string::npos) << plan.policy;
+  double by_layers = 0, by_heads = 0;
+  ASSERT_EQ(std::sscanf(plan.policy.c_str() + at, "(auto: predicted %lf ms/token by layers, %lf by heads)", &by_layers,
+                        &by_heads),
+            2)
+      << plan.policy;
+  EXPECT_GT(by_layers, 0);
+  EXPECT_GT(by_heads, 0);
+  const bool cut = plan.devices[1].part.last_head > 0;
+  EXPECT_EQ(cut, by_heads < by_layers) << plan.policy;
+  EXPECT_NEAR(plan.predicted_seconds * 1e3, std::min(by_layers, by_heads), 1e-3 + 1e-3 * by_layers);
+  s.load(plan);
+  EXPECT_EQ(s.generate(prompt(), greedy(8)).tokens, want);
 }
 
 TEST_F(SessionTensorSplit, MoreDevicesThanKeyValueHeadsAreRefused) {

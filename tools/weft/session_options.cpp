@@ -28,9 +28,9 @@ void add_model_host_options(CLI::App* cmd, ModelHostArgs& host) {
   cmd->add_option("--split-mode", host.split_mode,
                   "layer: each device holds whole layers (a pipeline); tensor: every device computes its share "
                   "of every layer's heads and feed-forward columns (--split weighs the shares; at most one device "
-                  "per key/value head)")
+                  "per key/value head); auto: whichever the probe's speeds predict faster")
       ->capture_default_str()
-      ->check(CLI::IsMember({"layer", "tensor"}));
+      ->check(CLI::IsMember({"layer", "tensor", "auto"}));
   cmd->add_option("--placement", host.placement,
                   "without --split: speed (each device's speed and link measured at connect; the least predicted "
                   "time per token that fits) or memory (in proportion to free memory, no probe)")
@@ -69,6 +69,7 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   o.split = args.split;
   o.experts_split = args.experts_split;
   if (args.split_mode == "tensor") o.split_mode = SessionOptions::SplitMode::tensor;
+  if (args.split_mode == "auto") o.split_mode = SessionOptions::SplitMode::automatic;
   if (args.placement == "memory") {  // the CLI checked the name; "speed" is the Session's default
     o.probe = false;
     if (args.split.empty()) o.placement = split_by_free_memory();

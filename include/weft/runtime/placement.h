@@ -121,6 +121,18 @@ struct TimePrediction {
 // or experts does not fit them.
 TimePrediction predict_time(std::span<const int64_t> bounds, const PlacementInput& in,
                             std::span<const int64_t> experts = {});
+// The same model for every layer cut by heads over all the devices (a
+// tensor split; heads: n_devices + 1 query head boundaries from 0 to
+// n_head). Device d computes its head share of every layer's read bytes at
+// its seconds_per_byte, and a device with a link exchanges with this host
+// twice per layer (the normalized input out, its partial sum back: each
+// way once, an activation each); the devices work at once, so the layers
+// take the slowest device's compute and exchanges (overlapped_seconds is
+// the rest). Then the output product on the last device (the first when
+// tied), its input sent there and the logits back. Throws
+// Error(invalid_input) for bounds that do not fit the devices, or no costs.
+TimePrediction predict_tensor_time(std::span<const int64_t> heads, int64_t n_head, const PlacementInput& in);
+
 // The slowest stage of a prediction: a device's hops in plus its compute
 // (the bound on tokens per second when every stage works at once).
 double stage_seconds(const TimePrediction& t);

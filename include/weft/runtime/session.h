@@ -52,8 +52,11 @@ struct SessionOptions {
   // parallelism: every device computes its share of every layer, its
   // key/value heads and feed-forward columns in proportion to split's
   // weights, or equal shares; at most one device per key/value head;
-  // docs/placement.md).
-  enum class SplitMode { layer, tensor };
+  // docs/placement.md); or whichever of the two the probe's speeds
+  // predict the faster (automatic: layers by speed, or every layer cut by
+  // heads in proportion to each device's speed; layers when there are no
+  // speeds or the heads cannot be cut).
+  enum class SplitMode { layer, tensor, automatic };
   SplitMode split_mode = SplitMode::layer;
   // Experts spread over devices (docs/experts-split.md): "a,b,..." one
   // weight per device; each mixture-of-experts layer's experts cut in those
@@ -246,9 +249,13 @@ class Session {
   void probe_devices();
   PlacementInput placement_input(const std::vector<size_t>& free_bytes, int64_t n_ctx) const;
   std::vector<int64_t> bounds(const PlacementInput& in, std::string& policy) const;
-  // plan() with SplitMode::tensor over two or more devices: every layer
-  // cut by heads over all of them (session_place.cpp).
-  LoadPlan plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_bytes) const;
+  // plan()'s three ways (session.cpp, session_place.cpp): by layers; cut
+  // by heads (groups: each group's weights, '/' in --split; empty: the
+  // split option's, else equal shares); the faster of the two predicted.
+  LoadPlan plan_by_layers(int64_t n_ctx, const std::vector<size_t>& free_bytes) const;
+  LoadPlan plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_bytes,
+                         std::vector<std::vector<double>> groups = {}) const;
+  LoadPlan plan_by_prediction(int64_t n_ctx, const std::vector<size_t>& free_bytes) const;
   // session_recover.cpp: after cause, drops the devices whose workers no
   // longer answer, loads the model over the rest and re-evaluates history
   // from position 0 into logits (its last token's). false, having changed
