@@ -258,6 +258,18 @@ TEST_F(TensorParallel, AHybridOfLayersAndHeadsMatchesTheReference) {
   llama_reference::eval_with_steps([&](std::span<const int32_t> t, int64_t n) { return m.eval(t, n); }, seq, 2,
                                    FourKvModel::kVocab, logits);
   llama_reference::expect_close(logits, tiny.forward(seq), 1e-5, "hybrid");
+
+  // A prompt in micro-batches flowing through the two stages at once
+  // (LoadOptions::pipeline_micro_batch): its last token's logits as the
+  // reference's.
+  weft::model::LoadOptions o;
+  o.pipeline_micro_batch = 3;
+  Executor piped(*file, pl, 32, {}, o);
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  const std::vector<float> last = piped.eval(prompt, 0, weft::model::LogitRows::last);
+  const std::vector<std::vector<double>> ref = tiny.forward(prompt);
+  ASSERT_EQ(last.size(), static_cast<size_t>(FourKvModel::kVocab));
+  EXPECT_LT(llama_reference::nerr(last.data(), ref.back()), 1e-5);
 }
 
 // A generated token waits for each worker twice per layer (its partial of
