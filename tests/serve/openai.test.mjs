@@ -912,7 +912,8 @@ await part('constrained output', async () => {
   check(['yes!', 'no!'].includes(yn.choices[0].text), 'grammar (GBNF) on completions: the text is a sentence of it',
         show(yn.choices[0].text));
 
-  const chat = (extra) => () => api.chat.completions.create({...body, max_tokens: 4, ...extra});
+  const plain = {model: MODEL, messages: body.messages, max_tokens: 4};
+  const chat = (extra) => () => api.chat.completions.create({...plain, ...extra});
   const fmt = (schema) => ({response_format: {type: 'json_schema', json_schema: {name: 'x', schema}}});
   const refused = async (what, extra, param, needle) => {
     const e = await expectError(what, chat(extra), OpenAI.BadRequestError, 400, param);
@@ -930,8 +931,12 @@ await part('constrained output', async () => {
                 {grammar: 'root ::= "a" b'}, 'grammar', "line 1, column 14: rule 'b' is used but never defined");
   await refused('a left-recursive grammar is a 400', {grammar: 'root ::= root "a" | "b"'}, 'grammar', 'left-recursive');
   let deep = {type: 'string'};
-  for (let i = 0; i < 200; i++) deep = {type: 'array', items: deep};
-  await refused('hostile: a schema nested 200 deep is refused', fmt(deep), 'response_format', 'nested deeper than');
+  for (let i = 0; i < 50; i++) deep = {type: 'array', items: deep};
+  await refused('hostile: a schema nested 50 deep is refused', fmt(deep), 'response_format',
+                'subschemas nested deeper than 32');
+  for (let i = 0; i < 150; i++) deep = {type: 'array', items: deep};
+  await expectError('hostile: a schema nested 200 deep is refused (the body is too deep)', chat(fmt(deep)),
+                    OpenAI.BadRequestError, 400);
   await refused('hostile: an enum of 5000 values is refused', fmt({enum: Array.from({length: 5000}, (_, i) => i)}),
                 'response_format', 'more than the limit');
   await refused('hostile: maxItems 1e9 is refused', fmt({type: 'array', maxItems: 1000000000}), 'response_format',
