@@ -152,6 +152,31 @@ bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   return true;
 }
 
+bool GrammarMatcher::allows(int32_t id) {
+  if (!trie_) fail(ErrorKind::invalid_input, "grammar", "allows on a matcher without a vocabulary");
+  const auto& ends = trie_->end_tokens();
+  if (std::find(ends.begin(), ends.end(), id) != ends.end()) return can_end();
+  const std::string& b = trie_->bytes(id);
+  if (b.empty()) return false;
+  const size_t mark = arena_.size();
+  if (level_stacks_.size() < 2) level_stacks_.resize(2);
+  std::vector<int32_t>& cur = level_stacks_[0];
+  std::vector<int32_t>& next = level_stacks_[1];
+  cur = stacks_;
+  Utf8 u = utf8_, v;
+  bool ok = true;
+  for (char c : b) {
+    if (!step(cur, u, static_cast<uint8_t>(c), next, v)) {
+      ok = false;
+      break;
+    }
+    cur.swap(next);
+    u = v;
+  }
+  arena_.resize(mark);
+  return ok;
+}
+
 void GrammarMatcher::accept_token(int32_t id) {
   if (!trie_) fail(ErrorKind::invalid_input, "grammar", "accept_token on a matcher without a vocabulary");
   const auto& ends = trie_->end_tokens();

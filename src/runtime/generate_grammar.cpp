@@ -25,7 +25,20 @@ GrammarStep::GrammarStep(const GenerateOptions& options, int64_t n_vocab) {
 
 int32_t GrammarStep::sample(model::Sampler& sampler, std::span<const float> row) {
   if (!matcher_) return sampler.sample(row);
-  const auto t0 = Clock::now();
+  // First a draw from the whole row: when the grammar allows that token it
+  // is the answer, and no mask is needed (most steps, where the model
+  // already follows the grammar). Else a second draw with the forbidden
+  // tokens masked. For a plain draw from probabilities p this is exactly a
+  // draw from p restricted to the allowed set A: P(t) = p(t) + (1 - p(A))
+  // p(t) / p(A) = p(t) / p(A); greedy gives the best allowed token either
+  // way. (The sampler's filters, top-k/top-p/min-p, then see the whole row
+  // first, as in llama.cpp.)
+  auto t0 = Clock::now();
+  const int32_t first = sampler.sample(row);
+  const bool ok = matcher_->allows(first);
+  seconds_ += seconds_since(t0);
+  if (ok) return first;
+  t0 = Clock::now();
   if (matcher_->allowed_tokens(allowed_) == 0)
     fail(ErrorKind::invalid_input, "generate", "the grammar allows no token of the vocabulary here");
   masked_.resize(row.size());

@@ -184,6 +184,7 @@ ws ::= " "?)";
         GrammarMatcher copy = m;
         const bool expect = id == 0 ? m.can_end() : !vocab[id].empty() && copy.accept_bytes(vocab[id]);
         ASSERT_EQ(allowed[id] != 0, expect) << "token " << id << " '" << vocab[id] << "' at step " << step;
+        ASSERT_EQ(m.allows(static_cast<int32_t>(id)), expect) << "allows(" << id << ") at step " << step;
         count += expect;
       }
       ASSERT_EQ(n, count);

@@ -139,6 +139,9 @@ class GrammarMatcher {
   // Error(invalid_input) when the grammar is ambiguous beyond
   // GrammarLimits::max_stacks here.
   size_t allowed_tokens(std::vector<uint8_t>& allowed);
+  // Whether token id may come next (one entry of allowed_tokens, without
+  // walking the trie); the state is unchanged.
+  bool allows(int32_t id);
   // Advances over token id's bytes (an end token: nothing to advance).
   // Throws Error(invalid_input) naming the token when the grammar rejects it.
   void accept_token(int32_t id);
