@@ -18,6 +18,7 @@ namespace weft::model {
 
 namespace {
 constexpr int32_t kAccept = -2;  // the empty stack: the root rule is complete
+constexpr size_t kCachedMasks = 8;  // per matcher: 8 x vocabulary bytes at most
 }
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
@@ -196,8 +197,37 @@ bool GrammarMatcher::can_end() const {
 
 bool GrammarMatcher::finished() const { return can_end() && stacks_.size() == 1; }
 
+// The state's contents: the unfinished character, then each stack's
+// positions from its top down, -1 after each (node ids differ between
+// equal stacks; their contents do not).
+std::vector<int32_t> GrammarMatcher::state_key() const {
+  std::vector<int32_t> key{static_cast<int32_t>(utf8_.cp), utf8_.need, utf8_.len};
+  for (int32_t id : stacks_) {
+    for (int32_t n = id; n >= 0; n = arena_[static_cast<size_t>(n)].second) key.push_back(arena_[static_cast<size_t>(n)].first);
+    key.push_back(id == kAccept ? kAccept : -1);
+  }
+  return key;
+}
+
 size_t GrammarMatcher::allowed_tokens(std::vector<uint8_t>& allowed) {
   if (!trie_) fail(ErrorKind::invalid_input, "grammar", "allowed_tokens on a matcher without a vocabulary");
+  std::vector<int32_t> key = state_key();
+  for (const CachedMask& c : cache_)
+    if (c.key == key) {
+      allowed = c.allowed;
+      return c.count;
+    }
+  const size_t n = walk(allowed);
+  if (cache_.size() < kCachedMasks) cache_.emplace_back();
+  CachedMask& slot = cache_[cache_next_];
+  cache_next_ = (cache_next_ + 1) % kCachedMasks;
+  slot.key = std::move(key);
+  slot.allowed = allowed;
+  slot.count = n;
+  return n;
+}
+
+size_t GrammarMatcher::walk(std::vector<uint8_t>& allowed) {
   const TokenTrie& t = *trie_;
   allowed.assign(t.vocab_size(), 0);
   size_t n = 0;

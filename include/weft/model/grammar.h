@@ -135,7 +135,8 @@ class GrammarMatcher {
   // grammar accepts from here (a partial UTF-8 character is accepted when
   // some character it may begin is), and for the end tokens when
   // can_end(); 0 elsewhere. Walks the trie once, sharing each prefix's
-  // work among the tokens below it. Returns how many are allowed. Throws
+  // work among the tokens below it; a state met in the last few calls
+  // reuses its mask. Returns how many are allowed. Throws
   // Error(invalid_input) when the grammar is ambiguous beyond
   // GrammarLimits::max_stacks here.
   size_t allowed_tokens(std::vector<uint8_t>& allowed);
@@ -173,6 +174,18 @@ class GrammarMatcher {
   std::vector<std::pair<int32_t, int32_t>> arena_;
   std::vector<int32_t> stacks_;  // the current set
   Utf8 utf8_;
+  // Masks of recent states (the stacks' contents and the unfinished
+  // character): inside a JSON string or a repetition the same state comes
+  // back at every step, and its mask is then a copy, not a walk.
+  struct CachedMask {
+    std::vector<int32_t> key;
+    std::vector<uint8_t> allowed;
+    size_t count = 0;
+  };
+  std::vector<int32_t> state_key() const;
+  size_t walk(std::vector<uint8_t>& allowed);  // allowed_tokens without the cache
+  std::vector<CachedMask> cache_;
+  size_t cache_next_ = 0;  // the entry to replace next
   // Scratch of allowed_tokens, kept between calls.
   std::vector<std::vector<int32_t>> level_stacks_;
   std::vector<Utf8> level_utf8_;
