@@ -41,6 +41,7 @@ struct BatchEngine::Slot {
   bool prompted = false;  // the prompt's logits came
   int cached_prefix = 0;
   std::optional<model::Sampler> sampler;
+  std::optional<detail::GrammarStep> grammar;  // with the job's grammar: its tokens' constraint
   GenerateResult result;  // the tokens taken so far (take_token counts them)
   Clock::time_point started, prompt_done;
   bool stepping = false;  // its tokens are in a step in flight
@@ -94,6 +95,7 @@ void BatchEngine::check(const BatchJob& job) const {
     fail(ErrorKind::invalid_input, kWhere,
          "start " + std::to_string(job.options.start) + ": a batched sequence begins at its slot's position 0");
   model::Sampler sampler(job.options.sampler);  // throws naming an impossible option
+  detail::GrammarStep grammar(job.options, model_.n_vocab);  // throws for a grammar without the model's trie
 }
 
 bool BatchEngine::has_free_slot() const {
@@ -126,6 +128,7 @@ void BatchEngine::start(BatchJob job, BatchSink* sink) {
   s.next = -1;
   s.prompted = false;
   s.sampler.emplace(s.job.options.sampler);
+  s.grammar.emplace(s.job.options, model_.n_vocab);
   accept_prompt_tail(*s.sampler, s.job.prompt);  // the penalties look back over the prompt too
   s.result = GenerateResult{};
   s.started = Clock::now();
@@ -270,12 +273,13 @@ void BatchEngine::take_row(Slot& s, std::span<const float> row) {
   }
   std::optional<StopReason> stop;
   try {
-    const int32_t next = s.sampler->sample(row);
+    const int32_t next = s.grammar->sample(*s.sampler, row);
     BatchSink* sink = s.sink;
     const TokenCallback emit = [sink, row](int32_t t) { return sink->on_token(t, row); };
     // The position the token would be evaluated at is the next free row.
     const int64_t n_past = static_cast<int64_t>(s.cached.size());
     stop = detail::take_token(next, n_past, slot_ctx_, model_, s.job.options, *s.sampler, s.result, emit);
+    if (!stop && s.grammar->take(next)) stop = StopReason::end_of_generation;  // nothing else may follow
     s.next = next;
   } catch (const std::exception& e) {
     end(s, StopReason::failed, e.what());
@@ -297,7 +301,9 @@ void BatchEngine::end(Slot& s, StopReason stop, const std::string& error) {
   e.total_seconds = seconds_between(s.started, now);
   BatchSink* sink = s.sink;
   s.sink = nullptr;
+  counters_.grammar_seconds += s.grammar ? s.grammar->seconds() : 0;
   s.sampler.reset();
+  s.grammar.reset();
   s.result = GenerateResult{};
   sink->on_finish(e);
 }

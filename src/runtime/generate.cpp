@@ -85,6 +85,7 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
          "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
              std::to_string(model.n_ctx) + (options.start > 0 ? " after " + std::to_string(options.start) + " positions" : ""));
   model::Sampler sampler(options.sampler);
+  detail::GrammarStep grammar(options, model.n_vocab);
   accept_prompt_tail(sampler, prompt);
   GenerateResult r;
   const auto t0 = Clock::now();
@@ -98,15 +99,20 @@ GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, 
   }
   int64_t n_past = options.start + static_cast<int64_t>(prompt.size());
   while (true) {
-    const int32_t next = sampler.sample(row);
+    const int32_t next = grammar.sample(sampler, row);
     if (auto stop = detail::take_token(next, n_past, model.n_ctx, model, options, sampler, r, on_token)) {
       r.stop = *stop;
+      break;
+    }
+    if (grammar.take(next)) {  // the grammar is complete: nothing else may follow
+      r.stop = StopReason::end_of_generation;
       break;
     }
     eval(std::span<const int32_t>(&next, 1), n_past++, logits);
     row = checked(logits, model.n_vocab);
   }
   r.total_seconds = seconds_since(t0);
+  r.grammar_seconds = grammar.seconds();
   return r;
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "weft/runtime/generate.h"
 
@@ -18,5 +20,29 @@ namespace weft::detail {
 std::optional<StopReason> take_token(int32_t next, int64_t n_past, int64_t n_ctx, const GenerationModel& model,
                                      const GenerateOptions& options, model::Sampler& sampler, GenerateResult& r,
                                      const TokenCallback& emit);
+
+// A sequence's grammar (GenerateOptions::grammar), shared by both loops:
+// samples among the tokens the grammar allows and follows the tokens taken.
+class GrammarStep {
+ public:
+  // Throws Error(invalid_input) for a grammar without a token trie, or a
+  // trie whose vocabulary is not the model's.
+  GrammarStep(const GenerateOptions& options, int64_t n_vocab);
+  bool active() const { return matcher_.has_value(); }
+  // sampler.sample(row) when inactive; else the same over row with the
+  // tokens the grammar forbids at -inf. Throws Error(invalid_input) when the
+  // grammar allows no token of the vocabulary here.
+  int32_t sample(model::Sampler& sampler, std::span<const float> row);
+  // After take_token took next and said go on: follows it; true when the
+  // grammar is finished (nothing but the end may follow).
+  bool take(int32_t next);
+  double seconds() const { return seconds_; }  // in sample()'s masking and take()
+
+ private:
+  std::optional<model::GrammarMatcher> matcher_;
+  std::vector<uint8_t> allowed_;
+  std::vector<float> masked_;
+  double seconds_ = 0;
+};
 
 }  // namespace weft::detail

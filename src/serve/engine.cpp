@@ -147,8 +147,12 @@ BatchEngineOptions batch_options(const EngineOptions& o) {
   return b;
 }
 
-BatchJob batch_job(const Job& job) {
+BatchJob batch_job(const Job& job, const std::shared_ptr<const model::TokenTrie>& trie) {
   BatchJob b;
+  if (job.grammar) {
+    b.options.grammar = job.grammar;
+    b.options.token_trie = trie;
+  }
   b.prompt = job.prompt;
   b.options.max_tokens = job.max_tokens;
   b.options.sampler = job.sampler;
@@ -161,7 +165,8 @@ BatchJob batch_job(const Job& job) {
 Engine::Engine(Session& session, EngineOptions options)
     : session_(session),
       options_(options),
-      batch_(loaded(session).batched_eval(), session.generation_model(), batch_options(options)) {
+      batch_(loaded(session).batched_eval(), session.generation_model(), batch_options(options)),
+      trie_(model::TokenTrie::from_tokenizer(session.tokenizer())) {
   metrics_.slots = options_.slots;
   metrics_.groups = batch_.groups();
   thread_ = std::thread([this] { run(); });
@@ -198,7 +203,7 @@ std::shared_ptr<Request> Engine::submit(Job job) {
 
 std::vector<std::shared_ptr<Request>> Engine::submit_group(std::vector<Job> jobs) {
   if (jobs.empty()) fail(ErrorKind::invalid_input, kWhere, "a group of no jobs");
-  for (const Job& job : jobs) batch_.check(batch_job(job));  // throws naming what is wrong
+  for (const Job& job : jobs) batch_.check(batch_job(job, trie_));  // throws naming what is wrong
   std::vector<std::shared_ptr<Request>> requests;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -265,6 +270,7 @@ void Engine::step() {
   std::lock_guard<std::mutex> lock(mu_);
   metrics_.steps = c.steps;
   metrics_.busy_seconds = c.busy_seconds;
+  metrics_.grammar_seconds = c.grammar_seconds;
   metrics_.prompt_tokens = c.prompt_tokens;
   metrics_.generated_tokens = c.generated_tokens;
 }
@@ -286,7 +292,7 @@ void Engine::admit() {
     it = queue_.erase(it);
   }
   while (!queue_.empty() && batch_.has_free_slot()) {
-    BatchJob job = batch_job(queue_.front().job);
+    BatchJob job = batch_job(queue_.front().job, trie_);
     active_.push_back(std::make_unique<Active>(*this, std::move(queue_.front())));
     queue_.pop_front();
     batch_.start(std::move(job), active_.back().get());  // checked at submit

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/model/grammar.h"
 #include "weft/model/sampler.h"
 #include "weft/runtime/batch_engine.h"
 #include "weft/runtime/session.h"
@@ -53,6 +54,9 @@ struct Job {
   // Control tokens whose vocabulary text the request's text includes (they
   // decode to "" otherwise): the tool-call markers its reply is parsed for.
   std::vector<int32_t> text_tokens;
+  // Constrained output (response_format, grammar): every token sampled
+  // among those this grammar allows (GenerateOptions::grammar); null: none.
+  std::shared_ptr<const model::Grammar> grammar;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
@@ -121,6 +125,7 @@ struct EngineMetrics {
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;
   double busy_seconds = 0;    // in eval_batch and sampling
+  double grammar_seconds = 0; // of which in grammar masks (requests finished)
   size_t queue_length = 0;    // now
   int slots_busy = 0;         // now
   int slots = 0;
@@ -170,6 +175,9 @@ class Engine {
   Session& session_;
   EngineOptions options_;
   BatchEngine batch_;  // the engine thread's (check() is const and safe anywhere)
+  // The vocabulary's token bytes as a trie, built once for every grammar's
+  // masks; immutable, shared by the jobs' matchers.
+  std::shared_ptr<const model::TokenTrie> trie_;
 
   mutable std::mutex mu_;  // guards queue_, stop_, metrics_
   std::condition_variable cv_;

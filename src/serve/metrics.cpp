@@ -75,6 +75,8 @@ std::string Server::Impl::metrics_text() {
          m.recoveries);
   single(o, "weft_busy_seconds_total", "counter", "Seconds spent in batched steps.",
          m.busy_seconds);
+  single(o, "weft_grammar_seconds_total", "counter",
+         "Seconds of those spent masking tokens by grammars (finished requests).", m.grammar_seconds);
   single(o, "weft_tokens_per_second", "gauge", "Tokens (prompt and generated) per busy second, since start.",
          (m.busy_seconds > 0 ? static_cast<double>(m.prompt_tokens + m.generated_tokens) / m.busy_seconds : 0.0));
   single(o, "weft_queue_length", "gauge", "Requests waiting for a slot.",

@@ -67,8 +67,9 @@ OllamaRequest parse_ollama(const Json& body, bool chat, const ApiContext& ctx, c
     if (!s->is_boolean()) bad_request("stream", "'stream' must be true or false");
     r.stream = s->get<bool>();
   }
-  if (const Json* f = field_of(body, "format"); f && !(f->is_string() && f->get<std::string>().empty()))
-    bad_request("format", "'format' (structured output) is not yet supported by this server");
+  if (const Json* f = field_of(body, "format");
+      f && !(f->is_string() && (f->get<std::string>().empty() || f->get<std::string>() == "json")) && !f->is_object())
+    bad_request("format", "'format' must be \"json\" or a JSON schema object");
   for (const char* unsupported : {"suffix", "images", "context", "template"})
     if (const Json* v = field_of(body, unsupported);
         v && !(v->is_string() && v->get<std::string>().empty()) && !(v->is_array() && v->empty()))
@@ -112,6 +113,12 @@ OllamaRequest parse_ollama(const Json& body, bool chat, const ApiContext& ctx, c
 
   FieldNames names;
   if (!chat && as_chat) names.emplace_back("messages", "prompt");
+  // format: "json" (any object) or a JSON schema, as OpenAI's response_format.
+  if (const Json* f = field_of(body, "format"); f && (f->is_object() || *f == "json")) {
+    oa["response_format"] = f->is_object() ? Json{{"type", "json_schema"}, {"json_schema", {{"schema", *f}}}}
+                                           : Json{{"type", "json_object"}};
+    names.emplace_back("response_format", "format");
+  }
   const Json* options = field_of(body, "options");
   if (options && !options->is_object()) bad_request("options", "'options' must be an object");
   if (options) {

@@ -21,6 +21,7 @@
 
 #include "serve/engine.h"
 #include "serve/tool_request.h"
+#include "weft/model/grammar.h"
 #include "weft/model/tokenizer.h"
 #include "weft/serve/chat_template.h"
 
@@ -86,6 +87,15 @@ uint64_t choice_seed(uint64_t seed, int i);
 // chat, as chat_prompt() does, render_control bounding its template's render.
 CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext& ctx,
                                    const RenderControl& render_control = {});
+
+// The request's output constraint, null when none: `response_format`
+// {"type": "json_object"} (any JSON object; with a "schema", that schema's),
+// {"type": "json_schema", "json_schema": {"schema": ...}} (the schema's
+// values; "strict" is always so), or llama.cpp's `grammar` (GBNF text) or
+// `json_schema` fields. Throws ApiError 400 naming the parameter and the
+// fault (the schema's place, the grammar's line and column) for an
+// invalid, unsupported or oversized schema or grammar, or two constraints.
+std::shared_ptr<const model::Grammar> read_output_constraint(const Json& body);
 
 // The prompt of a chat: messages rendered by the template, encoded with the
 // template's own markup as special tokens and each message's content as

@@ -222,6 +222,7 @@ CompletionRequest parse_completion(const Json& body, bool chat, const ApiContext
   job.sampler = read_sampler(body, ctx);
   job.stop = stops(body);
   job.ignore_eos = boolean(body, "ignore_eos", false);
+  job.grammar = read_output_constraint(body);
 
   read_logprobs(body, chat, r);
   return r;

@@ -857,6 +857,97 @@ if (opt['tools-base']) {
   });
 }
 
+// Constrained output: response_format json_schema / json_object and
+// llama.cpp's grammar field. Every reply must parse and validate (the
+// validator below knows the few keywords the schema uses); bad and hostile
+// schemas are 400s naming the fault, and the server keeps serving.
+await part('constrained output', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      name: {type: 'string', maxLength: 8},
+      age: {type: 'integer'},
+      tags: {type: 'array', items: {enum: ['red', 'green', 'blue']}, maxItems: 3},
+      ok: {type: 'boolean'},
+      note: {type: ['string', 'null'], maxLength: 4},
+    },
+    required: ['name', 'age', 'tags', 'ok'],
+    additionalProperties: false,
+  };
+  const chars = (s) => [...s].length;  // code points, as JSON Schema counts
+  const valid = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) &&
+      Object.keys(v).every((k) => k in schema.properties) &&
+      typeof v.name === 'string' && chars(v.name) <= 8 && Number.isInteger(v.age) &&
+      Array.isArray(v.tags) && v.tags.length <= 3 && v.tags.every((t) => ['red', 'green', 'blue'].includes(t)) &&
+      typeof v.ok === 'boolean' && (!('note' in v) || v.note === null || (typeof v.note === 'string' && chars(v.note) <= 4));
+  const parsed = (text) => {
+    try {
+      return {ok: true, v: JSON.parse(text)};
+    } catch {
+      return {ok: false};
+    }
+  };
+  const body = {model: MODEL, messages: [{role: 'user', content: 'A person, as JSON.'}], max_tokens: 600, temperature: 1,
+                response_format: {type: 'json_schema', json_schema: {name: 'person', schema, strict: true}}};
+  for (const seed of [1, 2, 3, 4]) {
+    const r = await api.chat.completions.create({...body, seed});
+    const text = r.choices[0].message.content;
+    const p = parsed(text);
+    check(p.ok && valid(p.v) && r.choices[0].finish_reason === 'stop',
+          `json_schema (seed ${seed}): the reply parses, validates and ends with "stop"`, show(text));
+  }
+  const whole = await api.chat.completions.create({...body, seed: 9});
+  const s = await streamChat(api, {...body, seed: 9});
+  check(s.text === whole.choices[0].message.content && valid(parsed(s.text).v ?? null),
+        'json_schema streamed: the deltas make the whole reply', `${show(s.text)} vs ${show(whole.choices[0].message.content)}`);
+  const many = await api.chat.completions.create({...body, seed: 5, n: 3});
+  check(many.choices.length === 3 && many.choices.every((c) => valid(parsed(c.message.content).v ?? null)),
+        'json_schema with n = 3: every choice validates', show(many.choices.map((c) => c.message.content)));
+  const obj = await api.chat.completions.create({...body, seed: 6, max_tokens: 64, response_format: {type: 'json_object'}});
+  const ot = obj.choices[0].message.content;
+  check(ot.startsWith('{') && (obj.choices[0].finish_reason === 'length' || parsed(ot).ok),
+        'json_object: the reply is a JSON object (or its start, when max_tokens ran out)', show(ot));
+  const yn = await api.completions.create({model: MODEL, prompt: 'Answer:', max_tokens: 8, seed: 3, temperature: 1,
+                                           grammar: 'root ::= ("yes" | "no") "!"'});
+  check(['yes!', 'no!'].includes(yn.choices[0].text), 'grammar (GBNF) on completions: the text is a sentence of it',
+        show(yn.choices[0].text));
+
+  const plain = {model: MODEL, messages: body.messages, max_tokens: 4};
+  const chat = (extra) => () => api.chat.completions.create({...plain, ...extra});
+  const fmt = (schema) => ({response_format: {type: 'json_schema', json_schema: {name: 'x', schema}}});
+  const refused = async (what, extra, param, needle) => {
+    const e = await expectError(what, chat(extra), OpenAI.BadRequestError, 400, param);
+    check((e?.error?.message ?? '').includes(needle), `${what}: the message says ${show(needle)}`,
+          show(e?.error?.message ?? ''));
+  };
+  await refused('json_schema with an unsupported keyword is a 400 naming it and its place',
+                fmt({type: 'object', properties: {a: {type: 'string', pattern: 'x+'}}}), 'response_format',
+                "at /properties/a/pattern: 'pattern' is not supported");
+  await refused('json_schema of an unknown type is a 400', fmt({type: 'strin'}), 'response_format', "unknown type 'strin'");
+  await refused('json_schema without a schema is a 400', {response_format: {type: 'json_schema', json_schema: {name: 'x'}}},
+                'response_format', 'json_schema.schema');
+  await refused('an unknown response_format type is a 400', {response_format: {type: 'yaml'}}, 'response_format', 'yaml');
+  await refused('a GBNF grammar with an undefined rule is a 400 naming the rule and its position',
+                {grammar: 'root ::= "a" b'}, 'grammar', "line 1, column 14: rule 'b' is used but never defined");
+  await refused('a left-recursive grammar is a 400', {grammar: 'root ::= root "a" | "b"'}, 'grammar', 'left-recursive');
+  let deep = {type: 'string'};
+  for (let i = 0; i < 50; i++) deep = {type: 'array', items: deep};
+  await refused('hostile: a schema nested 50 deep is refused', fmt(deep), 'response_format',
+                'subschemas nested deeper than 32');
+  for (let i = 0; i < 150; i++) deep = {type: 'array', items: deep};
+  await expectError('hostile: a schema nested 200 deep is refused (the body is too deep)', chat(fmt(deep)),
+                    OpenAI.BadRequestError, 400);
+  await refused('hostile: an enum of 5000 values is refused', fmt({enum: Array.from({length: 5000}, (_, i) => i)}),
+                'response_format', 'more than the limit');
+  await refused('hostile: maxItems 1e9 is refused', fmt({type: 'array', maxItems: 1000000000}), 'response_format',
+                'beyond the limit');
+  await refused('hostile: a grammar repeating 1e9 times is refused', {grammar: 'root ::= "a"{1000000000}'}, 'grammar',
+                'repetition count beyond the limit');
+  const after = await api.chat.completions.create({...body, seed: 7});
+  check(valid(parsed(after.choices[0].message.content).v ?? null), 'the server still serves constrained requests after them',
+        show(after.choices[0].message.content));
+});
+
 if (opt.weft) {
   await part('non-loopback host without a key', async () => {
     const r = spawnSync(opt.weft, ['serve', '-m', opt.model, '--host', '0.0.0.0', '--port', '0', '-t', '1'],

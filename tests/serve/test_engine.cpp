@@ -18,6 +18,7 @@
 #include "serve/engine.h"
 #include "weft/core/error.h"
 #include "weft/model/demo_model.h"
+#include "weft/model/grammar.h"
 #include "weft/runtime/session.h"
 #include "weft/testing/async.h"
 
@@ -108,6 +109,41 @@ TEST_F(EngineTest, OneRequestEqualsGenerate) {
   std::string decoded;
   for (int32_t t : o.tokens) decoded += s->tokenizer().decode_token(t);
   EXPECT_EQ(o.text, decoded);
+}
+
+// A grammar constrains batched sequences as it does one alone: each job's
+// text is a sentence of it (checked by hand below, apart from the matcher)
+// and equals Session::generate under the same grammar; the job ends where
+// the grammar does ("stop").
+TEST_F(EngineTest, GrammarConstrainsEachSequenceAsAlone) {
+  auto s = session(256);
+  auto grammar = weft::model::Grammar::parse(R"(root ::= "<" [a-e]{1,4} ("," [0-9])? ">")");
+  auto trie = weft::model::TokenTrie::from_tokenizer(s->tokenizer());
+  Engine engine(*s, {.slots = 2});
+  std::vector<std::shared_ptr<Request>> rs;
+  for (int i = 0; i < 3; ++i) {
+    Job j = greedy_job(prompt(i), 40);
+    j.grammar = grammar;
+    j.ignore_eos = i == 2;  // the grammar's end ends it all the same
+    rs.push_back(engine.submit(std::move(j)));
+  }
+  for (int i = 0; i < 3; ++i) {
+    const Outcome o = drain(*rs[static_cast<size_t>(i)]);
+    const std::string& t = o.text;
+    bool ok = t.size() >= 3 && t.front() == '<' && t.back() == '>';
+    size_t k = 1;
+    while (ok && k < t.size() && t[k] >= 'a' && t[k] <= 'e') ++k;
+    ok = ok && k >= 2 && k <= 5;
+    if (ok && t[k] == ',') ok = k + 3 == t.size() && t[k + 1] >= '0' && t[k + 1] <= '9';
+    else ok = ok && k + 1 == t.size();
+    EXPECT_TRUE(ok) << "'" << t << "' is not a sentence of the grammar";
+    EXPECT_EQ(o.finish.finish_reason, "stop");
+    auto alone_s = session(128);
+    weft::GenerateOptions opt{.max_tokens = 40, .stop_at_end_of_generation = i != 2};
+    opt.grammar = grammar;
+    opt.token_trie = trie;
+    EXPECT_EQ(o.tokens, alone_s->generate(prompt(i), opt).tokens);
+  }
 }
 
 TEST_F(EngineTest, PenaltiesSeeThePrompt) {

@@ -167,8 +167,10 @@ TEST(OllamaRequest, ErrorsNameTheFieldAsOllamaDoes) {
   expect_bad(ollama_error(R"({"messages":[{"content":"x"}]})"), "messages", "'role'");
   expect_bad(ollama_error(R"({"messages":{"role":"user"}})"), "messages", "must be an array");
   expect_bad(ollama_error(R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})"), "stream", "'stream'");
-  expect_bad(ollama_error(R"({"messages":[{"role":"user","content":"x"}],"format":"json"})"), "format",
-             "not yet supported");
+  expect_bad(ollama_error(R"({"messages":[{"role":"user","content":"x"}],"format":"yaml"})"), "format",
+             "'format' must be \"json\" or a JSON schema object");
+  expect_bad(ollama_error(R"({"messages":[{"role":"user","content":"x"}],"format":{"type":"strin"}})"), "format",
+             "unknown type 'strin'");
   expect_bad(ollama_error(R"({"model":7,"messages":[]})"), "model", "'model'");
   expect_bad(ollama_error(R"([1,2])"), "", "JSON object");
   expect_bad(ollama_error(R"({"prompt":["x"]})", false), "prompt", "'prompt' must be a string");

@@ -16,6 +16,8 @@
 #include "commands.h"
 #include "session_ui.h"
 #include "weft/core/error.h"
+#include "weft/model/grammar.h"
+#include "weft/serve/output_constraint.h"
 
 namespace weft::tools {
 namespace {
@@ -48,6 +50,10 @@ void print_speeds(size_t prompt_tokens, const GenerateResult& r) {
                r.prompt_seconds > 0 ? static_cast<double>(prompt_tokens) / r.prompt_seconds : 0.0);
   std::fprintf(stderr, "generation: %zu tokens in %.3f s (%.1f tokens/s), stopped by %s\n", r.tokens.size(), gen_s,
                gen_s > 0 ? static_cast<double>(r.tokens.size()) / gen_s : 0.0, stop_reason_name(r.stop));
+  if (r.grammar_seconds > 0)
+    std::fprintf(stderr, "grammar: %.3f s masking and following (%.1f%% of generation, %.3f ms per token)\n",
+                 r.grammar_seconds, gen_s > 0 ? 100.0 * r.grammar_seconds / gen_s : 0.0,
+                 r.tokens.empty() ? 0.0 : 1e3 * r.grammar_seconds / static_cast<double>(r.tokens.size()));
 }
 
 // Several sequences: generated together, then printed in order. With
@@ -140,6 +146,12 @@ int cmd_run(const RunArgs& args) {
   GenerateOptions options;
   options.max_tokens = args.n_tokens;
   options.sampler = sampler_options(args.sampling, seq_ctx, kWhere);  // flags checked before loading
+  if (!args.grammar_file.empty() || !args.json_schema_file.empty()) {
+    options.grammar = args.grammar_file.empty()
+                          ? serve::grammar_from_json_schema(read_text_file(args.json_schema_file, kWhere))
+                          : model::Grammar::parse(read_text_file(args.grammar_file, kWhere));
+    options.token_trie = model::TokenTrie::from_tokenizer(tok);
+  }
   const LoadPlan plan = load_with_progress(session, seq_ctx * n_seq);
 
   if (n_seq > 1) {

@@ -56,7 +56,14 @@ void add_run_command(CLI::App& app, Commands& out) {
       cmd->add_option("--prompts", a->prompts_file, "decode every non-empty line of this file as its own prompt, together")
           ->excludes(prompt_opt)
           ->excludes(file_opt);
-  for (CLI::Option* o : {prompt_opt, file_opt, prompts_opt, parallel_opt}) conversation_opt->excludes(o);
+  CLI::Option* grammar_opt = cmd->add_option("--grammar-file", a->grammar_file,
+                                             "constrain the output to this GBNF grammar (docs/serve.md)");
+  CLI::Option* schema_opt =
+      cmd->add_option("--json-schema", a->json_schema_file,
+                      "constrain the output to JSON valid under the JSON Schema in this file (docs/serve.md)")
+          ->excludes(grammar_opt);
+  for (CLI::Option* o : {prompt_opt, file_opt, prompts_opt, parallel_opt, grammar_opt, schema_opt})
+    conversation_opt->excludes(o);
 
   out.push_back({cmd, [a, run_tokens_opt] {
                    a->tokens_given = run_tokens_opt->count() > 0;

@@ -68,6 +68,8 @@ struct RunArgs {
   bool tokens_given = false;         // -n was given (a chat's default is unlimited)
   std::string system, chat_template; // with conversation
   bool recover = false;              // --recover: go on after a worker's death (docs/recovery.md)
+  std::string grammar_file;          // --grammar-file: output constrained by these GBNF rules
+  std::string json_schema_file;      // --json-schema: output constrained to JSON valid under this schema
 };
 int cmd_run(const RunArgs& args);
 

@@ -91,6 +91,7 @@ struct BatchCounters {
   uint64_t generated_tokens = 0;  // sampled rows
   uint64_t steps = 0;             // steps finished
   double busy_seconds = 0;        // in advance(): finishing, sampling, submitting
+  double grammar_seconds = 0;     // of which masking by and following grammars (jobs finished)
   uint64_t recoveries = 0;        // recover() that recovered
   uint64_t replayed_tokens = 0;   // tokens evaluated again after them (also in prompt_tokens)
 };

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "weft/model/grammar.h"
 #include "weft/model/model.h"
 #include "weft/model/sampler.h"
 
@@ -26,6 +28,15 @@ struct GenerateOptions {
   // earlier turns): the prompt is evaluated at positions start.. and only
   // it. run_generation only; run_parallel_generation refuses non-zero.
   int64_t start = 0;
+  // Constrained output (weft/model/grammar.h): when grammar is set, each
+  // token is sampled among those the grammar allows after the tokens
+  // before it (the others' logits taken as -inf; the end-of-generation
+  // tokens only where the grammar may end), and generation ends with
+  // StopReason::end_of_generation once nothing but the end may follow.
+  // token_trie (the model's vocabulary, TokenTrie::from_tokenizer) must be
+  // set with it and cover n_vocab tokens. The prompt is not matched.
+  std::shared_ptr<const model::Grammar> grammar;
+  std::shared_ptr<const model::TokenTrie> token_trie;
 };
 
 // Feeds the sampler's penalty window with the prompt's last
@@ -51,6 +62,7 @@ struct GenerateResult {
   StopReason stop = StopReason::max_tokens;
   double prompt_seconds = 0;    // the prompt's eval, up to the first token's logits
   double total_seconds = 0;     // every eval and sample
+  double grammar_seconds = 0;   // of total_seconds, finding the tokens the grammar allows and following it
   // Tokens per second after the first (the decode speed); 0 below two tokens.
   double decode_tokens_per_second() const;
 };

@@ -1,0 +1,64 @@
+// GrammarStep (generate_step.h): constrained sampling for the generation
+// loops.
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "generate_step.h"
+#include "weft/core/error.h"
+
+namespace weft::detail {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+}  // namespace
+
+GrammarStep::GrammarStep(const GenerateOptions& options, int64_t n_vocab) {
+  if (!options.grammar) return;
+  if (!options.token_trie) fail(ErrorKind::invalid_input, "generate", "a grammar without the vocabulary's token trie");
+  if (options.token_trie->vocab_size() != static_cast<size_t>(n_vocab))
+    fail(ErrorKind::invalid_input, "generate",
+         "the token trie covers " + std::to_string(options.token_trie->vocab_size()) + " tokens, the model " +
+             std::to_string(n_vocab));
+  matcher_.emplace(options.grammar, options.token_trie);
+}
+
+int32_t GrammarStep::sample(model::Sampler& sampler, std::span<const float> row) {
+  if (!matcher_) return sampler.sample(row);
+  // First a draw from the whole row: when the grammar allows that token it
+  // is the answer, and no mask is needed (most steps, where the model
+  // already follows the grammar). Else a second draw with the forbidden
+  // tokens masked. For a plain draw from probabilities p this is exactly a
+  // draw from p restricted to the allowed set A: P(t) = p(t) + (1 - p(A))
+  // p(t) / p(A) = p(t) / p(A); greedy gives the best allowed token either
+  // way. (The sampler's filters, top-k/top-p/min-p, then see the whole row
+  // first, as in llama.cpp.)
+  auto t0 = Clock::now();
+  const int32_t first = sampler.sample(row);
+  const bool ok = matcher_->allows(first);
+  seconds_ += seconds_since(t0);
+  if (ok) return first;
+  t0 = Clock::now();
+  if (matcher_->allowed_tokens(allowed_) == 0)
+    fail(ErrorKind::invalid_input, "generate", "the grammar allows no token of the vocabulary here");
+  masked_.resize(row.size());
+  for (size_t i = 0; i < row.size(); ++i) masked_[i] = allowed_[i] ? row[i] : -INFINITY;
+  seconds_ += seconds_since(t0);
+  const int32_t next = sampler.sample(masked_);
+  // Every allowed logit may be -inf: sample() then returns the first token,
+  // which the grammar may forbid; the first allowed one instead.
+  if (!allowed_[static_cast<size_t>(next)])
+    for (size_t i = 0; i < allowed_.size(); ++i)
+      if (allowed_[i]) return static_cast<int32_t>(i);
+  return next;
+}
+
+bool GrammarStep::take(int32_t next) {
+  if (!matcher_) return false;
+  const auto t0 = Clock::now();
+  matcher_->accept_token(next);
+  seconds_ += seconds_since(t0);
+  return matcher_->finished();
+}
+
+}  // namespace weft::detail
