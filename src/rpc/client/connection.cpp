@@ -22,6 +22,20 @@ namespace {
 std::atomic<int> g_open_connections{0};
 std::atomic<uint64_t> g_connection_serial{0};
 
+// Workers found hung by the silence bound, counted, and the last one's
+// endpoint: a wait on another worker that began before the count moved is
+// given up at its next heartbeat (that worker may be waiting for the hung
+// one's push: docs/recovery.md "Detection").
+std::atomic<uint64_t> g_hangs{0};
+struct LastHung {
+  std::mutex mu;
+  std::string endpoint;
+};
+LastHung& last_hung() {
+  static LastHung* h = new LastHung;  // leaked, as the registry below
+  return *h;
+}
+
 // Connections with frames waiting (send_later), for flush_all_waiting. Its
 // lock is never held while a connection's mu_ is taken.
 struct Waiting {
@@ -33,7 +47,11 @@ Waiting& waiting() {
   return *w;
 }
 
-constexpr uint64_t kClientCapabilities = kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks;
+constexpr uint64_t kClientCapabilities =
+    kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks | kCapHeartbeat;
+// The slowest transfer a payload's read deadline allows for, after the
+// silence bound, when heartbeats bound the wait (the worker's own rate).
+constexpr uint64_t kMinBytesPerMs = 1024;  // 1 MiB/s
 constexpr char kAuthContext[] = "weft-auth-v1";
 
 std::string command_name(Cmd cmd) {
@@ -152,8 +170,13 @@ Connection::Connection(std::string endpoint, const RpcOptions& options, bool cou
   }
   handshake(options);
   last_frame_ = std::chrono::steady_clock::now();
-  if (options.keepalive.count() > 0) {
-    keepalive_thread_ = std::thread([this, every = options.keepalive] { keepalive_loop(every); });
+  // With heartbeats the keepalive is also a probe: a worker sent nothing
+  // for kProbeIdle is asked, so one that hung while this host waits on
+  // another is found (docs/recovery.md "Detection").
+  auto every = options.keepalive;
+  if (heartbeats_) every = every.count() > 0 ? std::min(every, kProbeIdle) : kProbeIdle;
+  if (every.count() > 0) {
+    keepalive_thread_ = std::thread([this, every] { keepalive_loop(every); });
   }
   counted_ = counted;
   if (counted_) g_open_connections.fetch_add(1);
@@ -192,6 +215,8 @@ RpcStats Connection::stats() const {
   s.round_trips = round_trips_.load();
   s.wait_seconds = static_cast<double>(wait_ns_.load()) * 1e-9;
   s.support_queries = support_queries_.load();
+  s.heartbeats = heartbeats_received_.load();
+  s.hangs_detected = hangs_detected_.load();
   s.peer_link_failure = peer_failure();
   return s;
 }
@@ -199,7 +224,9 @@ RpcStats Connection::stats() const {
 void Connection::handshake(const RpcOptions& options) {
   std::lock_guard lock(mu_);
   HelloRequest hello;
-  hello.capabilities = options.peer_links ? kClientCapabilities : kClientCapabilities & ~uint64_t{kCapPeerLinks};
+  hello.capabilities = kClientCapabilities;
+  if (!options.peer_links) hello.capabilities &= ~uint64_t{kCapPeerLinks};
+  if (!options.detect_hangs) hello.capabilities &= ~uint64_t{kCapHeartbeat};
   const Writer w = encoded(hello);
   write_frame(Cmd::hello, w.data().data(), w.data().size(), nullptr, 0);
   const uint32_t length = read_reply_header(Cmd::hello, kMaxPayload);
@@ -218,7 +245,7 @@ void Connection::handshake(const RpcOptions& options) {
            endpoint_ + " HELLO: the worker speaks protocol " + std::to_string(reply.major) + ".x, this client " +
                std::to_string(kMajor) + "." + std::to_string(kMinor));
     }
-    capabilities_ = reply.capabilities & kClientCapabilities;
+    capabilities_ = reply.capabilities & hello.capabilities;
     peer_minor_ = reply.minor;
     auth_required = reply.auth_required;
     challenge = reply.challenge;
@@ -226,6 +253,9 @@ void Connection::handshake(const RpcOptions& options) {
     if (e.kind() != ErrorKind::invalid_input) throw;
     fail_broken(Cmd::hello, std::string("malformed reply: ") + e.what());
   }
+  // From the next reply on (AUTH's included), reads skip HEARTBEAT frames
+  // and a silence past the bound is a dead worker.
+  heartbeats_ = has(kCapHeartbeat);
   if (!auth_required) return;
   if (!options.auth_secret) {
     broken_ = true;
@@ -351,6 +381,12 @@ void Connection::flush() {
 }
 
 void Connection::read_payload(Cmd cmd, void* data, size_t n) {
+  // A frame's body follows its header at once: with heartbeats, the silence
+  // bound plus the time n bytes take at the slowest rate allowed.
+  if (heartbeats_) {
+    stream_->set_read_deadline(std::chrono::steady_clock::now() + silence_bound() +
+                               std::chrono::milliseconds(n / kMinBytesPerMs));
+  }
   try {
     stream_->read_exact(data, n);
   } catch (const Error& e) {
@@ -359,13 +395,73 @@ void Connection::read_payload(Cmd cmd, void* data, size_t n) {
   bytes_received_ += n;
 }
 
+std::chrono::nanoseconds Connection::silence_bound() const {
+  if (!heartbeats_) return std::chrono::nanoseconds(0);
+  const auto measured = std::chrono::nanoseconds(kSilenceFactor * slowest_silence_ns_.load(std::memory_order_relaxed));
+  return std::max<std::chrono::nanoseconds>(kMinSilence, measured);
+}
+
+void Connection::read_header_bytes(Cmd cmd, uint8_t (&raw)[kFrameHeaderBytes]) {
+  if (!heartbeats_) return read_payload(cmd, raw, sizeof raw);
+  const auto from = std::chrono::steady_clock::now();
+  const auto bound = silence_bound();
+  stream_->set_read_deadline(from + bound);
+  try {
+    stream_->read_exact(raw, sizeof raw);
+  } catch (const Error& e) {
+    const auto silent = std::chrono::steady_clock::now() - from;
+    // (poll rounds its timeout to milliseconds: a margin for the comparison)
+    if (silent + std::chrono::milliseconds(20) < bound) fail_broken(cmd, inner_text(e));
+    ++hangs_detected_;
+    {
+      LastHung& h = last_hung();
+      std::lock_guard lock(h.mu);
+      h.endpoint = endpoint_;
+    }
+    g_hangs.fetch_add(1);
+    fail_broken(cmd, "no reply and no heartbeat for " +
+                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                         " ms (silence bound " +
+                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(bound).count()) +
+                         " ms): the worker is stopped, hung or unreachable");
+  }
+  bytes_received_ += sizeof raw;
+  // The longest silence of a live worker, decaying by 1/8 a frame: a slow
+  // moment raises the bound for a while, and it comes back down.
+  const int64_t silent = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - from).count();
+  const int64_t slowest = slowest_silence_ns_.load(std::memory_order_relaxed);
+  slowest_silence_ns_.store(std::max(silent, slowest - slowest / 8), std::memory_order_relaxed);
+}
+
 uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
   uint8_t raw[kFrameHeaderBytes];
   const auto t0 = std::chrono::steady_clock::now();
-  read_payload(cmd, raw, sizeof raw);
+  const uint64_t hangs_before = g_hangs.load();
+  FrameHeader h;
+  for (;;) {
+    read_header_bytes(cmd, raw);
+    h = decode_header(raw);
+    // A busy worker's sign of life (section 2a): skipped wherever a reply is awaited.
+    if (!heartbeats_ || h.command != kHeartbeatFrame) break;
+    if (h.length != 0 || h.flags != 0) fail_broken(cmd, "protocol error: a HEARTBEAT frame with a payload or flags");
+    ++heartbeats_received_;
+    // Busy, but perhaps only waiting for a push from a worker found hung
+    // since this wait began: given up (a PING asks only whether this worker
+    // is there, and is answered).
+    if (cmd != Cmd::ping && g_hangs.load() != hangs_before) {
+      std::string hung;
+      {
+        LastHung& l = last_hung();
+        std::lock_guard lock(l.mu);
+        hung = l.endpoint;
+      }
+      abandoned_ = true;
+      fail_broken(cmd, "gave up waiting: " + hung +
+                           " was found stopped or unreachable meanwhile, and this worker, alive, may be waiting for it");
+    }
+  }
   wait_ns_ += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-  const FrameHeader h = decode_header(raw);
   if (h.command == static_cast<uint16_t>(Cmd::error)) read_error_frame(cmd, h.length);
   if (h.command != (static_cast<uint16_t>(cmd) | kReplyBit)) {
     fail_broken(

@@ -1,0 +1,119 @@
+// Telling a dead worker from a slow one without a user-set timeout
+// (protocol 1.10 HEARTBEAT frames, docs/recovery.md "Detection"): a
+// compute longer than the silence bound completes because the busy worker
+// sends heartbeats; a stopped worker process (SIGSTOP) is found within the
+// bound; a client that does not ask for heartbeats gets none.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "client/connection.h"
+#include "child_worker.h"
+#include "rpc_client_fixture.h"
+#include "weft/core/error.h"
+#include "weft/rpc/client.h"
+#include "weft/testing/async.h"
+
+namespace weft::rpc_test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A worker whose only device sleeps before each compute: longer than the
+// 2 s silence bound, so only heartbeats keep the connection alive.
+LocalWorker slow_worker(int delay_ms) {
+  AsyncOptions ao;
+  ao.delay_ms = delay_ms;
+  return LocalWorker(make_async_device(ao));
+}
+
+TEST(RpcHeartbeat, AComputeLongerThanTheSilenceBoundCompletes) {
+  LocalWorker w = slow_worker(2600);
+  // Held here, so that the devices use this one (detect_hangs by default, no reply_timeout).
+  auto connection = rpc::get_connection(w.endpoint, RpcOptions{});
+  auto devices = make_rpc_devices(w.endpoint);
+  ASSERT_TRUE(connection);
+  ASSERT_TRUE(connection->has(rpc::kCapHeartbeat));
+  EXPECT_EQ(connection->silence_bound(), rpc::Connection::kMinSilence);
+  auto backend = devices.at(0)->create_backend();
+  SiluMatmul graph(64, 32, 2);
+  auto buf = graph.allocate(devices[0]->default_buffer_type());
+  const auto t0 = Clock::now();
+  backend->compute(graph.g);
+  backend->synchronize();
+  EXPECT_GT(Clock::now() - t0, rpc::Connection::kMinSilence);  // the wait was longer than the bound
+  EXPECT_TRUE(graph.correct());
+  const RpcStats s = rpc_stats(w.endpoint);
+  // One heartbeat every 250 ms of the 2.6 s: at least 6 even on a loaded machine.
+  EXPECT_GE(s.heartbeats, 6u);
+  EXPECT_EQ(s.hangs_detected, 0u);
+  // The silences measured were about a heartbeat's period: the bound stays at its floor.
+  EXPECT_EQ(connection->silence_bound(), rpc::Connection::kMinSilence);
+}
+
+TEST(RpcHeartbeat, AClientThatDoesNotAskGetsNone) {
+  LocalWorker w = slow_worker(600);
+  RpcOptions options;
+  options.detect_hangs = false;  // as a client older than 1.10
+  auto connection = rpc::get_connection(w.endpoint, options);
+  auto devices = make_rpc_devices(w.endpoint, options);
+  ASSERT_TRUE(connection);
+  EXPECT_FALSE(connection->has(rpc::kCapHeartbeat));
+  EXPECT_EQ(connection->silence_bound().count(), 0);
+  auto backend = devices.at(0)->create_backend();
+  SiluMatmul graph(64, 32, 2);
+  auto buf = graph.allocate(devices[0]->default_buffer_type());
+  backend->compute(graph.g);
+  backend->synchronize();  // a heartbeat in the stream would be a protocol error here
+  EXPECT_TRUE(graph.correct());
+  EXPECT_EQ(rpc_stats(w.endpoint).heartbeats, 0u);
+}
+
+// A `weft worker` process stopped by SIGSTOP keeps its socket open: TCP
+// sees it alive. The silence bound finds it: the call fails, disconnected,
+// after about 2 s, saying why.
+TEST(RpcHeartbeat, AStoppedWorkerProcessIsFoundWithinTheBound) {
+  const std::string weft = weft_binary();
+  if (weft.empty()) GTEST_SKIP() << "needs the weft binary of this build tree (tools/weft/weft)";
+  ChildWorker child;
+  ASSERT_TRUE(child.start({weft, "worker", "--port", "0", "--threads", "1"}, "")) << "the worker did not start";
+  auto connection = rpc::get_connection(child.endpoint(), RpcOptions{});
+  ASSERT_TRUE(connection);
+  ASSERT_EQ(::kill(child.pid(), SIGSTOP), 0);
+  const auto t0 = Clock::now();
+  // On a thread, so that a missing bound fails the test instead of hanging it.
+  auto outcome = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      connection->get_devices();
+      return "returned";
+    } catch (const Error& e) {
+      return std::string(e.kind() == ErrorKind::disconnected ? "disconnected: " : "other: ") + e.what();
+    }
+  });
+  const bool done = outcome.wait_for(15s) == std::future_status::ready;
+  const auto waited = Clock::now() - t0;
+  ::kill(child.pid(), SIGCONT);
+  if (!done) {
+    child.kill();  // its socket closes: the blocked read ends
+    outcome.wait();
+    FAIL() << "a stopped worker was not found in 15 s";
+  }
+  const std::string what = outcome.get();
+  EXPECT_EQ(what.rfind("disconnected: ", 0), 0u) << what;
+  EXPECT_NE(what.find(child.endpoint()), std::string::npos) << what;
+  EXPECT_NE(what.find("no reply and no heartbeat"), std::string::npos) << what;
+  EXPECT_GE(waited, rpc::Connection::kMinSilence - 50ms);
+  EXPECT_LT(waited, rpc::Connection::kMinSilence + 1500ms);
+  EXPECT_TRUE(connection->broken());
+  EXPECT_EQ(rpc_stats(child.endpoint()).hangs_detected, 1u);
+  EXPECT_FALSE(rpc_alive(child.endpoint()));
+}
+
+}  // namespace
+}  // namespace weft::rpc_test
