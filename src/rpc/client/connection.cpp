@@ -23,9 +23,9 @@ std::atomic<int> g_open_connections{0};
 std::atomic<uint64_t> g_connection_serial{0};
 
 // Workers found hung by the silence bound, counted, and the last one's
-// endpoint: a wait on another worker that began before the count moved is
-// given up at its next heartbeat (that worker may be waiting for the hung
-// one's push: docs/recovery.md "Detection").
+// endpoint: a worker that has sent no reply since the count moved gives up
+// its wait at its next heartbeat (it may be waiting for the hung one's
+// push: docs/recovery.md "Detection").
 std::atomic<uint64_t> g_hangs{0};
 struct LastHung {
   std::mutex mu;
@@ -148,7 +148,7 @@ std::string Connection::link_endpoint() const {
 }
 
 Connection::Connection(std::string endpoint, const RpcOptions& options, bool counted)
-    : endpoint_(std::move(endpoint)), serial_(g_connection_serial.fetch_add(1) + 1) {
+    : endpoint_(std::move(endpoint)), hangs_seen_(g_hangs.load()), serial_(g_connection_serial.fetch_add(1) + 1) {
   const Endpoint e = parse_endpoint(endpoint_);
   TcpOptions tcp;
   tcp.read_timeout = options.reply_timeout;
@@ -168,7 +168,11 @@ Connection::Connection(std::string endpoint, const RpcOptions& options, bool cou
     check_worker_fingerprint(e.host_port(), e.pin, presented, options);
     fingerprint_ = presented;
   }
+  // A worker that accepted but does not answer (stopped, hung) is not
+  // waited for past the connect timeout; then heartbeats bound the waits.
+  if (options.detect_hangs) stream_->set_read_deadline(std::chrono::steady_clock::now() + tcp.connect_timeout);
   handshake(options);
+  stream_->set_read_deadline(Stream::Deadline::max());
   last_frame_ = std::chrono::steady_clock::now();
   // With heartbeats the keepalive is also a probe: a worker sent nothing
   // for kProbeIdle is asked, so one that hung while this host waits on
@@ -436,7 +440,6 @@ void Connection::read_header_bytes(Cmd cmd, uint8_t (&raw)[kFrameHeaderBytes]) {
 uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
   uint8_t raw[kFrameHeaderBytes];
   const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t hangs_before = g_hangs.load();
   FrameHeader h;
   for (;;) {
     read_header_bytes(cmd, raw);
@@ -445,10 +448,9 @@ uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
     if (!heartbeats_ || h.command != kHeartbeatFrame) break;
     if (h.length != 0 || h.flags != 0) fail_broken(cmd, "protocol error: a HEARTBEAT frame with a payload or flags");
     ++heartbeats_received_;
-    // Busy, but perhaps only waiting for a push from a worker found hung
-    // since this wait began: given up (a PING asks only whether this worker
-    // is there, and is answered).
-    if (cmd != Cmd::ping && g_hangs.load() != hangs_before) {
+    // Busy without a reply since a worker was found hung: perhaps only
+    // waiting for that one's push, so given up (docs/recovery.md).
+    if (g_hangs.load() != hangs_seen_) {
       std::string hung;
       {
         LastHung& l = last_hung();
@@ -460,6 +462,7 @@ uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
                            " was found stopped or unreachable meanwhile, and this worker, alive, may be waiting for it");
     }
   }
+  hangs_seen_ = g_hangs.load();  // a reply (or ERROR): this worker is not stuck behind an earlier hang
   wait_ns_ += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   if (h.command == static_cast<uint16_t>(Cmd::error)) read_error_frame(cmd, h.length);

@@ -258,6 +258,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint16_t peer_minor_ = 0;
   bool heartbeats_ = false;  // the worker sends HEARTBEAT frames (set by the handshake)
   std::atomic<bool> abandoned_{false};
+  // With mu_: the process's count of hung workers when this worker's last
+  // reply came. A heartbeat while it differs gives the wait up: the worker
+  // has been busy since a hang, perhaps waiting for the hung one's push.
+  uint64_t hangs_seen_ = 0;
 
   mutable std::mutex mu_;  // serializes frames and guards what follows
   std::atomic<bool> broken_{false};

@@ -91,7 +91,7 @@ bool rpc_alive(const std::string& endpoint) {
     } catch (const Error&) {
     }
   }
-  return connection && !connection->broken();
+  return connection && (!connection->broken() || connection->abandoned());
 }
 
 std::optional<WorkerCompute> rpc_compute_stats(const std::string& endpoint, uint32_t device) {
