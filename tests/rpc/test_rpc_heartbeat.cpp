@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <string>
 #include <thread>
@@ -24,6 +25,15 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+// The state letter of /proc/PID/stat ('T': stopped), or '?'.
+char process_state(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  const size_t close = line.rfind(')');  // the name may hold spaces
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+}
 
 // A worker whose only device sleeps before each compute: longer than the
 // 2 s silence bound, so only heartbeats keep the connection alive.
@@ -77,7 +87,8 @@ TEST(RpcHeartbeat, AClientThatDoesNotAskGetsNone) {
 
 // A `weft worker` process stopped by SIGSTOP keeps its socket open: TCP
 // sees it alive. The silence bound finds it: the call fails, disconnected,
-// after about 2 s, saying why.
+// after about 2 s, saying why; a new connection's handshake to it fails
+// after the connect timeout.
 TEST(RpcHeartbeat, AStoppedWorkerProcessIsFoundWithinTheBound) {
   const std::string weft = weft_binary();
   if (weft.empty()) GTEST_SKIP() << "needs the weft binary of this build tree (tools/weft/weft)";
@@ -86,6 +97,9 @@ TEST(RpcHeartbeat, AStoppedWorkerProcessIsFoundWithinTheBound) {
   auto connection = rpc::get_connection(child.endpoint(), RpcOptions{});
   ASSERT_TRUE(connection);
   ASSERT_EQ(::kill(child.pid(), SIGSTOP), 0);
+  // SIGSTOP takes effect asynchronously: wait until the process shows as stopped.
+  for (int i = 0; i < 500 && process_state(child.pid()) != 'T'; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(process_state(child.pid()), 'T') << "the worker did not stop";
   const auto t0 = Clock::now();
   // On a thread, so that a missing bound fails the test instead of hanging it.
   auto outcome = std::async(std::launch::async, [&]() -> std::string {
@@ -98,6 +112,31 @@ TEST(RpcHeartbeat, AStoppedWorkerProcessIsFoundWithinTheBound) {
   });
   const bool done = outcome.wait_for(15s) == std::future_status::ready;
   const auto waited = Clock::now() - t0;
+  // Still stopped, its listening socket still accepts (the kernel does): a
+  // new connection's HELLO goes unanswered, and fails after the connect
+  // timeout (5 s) instead of waiting for ever.
+  std::string reconnect = "not tried";
+  Clock::duration reconnect_took{};
+  if (done) {
+    auto again = std::async(std::launch::async, [&]() -> std::string {
+      try {
+        rpc::get_connection(child.endpoint(), RpcOptions{});
+        return "connected";
+      } catch (const Error& e) {
+        return std::string(e.kind() == ErrorKind::disconnected ? "disconnected: " : "other: ") + e.what();
+      }
+    });
+    const auto t1 = Clock::now();
+    if (again.wait_for(15s) == std::future_status::ready) {
+      reconnect = again.get();
+      reconnect_took = Clock::now() - t1;
+    } else {
+      reconnect = "still waiting after 15 s";
+      ::kill(child.pid(), SIGCONT);
+      child.kill();
+      again.wait();
+    }
+  }
   ::kill(child.pid(), SIGCONT);
   if (!done) {
     child.kill();  // its socket closes: the blocked read ends
@@ -113,6 +152,9 @@ TEST(RpcHeartbeat, AStoppedWorkerProcessIsFoundWithinTheBound) {
   EXPECT_TRUE(connection->broken());
   EXPECT_EQ(rpc_stats(child.endpoint()).hangs_detected, 1u);
   EXPECT_FALSE(rpc_alive(child.endpoint()));
+  EXPECT_EQ(reconnect.rfind("disconnected: ", 0), 0u) << reconnect;
+  EXPECT_NE(reconnect.find("HELLO"), std::string::npos) << reconnect;
+  EXPECT_LT(reconnect_took, 8s);
 }
 
 }  // namespace
