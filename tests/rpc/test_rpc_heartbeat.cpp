@@ -157,5 +157,56 @@ TEST(RpcHeartbeat, AStoppedWorkerProcessIsFoundWithinTheBound) {
   EXPECT_LT(reconnect_took, 8s);
 }
 
+// The host waits on worker B, alive and busy (heartbeats), which waits for
+// a push from worker A, stopped. A is found by the probe (a PING after 1 s
+// without frames, then the silence bound); B's wait is then given up at its
+// next heartbeat, and B counts as alive (the wait was not its fault).
+TEST(RpcHeartbeat, AWaitOnALiveWorkerIsGivenUpWhenItsPeerHangs) {
+  const std::string weft = weft_binary();
+  if (weft.empty()) GTEST_SKIP() << "needs the weft binary of this build tree (tools/weft/weft)";
+  ChildWorker a, b;
+  ASSERT_TRUE(a.start({weft, "worker", "--port", "0", "--threads", "1"}, "")) << "worker A did not start";
+  ASSERT_TRUE(b.start({weft, "worker", "--port", "0", "--threads", "1"}, "")) << "worker B did not start";
+  auto ca = rpc::get_connection(a.endpoint(), RpcOptions{});
+  auto cb = rpc::get_connection(b.endpoint(), RpcOptions{});
+  const rpc::Connection::PeerRoute route = ca->peer_route(*cb);
+  ASSERT_NE(route.link, 0u) << route.failure;
+  ASSERT_EQ(::kill(a.pid(), SIGSTOP), 0);
+  for (int i = 0; i < 500 && process_state(a.pid()) != 'T'; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(process_state(a.pid()), 'T') << "worker A did not stop";
+  const auto t0 = Clock::now();
+  cb->send(rpc::PeerWaitRequest{route.source, cb->next_peer_event()});  // for a push A never sends
+  auto outcome = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      cb->call(rpc::PingRequest{});  // answered only after the wait
+      return "answered";
+    } catch (const Error& e) {
+      return std::string(e.kind() == ErrorKind::disconnected ? "disconnected: " : "other: ") + e.what();
+    }
+  });
+  const bool done = outcome.wait_for(12s) == std::future_status::ready;
+  const auto waited = Clock::now() - t0;
+  ::kill(a.pid(), SIGCONT);
+  if (!done) {
+    b.kill();  // its socket closes: the blocked read ends
+    outcome.wait();
+    FAIL() << "the wait on B was not given up in 12 s";
+  }
+  const std::string what = outcome.get();
+  EXPECT_EQ(what.rfind("disconnected: ", 0), 0u) << what;
+  EXPECT_NE(what.find("gave up waiting: " + a.endpoint()), std::string::npos) << what;
+  // The probe's second, the 2 s bound, a heartbeat: about 3.3 s.
+  EXPECT_LT(waited, 7s);
+  EXPECT_TRUE(ca->broken());
+  EXPECT_TRUE(cb->abandoned());
+  EXPECT_EQ(ca->stats().hangs_detected, 1u);
+  EXPECT_GT(cb->stats().heartbeats, 0u);
+  EXPECT_FALSE(rpc_alive(a.endpoint()));
+  EXPECT_TRUE(rpc_alive(b.endpoint()));  // alive: a new connection reaches it
+  auto again = rpc::get_connection(b.endpoint(), RpcOptions{});
+  EXPECT_NE(again, cb);
+  EXPECT_NO_THROW(again->call(rpc::PingRequest{}));
+}
+
 }  // namespace
 }  // namespace weft::rpc_test
