@@ -11,7 +11,7 @@ with no --worker-timeout. At a fixed point of the text, one fault:
              push (the host waits on a live worker)
   half-open  the last stage's proxy drops everything and closes nothing
              (a peer gone without FIN)
-  prompt-kill  the middle stage is killed (SIGKILL) while a 300-token
+  prompt-kill  the middle stage is killed (SIGKILL) while a 251-token
              prompt goes through the stages in micro-batches
   prompt-stop  the middle stage is stopped (SIGSTOP) in the same place
 
