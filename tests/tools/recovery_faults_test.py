@@ -177,7 +177,7 @@ def detection_seconds(err_lines, fault_at):
     for t, line in err_lines:
         m = re.search(r"\[recovered\].*reloaded in ([0-9.]+) s(?:, \d+ tokens re-evaluated in ([0-9.]+) s)?", line)
         if m:
-            return t - fault_at - float(m.group(1)) - float(m.group(2) or 0)
+            return max(0.0, t - fault_at - float(m.group(1)) - float(m.group(2) or 0))
     return None
 
 
