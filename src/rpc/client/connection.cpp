@@ -22,20 +22,6 @@ namespace {
 std::atomic<int> g_open_connections{0};
 std::atomic<uint64_t> g_connection_serial{0};
 
-// Workers found hung by the silence bound, counted, and the last one's
-// endpoint: a worker that has sent no reply since the count moved gives up
-// its wait at its next heartbeat (it may be waiting for the hung one's
-// push: docs/recovery.md "Detection").
-std::atomic<uint64_t> g_hangs{0};
-struct LastHung {
-  std::mutex mu;
-  std::string endpoint;
-};
-LastHung& last_hung() {
-  static LastHung* h = new LastHung;  // leaked, as the registry below
-  return *h;
-}
-
 // Connections with frames waiting (send_later), for flush_all_waiting. Its
 // lock is never held while a connection's mu_ is taken.
 struct Waiting {
@@ -49,9 +35,6 @@ Waiting& waiting() {
 
 constexpr uint64_t kClientCapabilities =
     kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks | kCapHeartbeat;
-// The slowest transfer a payload's read deadline allows for, after the
-// silence bound, when heartbeats bound the wait (the worker's own rate).
-constexpr uint64_t kMinBytesPerMs = 1024;  // 1 MiB/s
 constexpr char kAuthContext[] = "weft-auth-v1";
 
 std::string command_name(Cmd cmd) {
@@ -148,7 +131,7 @@ std::string Connection::link_endpoint() const {
 }
 
 Connection::Connection(std::string endpoint, const RpcOptions& options, bool counted)
-    : endpoint_(std::move(endpoint)), hangs_seen_(g_hangs.load()), serial_(g_connection_serial.fetch_add(1) + 1) {
+    : endpoint_(std::move(endpoint)), hangs_seen_(hangs_found()), serial_(g_connection_serial.fetch_add(1) + 1) {
   const Endpoint e = parse_endpoint(endpoint_);
   TcpOptions tcp;
   tcp.read_timeout = options.reply_timeout;
@@ -399,44 +382,6 @@ void Connection::read_payload(Cmd cmd, void* data, size_t n) {
   bytes_received_ += n;
 }
 
-std::chrono::nanoseconds Connection::silence_bound() const {
-  if (!heartbeats_) return std::chrono::nanoseconds(0);
-  const auto measured = std::chrono::nanoseconds(kSilenceFactor * slowest_silence_ns_.load(std::memory_order_relaxed));
-  return std::max<std::chrono::nanoseconds>(kMinSilence, measured);
-}
-
-void Connection::read_header_bytes(Cmd cmd, uint8_t (&raw)[kFrameHeaderBytes]) {
-  if (!heartbeats_) return read_payload(cmd, raw, sizeof raw);
-  const auto from = std::chrono::steady_clock::now();
-  const auto bound = silence_bound();
-  stream_->set_read_deadline(from + bound);
-  try {
-    stream_->read_exact(raw, sizeof raw);
-  } catch (const Error& e) {
-    const auto silent = std::chrono::steady_clock::now() - from;
-    // (poll rounds its timeout to milliseconds: a margin for the comparison)
-    if (silent + std::chrono::milliseconds(20) < bound) fail_broken(cmd, inner_text(e));
-    ++hangs_detected_;
-    {
-      LastHung& h = last_hung();
-      std::lock_guard lock(h.mu);
-      h.endpoint = endpoint_;
-    }
-    g_hangs.fetch_add(1);
-    fail_broken(cmd, "no reply and no heartbeat for " +
-                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
-                         " ms (silence bound " +
-                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(bound).count()) +
-                         " ms): the worker is stopped, hung or unreachable");
-  }
-  bytes_received_ += sizeof raw;
-  // The longest silence of a live worker, decaying by 1/8 a frame: a slow
-  // moment raises the bound for a while, and it comes back down.
-  const int64_t silent = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - from).count();
-  const int64_t slowest = slowest_silence_ns_.load(std::memory_order_relaxed);
-  slowest_silence_ns_.store(std::max(silent, slowest - slowest / 8), std::memory_order_relaxed);
-}
-
 uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
   uint8_t raw[kFrameHeaderBytes];
   const auto t0 = std::chrono::steady_clock::now();
@@ -447,22 +392,9 @@ uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
     // A busy worker's sign of life (section 2a): skipped wherever a reply is awaited.
     if (!heartbeats_ || h.command != kHeartbeatFrame) break;
     if (h.length != 0 || h.flags != 0) fail_broken(cmd, "protocol error: a HEARTBEAT frame with a payload or flags");
-    ++heartbeats_received_;
-    // Busy without a reply since a worker was found hung: perhaps only
-    // waiting for that one's push, so given up (docs/recovery.md).
-    if (g_hangs.load() != hangs_seen_) {
-      std::string hung;
-      {
-        LastHung& l = last_hung();
-        std::lock_guard lock(l.mu);
-        hung = l.endpoint;
-      }
-      abandoned_ = true;
-      fail_broken(cmd, "gave up waiting: " + hung +
-                           " was found stopped or unreachable meanwhile, and this worker, alive, may be waiting for it");
-    }
+    on_heartbeat(cmd);
   }
-  hangs_seen_ = g_hangs.load();  // a reply (or ERROR): this worker is not stuck behind an earlier hang
+  hangs_seen_ = hangs_found();  // a reply (or ERROR): this worker is not stuck behind an earlier hang
   wait_ns_ += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   if (h.command == static_cast<uint16_t>(Cmd::error)) read_error_frame(cmd, h.length);

@@ -247,9 +247,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void throw_pending_error();
   // Sends PING whenever no frame went out for `every` (RpcOptions::keepalive).
   void keepalive_loop(std::chrono::milliseconds every);
-  // Reads a frame header; with heartbeats, under the silence bound (past
-  // it: fail_broken saying the worker is stopped, hung or unreachable).
+  // Hang detection (connection_liveness.cpp). Reads a frame header; with
+  // heartbeats, under the silence bound (past it: fail_broken saying the
+  // worker is stopped, hung or unreachable, and counted in hangs_found()).
   void read_header_bytes(Cmd cmd, uint8_t (&raw)[kFrameHeaderBytes]);
+  // A HEARTBEAT came while cmd's reply is awaited: counted, and the wait
+  // given up (abandoned_) when a worker was found hung since this one's
+  // last reply.
+  void on_heartbeat(Cmd cmd);
+  // Workers this process found hung so far.
+  static uint64_t hangs_found();
+  // A reply body's read deadline allows, after the silence bound, for its
+  // bytes at this rate (the worker's own slowest, session.cpp).
+  static constexpr uint64_t kMinBytesPerMs = 1024;  // 1 MiB/s
 
   const std::string endpoint_;
   std::string fingerprint_;  // the TLS certificate this host verified ("" for plain TCP)
