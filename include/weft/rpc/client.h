@@ -36,6 +36,14 @@ struct RpcOptions {
   // wait as long as it takes. Applies to connections this call opens (one
   // connection per endpoint is shared: the first opener's options win).
   std::chrono::milliseconds reply_timeout{0};
+  // Workers of protocol 1.10 send HEARTBEAT frames while they compute or
+  // wait for a peer, so a wait for a reply that meets silence for
+  // max(2 s, 5 x the longest silence this worker kept before) is a hung
+  // process or a vanished network, and fails the connection as a dead
+  // worker's would (docs/recovery.md "Detection"). A slow worker is never
+  // taken for a hung one. false: no heartbeats asked for; only
+  // reply_timeout bounds a wait.
+  bool detect_hangs = true;
   // When no frame went to the worker for this long, the connection sends a
   // PING, so a worker's idle timeout (`weft worker --idle-timeout`, 600 s by
   // default) does not end a session the host keeps between uses. 0: never.
@@ -68,7 +76,9 @@ std::vector<std::unique_ptr<Device>> make_rpc_devices(const std::string& endpoin
 // dropped: it answered). false when no connection is open, it is broken (a
 // call on it failed in transport), or the PING fails so (which breaks it).
 // Waits for the answer as any call does (RpcOptions::reply_timeout bounds a
-// silent worker).
+// silent worker). true for a connection broken only because a wait on it
+// was given up when another worker hung (Connection::abandoned): the
+// worker was alive to the end, and the next use connects again.
 bool rpc_alive(const std::string& endpoint);
 
 // Traffic of one connection since it opened (frame headers included).
@@ -78,6 +88,8 @@ struct RpcStats {
   uint64_t round_trips = 0;  // commands that waited for a reply (handshake included)
   double wait_seconds = 0;   // time callers spent blocked until a reply began to arrive
   uint64_t support_queries = 0;  // SUPPORTS_OP asked (each also a round trip); answers are cached per shape class
+  uint64_t heartbeats = 0;       // HEARTBEAT frames a busy worker sent while a reply was awaited (1.10)
+  uint64_t hangs_detected = 0;   // waits failed by the silence bound (Connection::silence_bound)
   // Why a peer link out of this worker could not be made (its copies then
   // go through the host); empty when none failed.
   std::string peer_link_failure;

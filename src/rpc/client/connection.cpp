@@ -33,7 +33,8 @@ Waiting& waiting() {
   return *w;
 }
 
-constexpr uint64_t kClientCapabilities = kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks;
+constexpr uint64_t kClientCapabilities =
+    kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks | kCapHeartbeat;
 constexpr char kAuthContext[] = "weft-auth-v1";
 
 std::string command_name(Cmd cmd) {
@@ -130,7 +131,7 @@ std::string Connection::link_endpoint() const {
 }
 
 Connection::Connection(std::string endpoint, const RpcOptions& options, bool counted)
-    : endpoint_(std::move(endpoint)), serial_(g_connection_serial.fetch_add(1) + 1) {
+    : endpoint_(std::move(endpoint)), hangs_seen_(hangs_found()), serial_(g_connection_serial.fetch_add(1) + 1) {
   const Endpoint e = parse_endpoint(endpoint_);
   TcpOptions tcp;
   tcp.read_timeout = options.reply_timeout;
@@ -150,10 +151,19 @@ Connection::Connection(std::string endpoint, const RpcOptions& options, bool cou
     check_worker_fingerprint(e.host_port(), e.pin, presented, options);
     fingerprint_ = presented;
   }
+  // A worker that accepted but does not answer (stopped, hung) is not
+  // waited for past the connect timeout; then heartbeats bound the waits.
+  if (options.detect_hangs) stream_->set_read_deadline(std::chrono::steady_clock::now() + tcp.connect_timeout);
   handshake(options);
+  stream_->set_read_deadline(Stream::Deadline::max());
   last_frame_ = std::chrono::steady_clock::now();
-  if (options.keepalive.count() > 0) {
-    keepalive_thread_ = std::thread([this, every = options.keepalive] { keepalive_loop(every); });
+  // With heartbeats the keepalive is also a probe: a worker sent nothing
+  // for kProbeIdle is asked, so one that hung while this host waits on
+  // another is found (docs/recovery.md "Detection").
+  auto every = options.keepalive;
+  if (heartbeats_) every = every.count() > 0 ? std::min(every, kProbeIdle) : kProbeIdle;
+  if (every.count() > 0) {
+    keepalive_thread_ = std::thread([this, every] { keepalive_loop(every); });
   }
   counted_ = counted;
   if (counted_) g_open_connections.fetch_add(1);
@@ -192,6 +202,8 @@ RpcStats Connection::stats() const {
   s.round_trips = round_trips_.load();
   s.wait_seconds = static_cast<double>(wait_ns_.load()) * 1e-9;
   s.support_queries = support_queries_.load();
+  s.heartbeats = heartbeats_received_.load();
+  s.hangs_detected = hangs_detected_.load();
   s.peer_link_failure = peer_failure();
   return s;
 }
@@ -199,7 +211,9 @@ RpcStats Connection::stats() const {
 void Connection::handshake(const RpcOptions& options) {
   std::lock_guard lock(mu_);
   HelloRequest hello;
-  hello.capabilities = options.peer_links ? kClientCapabilities : kClientCapabilities & ~uint64_t{kCapPeerLinks};
+  hello.capabilities = kClientCapabilities;
+  if (!options.peer_links) hello.capabilities &= ~uint64_t{kCapPeerLinks};
+  if (!options.detect_hangs) hello.capabilities &= ~uint64_t{kCapHeartbeat};
   const Writer w = encoded(hello);
   write_frame(Cmd::hello, w.data().data(), w.data().size(), nullptr, 0);
   const uint32_t length = read_reply_header(Cmd::hello, kMaxPayload);
@@ -218,7 +232,7 @@ void Connection::handshake(const RpcOptions& options) {
            endpoint_ + " HELLO: the worker speaks protocol " + std::to_string(reply.major) + ".x, this client " +
                std::to_string(kMajor) + "." + std::to_string(kMinor));
     }
-    capabilities_ = reply.capabilities & kClientCapabilities;
+    capabilities_ = reply.capabilities & hello.capabilities;
     peer_minor_ = reply.minor;
     auth_required = reply.auth_required;
     challenge = reply.challenge;
@@ -226,6 +240,9 @@ void Connection::handshake(const RpcOptions& options) {
     if (e.kind() != ErrorKind::invalid_input) throw;
     fail_broken(Cmd::hello, std::string("malformed reply: ") + e.what());
   }
+  // From the next reply on (AUTH's included), reads skip HEARTBEAT frames
+  // and a silence past the bound is a dead worker.
+  heartbeats_ = has(kCapHeartbeat);
   if (!auth_required) return;
   if (!options.auth_secret) {
     broken_ = true;
@@ -351,6 +368,12 @@ void Connection::flush() {
 }
 
 void Connection::read_payload(Cmd cmd, void* data, size_t n) {
+  // A frame's body follows its header at once: with heartbeats, the silence
+  // bound plus the time n bytes take at the slowest rate allowed.
+  if (heartbeats_) {
+    stream_->set_read_deadline(std::chrono::steady_clock::now() + silence_bound() +
+                               std::chrono::milliseconds(n / kMinBytesPerMs));
+  }
   try {
     stream_->read_exact(data, n);
   } catch (const Error& e) {
@@ -362,10 +385,18 @@ void Connection::read_payload(Cmd cmd, void* data, size_t n) {
 uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
   uint8_t raw[kFrameHeaderBytes];
   const auto t0 = std::chrono::steady_clock::now();
-  read_payload(cmd, raw, sizeof raw);
+  FrameHeader h;
+  for (;;) {
+    read_header_bytes(cmd, raw);
+    h = decode_header(raw);
+    // A busy worker's sign of life (section 2a): skipped wherever a reply is awaited.
+    if (!heartbeats_ || h.command != kHeartbeatFrame) break;
+    if (h.length != 0 || h.flags != 0) fail_broken(cmd, "protocol error: a HEARTBEAT frame with a payload or flags");
+    on_heartbeat(cmd);
+  }
+  hangs_seen_ = hangs_found();  // a reply (or ERROR): this worker is not stuck behind an earlier hang
   wait_ns_ += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-  const FrameHeader h = decode_header(raw);
   if (h.command == static_cast<uint16_t>(Cmd::error)) read_error_frame(cmd, h.length);
   if (h.command != (static_cast<uint16_t>(cmd) | kReplyBit)) {
     fail_broken(

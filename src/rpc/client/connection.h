@@ -106,6 +106,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool broken() const { return broken_.load(); }
   RpcStats stats() const;
 
+  // Hang detection (docs/recovery.md "Detection"): with a worker that sends
+  // HEARTBEAT frames while busy (protocol 1.10, RpcOptions::detect_hangs),
+  // a reply wait fails the connection, Error(disconnected), after
+  // silence_bound() without a byte from the worker: max(kMinSilence, 5 x the
+  // longest silence a live worker kept so far, decaying). Zero without
+  // heartbeats (an older worker): only reply_timeout bounds a wait.
+  std::chrono::nanoseconds silence_bound() const;
+  static constexpr std::chrono::milliseconds kMinSilence{2000};
+  static constexpr int kSilenceFactor = 5;
+  // With heartbeats, the keepalive PINGs a worker no frame went to for this
+  // long (RpcOptions::keepalive when shorter).
+  static constexpr std::chrono::milliseconds kProbeIdle{1000};
+  // A wait for this worker's reply was given up because another worker was
+  // found hung meanwhile (this one was alive: it sent heartbeats). The
+  // connection is broken; the worker is not lost (rpc_alive says true).
+  bool abandoned() const { return abandoned_.load(); }
+
   // A command without a reply: header, head's fields, then bulk bytes (sent
   // by a gather write, not copied). On return the bytes are in the kernel:
   // the caller's memory is free at once.
@@ -230,12 +247,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void throw_pending_error();
   // Sends PING whenever no frame went out for `every` (RpcOptions::keepalive).
   void keepalive_loop(std::chrono::milliseconds every);
+  // Hang detection (connection_liveness.cpp). Reads a frame header; with
+  // heartbeats, under the silence bound (past it: fail_broken saying the
+  // worker is stopped, hung or unreachable, and counted in hangs_found()).
+  void read_header_bytes(Cmd cmd, uint8_t (&raw)[kFrameHeaderBytes]);
+  // A HEARTBEAT came while cmd's reply is awaited: counted, and the wait
+  // given up (abandoned_) when a worker was found hung since this one's
+  // last reply.
+  void on_heartbeat(Cmd cmd);
+  // Workers this process found hung so far.
+  static uint64_t hangs_found();
+  // A reply body's read deadline allows, after the silence bound, for its
+  // bytes at this rate (the worker's own slowest, session.cpp).
+  static constexpr uint64_t kMinBytesPerMs = 1024;  // 1 MiB/s
 
   const std::string endpoint_;
   std::string fingerprint_;  // the TLS certificate this host verified ("" for plain TCP)
   std::unique_ptr<Stream> stream_;
   uint64_t capabilities_ = 0;
   uint16_t peer_minor_ = 0;
+  bool heartbeats_ = false;  // the worker sends HEARTBEAT frames (set by the handshake)
+  std::atomic<bool> abandoned_{false};
+  // With mu_: the process's count of hung workers when this worker's last
+  // reply came. A heartbeat while it differs gives the wait up: the worker
+  // has been busy since a hang, perhaps waiting for the hung one's push.
+  uint64_t hangs_seen_ = 0;
 
   mutable std::mutex mu_;  // serializes frames and guards what follows
   std::atomic<bool> broken_{false};
@@ -243,6 +279,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<uint8_t> pending_;  // frames send_later left for the next write
   std::chrono::steady_clock::time_point last_frame_;  // when the last frame went out
   std::optional<Error> pending_error_;               // a deferred error the keepalive received
+  std::atomic<int64_t> slowest_silence_ns_{0};       // the longest a live worker kept silent (decaying)
   std::condition_variable keepalive_cv_;             // with mu_: wakes the keepalive to close
   bool closing_ = false;
   std::thread keepalive_thread_;
@@ -268,6 +305,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> round_trips_{0};
+  std::atomic<uint64_t> heartbeats_received_{0};
+  std::atomic<uint64_t> hangs_detected_{0};
 
   // Peer links: routes out of this session by the destination connection's
   // serial (a reconnected endpoint is a new session: a new route), and this

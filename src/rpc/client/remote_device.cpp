@@ -78,6 +78,9 @@ RpcStats rpc_stats(const std::string& endpoint) {
 
 bool rpc_alive(const std::string& endpoint) {
   std::shared_ptr<rpc::Connection> connection = rpc::find_connection(endpoint);
+  // A wait given up because another worker hung: this one sent heartbeats
+  // to the end, and a new connection reaches it.
+  if (connection && connection->abandoned()) return true;
   // An ERROR that answers the PING is an error the worker deferred from an
   // earlier command (a peer link's failure, say): the worker is there, and
   // the next PING is answered after it. Only a broken connection is a loss.
@@ -88,7 +91,7 @@ bool rpc_alive(const std::string& endpoint) {
     } catch (const Error&) {
     }
   }
-  return connection && !connection->broken();
+  return connection && (!connection->broken() || connection->abandoned());
 }
 
 std::optional<WorkerCompute> rpc_compute_stats(const std::string& endpoint, uint32_t device) {

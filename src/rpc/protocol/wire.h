@@ -19,8 +19,9 @@ inline constexpr uint16_t kMajor = 1;
 // does not read refused, COMPUTE_STATS; 1.7: op routed_rows,
 // SET_TENSOR_ROWS and GET_TENSOR_ROWS (tensors most of whose rows are zero);
 // 1.8: tls:// peer endpoints; 1.9: op swiglu_oai, soft_max's sinks (src[2]),
-// the mxfp4 dtype (a client sends none of these to an older worker).
-inline constexpr uint16_t kMinor = 9;
+// the mxfp4 dtype (a client sends none of these to an older worker);
+// 1.10: HEARTBEAT frames (capability bit 4) from a busy worker.
+inline constexpr uint16_t kMinor = 10;
 
 // Sources a tensor record carries (graph_codec.h, SUPPORTS_OP's src_mask).
 // weft::kMaxSrc may be larger: a node using a source past these (flash_attn's
@@ -32,6 +33,7 @@ enum Capability : uint64_t {
   kCapEvents = 1u << 1,
   kCapOpSupport = 1u << 2,  // 1.1: the worker answers SUPPORTS_OP
   kCapPeerLinks = 1u << 3,  // 1.5: PEER_TICKET, PEER_CONNECT, PUSH_TO_PEER, PEER_WAIT (section 8)
+  kCapHeartbeat = 1u << 4,  // 1.10: the worker sends HEARTBEAT frames while busy (section 2a)
 };
 
 enum class Cmd : uint16_t {
@@ -65,6 +67,13 @@ enum class Cmd : uint16_t {
   error = 0xFFFF,
 };
 inline constexpr uint16_t kReplyBit = 0x8000;
+// HEARTBEAT (section 2a): an empty frame a worker sends unasked, with
+// capability bit 4 echoed, while it is busy with this session's commands
+// and has sent nothing for kHeartbeatEvery; the client skips it wherever it
+// reads a reply. Its code has the reply bit, so no worker takes it as a
+// request.
+inline constexpr uint16_t kHeartbeatFrame = 0x8051;
+inline constexpr uint32_t kHeartbeatEveryMs = 250;
 
 // The limits of section 2.
 inline constexpr uint32_t kMaxSetTensorPayload = 64u << 20;

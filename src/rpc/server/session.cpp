@@ -161,9 +161,12 @@ void Session::arm_body_deadline(uint64_t length) {
 }
 
 void Session::write_frame(const uint8_t* header, const void* data, size_t size) {
+  std::unique_lock<std::mutex> writes;
+  if (heartbeat_) writes = heartbeat_->lock_writes();
   stream_.set_write_deadline(std::chrono::steady_clock::now() + shared_.limits.io_timeout +
                              std::chrono::milliseconds(size / kMinBytesPerMs));
   stream_.write_all(header, kFrameHeaderBytes, data, size);
+  if (heartbeat_) heartbeat_->wrote();
 }
 
 void Session::run() noexcept {
@@ -171,6 +174,7 @@ void Session::run() noexcept {
   try {
     shared_.log_line(peer_, "connected");
     loop();
+    heartbeat_.reset();
     end = end_reason_;
   } catch (const Error& e) {
     if (!end_reason_.empty()) {
@@ -189,6 +193,7 @@ void Session::run() noexcept {
   } catch (...) {
     end = "ended: unknown internal error";
   }
+  heartbeat_.reset();  // no heartbeat after the session's last frame
   end_peer_links(end);
   try {
     shared_.log_line(peer_, end + " (session ended, " + std::to_string(buffers_.size()) + " buffers freed)");
@@ -248,7 +253,9 @@ Cmd Session::admit_frame(const FrameHeader& h, std::string& name) {
 void Session::loop() {
   for (;;) {
     uint8_t raw[kFrameHeaderBytes];
+    if (heartbeat_) heartbeat_->set_busy(false);  // waiting for the client is not being busy
     if (!read_frame_header(raw)) return;
+    if (heartbeat_) heartbeat_->set_busy(true);
     status_.idle_since_ms.store(0, std::memory_order_relaxed);
     const FrameHeader h = decode_header(raw);
     std::string name = "frame";
@@ -361,7 +368,8 @@ void Session::on_hello() {
   if (auth && RAND_bytes(challenge_, sizeof challenge_) != 1) {
     fail(ErrorKind::internal, "HELLO", "cannot draw a random challenge");
   }
-  const uint64_t ours = kCapEvents | kCapOpSupport | kCapPeerLinks | (shared_.cache != nullptr ? uint64_t{kCapTensorCache} : 0);
+  const uint64_t ours = kCapEvents | kCapOpSupport | kCapPeerLinks | kCapHeartbeat |
+                        (shared_.cache != nullptr ? uint64_t{kCapTensorCache} : 0);
   HelloReply r;
   r.capabilities = hello.capabilities & ours;
   r.auth_required = auth;
@@ -369,6 +377,8 @@ void Session::on_hello() {
   if (!auth && !admit()) return;
   reply(r);
   state_ = auth ? State::auth : State::ready;
+  // After the HELLO reply, so that the client's first frame is the reply.
+  if ((r.capabilities & kCapHeartbeat) != 0) heartbeat_ = std::make_unique<Heartbeat>(stream_, shared_.limits.io_timeout);
 }
 
 bool Session::admit() {

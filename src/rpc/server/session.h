@@ -29,6 +29,7 @@
 #include "protocol/messages.h"
 #include "protocol/wire.h"
 #include "server/dial_policy.h"
+#include "server/heartbeat.h"
 #include "server/peer_inbox.h"
 #include "transport/stream.h"
 #include "weft/backend/backend.h"
@@ -252,6 +253,10 @@ class Session {
   uint32_t source_ = 0;
   std::unordered_map<uint32_t, PeerLink> links_;
   uint32_t dials_ = 0;  // PEER_CONNECTs that reached a dial decision, made or not
+
+  // HEARTBEAT frames while busy, when the client asked (capability bit 4);
+  // declared last: it stops before anything else of the session goes.
+  std::unique_ptr<Heartbeat> heartbeat_;
 };
 
 }  // namespace weft::rpc

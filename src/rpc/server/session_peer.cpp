@@ -71,6 +71,7 @@ void Session::on_peer_connect() {
   RpcOptions options;
   options.auth_secret = shared_.auth_secret;
   options.reply_timeout = shared_.limits.io_timeout;
+  options.detect_hangs = false;  // a link only pushes: its own io_timeout bounds it, as before 1.10
   options.keepalive = std::max(std::chrono::milliseconds(1000), shared_.limits.idle_timeout / 2);
   options.hash_threads = 1;
   options.trust_on_first_use = false;
