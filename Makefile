@@ -11,8 +11,9 @@ CONFIGURE = cmake -S . -G Ninja $(LAUNCHER) -Wno-dev
 # (the tests, the tool, weft serve) on every build: the .gch is new each time
 # and may hide __DATE__ or __TIME__ (weft uses neither).
 export CCACHE_SLOPPINESS ?= pch_defines,time_macros,include_file_mtime,include_file_ctime
-# Sanitized trees look for bugs, not speed: -O1 -g1 compiles in half the time
-# of -O2 -g (the test files most of all) and keeps the line tables reports use.
+# Sanitized trees (and the fuzz tree) look for bugs, not speed: -O1 -g1
+# compiles in half the time of -O2 -g (the test files most of all) and keeps
+# the line tables reports use.
 SANITIZED = -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 
@@ -41,8 +42,8 @@ build/package/build.ninja: | deps
 	  >/dev/null
 
 build/fuzz/build.ninja: | deps
-	@$(CONFIGURE) -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
-	  -DWEFT_FUZZ=ON >/dev/null
+	@$(CONFIGURE) -B build/fuzz $(SANITIZED) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWEFT_FUZZ=ON \
+	  >/dev/null
 
 build: deps-build build/release/build.ninja
 	@cmake --build build/release -j $(JOBS)
@@ -73,19 +74,21 @@ test-asan: deps build/asan/build.ninja
 	  ctest --test-dir build/asan --output-on-failure -j $(JOBS) --timeout 900 $(call JUNIT,asan)
 	@$(SKIPS) "test-asan: passed" ASan+UBSan=build/asan/ctest-junit.xml
 
-# ThreadSanitizer runs every test but the conformance suite's repeats over
-# other backend mixes (minutes each under TSan, the same threaded code as the
-# runs kept: check_sched_three drives the CPU pool, async streams and the
-# scheduler; check_sched_cpu_rpc and ConformanceSuiteThroughScheduler the RPC
-# client and worker), one quantization matrix (its threaded path has its own
-# test), and the end-to-end runs of the weft tool over worker processes
-# (demo, run_with_workers, netsim: minutes of model compute under TSan; the same
-# client, worker and pool code runs in check_sched_cpu_rpc). tests/tsan.supp
-# suppresses reports inside Debian's uninstrumented cpp-httplib. The unit
-# tests whose code runs on one thread (parsers, tokenizers, templates, codecs,
-# kernels called directly) are not even built there: WEFT_SINGLE_THREADED_TESTS
-# in tests/CMakeLists.txt.
-TSAN_SKIP = ^(check_cpu|check_cpu_1thread|check_cpu_3threads|check_async|check_sched_cpu_async|check_sched_cpu_async_copy|check_rpc|RpcClient\.ConformanceSuite|AsyncDevice\.PassesTheConformanceSuite|QuantizeFile\.EveryMixWritesItsPlan|demo|run_with_workers|netsim)$$
+# ThreadSanitizer looks for data races alone. Its tree builds only the unit
+# tests whose code runs threads (WEFT_SINGLE_THREADED_TESTS in
+# tests/CMakeLists.txt lists the files left out: parsers, tokenizers,
+# templates, codecs, kernels called directly). Of those, it skips the
+# conformance suite's repeats over other backend mixes (minutes each under
+# TSan, the same threaded code as the runs kept: check_sched_three drives the
+# CPU pool, async streams and the scheduler; RpcClient.ConformanceSuiteThroughScheduler
+# the RPC client and worker in one process, where TSan sees both sides, so
+# check_sched_cpu_rpc, the same over a worker process, is left to the other
+# trees), one quantization matrix (its threaded path has its own test), and
+# the end-to-end runs of the weft tool over worker processes (demo,
+# run_with_workers, netsim: minutes of model compute under TSan; the same
+# client, worker and pool code runs in RpcClient.ConformanceSuiteThroughScheduler).
+# tests/tsan.supp suppresses reports inside Debian's uninstrumented cpp-httplib.
+TSAN_SKIP = ^(check_cpu|check_cpu_1thread|check_cpu_3threads|check_async|check_sched_cpu_async|check_sched_cpu_async_copy|check_rpc|check_sched_cpu_rpc|RpcClient\.ConformanceSuite|AsyncDevice\.PassesTheConformanceSuite|QuantizeFile\.EveryMixWritesItsPlan|demo|run_with_workers|netsim)$$
 test-tsan: deps build/tsan/build.ninja
 	@cmake --build build/tsan -j $(JOBS)
 	@rm -f build/tsan/ctest-junit.xml
