@@ -27,7 +27,8 @@ std::string without(const std::string& spec, size_t n_parts, const std::vector<s
     if (std::find(lost.begin(), lost.end(), i) != lost.end()) continue;
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.17g", weights[i]);
-    out += (out.empty() ? "" : ",") + std::string(buf);
+    if (!out.empty()) out += ',';
+    out += buf;
   }
   return out;
 }
