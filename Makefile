@@ -1,23 +1,33 @@
-# The front door. `make demo` installs what is missing, builds, and runs the
-# main job; `make test` builds and runs every test in three builds (Release,
+# The front door. `make demo` installs what building needs, builds the weft
+# tool and what it links (no tests), and runs the main job; `make test` builds and runs every test in three builds (Release,
 # AddressSanitizer+UBSan, ThreadSanitizer) plus a short fuzzing run;
 # `make package` builds the Debian package (docs/install.md).
-.PHONY: all deps build demo test test-release test-asan test-tsan test-fuzz bench package clean
+.PHONY: all deps deps-build build demo test test-release test-asan test-tsan test-fuzz bench package clean
 
 JOBS ?= $(shell nproc)
 LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache,)
 CONFIGURE = cmake -S . -G Ninja $(LAUNCHER) -Wno-dev
-# Sanitized trees look for bugs, not speed: -O1 -g1 compiles in half the time
-# of -O2 -g (the test files most of all) and keeps the line tables reports use.
+# Without these ccache recompiles every file that uses a precompiled header
+# (the tests, the tool, weft serve) on every build: the .gch is new each time
+# and may hide __DATE__ or __TIME__ (weft uses neither).
+export CCACHE_SLOPPINESS ?= pch_defines,time_macros,include_file_mtime,include_file_ctime
+# Sanitized trees (and the fuzz tree) look for bugs, not speed: -O1 -g1
+# compiles in half the time of -O2 -g (the test files most of all) and keeps
+# the line tables reports use.
 SANITIZED = -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 
 all: build
 
+# Everything (tests, the fuzz tree's clang, packaging); deps-build: what the
+# Release tree needs to build, for `make demo` and `make build`.
 deps:
 	@scripts/install-deps.sh
 
-build/release/build.ninja: | deps
+deps-build:
+	@scripts/install-deps.sh build
+
+build/release/build.ninja: | deps-build
 	@$(CONFIGURE) -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 
 build/asan/build.ninja: | deps
@@ -32,10 +42,10 @@ build/package/build.ninja: | deps
 	  >/dev/null
 
 build/fuzz/build.ninja: | deps
-	@$(CONFIGURE) -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
-	  -DWEFT_FUZZ=ON >/dev/null
+	@$(CONFIGURE) -B build/fuzz $(SANITIZED) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWEFT_FUZZ=ON \
+	  >/dev/null
 
-build: deps build/release/build.ninja
+build: deps-build build/release/build.ninja
 	@cmake --build build/release -j $(JOBS)
 
 # Every ctest run writes a JUnit report (build/TREE/ctest-junit.xml);
@@ -52,7 +62,7 @@ test: test-release test-asan test-tsan test-fuzz
 	@$(SKIPS) "make test: all passed (Release, ASan+UBSan, TSan, fuzz smoke)" Release=build/release/ctest-junit.xml \
 	  ASan+UBSan=build/asan/ctest-junit.xml TSan=build/tsan/ctest-junit.xml
 
-test-release: build
+test-release: deps build
 	@rm -f build/release/ctest-junit.xml
 	@ctest --test-dir build/release --output-on-failure -j $(JOBS) --timeout 600 $(call JUNIT,release)
 	@$(SKIPS) "test-release: passed" Release=build/release/ctest-junit.xml
@@ -64,18 +74,21 @@ test-asan: deps build/asan/build.ninja
 	  ctest --test-dir build/asan --output-on-failure -j $(JOBS) --timeout 900 $(call JUNIT,asan)
 	@$(SKIPS) "test-asan: passed" ASan+UBSan=build/asan/ctest-junit.xml
 
-# ThreadSanitizer runs every test but the conformance suite's repeats over
-# other backend mixes (minutes each under TSan, the same threaded code as the
-# runs kept: check_sched_three drives the CPU pool, async streams and the
-# scheduler; check_sched_cpu_rpc and ConformanceSuiteThroughScheduler the RPC
-# client and worker), one quantization matrix (its threaded path has its own
-# test), and the end-to-end runs of the weft tool over worker processes
-# (demo, run_with_workers, netsim: minutes of model compute under TSan; the same
-# client, worker and pool code runs in check_sched_cpu_rpc). tests/tsan.supp
-# suppresses reports inside Debian's uninstrumented cpp-httplib. Also left
-# out: single-threaded tests that are slow under TSan only (a chat template's
-# step budget run to its end, long tokenizer texts): nothing there for TSan.
-TSAN_SKIP = ^(check_cpu|check_cpu_1thread|check_cpu_3threads|check_async|check_sched_cpu_async|check_sched_cpu_async_copy|check_rpc|RpcClient\.ConformanceSuite|AsyncDevice\.PassesTheConformanceSuite|QuantizeFile\.EveryMixWritesItsPlan|demo|run_with_workers|netsim|ChatTemplate\.RunawayTemplatesStopAtTheStepBudget|ChatTemplate\.ResultsAreSizedBeforeTheyAreBuilt|TokenizerPre\.LongTextsThroughEveryRule)$$
+# ThreadSanitizer looks for data races alone. Its tree builds only the unit
+# tests whose code runs threads (WEFT_SINGLE_THREADED_TESTS in
+# tests/CMakeLists.txt lists the files left out: parsers, tokenizers,
+# templates, codecs, kernels called directly). Of those, it skips the
+# conformance suite's repeats over other backend mixes (minutes each under
+# TSan, the same threaded code as the runs kept: check_sched_three drives the
+# CPU pool, async streams and the scheduler; RpcClient.ConformanceSuiteThroughScheduler
+# the RPC client and worker in one process, where TSan sees both sides, so
+# check_sched_cpu_rpc, the same over a worker process, is left to the other
+# trees), one quantization matrix (its threaded path has its own test), and
+# the end-to-end runs of the weft tool over worker processes (demo,
+# run_with_workers, netsim: minutes of model compute under TSan; the same
+# client, worker and pool code runs in RpcClient.ConformanceSuiteThroughScheduler).
+# tests/tsan.supp suppresses reports inside Debian's uninstrumented cpp-httplib.
+TSAN_SKIP = ^(check_cpu|check_cpu_1thread|check_cpu_3threads|check_async|check_sched_cpu_async|check_sched_cpu_async_copy|check_rpc|check_sched_cpu_rpc|RpcClient\.ConformanceSuite|AsyncDevice\.PassesTheConformanceSuite|QuantizeFile\.EveryMixWritesItsPlan|demo|run_with_workers|netsim)$$
 test-tsan: deps build/tsan/build.ninja
 	@cmake --build build/tsan -j $(JOBS)
 	@rm -f build/tsan/ctest-junit.xml
@@ -97,7 +110,7 @@ test-fuzz: deps build/fuzz/build.ninja
 
 # The main job on a built-in default: a ~100M-parameter model split over this
 # CPU and two local workers, checked token for token against this CPU alone.
-demo: deps build/release/build.ninja
+demo: deps-build build/release/build.ninja
 	@cmake --build build/release -j $(JOBS) --target weft
 	@build/release/tools/weft/weft demo
 

@@ -121,9 +121,12 @@ double time_packed(const Product& p, int n_threads, double min_seconds) {
 }
 
 std::string shape_str(const Shape& s) {
-  std::string r = "[" + std::to_string(s[0]) + "," + std::to_string(s[1]);
-  if (s[2] != 1 || s[3] != 1) r += "," + std::to_string(s[2]);
-  if (s[3] != 1) r += "," + std::to_string(s[3]);
+  // Appended in place: GCC 12 misreads "," + std::string&& as an
+  // overlapping copy (-Wrestrict, GCC bug 105329).
+  std::string r = "[";
+  r.append(std::to_string(s[0])).append(",").append(std::to_string(s[1]));
+  if (s[2] != 1 || s[3] != 1) r.append(",").append(std::to_string(s[2]));
+  if (s[3] != 1) r.append(",").append(std::to_string(s[3]));
   return r + "]";
 }
 

@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
 # Installs the Debian packages weft needs to build and test. Idempotent: when
 # everything is present it prints nothing and changes nothing.
+#
+#   scripts/install-deps.sh          # building, testing and packaging (make test)
+#   scripts/install-deps.sh build    # building alone (make demo): no browser,
+#                                    # clang, Node or numpy to download
 set -euo pipefail
 
+# What configuring and building the Release tree needs (CMake looks for
+# GoogleTest and python3 even when no test runs).
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  dpkg-dev file  # make package: CPack DEB runs dpkg-shlibdeps and file
   libgtest-dev libgmock-dev
   libcli11-dev libxxhash-dev libssl-dev
   libcpp-httplib-dev nlohmann-json3-dev  # weft serve
-  chromium  # tests/serve: headless Chromium loads the chat page
-  clang libclang-rt-14-dev
-  python3 python3-numpy  # tests: the float64 model-family references (tests/model/families)
+  python3
 )
+want_tests=true
+case "${1:-all}" in
+  build) want_tests=false ;;
+  all) ;;
+  *) echo "install-deps: unknown set '$1' (build or all)" >&2; exit 2 ;;
+esac
+if $want_tests; then
+  packages+=(
+    dpkg-dev file  # make package: CPack DEB runs dpkg-shlibdeps and file
+    chromium  # tests/serve: headless Chromium loads the chat page
+    clang libclang-rt-14-dev  # the fuzz tree
+    python3-numpy  # tests: the float64 model-family references (tests/model/families)
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -23,7 +40,7 @@ done
 # tests/serve run the openai npm client: Debian's nodejs and npm unless a
 # node with npm is already installed (e.g. NodeSource's, which bundles npm
 # and conflicts with Debian's npm package).
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
+if $want_tests && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then missing+=(nodejs npm); fi
 ((${#missing[@]} == 0)) && exit 0
 
 echo "install-deps: installing ${missing[*]}"

@@ -125,7 +125,9 @@ std::vector<int32_t> wpm_encode(const TokenizerData& d, std::string_view text) {
 
 std::string wpm_decode_token(const TokenizerData& d, int32_t id) {
   const std::string& t = d.tokens[static_cast<size_t>(id)];
-  if (t.compare(0, kPhantomSpace.size(), kPhantomSpace) == 0) return " " + t.substr(kPhantomSpace.size());
+  // Appended in place: GCC 12 misreads " " + std::string&& as an overlapping
+  // copy (-Wrestrict, GCC bug 105329).
+  if (t.compare(0, kPhantomSpace.size(), kPhantomSpace) == 0) return std::string(" ").append(t, kPhantomSpace.size());
   return t;
 }
 

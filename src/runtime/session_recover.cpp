@@ -33,9 +33,12 @@ std::string without(const std::string& spec, size_t n_parts, const std::vector<s
       if (std::find(lost.begin(), lost.end(), i++) != lost.end()) continue;
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.17g", w);
-      kept += (kept.empty() ? "" : ",") + std::string(buf);
+      if (!kept.empty()) kept += ',';
+      kept += buf;
     }
-    if (!kept.empty()) out += (out.empty() ? "" : "/") + kept;
+    if (kept.empty()) continue;
+    if (!out.empty()) out += '/';
+    out += kept;
   }
   return out;
 }

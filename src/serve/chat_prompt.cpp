@@ -119,7 +119,11 @@ std::vector<int32_t> chat_prompt(const Json& messages, const ApiContext& ctx, co
   std::random_device rd;
   for (size_t i = 0; i < contents.size(); ++i) {
     if (!spells_special[i]) continue;
-    markers[i] = "\x1f" + std::to_string(rd()) + "-" + std::to_string(rd()) + "-" + std::to_string(i) + "\x1f";
+    // Appended in place: GCC 12 misreads "\x1f" + std::string&& as an
+    // overlapping copy (-Wrestrict, GCC bug 105329).
+    std::string& m = markers[i];
+    m.append("\x1f").append(std::to_string(rd())).append("-").append(std::to_string(rd()));
+    m.append("-").append(std::to_string(i)).append("\x1f");
     marked["messages"][i]["content"] = markers[i];
   }
   text = render_prompt(*ctx.chat_template, marked, render_control);

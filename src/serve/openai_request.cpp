@@ -56,7 +56,9 @@ double number(const Json& body, const char* name, double fallback, double lo, do
 int64_t integer(const Json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const Json* v = field(body, name);
   if (!v) return fallback;
-  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  // Appended in place: GCC 12 misreads "[" + std::string&& as an
+  // overlapping copy (-Wrestrict, GCC bug 105329).
+  const std::string range = std::string("[").append(std::to_string(lo)).append(", ").append(std::to_string(hi)) + "]";
   if (v->is_number_integer() && !v->is_number_unsigned()) {
     const int64_t i = v->get<int64_t>();
     if (i < lo || i > hi) bad_request(name, std::string("'") + name + "' must be an integer in " + range);

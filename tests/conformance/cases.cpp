@@ -227,7 +227,10 @@ std::string layout_suffix(Layout layout, const char* which) {
 
 std::string shape_str(const Shape& ne) {
   std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? "," : "") + std::to_string(ne[i]);
+  for (size_t i = 0; i < ne.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ne[i]);
+  }
   return s + "]";
 }
 

@@ -17,7 +17,10 @@ class SchedulerExecutor final : public Executor {
 
   std::string name() const override {
     std::string n = "sched(";
-    for (size_t i = 0; i < backends_.size(); ++i) n += (i ? "," : "") + backends_[i]->name();
+    for (size_t i = 0; i < backends_.size(); ++i) {
+      if (i) n += ',';
+      n += backends_[i]->name();
+    }
     return n + ")";
   }
 

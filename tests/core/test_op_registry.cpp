@@ -44,7 +44,7 @@ std::string docs_row(const OpInfo& r) {
 }
 
 TEST(OpRegistry, DocsTableMatchesTheRegistry) {
-  const std::string path = std::string(WEFT_SOURCE_DIR) + "/docs/ops.md";
+  const std::string path = WEFT_SOURCE_DIR "/docs/ops.md";
   std::ifstream in(path);
   ASSERT_TRUE(in) << "cannot read " << path;
   std::vector<std::string> rows;
@@ -118,8 +118,12 @@ class RowChecker : public conformance::Executor {
     const OpInfo& r = op_info(t.op);
     seen.insert(t.op);
     for (int k = 0; k < kMaxSrc; ++k) {
-      if (k < r.min_src) EXPECT_NE(t.src[k], nullptr) << r.name << " src[" << k << "] is required";
-      if (k >= r.max_src) EXPECT_EQ(t.src[k], nullptr) << r.name << " src[" << k << "] is past max_src";
+      if (k < r.min_src) {
+        EXPECT_NE(t.src[k], nullptr) << r.name << " src[" << k << "] is required";
+      }
+      if (k >= r.max_src) {
+        EXPECT_EQ(t.src[k], nullptr) << r.name << " src[" << k << "] is past max_src";
+      }
     }
     if (r.kind != OpKind::compute) return;
     // A node writing into a source is a view of that source's memory; no other computing node aliases.
@@ -156,7 +160,9 @@ TEST(OpRegistry, RowsAgreeWithWhatTheConstructorsBuild) {
   const conformance::Summary s = conformance::run_suite(checker, log, "", true);
   EXPECT_EQ(s.failed, 0) << log.str();
   for (const OpInfo& r : kOpRegistry) {
-    if (r.kind == OpKind::compute) EXPECT_TRUE(checker.seen.count(r.op)) << r.name << " is in no conformance case";
+    if (r.kind == OpKind::compute) {
+      EXPECT_TRUE(checker.seen.count(r.op)) << r.name << " is in no conformance case";
+    }
   }
 }
 

@@ -64,7 +64,7 @@ TEST(GgufSplit, NamesAsTheStandardTool) {
 TEST(GgufSplit, ReadsIndependentPythonSplitSet) {
   // The interpreter CMake found once (WEFT_PYTHON3), not PATH's python3.
   TempDir dir;
-  const std::string dir_py = std::string(WEFT_SOURCE_DIR) + "/tests/gguf/";
+  const std::string dir_py = WEFT_SOURCE_DIR "/tests/gguf/";
   const std::string single = dir.file("one.gguf"), prefix = dir.file("py");
   const std::string python = WEFT_PYTHON3;
   const std::string make_one = python + " '" + dir_py + "make_gguf.py' '" + single + "'";

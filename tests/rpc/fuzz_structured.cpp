@@ -32,8 +32,8 @@
 //                    [--only valid|mutated|lifetime|racing|dial|push|tls]
 //                    [--case-seed X] [--max-graph-cost C] [--verbose]
 //
-// ctest runs it for 20 s in every build tree (fuzz_structured_short). A long
-// run, under ASan+UBSan (and likewise build/tsan with TSAN_OPTIONS=halt_on_error=1):
+// ctest runs it for 20 s in the ASan+UBSan tree (fuzz_structured_short;
+// other trees build it on request). A long run, under ASan+UBSan:
 //   make build/asan/build.ninja && cmake --build build/asan --target weft_fuzz_worker
 //   export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 //   build/asan/tests/rpc/weft_fuzz_worker --seconds 1800

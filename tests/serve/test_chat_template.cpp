@@ -24,7 +24,7 @@ using weft::serve::ChatTemplateLimits;
 using weft::serve::RenderControl;
 using Json = nlohmann::ordered_json;
 
-const std::string kFixtures = std::string(WEFT_SOURCE_DIR) + "/tests/serve/chat_templates/";
+const std::string kFixtures = WEFT_SOURCE_DIR "/tests/serve/chat_templates/";
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -27,7 +27,7 @@ using weft::serve::detect_tool_family;
 using weft::serve::parse_tool_calls;
 using weft::serve::tool_call_hold_from;
 
-const std::string kFixtures = std::string(WEFT_SOURCE_DIR) + "/tests/serve/chat_templates/";
+const std::string kFixtures = WEFT_SOURCE_DIR "/tests/serve/chat_templates/";
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

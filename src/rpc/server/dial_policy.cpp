@@ -71,8 +71,15 @@ bool is_local(const Address& a) {
 std::string numeric(const Address& a, uint16_t port) {
   char text[INET6_ADDRSTRLEN] = {};
   inet_ntop(a.family, a.bytes.data(), text, sizeof text);
-  return a.family == AF_INET6 ? "[" + std::string(text) + "]:" + std::to_string(port)
-                              : std::string(text) + ":" + std::to_string(port);
+  // Appended in place: GCC 12 misreads "[" + std::string&& as an overlapping
+  // copy (-Wrestrict, GCC bug 105329).
+  std::string out;
+  if (a.family == AF_INET6) out += '[';
+  out += text;
+  if (a.family == AF_INET6) out += ']';
+  out += ':';
+  out += std::to_string(port);
+  return out;
 }
 
 struct AddrInfoFree {

@@ -6,6 +6,8 @@
 // count what they will make in a first pass that allocates nothing.
 #include <algorithm>
 #include <cctype>
+#include <utility>
+#include <vector>
 
 #include "serve/template/jinja_eval.h"
 
@@ -277,11 +279,16 @@ Value str_split(MethodCall& c) {  // split, rsplit
   split_parts(s, sep, maxsplit, from_right, [&](std::size_t, std::size_t) { ++parts; });
   ev.expect_work(list_work(parts) + saturating_mul(parts, string_work(0)) + s.size(), c.name + "()");
   ev.step_search(s.size(), sep ? sep->size() : 1);
+  // The pieces' bounds are put in order before any Value is made: reversing
+  // the Values themselves (std::swap of a variant) has GCC 12 warn of padding
+  // it reads as uninitialized (-Wmaybe-uninitialized, GCC bug 106199).
+  std::vector<std::pair<std::size_t, std::size_t>> bounds;
+  bounds.reserve(parts);
+  split_parts(s, sep, maxsplit, from_right, [&](std::size_t b, std::size_t e) { bounds.emplace_back(b, e); });
+  if (from_right) std::reverse(bounds.begin(), bounds.end());
   List out;
-  out.reserve(parts);
-  split_parts(s, sep, maxsplit, from_right,
-              [&](std::size_t b, std::size_t e) { out.push_back(ev.make_string(s.substr(b, e - b))); });
-  if (from_right) std::reverse(out.begin(), out.end());
+  out.reserve(bounds.size());
+  for (const auto& [b, e] : bounds) out.push_back(ev.make_string(s.substr(b, e - b)));
   return ev.make_list(std::move(out));
 }
 
