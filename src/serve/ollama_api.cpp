@@ -55,10 +55,11 @@ bool unlimited(const Json& v) {
 
 }  // namespace
 
-OllamaRequest parse_ollama(const Json& body, bool chat, const ApiContext& ctx, const RenderControl& render_control) {
-  if (!body.is_object()) bad_request("", "the request body must be a JSON object");
-  OllamaRequest r;
-  r.chat = chat;
+namespace {
+
+// The fields beside the conversation: model, stream, format's form, and
+// those this server refuses when they ask for something.
+void read_envelope(const Json& body, OllamaRequest& r) {
   if (const Json* m = field_of(body, "model")) {
     if (!m->is_string()) bad_request("model", "'model' must be a string");
     r.model = m->get<std::string>();
@@ -74,6 +75,15 @@ OllamaRequest parse_ollama(const Json& body, bool chat, const ApiContext& ctx, c
     if (const Json* v = field_of(body, unsupported);
         v && !(v->is_string() && v->get<std::string>().empty()) && !(v->is_array() && v->empty()))
       bad_request(unsupported, std::string("'") + unsupported + "' is not supported by this server");
+}
+
+}  // namespace
+
+OllamaRequest parse_ollama(const Json& body, bool chat, const ApiContext& ctx, const RenderControl& render_control) {
+  if (!body.is_object()) bad_request("", "the request body must be a JSON object");
+  OllamaRequest r;
+  r.chat = chat;
+  read_envelope(body, r);
 
   Json oa = Json::object();
   bool as_chat = chat;

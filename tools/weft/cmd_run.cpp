@@ -93,6 +93,29 @@ void run_parallel(Session& session, const std::vector<std::vector<int32_t>>& pro
                generated, decoded, decode_s, decode_s > 0 ? static_cast<double>(decoded) / decode_s : 0.0);
 }
 
+// Each sequence's positions: -c over the sequences, else the longest
+// prompt and every generated token (at most the training context).
+int64_t sequence_context(const RunArgs& args, const Session& session, size_t longest, int64_t n_seq) {
+  int64_t seq_ctx = static_cast<int64_t>(longest) + std::max(args.n_tokens, 1);
+  if (session.params().n_ctx_train > 0) seq_ctx = std::min(seq_ctx, session.params().n_ctx_train);
+  if (args.ctx_size > 0) {
+    if (args.ctx_size < n_seq)
+      fail(ErrorKind::invalid_input, kWhere,
+           "--ctx-size " + std::to_string(args.ctx_size) + " is fewer positions than the " + std::to_string(n_seq) +
+               " sequences");
+    seq_ctx = args.ctx_size / n_seq;
+    if (session.params().n_ctx_train > 0 && seq_ctx > session.params().n_ctx_train)
+      std::fprintf(stderr, "weft: warning: --ctx-size %lld gives each sequence %lld positions, more than the %lld the model was trained on\n",
+                   static_cast<long long>(args.ctx_size), static_cast<long long>(seq_ctx),
+                   static_cast<long long>(session.params().n_ctx_train));
+  }
+  if (static_cast<int64_t>(longest) > seq_ctx)
+    fail(ErrorKind::invalid_input, kWhere,
+         "prompt of " + std::to_string(longest) + " tokens exceeds the context length " + std::to_string(seq_ctx) +
+             (args.ctx_size > 0 ? " (--ctx-size " + std::to_string(args.ctx_size) + ")" : ""));
+  return seq_ctx;
+}
+
 }  // namespace
 
 int cmd_run(const RunArgs& args) {
@@ -123,26 +146,7 @@ int cmd_run(const RunArgs& args) {
     longest = std::max(longest, prompts.back().size());
   }
   const int64_t n_seq = static_cast<int64_t>(prompts.size());
-  // -c: the KV positions in all, one part per sequence; else each part
-  // holds the longest prompt and every generated token (at most the
-  // training context).
-  int64_t seq_ctx = static_cast<int64_t>(longest) + std::max(args.n_tokens, 1);
-  if (session.params().n_ctx_train > 0) seq_ctx = std::min(seq_ctx, session.params().n_ctx_train);
-  if (args.ctx_size > 0) {
-    if (args.ctx_size < n_seq)
-      fail(ErrorKind::invalid_input, kWhere,
-           "--ctx-size " + std::to_string(args.ctx_size) + " is fewer positions than the " + std::to_string(n_seq) +
-               " sequences");
-    seq_ctx = args.ctx_size / n_seq;
-    if (session.params().n_ctx_train > 0 && seq_ctx > session.params().n_ctx_train)
-      std::fprintf(stderr, "weft: warning: --ctx-size %lld gives each sequence %lld positions, more than the %lld the model was trained on\n",
-                   static_cast<long long>(args.ctx_size), static_cast<long long>(seq_ctx),
-                   static_cast<long long>(session.params().n_ctx_train));
-  }
-  if (static_cast<int64_t>(longest) > seq_ctx)
-    fail(ErrorKind::invalid_input, kWhere,
-         "prompt of " + std::to_string(longest) + " tokens exceeds the context length " + std::to_string(seq_ctx) +
-             (args.ctx_size > 0 ? " (--ctx-size " + std::to_string(args.ctx_size) + ")" : ""));
+  const int64_t seq_ctx = sequence_context(args, session, longest, n_seq);
   GenerateOptions options;
   options.max_tokens = args.n_tokens;
   options.sampler = sampler_options(args.sampling, seq_ctx, kWhere);  // flags checked before loading
