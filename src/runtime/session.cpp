@@ -26,6 +26,16 @@ size_t DevicePlan::need_bytes() const {
                                                             : part.weight_bytes + part.kv_cache_bytes;
 }
 
+void LoadPlan::set_prediction(const TimePrediction& t, std::span<const DeviceSpeed> speeds) {
+  predicted_seconds = t.total();
+  predicted_overlap_seconds = t.overlapped_seconds;
+  for (size_t i = 0; i < devices.size() && i < speeds.size(); ++i) {
+    devices[i].speed = speeds[i];
+    devices[i].predicted_seconds = t.compute_seconds[i];
+    devices[i].predicted_link_seconds = t.link_seconds[i];
+  }
+}
+
 std::string LoadPlan::problem() const {
   for (const DevicePlan& d : devices) {
     if (!d.fits())
@@ -107,13 +117,7 @@ LoadPlan Session::plan_by_layers(int64_t n_ctx, const std::vector<size_t>& free_
     p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
   if (!in.speeds.empty()) {
     const TimePrediction t = predict_time(b, in, experts);
-    p.predicted_seconds = t.total();
-    p.predicted_overlap_seconds = t.overlapped_seconds;
-    for (size_t i = 0; i < n; ++i) {
-      p.devices[i].speed = in.speeds[i];
-      p.devices[i].predicted_seconds = t.compute_seconds[i];
-      p.devices[i].predicted_link_seconds = t.link_seconds[i];
-    }
+    p.set_prediction(t, in.speeds);
   }
   return p;
 }

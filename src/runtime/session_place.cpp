@@ -170,13 +170,7 @@ LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_b
     std::vector<int64_t> heads{0};
     for (const PlacementPart& part : placement.parts) heads.push_back(part.last_head);
     const TimePrediction t = predict_tensor_time(heads, params_.n_head, in);
-    p.predicted_seconds = t.total();
-    p.predicted_overlap_seconds = t.overlapped_seconds;
-    for (size_t i = 0; i < n; ++i) {
-      p.devices[i].speed = in.speeds[i];
-      p.devices[i].predicted_seconds = t.compute_seconds[i];
-      p.devices[i].predicted_link_seconds = t.link_seconds[i];
-    }
+    p.set_prediction(t, in.speeds);
   }
   return p;
 }

@@ -120,6 +120,9 @@ struct LoadPlan {
   // predicted_seconds is their sum less this.
   double predicted_overlap_seconds = 0;
   std::vector<DevicePlan> devices;
+  // Takes a prediction (predict_time, predict_tensor_time) of these
+  // devices, measured at speeds: the totals and each device's share.
+  void set_prediction(const TimePrediction& t, std::span<const DeviceSpeed> speeds);
   // "" when every share fits, else the first that does not, as a sentence
   // ("10.0.0.2:50052 has 8.0 KiB free but its share needs 1.2 MiB").
   std::string problem() const;
