@@ -6,8 +6,11 @@ Usage: skip_summary.py HEADLINE TREE=JUNIT.xml [TREE=JUNIT.xml ...]
 Each JUNIT.xml is what `ctest --output-junit` wrote for one build tree. A
 skipped test is a testcase with a <skipped> element: a script that exited
 with its SKIP_RETURN_CODE (77), or a gtest case that called GTEST_SKIP()
-(gtest_discover_tests marks "[  SKIPPED ]" as a skip). Its reason is the
-script's "SKIP: ..." line, or the message gtest printed after "Skipped".
+(an entry of its own: tests/lib/gtest_entries.py marks "[  SKIPPED ]" as
+a skip). A gtest case skipped inside an entry that ran several passes that
+entry: it is found by its "[  SKIPPED ] NAME (T ms)" line in the output. Its
+reason is the script's "SKIP: ..." line, or the message gtest printed after
+"Skipped".
 
 Prints one line per skipped test and reason (with the trees it was skipped
 in), then the summary line: HEADLINE, then "nothing skipped" or the count
@@ -40,11 +43,28 @@ def reason_of(output):
     return last[-1] if last else "(no reason given)"
 
 
+def gtest_skips(output):
+    """[(test name, reason)] of the gtest cases that called GTEST_SKIP in an
+    entry that ran several (tests/lib/gtest_entries.py): each case's lines
+    from "[ RUN      ] NAME" to "[  SKIPPED ] NAME (T ms)"."""
+    out, start = [], None
+    lines = output.splitlines()
+    for i, l in enumerate(lines):
+        if l.startswith("[ RUN      ] "):
+            start = i
+        elif l.startswith("[  SKIPPED ] ") and l.endswith(" ms)") and start is not None:
+            name = l[len("[  SKIPPED ] "):].rsplit(" (", 1)[0]
+            out.append((name, reason_of("\n".join(lines[start:i + 1]))))
+            start = None
+    return out
+
+
 def skipped_in(path):
     """[(test name, reason)] of one JUnit report."""
     out = []
     for case in ET.parse(path).getroot().iter("testcase"):
         if case.find("skipped") is None:
+            out += gtest_skips(case.findtext("system-out") or "")
             continue
         text = case.findtext("system-out") or ""
         # gtest_discover_tests appends "  # GetParam() = ..." to a

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks skip_summary.py on JUnit reports shaped as ctest 3.25 writes them:
-a script that exited 77, a gtest case that called GTEST_SKIP (with
-gtest_discover_tests' "  # GetParam() = ..." name suffix), a passed test;
+a script that exited 77, a gtest case that called GTEST_SKIP in an entry of
+its own (with gtest_discover_tests' "  # GetParam() = ..." name suffix) and
+one in an entry of several (tests/lib/gtest_entries.py), a passed test;
 and that a missing report is an error, not "nothing skipped"."""
 import os
 import subprocess
@@ -28,6 +29,20 @@ AVX-512 kernels not checked: this CPU lacks avx512f, avx512bw
 [  SKIPPED ] Levels/VecRows.RopeRotations/avx512 (0 ms)
 </system-out>
 \t</testcase>
+\t<testcase name="Levels/VecMath" classname="z" time="0.1" status="run">
+\t\t<system-out>[ RUN      ] Levels/VecMath.Exp/avx2
+[       OK ] Levels/VecMath.Exp/avx2 (1 ms)
+[ RUN      ] Levels/VecMath.Exp/avx512
+/src/tests/cpu/simd_levels.h:73: Skipped
+AVX-512 kernels not checked: this CPU lacks avx512f
+
+[  SKIPPED ] Levels/VecMath.Exp/avx512 (0 ms)
+[==========] 2 tests from 1 test suite ran. (1 ms total)
+[  PASSED  ] 1 test.
+[  SKIPPED ] 1 test, listed below:
+[  SKIPPED ] Levels/VecMath.Exp/avx512
+</system-out>
+\t</testcase>
 \t<testcase name="Gguf.ReadsIndependentPythonWriter" classname="y" time="0.03" status="run">
 \t\t<system-out>[       OK ] Gguf.ReadsIndependentPythonWriter (30 ms)</system-out>
 \t</testcase>
@@ -52,10 +67,12 @@ def main():
         r = run("make test: all passed", f"Release={skips}", f"ASan={skips}")
         assert r.returncode == 0, r.stderr
         want = [
+            "skipped: Levels/VecMath.Exp/avx512 [Release, ASan]: AVX-512 kernels not checked: this CPU lacks avx512f",
             "skipped: Levels/VecRows.RopeRotations/avx512 [Release, ASan]: "
             "AVX-512 kernels not checked: this CPU lacks avx512f, avx512bw",
             "skipped: netsim [Release, ASan]: not root (network namespaces need CAP_SYS_ADMIN)",
-            "make test: all passed; 2 skipped (reasons above): Levels/VecRows.RopeRotations/avx512, netsim",
+            "make test: all passed; 3 skipped (reasons above): Levels/VecMath.Exp/avx512, "
+            "Levels/VecRows.RopeRotations/avx512, netsim",
         ]
         assert r.stdout.splitlines() == want, r.stdout
         r = run("test-release: passed", f"Release={clean}")
