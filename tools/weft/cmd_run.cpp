@@ -2,7 +2,8 @@
 // CPU and any `weft worker`s (weft::Session). The plan goes to stderr before
 // loading, the generated text streams to stdout token by token; several
 // sequences (--parallel, --prompts) are decoded together and each printed
-// whole when all are done.
+// whole when all are done; with --model-draft a draft model on this host
+// proposes tokens the model verifies in one step each round.
 #include <signal.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "session_ui.h"
 #include "weft/core/error.h"
 #include "weft/model/grammar.h"
+#include "weft/runtime/speculative.h"
 #include "weft/serve/output_constraint.h"
 
 namespace weft::tools {
@@ -93,6 +95,45 @@ void run_parallel(Session& session, const std::vector<std::vector<int32_t>>& pro
                generated, decoded, decode_s, decode_s > 0 ? static_cast<double>(decoded) / decode_s : 0.0);
 }
 
+// Prints one token as it comes.
+bool print_token(const model::Tokenizer& tok, int32_t t) {
+  const std::string piece = tok.decode_token(t);
+  std::fwrite(piece.data(), 1, piece.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+// --model-draft: the draft loaded on this host's CPU for the same
+// positions, then speculative decoding (weft/runtime/speculative.h); with
+// --stats, the acceptance and the target's steps.
+void run_with_draft(Session& target, const RunArgs& args, std::span<const int32_t> prompt,
+                    const GenerateOptions& options, int64_t n_ctx) {
+  SessionOptions so;
+  so.model = args.draft_model;
+  so.name = "run: the draft";
+  so.devices = {"cpu"};
+  so.probe = false;
+  so.device_options.cpu_threads = args.host.threads;
+  so.load.map_weights = !args.host.no_mmap;
+  Session draft(std::move(so));
+  check_same_vocabulary(target.tokenizer(), draft.tokenizer());  // before loading it
+  draft.load(n_ctx);
+  const model::Tokenizer& tok = target.tokenizer();
+  const SpeculativeResult r = generate_speculative(target, draft, prompt, options, {.draft_max = args.draft_max},
+                                                   [&](int32_t t) { return print_token(tok, t); });
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!args.stats) return;
+  print_speeds(prompt.size(), r.generation);
+  const SpeculativeCounts& c = r.counts;
+  std::fprintf(stderr,
+               "draft: %lld of %lld drafted tokens kept (%.1f%%); %lld target steps after the prompt for %zu tokens "
+               "(%.2f tokens per step)\n",
+               static_cast<long long>(c.accepted), static_cast<long long>(c.drafted), 100.0 * c.acceptance(),
+               static_cast<long long>(c.target_steps), r.generation.tokens.size(),
+               c.target_steps > 0 ? static_cast<double>(r.generation.tokens.size() - 1) / static_cast<double>(c.target_steps) : 0.0);
+}
+
 // Each sequence's positions: -c over the sequences, else the longest
 // prompt and every generated token (at most the training context).
 int64_t sequence_context(const RunArgs& args, const Session& session, size_t longest, int64_t n_seq) {
@@ -160,16 +201,15 @@ int cmd_run(const RunArgs& args) {
 
   if (n_seq > 1) {
     run_parallel(session, prompts, options, args.stats);
+  } else if (!args.draft_model.empty()) {
+    run_with_draft(session, args, prompts[0], options, seq_ctx);
   } else {
     // With --stats, what each device computes per generated token: from the
     // first token (the prompt is done) to the last.
     std::vector<DeviceCompute> at_first_token;
     const GenerateResult r = session.generate(prompts[0], options, [&](int32_t t) {
       if (args.stats && at_first_token.empty()) at_first_token = session.compute_stats();
-      const std::string piece = tok.decode_token(t);
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      return true;
+      return print_token(tok, t);
     });
     std::fputc('\n', stdout);
     std::fflush(stdout);
