@@ -28,6 +28,17 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
+// One id from a distribution (Sampler::distribution: probabilities summing
+// to 1), v uniform in [0, 1); the last id when rounding leaves the walk short.
+int32_t draw(std::span<const model::Sampler::Choice> d, double v) {
+  double sum = 0;
+  for (const model::Sampler::Choice& c : d) {
+    sum += c.probability;
+    if (v < sum) return c.id;
+  }
+  return d.back().id;
+}
+
 void check_rows(const std::vector<float>& logits, size_t rows, int64_t n_vocab, const char* who) {
   if (logits.size() != rows * static_cast<size_t>(n_vocab))
     fail(ErrorKind::invalid_input, kWhere,
@@ -81,7 +92,7 @@ class SpeculativeLoop {
   const TokenCallback& on_token_;
   model::Sampler sampler_;        // the target's chain: every emitted token accepted
   model::Sampler draft_sampler_;  // the draft's: the same tokens accepted
-  std::mt19937_64 rng_;           // the rule's two uniforms per judged token
+  std::mt19937_64 rng_;           // the drafts' draws, and the rule's two uniforms per judged token
   const int64_t n_vocab_;
   GenerateResult r_;
   SpeculativeCounts counts_;
@@ -119,7 +130,11 @@ void SpeculativeLoop::propose(int k) {
   for (int i = 0; i < k; ++i) {
     check_rows(draft_logits_, 1, n_vocab_, "the draft");
     draft_dists_.push_back(proposer.distribution(draft_logits_));
-    const int32_t d = proposer.sample(draft_logits_);  // a draw from that distribution
+    // A draw from that distribution with this loop's generator: the
+    // proposer is a copy made each round, and its own generator would
+    // repeat the same draws every round (draws tied to what came before
+    // would bias the output).
+    const int32_t d = draw(draft_dists_.back(), uniform(rng_));
     proposer.accept(d);
     drafts_.push_back(d);
     if (i + 1 < k) draft_eval_(std::span<const int32_t>(&drafts_.back(), 1), draft_len_++, draft_logits_);

@@ -93,25 +93,40 @@ TEST(SpeculativeLoop, SampledOutputFollowsTheTarget) {
                                            std::vector<float>& logits) {
     target.eval(t, n_past, rows == weft::model::LogitRows::all, logits);
   };
+  const std::vector<int32_t> prompt{1, 2};
+  // The draft's cache rolled back right: whatever it holds before n_past
+  // that has been accepted is the accepted history (the prompt, then the
+  // tokens emitted so far).
+  std::vector<int32_t> accepted_history;
+  int64_t stale_rows = 0;
   const weft::EvalFn draft_eval = [&](std::span<const int32_t> t, int64_t n_past, std::vector<float>& logits) {
+    draft.cache.resize(static_cast<size_t>(n_past));
+    const size_t known = std::min(draft.cache.size(), accepted_history.size());
+    for (size_t i = 0; i < known; ++i) stale_rows += draft.cache[i] != accepted_history[i];
     draft.eval(t, n_past, false, logits);
   };
-  const std::vector<int32_t> prompt{1, 2};
-  // Tokens 2 and 3 of a generation of 3: the second comes from a round's
-  // verification (draft_max 2), the third after a kept or rejected draft.
-  weft::GenerateOptions o{.max_tokens = 3};
+  // The first three tokens of a generation of five (draft_max 2): the
+  // second comes from a round's verification, the third after a kept or
+  // rejected draft; the rounds after run with the draft cache rolled back.
+  weft::GenerateOptions o{.max_tokens = 5};
   o.sampler = {.temperature = 1.f, .top_k = 0, .top_p = 1.f, .min_p = 0.f};
   const int runs = 20000;
   std::map<std::vector<int32_t>, int> seen;
   int64_t drafted = 0, accepted = 0;
   for (int s = 0; s < runs; ++s) {
     o.sampler.seed = static_cast<uint64_t>(s);
-    const weft::SpeculativeResult r = weft::run_speculative_generation(target_eval, gm, draft_eval, gm, prompt, o, {.draft_max = 2});
-    ASSERT_EQ(r.generation.tokens.size(), 3u);
-    ++seen[r.generation.tokens];
+    accepted_history = prompt;
+    const weft::SpeculativeResult r =
+        weft::run_speculative_generation(target_eval, gm, draft_eval, gm, prompt, o, {.draft_max = 2}, [&](int32_t t) {
+          accepted_history.push_back(t);
+          return true;
+        });
+    ASSERT_EQ(r.generation.tokens.size(), 5u);
+    ++seen[std::vector<int32_t>(r.generation.tokens.begin(), r.generation.tokens.begin() + 3)];
     drafted += r.counts.drafted;
     accepted += r.counts.accepted;
   }
+  EXPECT_EQ(stale_rows, 0);
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, drafted);  // the toy draft disagrees often: the rule's rejections are exercised
   // The exact distribution of the three tokens under the target alone.
