@@ -113,7 +113,16 @@ TEST_F(SpeculativeSessionTest, TargetAsItsOwnDraftKeepsEveryTokenInFewerSteps) {
 TEST_F(SpeculativeSessionTest, SampledWithTheTargetAsDraftKeepsEveryToken) {
   std::unique_ptr<weft::Session> target = loaded(*target_), draft = loaded(*target_);
   weft::GenerateOptions o = greedy_options();
-  o.sampler = {.temperature = 0.9f, .top_k = 0, .top_p = 1.f, .min_p = 0.f, .repetition_penalty = 1.1f, .seed = 3};
+  o.sampler = {.temperature = 0.1f, .top_k = 0, .top_p = 1.f, .min_p = 0.f, .repetition_penalty = 1.5f,
+               .presence_penalty = 2.f, .seed = 3};
+  {  // peaked enough that a draft with a different penalty window would lose some tokens
+    weft::model::Sampler probe(o.sampler);
+    const std::vector<float> row = target->eval(prompt(*target), 0, weft::model::LogitRows::last);
+    double top = 0;
+    for (const weft::model::Sampler::Choice& c : probe.distribution(row)) top = std::max(top, c.probability);
+    EXPECT_GT(top, 0.05);
+    EXPECT_LT(top, 0.99);
+  }
   const weft::SpeculativeResult r = weft::generate_speculative(*target, *draft, prompt(*target), o, {.draft_max = 5});
   EXPECT_EQ(r.generation.tokens.size(), static_cast<size_t>(kTokens));
   EXPECT_GT(r.counts.drafted, 0);
