@@ -17,8 +17,8 @@
 // temperature, top-p, min-p: model::Sampler::distribution) given the
 // tokens before it. Greedy (temperature 0): token for token the text plain
 // decoding gives, as long as the target's logits for a position do not
-// depend on how many tokens were evaluated with it (the CPU kernels' sums
-// run in the same order for one row or many; the test holds them to it).
+// depend on how many tokens were evaluated with it beyond rounding that
+// changes no choice (two logits within that rounding may swap).
 // Sampled: a draft token x, drawn from the draft's distribution q, is kept
 // with probability min(1, p(x) / q(x)), p the target's; at the first
 // rejection the token is drawn from max(0, p - q) renormalized; after a
