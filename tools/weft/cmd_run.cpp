@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -103,11 +104,9 @@ bool print_token(const model::Tokenizer& tok, int32_t t) {
   return true;
 }
 
-// --model-draft: the draft loaded on this host's CPU for the same
-// positions, then speculative decoding (weft/runtime/speculative.h); with
-// --stats, the acceptance and the target's steps.
-void run_with_draft(Session& target, const RunArgs& args, std::span<const int32_t> prompt,
-                    const GenerateOptions& options, int64_t n_ctx) {
+// --model-draft: the draft opened on this host's CPU (its vocabulary
+// checked against the target's before either is loaded).
+std::unique_ptr<Session> open_draft(const RunArgs& args, const Session& target) {
   SessionOptions so;
   so.model = args.draft_model;
   so.name = "run: the draft";
@@ -115,8 +114,15 @@ void run_with_draft(Session& target, const RunArgs& args, std::span<const int32_
   so.probe = false;
   so.device_options.cpu_threads = args.host.threads;
   so.load.map_weights = !args.host.no_mmap;
-  Session draft(std::move(so));
-  check_same_vocabulary(target.tokenizer(), draft.tokenizer());  // before loading it
+  auto draft = std::make_unique<Session>(std::move(so));
+  check_same_vocabulary(target.tokenizer(), draft->tokenizer());
+  return draft;
+}
+
+// Speculative decoding (weft/runtime/speculative.h), the draft loaded for
+// the same positions; with --stats, the acceptance and the target's steps.
+void run_with_draft(Session& target, Session& draft, const RunArgs& args, std::span<const int32_t> prompt,
+                    const GenerateOptions& options, int64_t n_ctx) {
   draft.load(n_ctx);
   const model::Tokenizer& tok = target.tokenizer();
   const SpeculativeResult r = generate_speculative(target, draft, prompt, options, {.draft_max = args.draft_max},
@@ -197,12 +203,13 @@ int cmd_run(const RunArgs& args) {
                           : model::Grammar::parse(read_text_file(args.grammar_file, kWhere));
     options.token_trie = model::TokenTrie::from_tokenizer(tok);
   }
+  const std::unique_ptr<Session> draft = args.draft_model.empty() ? nullptr : open_draft(args, session);
   const LoadPlan plan = load_with_progress(session, seq_ctx * n_seq);
 
   if (n_seq > 1) {
     run_parallel(session, prompts, options, args.stats);
-  } else if (!args.draft_model.empty()) {
-    run_with_draft(session, args, prompts[0], options, seq_ctx);
+  } else if (draft) {
+    run_with_draft(session, *draft, args, prompts[0], options, seq_ctx);
   } else {
     // With --stats, what each device computes per generated token: from the
     // first token (the prompt is done) to the last.
