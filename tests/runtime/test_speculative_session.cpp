@@ -3,12 +3,15 @@
 // with the target as its own draft (every token kept, fewer target steps),
 // locally and with the target split over two loopback workers; the target's
 // cache after rejected drafts continues as a fresh evaluation of the same
-// history; a draft of another vocabulary refused.
+// history; a draft of another vocabulary (size, or one token's string)
+// refused.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -186,6 +189,37 @@ TEST_F(SpeculativeSessionTest, DraftOfAnotherVocabularyIsRefused) {
     EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
     EXPECT_NE(std::string(e.what()).find("520 tokens, the target's 600"), std::string::npos) << e.what();
   }
+}
+
+// The same size, one string changed: the target's file with token 0's
+// "<unk>" spelled "<UNK>" (same length, so every offset stays).
+TEST_F(SpeculativeSessionTest, DraftWithAnotherTokenStringIsRefused) {
+  std::string bytes;
+  {
+    std::ifstream in(*target_, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = bytes.find("<unk>");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 5, "<UNK>");
+  const std::string renamed = *target_ + ".renamed.gguf";
+  {
+    std::ofstream out(renamed, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  weft::Session target({.model = *target_, .devices = {"cpu:1"}, .probe = false});
+  weft::Session draft({.model = renamed, .devices = {"cpu:1"}, .probe = false});
+  fs::remove(renamed);
+  try {
+    weft::check_same_vocabulary(target.tokenizer(), draft.tokenizer());
+    FAIL() << "a draft spelling token 0 differently was taken";
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+    EXPECT_NE(std::string(e.what()).find("token 0 is '<UNK>' in the draft model's vocabulary, '<unk>' in the target's"),
+              std::string::npos)
+        << e.what();
+  }
+  weft::check_same_vocabulary(target.tokenizer(), target.tokenizer());  // and the same file passes
 }
 
 }  // namespace
