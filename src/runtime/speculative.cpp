@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <random>
 #include <string>
 
 #include "generate_step.h"
@@ -61,20 +62,17 @@ void check_arguments(const GenerationModel& target, const GenerationModel& draft
 // One speculative generation: the state the rounds share.
 class SpeculativeLoop {
  public:
-  SpeculativeLoop(const EvalRowsFn& target_eval, const EvalFn& draft_eval, const GenerationModel& model, const GenerateOptions& options, int draft_max,
-                  const TokenCallback& on_token)
+  SpeculativeLoop(const EvalRowsFn& target_eval, const EvalFn& draft_eval, const GenerationModel& model,
+                  const GenerateOptions& options, int draft_max, const TokenCallback& on_token)
       : target_eval_(target_eval), draft_eval_(draft_eval), model_(model), options_(options),
-        draft_max_(draft_max), on_token_(on_token), sampler_(options.sampler), draft_sampler_(draft_options(options)),
+        draft_max_(draft_max), on_token_(on_token), sampler_(options.sampler), draft_sampler_(options.sampler),
         rng_(options.sampler.seed ^ 0x5eed5eed5eed5eedULL), n_vocab_(model.n_vocab) {}
+  SpeculativeLoop(const SpeculativeLoop&) = delete;
+  SpeculativeLoop& operator=(const SpeculativeLoop&) = delete;
 
   SpeculativeResult run(std::span<const int32_t> prompt);
 
  private:
-  static model::SamplerOptions draft_options(const GenerateOptions& options) {
-    model::SamplerOptions o = options.sampler;
-    o.seed ^= 0xd1a7d1a7d1a7d1a7ULL;  // the draft's draws independent of the target's
-    return o;
-  }
   // Emits token (take_token's stops); nullopt: go on. The token's position
   // is `position` (where it would be evaluated).
   std::optional<StopReason> emit(int32_t token, int64_t position);
@@ -91,7 +89,7 @@ class SpeculativeLoop {
   const int draft_max_;
   const TokenCallback& on_token_;
   model::Sampler sampler_;        // the target's chain: every emitted token accepted
-  model::Sampler draft_sampler_;  // the draft's: the same tokens accepted
+  model::Sampler draft_sampler_;  // the draft's chain, the same tokens accepted (its distributions only: no draws)
   std::mt19937_64 rng_;           // the drafts' draws, and the rule's two uniforms per judged token
   const int64_t n_vocab_;
   GenerateResult r_;

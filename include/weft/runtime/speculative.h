@@ -36,7 +36,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <random>
 #include <span>
 #include <vector>
 
