@@ -31,6 +31,21 @@ std::span<const float> checked(const std::vector<float>& logits, int64_t n_vocab
 
 namespace detail {
 
+void check_generation_arguments(const GenerationModel& model, std::span<const int32_t> prompt,
+                                const GenerateOptions& options) {
+  if (options.max_tokens < 0)
+    fail(ErrorKind::invalid_input, kWhere, "max_tokens " + std::to_string(options.max_tokens) + " (>= 0)");
+  if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty");
+  if (model.n_vocab <= 0) fail(ErrorKind::invalid_input, kWhere, "a model without a vocabulary");
+  if (options.start < 0 || options.start > model.n_ctx)
+    fail(ErrorKind::invalid_input, kWhere,
+         "start " + std::to_string(options.start) + " is outside the context of " + std::to_string(model.n_ctx));
+  if (static_cast<int64_t>(prompt.size()) > model.n_ctx - options.start)
+    fail(ErrorKind::invalid_input, kWhere,
+         "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
+             std::to_string(model.n_ctx) + (options.start > 0 ? " after " + std::to_string(options.start) + " positions" : ""));
+}
+
 std::optional<StopReason> take_token(int32_t next, int64_t n_past, int64_t n_ctx, const GenerationModel& model,
                                      const GenerateOptions& options, model::Sampler& sampler, GenerateResult& r,
                                      const TokenCallback& emit) {
@@ -73,17 +88,7 @@ double GenerateResult::decode_tokens_per_second() const {
 
 GenerateResult run_generation(const EvalFn& eval, const GenerationModel& model, std::span<const int32_t> prompt,
                               const GenerateOptions& options, const TokenCallback& on_token) {
-  if (options.max_tokens < 0)
-    fail(ErrorKind::invalid_input, kWhere, "max_tokens " + std::to_string(options.max_tokens) + " (>= 0)");
-  if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty");
-  if (model.n_vocab <= 0) fail(ErrorKind::invalid_input, kWhere, "a model without a vocabulary");
-  if (options.start < 0 || options.start > model.n_ctx)
-    fail(ErrorKind::invalid_input, kWhere,
-         "start " + std::to_string(options.start) + " is outside the context of " + std::to_string(model.n_ctx));
-  if (static_cast<int64_t>(prompt.size()) > model.n_ctx - options.start)
-    fail(ErrorKind::invalid_input, kWhere,
-         "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
-             std::to_string(model.n_ctx) + (options.start > 0 ? " after " + std::to_string(options.start) + " positions" : ""));
+  detail::check_generation_arguments(model, prompt, options);
   model::Sampler sampler(options.sampler);
   detail::GrammarStep grammar(options, model.n_vocab);
   accept_prompt_tail(sampler, prompt);

@@ -11,6 +11,13 @@
 
 namespace weft::detail {
 
+// run_generation's checks of its arguments (weft/runtime/generate.h):
+// throws Error(invalid_input) for max_tokens < 0, an empty prompt, a model
+// without a vocabulary, start outside the context, a prompt that does not
+// fit after start. The speculative loop makes the same ones.
+void check_generation_arguments(const GenerationModel& model, std::span<const int32_t> prompt,
+                                const GenerateOptions& options);
+
 // Takes `next`, sampled for a sequence at position n_past (the position it
 // would be evaluated at): stops at an end-of-generation or stop token (not
 // emitted); else accepts it into the sampler, appends it to r.tokens and

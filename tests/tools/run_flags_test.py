@@ -6,7 +6,13 @@ random weights (whose greedy text repeats itself, so penalties show):
   top-p 1e-6, min-p 1), as the sampler's contract says;
 - each penalty changes the greedy text, and --repeat-last-n 0 turns them off;
 - -c/--ctx-size bounds the KV cache: a long -n stops at the context's end;
-- an impossible value is refused before loading, naming the flag and value.
+- an impossible value is refused before loading, naming the flag and value;
+- --model-draft (docs/speculative.md): the greedy text with a draft (another
+  model of the same vocabulary, and the model itself) is byte for byte the
+  text without one, penalties included; --stats reports the acceptance
+  (every token kept with the model as its own draft, in fewer target steps);
+  a draft of another vocabulary is refused naming both sizes before the
+  target loads.
 
 Usage: run_flags_test.py WEFT_BINARY WRITE_TEST_MODEL_BINARY
 """
@@ -30,6 +36,33 @@ def run(model, *flags, check=True):
     if check and r.returncode != 0:
         die(f"weft run {' '.join(flags)}: status {r.returncode}\n{r.stderr.decode('latin-1')}")
     return r
+
+
+def check_draft(d, target):
+    """--model-draft's text, acceptance and refusal (the module docstring)."""
+    draft, other = os.path.join(d, "draft.gguf"), os.path.join(d, "other.gguf")
+    subprocess.run([WRITER, draft, "--layers", "1", "--embd", "32", "--heads", "2", "--heads-kv", "1", "--ff", "64",
+                    "--seed", "9"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([WRITER, other, "--vocab", "520"], check=True, stdout=subprocess.DEVNULL)
+    for flags in (["-n", "40"], ["-n", "40", "--repeat-penalty", "1.5", "--presence-penalty", "0.5"]):
+        plain = run(target, *flags).stdout
+        for d_model, d_max in ((draft, "3"), (target, "5")):
+            got = run(target, *flags, "--model-draft", d_model, "--draft-max", d_max, "--stats")
+            if got.stdout != plain:
+                die(f"{' '.join(flags)} with draft {os.path.basename(d_model)}: {got.stdout!r} vs {plain!r}")
+            m = re.search(r"draft: (\d+) of (\d+) drafted tokens kept .*; (\d+) target steps after the prompt "
+                          r"for (\d+) tokens", got.stderr.decode("latin-1"))
+            if not m:
+                die(f"--stats printed no acceptance:\n{got.stderr.decode('latin-1')}")
+            kept, drafted, steps, tokens = map(int, m.groups())
+            if d_model == target and (kept != drafted or steps >= tokens - 1):
+                die(f"the model as its own draft: {kept} of {drafted} kept, {steps} steps for {tokens} tokens")
+    print("--model-draft: the same greedy text with either draft, penalties or not; the model as its own draft keeps all")
+    r = run(target, "-n", "4", "--model-draft", other, check=False)
+    err = r.stderr.decode("latin-1")
+    if r.returncode != 1 or "520 tokens, the target's 600" not in err or "loaded" in err:
+        die(f"a draft of another vocabulary: status {r.returncode}\n{err}")
+    print("--model-draft: a draft of another vocabulary refused before loading")
 
 
 def main():
@@ -77,6 +110,7 @@ def main():
         if r.returncode != 1 or b"[chat] --min-p -0.5 is outside [0, 1]" not in r.stderr:
             die(f"weft chat --min-p -0.5: status {r.returncode}\n{r.stderr.decode('latin-1')}")
         print("impossible values refused before loading, naming the flag and the value")
+        check_draft(d, model)
     finally:
         subprocess.run(["rm", "-rf", d])
     print("PASS")

@@ -2,12 +2,14 @@
 // CPU and any `weft worker`s (weft::Session). The plan goes to stderr before
 // loading, the generated text streams to stdout token by token; several
 // sequences (--parallel, --prompts) are decoded together and each printed
-// whole when all are done.
+// whole when all are done; with --model-draft a draft model on this host
+// proposes tokens the model verifies in one step each round.
 #include <signal.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "session_ui.h"
 #include "weft/core/error.h"
 #include "weft/model/grammar.h"
+#include "weft/runtime/speculative.h"
 #include "weft/serve/output_constraint.h"
 
 namespace weft::tools {
@@ -93,6 +96,50 @@ void run_parallel(Session& session, const std::vector<std::vector<int32_t>>& pro
                generated, decoded, decode_s, decode_s > 0 ? static_cast<double>(decoded) / decode_s : 0.0);
 }
 
+// Prints one token as it comes.
+bool print_token(const model::Tokenizer& tok, int32_t t) {
+  const std::string piece = tok.decode_token(t);
+  std::fwrite(piece.data(), 1, piece.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+// --model-draft: the draft opened on this host's CPU (its vocabulary
+// checked against the target's before either is loaded).
+std::unique_ptr<Session> open_draft(const RunArgs& args, const Session& target) {
+  SessionOptions so;
+  so.model = args.draft_model;
+  so.name = "run: the draft";
+  so.devices = {"cpu"};
+  so.probe = false;
+  so.device_options.cpu_threads = args.host.threads;
+  so.load.map_weights = !args.host.no_mmap;
+  auto draft = std::make_unique<Session>(std::move(so));
+  check_same_vocabulary(target.tokenizer(), draft->tokenizer());
+  return draft;
+}
+
+// Speculative decoding (weft/runtime/speculative.h), the draft loaded for
+// the same positions; with --stats, the acceptance and the target's steps.
+void run_with_draft(Session& target, Session& draft, const RunArgs& args, std::span<const int32_t> prompt,
+                    const GenerateOptions& options, int64_t n_ctx) {
+  draft.load(n_ctx);
+  const model::Tokenizer& tok = target.tokenizer();
+  const SpeculativeResult r = generate_speculative(target, draft, prompt, options, {.draft_max = args.draft_max},
+                                                   [&](int32_t t) { return print_token(tok, t); });
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!args.stats) return;
+  print_speeds(prompt.size(), r.generation);
+  const SpeculativeCounts& c = r.counts;
+  std::fprintf(stderr,
+               "draft: %lld of %lld drafted tokens kept (%.1f%%); %lld target steps after the prompt for %zu tokens "
+               "(%.2f tokens per step)\n",
+               static_cast<long long>(c.accepted), static_cast<long long>(c.drafted), 100.0 * c.acceptance(),
+               static_cast<long long>(c.target_steps), r.generation.tokens.size(),
+               c.target_steps > 0 ? static_cast<double>(r.generation.tokens.size() - 1) / static_cast<double>(c.target_steps) : 0.0);
+}
+
 // Each sequence's positions: -c over the sequences, else the longest
 // prompt and every generated token (at most the training context).
 int64_t sequence_context(const RunArgs& args, const Session& session, size_t longest, int64_t n_seq) {
@@ -156,20 +203,20 @@ int cmd_run(const RunArgs& args) {
                           : model::Grammar::parse(read_text_file(args.grammar_file, kWhere));
     options.token_trie = model::TokenTrie::from_tokenizer(tok);
   }
+  const std::unique_ptr<Session> draft = args.draft_model.empty() ? nullptr : open_draft(args, session);
   const LoadPlan plan = load_with_progress(session, seq_ctx * n_seq);
 
   if (n_seq > 1) {
     run_parallel(session, prompts, options, args.stats);
+  } else if (draft) {
+    run_with_draft(session, *draft, args, prompts[0], options, seq_ctx);
   } else {
     // With --stats, what each device computes per generated token: from the
     // first token (the prompt is done) to the last.
     std::vector<DeviceCompute> at_first_token;
     const GenerateResult r = session.generate(prompts[0], options, [&](int32_t t) {
       if (args.stats && at_first_token.empty()) at_first_token = session.compute_stats();
-      const std::string piece = tok.decode_token(t);
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      return true;
+      return print_token(tok, t);
     });
     std::fputc('\n', stdout);
     std::fflush(stdout);

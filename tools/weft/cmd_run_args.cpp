@@ -45,7 +45,7 @@ void add_run_command(CLI::App& app, Commands& out) {
                       "with --conversation: a built-in template NAME or a FILE (default: the model's, else chatml)")
       ->needs(conversation_opt);
   cmd->add_flag("--stats", a->stats, "print speeds and RPC traffic to stderr");
-  cmd->add_flag(
+  CLI::Option* recover_opt = cmd->add_flag(
       "--recover", a->recover,
       "when a worker dies, re-place the model over the devices left and go on with the same text (docs/recovery.md)");
   cmd->add_flag("--special", a->special, "read special-token strings in the prompt (e.g. <|eot_id|>) as those tokens");
@@ -64,6 +64,16 @@ void add_run_command(CLI::App& app, Commands& out) {
           ->excludes(grammar_opt);
   for (CLI::Option* o : {prompt_opt, file_opt, prompts_opt, parallel_opt, grammar_opt, schema_opt})
     conversation_opt->excludes(o);
+  CLI::Option* draft_opt =
+      cmd->add_option("--model-draft", a->draft_model,
+                      "speculative decoding: this smaller GGUF model of the same vocabulary, on this host, proposes "
+                      "tokens the model checks in one step each round (docs/speculative.md)");
+  cmd->add_option("--draft-max", a->draft_max, "with --model-draft: tokens the draft proposes per round")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64))
+      ->needs(draft_opt);
+  for (CLI::Option* o : {conversation_opt, prompts_opt, parallel_opt, grammar_opt, schema_opt, recover_opt})
+    draft_opt->excludes(o);
 
   out.push_back({cmd, [a, run_tokens_opt] {
                    a->tokens_given = run_tokens_opt->count() > 0;

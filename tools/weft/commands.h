@@ -70,6 +70,8 @@ struct RunArgs {
   bool recover = false;              // --recover: go on after a worker's death (docs/recovery.md)
   std::string grammar_file;          // --grammar-file: output constrained by these GBNF rules
   std::string json_schema_file;      // --json-schema: output constrained to JSON valid under this schema
+  std::string draft_model;           // --model-draft: speculative decoding with this model on this host
+  int draft_max = 8;                 // --draft-max: tokens it proposes per target step
 };
 int cmd_run(const RunArgs& args);
 
