@@ -2,7 +2,7 @@
 """Recovery time against the tokens to re-prefill (docs/performance.md).
 
 Writes a model of the demo's shape (12 layers of width 768, 12 heads, a
-32000-token vocabulary; f32 weights from weft_write_test_model), then for
+32000-token vocabulary; weft_write_test_model's weights, 111.7 MiB), then for
 prompts of several lengths runs `weft run --recover -n 32` over this host
 and two local `weft worker` processes (--split 1,1,1), kills the last
 stage (kill -9) once the first tokens are out, and prints a Markdown row
