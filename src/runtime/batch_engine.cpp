@@ -63,7 +63,21 @@ BatchEngine::BatchEngine(BatchedEval eval, GenerationModel model, BatchEngineOpt
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->index = i;
   }
-  set_groups(eval_.slots);
+  set_groups_recovering(eval_.slots);
+}
+
+void BatchEngine::set_groups_recovering(int model_slots) {
+  for (;;) {  // each recovery drops a device: when none is left, recover throws
+    try {
+      set_groups(model_slots);
+      return;
+    } catch (const std::exception& e) {
+      const int slots = eval_.recover ? eval_.recover(e) : 0;
+      if (slots < 1) throw;
+      ++counters_.recoveries;
+      model_slots = slots;
+    }
+  }
 }
 
 void BatchEngine::set_groups(int model_slots) {
@@ -328,7 +342,12 @@ bool BatchEngine::recover(const std::exception& cause) {
     return false;
   }
   if (model_slots < 1) return false;
-  set_groups(model_slots);
+  try {
+    set_groups_recovering(model_slots);  // its reserve may meet another loss
+  } catch (const std::exception& e) {
+    recovery_error_ = e.what();
+    return false;
+  }
   for (auto& s : slots_) {
     s->stepping = false;
     s->cached.clear();

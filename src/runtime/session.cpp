@@ -65,6 +65,10 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
   params_ = model::LlamaParams::from_gguf(*file_);
   for (const DeviceSpec& spec : specs_) devices_.push_back(open_device(spec, options_.device_options));
   if (options_.probe && devices_.size() > 1) probe_devices();
+  all_specs_ = specs_;  // what a rejoin restores
+  all_speeds_ = speeds_;
+  all_split_ = options_.split;
+  all_experts_split_ = options_.experts_split;
 }
 
 Session::~Session() = default;
@@ -157,6 +161,9 @@ void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
                                  .last_head = p.devices[i].part.last_head});
     executor_ = std::make_unique<Executor>(*file_, placement, n_ctx, progress, load);
   }
+  n_ctx_loaded_ = n_ctx;
+  decode_seconds_ = 0;  // a new placement: its own time per token
+  decode_tokens_ = 0;
   file_.reset();  // the model and the tokenizer hold copies (or the mapping, for mapped weights)
   if (options_.recover && history_.capacity() < static_cast<size_t>(n_ctx))
     history_.reserve(static_cast<size_t>(n_ctx));  // a token's eval then allocates nothing

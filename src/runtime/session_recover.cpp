@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "weft/core/error.h"
@@ -74,7 +75,12 @@ bool Session::replace_lost(const Error& cause, RecoveryReport& report) {
   for (const std::string& l : report.lost) names += (names.empty() ? "" : ", ") + l;
   report.cause = cause.what();
   lost_devices_.insert(lost_devices_.end(), report.lost.begin(), report.lost.end());
-  const int64_t n_ctx = executor_->n_ctx();
+  const int64_t n_ctx = executor_ ? executor_->n_ctx() : n_ctx_loaded_;  // none when a rejoin's load failed
+  if (full_seconds_per_token_ < 0 && specs_.size() == all_specs_.size() && decode_tokens_ > 0)
+    full_seconds_per_token_ = decode_seconds_;  // what a rejoin would win back
+  if (!watch_) watch_ = std::make_unique<RejoinWatch>(options_.device_options.rpc);
+  for (size_t i : lost) watch_->watch(specs_[i].endpoint);
+  rejoin_noted_ = false;
   executor_.reset();  // its buffers on the survivors are freed; the lost ones' with their sessions
   drop_devices(lost);
   if (devices_.empty())
@@ -86,6 +92,7 @@ bool Session::replace_lost(const Error& cause, RecoveryReport& report) {
          "after losing " + names + ", the devices left cannot hold the model: " + problem);
   load(report.plan);
   report.reload_seconds = seconds_since(t0);
+  last_reload_seconds_ = report.reload_seconds;  // what a move back is predicted from
   return true;
 }
 
@@ -96,6 +103,8 @@ bool Session::recover(const Error& cause, std::span<const int32_t> history, std:
   executor_->eval(history, 0, logits, model::LogitRows::last);
   report.reprefill_seconds = seconds_since(t1);
   report.tokens_reevaluated = static_cast<int64_t>(history.size());
+  last_reprefill_seconds_ = report.reprefill_seconds;
+  last_reprefill_tokens_ = report.tokens_reevaluated;
   ++recoveries_;
   if (options_.on_recovery) options_.on_recovery(report);
   return true;

@@ -1,4 +1,6 @@
 // Session: evaluation, generation, perplexity and stats (include/weft/runtime/session.h).
+#include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "weft/backend/cpu.h"
@@ -81,10 +83,21 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   // Every token in the cache from position 0 (history_, kept by every
   // single-sequence eval): what a recovery re-evaluates. A generation that
   // continues a cache whose start is not known cannot recover.
+  // With recover, each decoded token's eval is timed (the rejoin rule's
+  // time per token), and before it a worker that answers again may be
+  // taken back (try_rejoin), which evaluates the history and this token.
+  rejoin_noted_ = false;  // a return declined before is reported again in this generation
+  int64_t sampled = -1;   // tokens sampled before this eval (-1 before the prompt's)
   auto eval_last = [&](std::span<const int32_t> t, int64_t n_past, std::vector<float>& logits) {
     note_history(t, n_past);
+    ++sampled;
     try {
+      const int64_t remaining = std::min<int64_t>(options.max_tokens - sampled, executor_->n_ctx() - n_past - 1);
+      if (options_.recover && sampled > 0 && try_rejoin(remaining, logits)) return;
+      const auto t0 = std::chrono::steady_clock::now();
       executor_->eval(t, n_past, logits, model::LogitRows::last);
+      if (options_.recover && sampled > 0 && t.size() == 1)
+        note_decode_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     } catch (const Error& e) {
       if (!options_.recover || !history_known_ || e.kind() != ErrorKind::disconnected ||
           !recover(e, history_, logits))

@@ -354,4 +354,38 @@ TEST(BatchEngine, AModelThatDoesNotRecoverLeavesTheJobsToFailAll) {
   }
 }
 
+// A worker dead before the first step: the engine's reserve (sizing every
+// slot's memory, over two stages) meets the loss. With a model that
+// recovers, the engine is made over the recovered one and its jobs run as
+// they would have; without, the error stands.
+TEST(BatchEngine, ALossDuringTheReserveIsRecoveredBeforeTheFirstStep) {
+  for (int answer : {1, 0}) {
+    SCOPED_TRACE("recover answers " + std::to_string(answer));
+    FakeModel m;
+    m.slots = 2;
+    m.recover_slots = answer;
+    int reserves = 0;
+    weft::BatchedEval eval = m.eval();
+    eval.reserve = [&](int64_t, int64_t) {
+      if (reserves++ == 0) throw weft::Error(weft::ErrorKind::disconnected, "[fake] stage 1 went away");
+    };
+    if (answer == 0) {
+      EXPECT_THROW(BatchEngine(eval, {.n_vocab = kVocab, .n_ctx = 64}, {.slots = 2, .batch_tokens = 64}),
+                   weft::Error);
+      EXPECT_EQ(m.recoveries, 1);
+      continue;
+    }
+    BatchEngine e(eval, {.n_vocab = kVocab, .n_ctx = 64}, {.slots = 2, .batch_tokens = 64});
+    EXPECT_EQ(m.recoveries, 1);
+    EXPECT_EQ(e.counters().recoveries, 1u);
+    EXPECT_EQ(e.groups(), 1);  // the recovered model keeps one step in flight
+    Recorder a, b;
+    e.start(job({5, 6, 7}, 8), &a);
+    e.start(job({9, 10}, 8), &b);
+    run(e);
+    EXPECT_EQ(a.tokens, expected(0, 3, 8));
+    EXPECT_EQ(b.tokens, expected(1, 2, 8));
+  }
+}
+
 }  // namespace

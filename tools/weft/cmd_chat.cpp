@@ -64,6 +64,7 @@ int cmd_chat(const ChatArgs& args) {
   SessionOptions so = session_options(args.host, kWhere);
   so.recover = args.recover;
   so.on_recovery = print_recovery;
+  so.on_rejoin = print_rejoin;
   Session session(so);
   std::string warning;
   const serve::ChatTemplate tpl = serve::load_chat_template(template_text, args.host.model, &warning);

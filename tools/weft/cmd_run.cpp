@@ -179,6 +179,7 @@ int cmd_run(const RunArgs& args) {
   if (texts.size() > 1) so.load.sliding_ring_step = 0;  // batches over sequences need full caches
   so.recover = args.recover;
   so.on_recovery = print_recovery;
+  so.on_rejoin = print_rejoin;
   Session session(std::move(so));
   const model::Tokenizer& tok = session.tokenizer();
 

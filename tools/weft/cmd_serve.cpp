@@ -53,6 +53,7 @@ int cmd_serve(const ServeArgs& args) {
   o.session = session_options(args.host, "serve");
   o.session.recover = args.recover;
   o.session.on_recovery = print_recovery;
+  o.session.on_rejoin = print_rejoin;
   o.ctx_size = args.ctx_size;
   o.parallel = args.parallel;
   o.pipelined = !args.serial_steps;

@@ -144,7 +144,30 @@ void print_recovery(const RecoveryReport& r) {
                r.reprefill_seconds);
 }
 
+void print_rejoin(const RejoinReport& r) {
+  std::string back, now;
+  for (const std::string& l : r.rejoined) back += (back.empty() ? "" : ", ") + l;
+  const RejoinEstimate& e = r.estimate;
+  char rule[200];
+  std::snprintf(rule, sizeof rule, "%.1f ms/token now, %.1f ms with it, %lld tokens left: saves %.2f s, move %.2f s",
+                1e3 * e.seconds_per_token_now, 1e3 * e.seconds_per_token_with,
+                static_cast<long long>(e.remaining_tokens), e.gain_seconds(), e.move_seconds);
+  if (!r.moved) {
+    std::fprintf(stderr, "\n[rejoin declined] %s answers again; stays out: %s (%s)\n", back.c_str(), r.declined.c_str(),
+                 rule);
+    return;
+  }
+  for (const DevicePlan& d : r.plan.devices)
+    now += (now.empty() ? "" : ", ") + d.label + " layers " + std::to_string(d.part.first_layer) + "-" +
+           std::to_string(d.part.last_layer);
+  std::fprintf(stderr, "\n[rejoined] %s back; now %s; reloaded in %.2f s, %lld tokens re-evaluated in %.2f s (%s)\n",
+               back.c_str(), now.c_str(), r.reload_seconds, static_cast<long long>(r.tokens_reevaluated),
+               r.reprefill_seconds, rule);
+}
+
 void print_device_stats(const Session& session) {
+  if (session.options().recover)
+    std::fprintf(stderr, "recovery: %d recoveries, %d rejoins\n", session.recoveries(), session.rejoins());
   for (const DeviceStats& d : session.stats()) {
     if (!d.remote) continue;
     const RpcStats& s = d.rpc;

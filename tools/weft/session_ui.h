@@ -29,6 +29,8 @@ LoadPlan load_with_progress(Session& session, int64_t n_ctx);
 // What a recovery did (SessionOptions::on_recovery), on stderr: the
 // devices lost, the new placement, the seconds it took (docs/recovery.md).
 void print_recovery(const RecoveryReport& r);
+// "[rejoined] ..." or "[rejoin declined] ...", with the rule's numbers.
+void print_rejoin(const RejoinReport& r);
 
 // One line per remote device: bytes sent and received, round trips, waiting.
 void print_device_stats(const Session& session);

@@ -179,6 +179,10 @@ class BatchEngine {
   void take_row(Slot& s, std::span<const float> row);  // the slot's logits came
   void end(Slot& s, StopReason stop, const std::string& error = "");
   void set_groups(int model_slots);  // n_groups_ and groups_ for a model keeping model_slots steps in flight
+  // set_groups, and when its reserve meets a lost worker and
+  // eval_.recover recovers the model, again over the recovered model (a
+  // worker dead before the first step). Throws what stands.
+  void set_groups_recovering(int model_slots);
 
   BatchedEval eval_;
   GenerationModel model_;

@@ -38,10 +38,12 @@
 #include "weft/runtime/executor.h"
 #include "weft/runtime/generate.h"
 #include "weft/runtime/placement.h"
+#include "weft/runtime/rejoin.h"
 
 namespace weft {
 
 struct RecoveryReport;
+struct RejoinReport;
 
 struct SessionOptions {
   std::string model;                          // GGUF file
@@ -90,6 +92,14 @@ struct SessionOptions {
   // sequence re-evaluates its own within the next steps
   // (BatchCounters::replayed_tokens).
   std::function<void(const RecoveryReport&)> on_recovery;
+  // With recover: the workers lost are probed in the background, and when
+  // every one of them answers again at its address, generate() weighs a
+  // move back at its next token (RejoinEstimate) and, when it pays, places
+  // the model over all the devices again, loads it (a worker's tensor cache
+  // makes the weights it kept cheap) and re-evaluates the history
+  // (docs/recovery.md "Rejoin"). Called when the model moves back, and once
+  // when a return is first declined, on the thread that runs the model.
+  std::function<void(const RejoinReport&)> on_rejoin;
 };
 
 // One device's share of a plan.
@@ -136,6 +146,18 @@ struct RecoveryReport {
   int64_t tokens_reevaluated = 0;  // the history the lost KV cache was rebuilt from
   double reload_seconds = 0;       // detecting, re-planning and loading the weights again
   double reprefill_seconds = 0;    // re-evaluating the history
+};
+
+// What a rejoin did or why it did not (SessionOptions::on_rejoin).
+struct RejoinReport {
+  std::vector<std::string> rejoined;  // DeviceSpec::label() of each worker that answered again
+  RejoinEstimate estimate;            // the rule's inputs
+  bool moved = false;                 // estimate.pays(): the model was placed again with them
+  std::string declined;               // why not, when not moved ("" when moved)
+  LoadPlan plan;                      // when moved: the placement over every device
+  int64_t tokens_reevaluated = 0;
+  double reload_seconds = 0;     // re-planning and loading with them
+  double reprefill_seconds = 0;  // re-evaluating the history
 };
 
 // One device's traffic (zeros for a local device): the totals of the
@@ -236,9 +258,11 @@ class Session {
                                     const std::function<void(int64_t, const model::PerplexityScore&)>& on_chunk = {});
 
   // Recoveries so far (SessionOptions::recover), and the devices they
-  // dropped (DeviceSpec::label(), in the order lost).
+  // dropped that are not back (DeviceSpec::label(), in the order lost).
   int recoveries() const { return recoveries_; }
   const std::vector<std::string>& lost_devices() const { return lost_devices_; }
+  // Rejoins that moved the model back onto returning workers.
+  int rejoins() const { return rejoins_; }
 
   // Per device, in device order.
   std::vector<DeviceStats> stats() const;
@@ -273,6 +297,16 @@ class Session {
   // BatchedEval::recover for batched_eval(): the new model's slots, or 0.
   int recover_batched(const std::exception& cause);
   void drop_devices(const std::vector<size_t>& lost);
+  // session_rejoin.cpp. At a token boundary of generate() with remaining
+  // tokens at most still to come: when every lost worker answers again and
+  // the rule says the move pays, places and loads the model over every
+  // device again and re-evaluates history_ (which ends with the token to
+  // evaluate next) into logits; true then. false, changing nothing, when
+  // there is no rejoin to make or it does not pay.
+  bool try_rejoin(int64_t remaining, std::vector<float>& logits);
+  bool move_back(RejoinReport& report);  // try_rejoin's move; false when the devices cannot be opened or fit
+  RejoinEstimate rejoin_estimate(int64_t remaining) const;
+  void note_decode_seconds(double seconds);  // one decoded token's eval on the current placement
 
   SessionOptions options_;
   std::vector<DeviceSpec> specs_;
@@ -284,6 +318,23 @@ class Session {
   std::string probe_failure_;        // why not, when a probe failed
   int recoveries_ = 0;
   std::vector<std::string> lost_devices_;
+  // What a rejoin restores: the devices, speeds and shares as constructed.
+  std::vector<DeviceSpec> all_specs_;
+  std::vector<DeviceSpeed> all_speeds_;
+  std::string all_split_, all_experts_split_;
+  int64_t n_ctx_loaded_ = 0;  // the last load's
+  // Decoded tokens' eval time on the current placement, a moving average
+  // (reset by load()), and on every device (kept from before the first
+  // loss: -1 unknown).
+  double decode_seconds_ = 0;
+  int64_t decode_tokens_ = 0;
+  double full_seconds_per_token_ = -1;
+  // The last recovery's costs, the base of the predicted move back.
+  double last_reload_seconds_ = 0, last_reprefill_seconds_ = 0;
+  int64_t last_reprefill_tokens_ = 0;
+  bool rejoin_noted_ = false;  // on_rejoin told that the move back is declined
+  int rejoins_ = 0;
+  std::unique_ptr<RejoinWatch> watch_;  // started at the first loss
   // The tokens in the KV cache from position 0, as the single-sequence
   // evals wrote them (eval, generate): what a recovery re-evaluates, so a
   // generation continuing an earlier one (`weft chat`) recovers too.

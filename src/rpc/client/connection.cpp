@@ -296,6 +296,7 @@ void Connection::write_frame(Cmd cmd, const void* a, size_t na, const void* b, s
   pending_.resize(waiting + kFrameHeaderBytes + na);
   encode_header(FrameHeader{static_cast<uint32_t>(length), static_cast<uint16_t>(cmd), 0}, pending_.data() + waiting);
   if (na > 0) std::memcpy(pending_.data() + waiting + kFrameHeaderBytes, a, na);
+  bound_write_stall();
   try {
     stream_->write_all(pending_.data(), pending_.size(), b, nb);
   } catch (const Error& e) {
@@ -356,6 +357,7 @@ void Connection::flush_all_waiting() {
 void Connection::flush() {
   std::lock_guard lock(mu_);
   if (pending_.empty() || broken_.load()) return;
+  bound_write_stall();
   try {
     stream_->write_all(pending_.data(), pending_.size(), nullptr, 0);
   } catch (const Error& e) {

@@ -251,6 +251,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // heartbeats, under the silence bound (past it: fail_broken saying the
   // worker is stopped, hung or unreachable, and counted in hangs_found()).
   void read_header_bytes(Cmd cmd, uint8_t (&raw)[kFrameHeaderBytes]);
+  // Before a write (with heartbeats): the stream's write stall bound set to
+  // the silence bound, so a worker that stopped reading cannot hold a write
+  // longer than a read (Stream::set_write_stall_bound).
+  void bound_write_stall();
   // A HEARTBEAT came while cmd's reply is awaited: counted, and the wait
   // given up (abandoned_) when a worker was found hung since this one's
   // last reply.

@@ -49,6 +49,14 @@ std::chrono::nanoseconds Connection::silence_bound() const {
   return std::max<std::chrono::nanoseconds>(kMinSilence, measured);
 }
 
+void Connection::bound_write_stall() {
+  // A worker that stopped reading (SIGSTOP, a vanished network) fills the
+  // socket buffers: a write then waits at most the silence bound without
+  // room and without a byte from the worker. A busy worker's heartbeats
+  // arrive meanwhile and keep the write waiting.
+  if (heartbeats_) stream_->set_write_stall_bound(std::chrono::ceil<std::chrono::milliseconds>(silence_bound()));
+}
+
 void Connection::read_header_bytes(Cmd cmd, uint8_t (&raw)[kFrameHeaderBytes]) {
   if (!heartbeats_) return read_payload(cmd, raw, sizeof raw);
   const auto from = std::chrono::steady_clock::now();

@@ -33,6 +33,13 @@ class Stream {
   using Deadline = std::chrono::steady_clock::time_point;
   virtual void set_read_deadline(Deadline deadline) = 0;
   virtual void set_write_deadline(Deadline deadline) = 0;
+  // Optional (default: no bound; TCP and TLS keep one). A write_all that
+  // waits for room fails with Error(disconnected), the stream unusable,
+  // once for `bound` no room came and no byte arrived from the peer (bytes
+  // waiting unread count: a busy peer's heartbeats keep the write waiting).
+  // So a stopped peer, whose kernel buffers fill, cannot block a writer
+  // for longer than the bound. 0: no bound. Set by the thread that writes.
+  virtual void set_write_stall_bound(std::chrono::milliseconds bound) { (void)bound; }
   // Whether the peer has closed its end (its later bytes can never come).
   // Does not wait and reads nothing; safe from any thread while another
   // reads or writes.

@@ -36,6 +36,16 @@ AddrInfoList resolve(const std::string& host, uint16_t port, bool passive, std::
 void configure_socket(int fd, bool keepalive);
 std::string errno_text(int error);
 
+// How a wait for room to write ended.
+enum class RoomWait { room, deadline, stalled };
+// Waits until fd can take more bytes (or has an error the next send
+// reports), at most until deadline; with stall_bound > 0 it also ends,
+// stalled, once for stall_bound no room came and the bytes waiting unread
+// on fd (FIONREAD) did not change: the peer neither reads nor sends.
+RoomWait wait_for_room(int fd, Stream::Deadline deadline, std::chrono::milliseconds stall_bound);
+// The error a stalled write ends with (Stream::set_write_stall_bound).
+[[noreturn]] void fail_stalled_write(const std::string& peer, size_t bytes, std::chrono::milliseconds stall_bound);
+
 // A connected socket. Owns fd (closed by the destructor). shutdown() only
 // shuts the socket down, so it is safe while another thread is blocked in
 // read_exact or write_all on the same stream: that call wakes with an error.
@@ -52,6 +62,7 @@ class TcpStream final : public Stream {
   std::string peer() const override { return peer_; }
   void set_read_deadline(Deadline deadline) override { read_deadline_ = deadline; }
   void set_write_deadline(Deadline deadline) override { write_deadline_ = deadline; }
+  void set_write_stall_bound(std::chrono::milliseconds bound) override { write_stall_bound_ = bound; }
   bool peer_closed() override;
 
   // For a TLS stream layered on this one (tls.cpp): the socket it drives
@@ -63,14 +74,13 @@ class TcpStream final : public Stream {
   // Waits until fd_ is readable; false when read_timeout_ or the read
   // deadline passed first (*by_deadline tells which).
   bool wait_readable(size_t n, bool* by_deadline);
-  // Waits until fd_ can take more bytes; false when the write deadline passed.
-  bool wait_writable(size_t n);
 
   const int fd_;
   const std::string peer_;
   const std::chrono::milliseconds read_timeout_;
   Deadline read_deadline_ = Deadline::max();
   Deadline write_deadline_ = Deadline::max();
+  std::chrono::milliseconds write_stall_bound_{0};
   std::atomic<bool> shut_down_{false};
 };
 

@@ -1,6 +1,7 @@
 // A TCP connection as a Stream, and tcp_connect().
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -70,12 +71,14 @@ void TcpStream::write_all(const void* a, size_t na, const void* b, size_t nb) {
     message.msg_iovlen = static_cast<size_t>(count);
     // MSG_NOSIGNAL: a closed peer gives EPIPE here instead of SIGPIPE. With a
     // deadline the send never blocks; poll waits for room until then.
-    const bool timed = write_deadline_ != Deadline::max();
+    const bool timed = write_deadline_ != Deadline::max() || write_stall_bound_.count() > 0;
     const ssize_t sent = ::sendmsg(fd_, &message, MSG_NOSIGNAL | (timed ? MSG_DONTWAIT : 0));
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (timed && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!wait_writable(na + nb)) {
+        const RoomWait w = wait_for_room(fd_, write_deadline_, write_stall_bound_);
+        if (w == RoomWait::stalled) fail_stalled_write(peer_, na + nb, write_stall_bound_);
+        if (w == RoomWait::deadline) {
           fail(ErrorKind::disconnected, "rpc",
                peer_ + ": write of " + std::to_string(na + nb) + " bytes timed out (the peer is not reading)");
         }
@@ -117,18 +120,34 @@ bool TcpStream::wait_readable(size_t n, bool* by_deadline) {
   }
 }
 
-bool TcpStream::wait_writable(size_t n) {
+RoomWait wait_for_room(int fd, Deadline deadline, std::chrono::milliseconds stall_bound) {
+  const bool bounded = stall_bound.count() > 0;
+  auto unread = [fd] {
+    int n = 0;
+    return ::ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
+  };
+  int seen = bounded ? unread() : 0;
   for (;;) {
-    pollfd p{fd_, POLLOUT, 0};
-    const int ready = ::poll(&p, 1, remaining_ms(write_deadline_));
-    if (ready > 0) return true;  // room, or an error the next send reports
-    if (ready == 0) return false;
-    if (errno != EINTR) {
-      const int error = errno;
-      fail(ErrorKind::disconnected, "rpc",
-           peer_ + ": poll failed while writing " + std::to_string(n) + " bytes (" + errno_text(error) + ")");
+    const Deadline stall_at = bounded ? Clock::now() + stall_bound : Deadline::max();
+    const Deadline until = std::min(deadline, stall_at);
+    pollfd p{fd, POLLOUT, 0};
+    const int ready = ::poll(&p, 1, until == Deadline::max() ? -1 : remaining_ms(until));
+    if (ready > 0) return RoomWait::room;  // room, or an error the next send reports
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return RoomWait::room;  // the send that follows reports the socket's error
     }
+    if (Clock::now() >= deadline) return RoomWait::deadline;
+    const int now = unread();
+    if (now == seen) return RoomWait::stalled;  // nothing out, nothing in, for the whole bound
+    seen = now;                                 // the peer sends: alive, only not reading yet
   }
+}
+
+void fail_stalled_write(const std::string& peer, size_t bytes, std::chrono::milliseconds stall_bound) {
+  fail(ErrorKind::disconnected, "rpc",
+       peer + ": write of " + std::to_string(bytes) + " bytes stalled: no room and nothing from the peer for " +
+           std::to_string(stall_bound.count()) + " ms (the peer is stopped, hung or unreachable)");
 }
 
 bool TcpStream::peer_closed() {

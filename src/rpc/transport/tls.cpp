@@ -188,6 +188,7 @@ class TlsStream final : public Stream {
   std::string peer() const override { return tcp_.peer(); }
   void set_read_deadline(Deadline deadline) override { read_deadline_ = deadline; }
   void set_write_deadline(Deadline deadline) override { write_deadline_ = deadline; }
+  void set_write_stall_bound(std::chrono::milliseconds bound) override { write_stall_bound_ = bound; }
   bool peer_closed() override { return tcp_.peer_closed(); }
 
  private:
@@ -208,11 +209,17 @@ class TlsStream final : public Stream {
       if (done < 0) {
         fail(ErrorKind::disconnected, "rpc", peer() + ": connection closed while writing " + std::to_string(total) + " bytes");
       }
-      if (!wait_fd(fd_, POLLOUT, deadline)) {
-        fail(ErrorKind::disconnected, "rpc",
-             peer() + ": write of " + std::to_string(total) + " bytes timed out (the peer is not reading)");
-      }
+      wait_for_room_or_fail(deadline, total);
     }
+  }
+
+  // Room to write on the socket by deadline, within the stall bound.
+  void wait_for_room_or_fail(Deadline deadline, size_t total) {
+    const detail::RoomWait w = detail::wait_for_room(fd_, deadline, write_stall_bound_);
+    if (w == detail::RoomWait::stalled) detail::fail_stalled_write(peer(), total, write_stall_bound_);
+    if (w == detail::RoomWait::deadline)
+      fail(ErrorKind::disconnected, "rpc",
+           peer() + ": write of " + std::to_string(total) + " bytes timed out (the peer is not reading)");
   }
 
   // Writes n bytes of a write of total bytes (for messages).
@@ -234,8 +241,12 @@ class TlsStream final : public Stream {
         n -= written;
         continue;
       }
-      if (error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ) {
-        if (!wait_fd(fd_, error == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN, write_deadline_)) {
+      if (error == SSL_ERROR_WANT_WRITE) {
+        wait_for_room_or_fail(write_deadline_, total);
+        continue;
+      }
+      if (error == SSL_ERROR_WANT_READ) {
+        if (!wait_fd(fd_, POLLIN, write_deadline_)) {
           fail(ErrorKind::disconnected, "rpc",
                peer() + ": write of " + std::to_string(total) + " bytes timed out (the peer is not reading)");
         }
@@ -255,6 +266,7 @@ class TlsStream final : public Stream {
   std::mutex ssl_mu_;
   Deadline read_deadline_ = Deadline::max();
   Deadline write_deadline_ = Deadline::max();
+  std::chrono::milliseconds write_stall_bound_{0};  // set_write_stall_bound
 };
 
 // Runs the handshake on tcp's socket (made non-blocking); returns the SSL

@@ -1,0 +1,140 @@
+// Session: taking back workers that answer again after a loss
+// (SessionOptions::on_rejoin, docs/recovery.md "Rejoin"). The watch probes
+// the lost endpoints in the background; at a token boundary, when every lost
+// worker answers, the rule (RejoinEstimate) weighs the time per token won
+// back against the cost of the move, and a move places the model over the
+// devices as constructed, loads it and re-evaluates the history.
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/core/error.h"
+#include "weft/runtime/session.h"
+
+namespace weft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Decoded tokens measured on the placement without the lost workers before
+// the rule is weighed: one token's time alone is too noisy.
+constexpr int64_t kMinMeasuredTokens = 2;
+// The weight of the newest token's time in the moving average: 1/4.
+constexpr double kDecodeAverage = 4;
+
+}  // namespace
+
+void Session::note_decode_seconds(double seconds) {
+  // A moving average weighted to the last few tokens: a link that turned
+  // slow shows within a few tokens.
+  decode_seconds_ = decode_tokens_ == 0 ? seconds : decode_seconds_ + (seconds - decode_seconds_) / kDecodeAverage;
+  ++decode_tokens_;
+}
+
+RejoinEstimate Session::rejoin_estimate(int64_t remaining) const {
+  RejoinEstimate e;
+  e.seconds_per_token_now = decode_seconds_;
+  e.seconds_per_token_with = full_seconds_per_token_;
+  e.remaining_tokens = remaining;
+  // The last recovery moved the same model over one placement change: its
+  // reload, and its re-prefill per token times the history now. An upper
+  // bound for the upload: a returning worker that kept its weights sends
+  // only their hashes.
+  e.move_seconds = last_reload_seconds_;
+  if (last_reprefill_tokens_ > 0)
+    e.move_seconds += last_reprefill_seconds_ * static_cast<double>(history_.size()) /
+                      static_cast<double>(last_reprefill_tokens_);
+  return e;
+}
+
+bool Session::try_rejoin(int64_t remaining, std::vector<float>& logits) {
+  if (!watch_ || !history_known_ || specs_.size() == all_specs_.size()) return false;
+  RejoinReport report;
+  size_t k = 0;  // specs_ is all_specs_ less the lost, in order
+  for (const DeviceSpec& spec : all_specs_) {
+    if (k < specs_.size() && specs_[k].text == spec.text) {
+      ++k;
+      continue;
+    }
+    if (!watch_->answered(spec.endpoint)) return false;
+    report.rejoined.push_back(spec.label());
+  }
+  if (full_seconds_per_token_ >= 0 && decode_tokens_ < kMinMeasuredTokens) return false;  // measure first
+  // Weighed at every token while they answer (times change: a link turns
+  // slow); a decline is reported once, a move whenever it comes.
+  report.estimate = rejoin_estimate(remaining);
+  if (full_seconds_per_token_ < 0)
+    report.declined = "no time per token was measured with every device (the loss came before the second token)";
+  else if (!report.estimate.pays())
+    report.declined = "the time it would save does not exceed the cost of the move";
+  else
+    report.moved = move_back(report);
+  if (!report.moved && rejoin_noted_) return false;
+  rejoin_noted_ = !report.moved;
+  if (report.moved) {
+    ++rejoins_;
+    const Clock::time_point t1 = Clock::now();
+    executor_->eval(history_, 0, logits, model::LogitRows::last);
+    report.reprefill_seconds = seconds_since(t1);
+    report.tokens_reevaluated = static_cast<int64_t>(history_.size());
+  }
+  if (options_.on_rejoin) options_.on_rejoin(report);
+  return report.moved;
+}
+
+bool Session::move_back(RejoinReport& report) {
+  const Clock::time_point t0 = Clock::now();
+  // The returning devices are opened first: one gone again changes nothing.
+  std::vector<std::unique_ptr<Device>> opened;
+  std::vector<size_t> returned;  // their places in all_specs_
+  size_t k = 0;
+  for (size_t i = 0; i < all_specs_.size(); ++i) {
+    if (k < specs_.size() && specs_[k].text == all_specs_[i].text) {
+      ++k;
+      continue;
+    }
+    try {
+      opened.push_back(open_device(all_specs_[i], options_.device_options));
+    } catch (const Error& e) {
+      report.declined = "it could not be reached again: " + std::string(e.what());
+      watch_->watch(all_specs_[i].endpoint);  // back to probing
+      return false;
+    }
+    returned.push_back(i);
+  }
+  std::vector<std::unique_ptr<Device>> devices;
+  k = 0;
+  size_t o = 0;
+  for (size_t i = 0; i < all_specs_.size(); ++i)
+    devices.push_back(o < returned.size() && returned[o] == i ? std::move(opened[o++]) : std::move(devices_[k++]));
+  devices_ = std::move(devices);
+  specs_ = all_specs_;
+  speeds_ = all_speeds_;
+  options_.split = all_split_;
+  options_.experts_split = all_experts_split_;
+  file_ = GgufFile::open(options_.model);
+  report.plan = plan(n_ctx_loaded_);
+  // Free memory is asked while the model is still loaded where it is: a
+  // plan that fits only once that is freed is not tried.
+  if (const std::string problem = report.plan.problem(); !problem.empty()) {
+    report.declined = "the placement with them does not fit now: " + problem;
+    drop_devices(returned);
+    file_.reset();
+    return false;
+  }
+  for (size_t i : returned) {
+    watch_->forget(all_specs_[i].endpoint);
+    const std::string label = all_specs_[i].label();
+    std::erase(lost_devices_, label);  // missing no more (`weft serve`'s /health)
+  }
+  executor_.reset();
+  load(report.plan);
+  report.reload_seconds = seconds_since(t0);
+  return true;
+}
+
+}  // namespace weft
