@@ -120,7 +120,8 @@ void Server::Impl::count(const std::string& path, int status) {
                                        "/v1/models",  "/tokenize",       "/detokenize",       "/v1/completions",
                                        "/completions", "/v1/chat/completions", "/chat/completions",
                                        "/api/chat",   "/api/generate",   "/api/tags",         "/api/show",
-                                       "/api/version", "/api/embed",     "/v1/messages"};
+                                       "/api/version", "/api/embed",     "/v1/messages",
+                                       "/v1/embeddings", "/embeddings"};
   std::string route = "other";
   for (const char* r : routes)
     if (path == r) route = r;
@@ -221,6 +222,7 @@ void Server::Impl::add_routes() {
   http.Post("/chat/completions", completion(true));
   add_ollama_routes(*this);
   add_anthropic_routes(*this);
+  add_embedding_routes(*this);
 }
 
 void Server::Impl::get_page(const httplib::Request&, httplib::Response& res) {
