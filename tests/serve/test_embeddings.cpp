@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model/llama_reference.h"
@@ -191,18 +192,43 @@ TEST_F(EmbeddingsTest, ServedBetweenGenerationsWithoutDisturbingThem) {
 }
 
 // Over two stages (this CPU and a worker on loopback): the layers split,
-// the vector still the reference's.
+// the vector still the reference's; and while a generation's prompt is
+// fed in pipelined steps (two groups in flight), the embedding waits for
+// them to finish and both requests succeed.
 TEST_F(EmbeddingsTest, OverTwoStagesMatchesReference) {
   weft::testing::LocalWorkers workers(1);
   weft::SessionOptions o{.model = *path_, .devices = {"cpu:1", "rpc://" + workers.endpoint(0)}};
   o.split = "1,1";
   weft::Session s(o);
-  s.load(256);
-  Engine engine(s, {.slots = 2});
+  s.load(2048);
+  Engine engine(s, {.slots = 4, .batch_tokens = 16});
+  ASSERT_EQ(engine.metrics().groups, 2);
   const std::vector<int32_t> a = embed_prompt(3, 10);
   const EmbedResult r = embed(engine, {.inputs = {a}, .pooling = Pooling::mean});
   ASSERT_EQ(r.error, "");
   EXPECT_LT(max_diff(r.vectors.at(0), reference_vector(a, Pooling::mean)), kEmbedTol);
+  std::vector<std::shared_ptr<weft::serve::Request>> gens;
+  for (int i = 0; i < 2; ++i) {
+    weft::serve::Job job;
+    job.prompt = embed_prompt(7 + i, 400);  // 25 steps of prompt in each group
+    job.max_tokens = 8;
+    job.ignore_eos = true;
+    gens.push_back(engine.submit(job));
+    ASSERT_NE(gens.back(), nullptr);
+  }
+  // Once both prompts are being fed (both groups have had a step).
+  while (engine.metrics().slots_busy < 2 || engine.metrics().steps < 2) std::this_thread::sleep_for(1ms);
+  const EmbedResult during = embed(engine, {.inputs = {a}, .pooling = Pooling::mean});
+  ASSERT_EQ(during.error, "");
+  EXPECT_LT(max_diff(during.vectors.at(0), std::vector<double>(r.vectors[0].begin(), r.vectors[0].end())), 1e-5);
+  for (auto& g : gens) {
+    std::optional<weft::serve::Event> e;
+    while ((e = g->next(60000ms)) && !e->finished) {
+    }
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->finish_reason, "length") << e->error;
+    EXPECT_EQ(e->completion_tokens, 8);
+  }
 }
 
 TEST_F(EmbeddingsTest, EngineRefusesBadInputsNamingThem) {
