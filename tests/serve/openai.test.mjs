@@ -758,6 +758,33 @@ await part('embeddings', async () => {
         'embeddings served while a chat runs: the same vectors');
 });
 
+await part('pool', async () => {
+  // GET /v1/pool against what the run started: 4 layers over this CPU and
+  // WORKERS workers (--split 1,1,1), traffic to each, and counters equal
+  // to /metrics' after the requests above.
+  const p = await fetchJson(BASE + '/v1/pool');
+  const devs = p.json?.devices ?? [];
+  check(p.status === 200 && devs.length === WORKERS + 1 && devs[0].label === 'host' && devs[0].remote === false &&
+        typeof devs[0].simd === 'string' && devs[0].threads === 1 && devs.slice(1).every((d) => d.remote && d.simd === null),
+        `/v1/pool: the host (its kernels, 1 thread) and ${WORKERS} workers`, show(devs.map((d) => [d.label, d.simd, d.threads])));
+  const bounds = devs.map((d) => d.layers);
+  check(bounds[0][0] === 0 && bounds.at(-1)[1] === 4 && bounds.every((b, i) => i === 0 || b[0] === bounds[i - 1][1]) &&
+        (WORKERS === 0 || bounds.every((b) => b[1] > b[0])),
+        'the layers: [0, 4) cut in order over the devices, each holding some when split', show(bounds));
+  check(devs.every((d) => d.weight_bytes > 0 && d.kv_cache_bytes > 0 && d.used_bytes >= d.weight_bytes + d.kv_cache_bytes &&
+                          d.lost === false),
+        'each device: its weights, KV cache and memory used', show(devs.map((d) => d.used_bytes)));
+  check(devs.slice(1).every((d) => d.link.bytes_sent > 0 && d.link.bytes_received > 0 && d.link.round_trips > 0),
+        'each worker\'s link carried traffic', show(devs.map((d) => d.link)));
+  const m = await metrics(BASE);
+  const e = p.json.engine;
+  check(e.slots === 4 && e.generated_tokens > 0 && e.generated_tokens <= m.weft_generated_tokens_total &&
+        e.steps <= m.weft_steps_total && e.measured_ms_per_step > 0 && e.recoveries === 0 && e.embeddings > 0,
+        'engine counters: 4 slots, tokens and steps (at most /metrics\' a moment later), ms per step', show(e));
+  check(p.json.uptime_seconds > 0 && typeof p.json.policy === 'string', 'uptime and the placement policy',
+        show({uptime: p.json.uptime_seconds, policy: p.json.policy}));
+});
+
 if (opt['queue-base']) {
   await part('429 when the queue is full', async () => {
     const QB = opt['queue-base'].replace(/\/$/, '');
