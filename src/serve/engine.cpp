@@ -220,7 +220,7 @@ std::vector<std::shared_ptr<Request>> Engine::submit_group(std::vector<Job> jobs
       requests.push_back(std::make_shared<Request>());
       queue_.push_back({std::move(job), requests.back()});
     }
-    metrics_.queue_length = queue_.size();
+    metrics_.queue_length = queue_.size() + embed_queue_.size();
   }
   cv_.notify_all();
   return requests;
@@ -300,7 +300,7 @@ void Engine::admit() {
     queue_.pop_front();
     batch_.start(std::move(job), active_.back().get());  // checked at submit
   }
-  metrics_.queue_length = queue_.size();
+  metrics_.queue_length = queue_.size() + embed_queue_.size();
   metrics_.slots_busy = batch_.slots_busy();
 }
 

@@ -12,6 +12,8 @@
 // Over several stages the slots form groups whose steps are in flight at
 // once while some slot still has prompt tokens to feed; once every busy
 // slot only decodes, one step carries them all (docs/serve.md).
+// Embeddings requests (submit_embed) wait in the same queue and run
+// between steps in a free slot (EmbedJob).
 //
 //   Engine engine(session, {.slots = 4});
 //   auto r = engine.submit(std::move(job));          // null: queue full
@@ -163,7 +165,7 @@ struct EngineMetrics {
   uint64_t steps = 0;
   double busy_seconds = 0;    // in eval_batch and sampling
   double grammar_seconds = 0; // of which in grammar masks (requests finished)
-  size_t queue_length = 0;    // now
+  size_t queue_length = 0;    // now: completions and embeddings waiting
   int slots_busy = 0;         // now
   int slots = 0;
   int groups = 0;             // steps that may be in flight at once (Session::batch_slots, at most slots)

@@ -48,6 +48,7 @@ std::shared_ptr<EmbedRequest> Engine::submit_embed(EmbedJob job) {
       return nullptr;
     }
     embed_queue_.emplace_back(std::move(job), request);
+    metrics_.queue_length = queue_.size() + embed_queue_.size();
   }
   cv_.notify_all();
   return request;
@@ -65,6 +66,7 @@ void Engine::embed_queued() {
         embed_queue_.front().second->set(EmbedResult{.error = cancelled ? "cancelled" : "timeout"});
         ++metrics_.requests_cancelled;
         embed_queue_.pop_front();
+        metrics_.queue_length = queue_.size() + embed_queue_.size();
       }
       if (embed_queue_.empty()) return;
     }
@@ -77,6 +79,7 @@ void Engine::embed_queued() {
       std::lock_guard<std::mutex> lock(mu_);
       next = std::move(embed_queue_.front());
       embed_queue_.pop_front();
+      metrics_.queue_length = queue_.size() + embed_queue_.size();
     }
     try {
       next.second->set(embed(next.first));
