@@ -179,6 +179,12 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     x = ops::view_2d(ctx, x, p.n_embd, 1, x->nb[1], (n - 1) * x->nb[1]);
   x = ops::mul(ctx, ops::rms_norm(ctx, x, p.rms_eps), output_norm_);
   f.output_index = ctx.size();
+  if (rows == LogitRows::hidden) {  // embeddings: the normed rows are the output
+    x->name = "hidden";
+    g.expand(x);
+    f.logits = x;
+    return f;
+  }
   Tensor* logits = ops::mul_mat(ctx, output_, x);  // [n_vocab, n] or [n_vocab, 1]
   if (p.final_softcap > 0) logits = ops::softcap(ctx, logits, p.final_softcap);
   logits->name = "logits";

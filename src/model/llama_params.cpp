@@ -64,6 +64,14 @@ int64_t require_positive(const GgufFile& f, const std::string& key) {
   return *v;
 }
 
+// The standard engine's pooling numbers (LlamaParams::pooling_type); -1 when absent.
+int64_t read_pooling_type(const GgufFile& f, const std::string& key) {
+  if (!f.has(key)) return -1;
+  const std::optional<int64_t> pooling = f.get_i64(key);
+  if (!pooling || *pooling < 0 || *pooling > 4) bad_key(f, key, "is not one of 0 none, 1 mean, 2 cls, 3 last, 4 rank");
+  return *pooling;
+}
+
 int64_t optional_positive(const GgufFile& f, const std::string& key, int64_t fallback) {
   return f.has(key) ? require_positive(f, key) : fallback;
 }
@@ -333,6 +341,7 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   p.n_head = require_positive(f, pre + "attention.head_count");
   p.n_head_kv = optional_positive(f, pre + "attention.head_count_kv", p.n_head);
   p.n_ctx_train = require_positive(f, pre + "context_length");
+  p.pooling_type = read_pooling_type(f, pre + "pooling_type");
   std::optional<float> eps = f.get_f32(pre + "attention.layer_norm_rms_epsilon");
   if (!eps) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + pre + "attention.layer_norm_rms_epsilon");
   if (!(*eps > 0)) bad_key(f, pre + "attention.layer_norm_rms_epsilon", "must be > 0");

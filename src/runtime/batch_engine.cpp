@@ -149,6 +149,36 @@ void BatchEngine::start(BatchJob job, BatchSink* sink) {
   s.prompt_done = s.started;
 }
 
+std::vector<float> BatchEngine::hidden_states(std::span<const int32_t> tokens) {
+  BatchJob probe;
+  probe.prompt.assign(tokens.begin(), tokens.end());
+  check(probe);  // empty, too long, outside the vocabulary
+  if (!eval_.hidden) fail(ErrorKind::invalid_input, kWhere, "this model's batched eval gives no hidden states");
+  if (!in_flight_.empty()) fail(ErrorKind::invalid_input, kWhere, "hidden states while a step is in flight");
+  Slot* best = nullptr;
+  for (auto& s : slots_)
+    if (!s->busy() && !s->stepping && (!best || s->cached.size() < best->cached.size())) best = s.get();
+  if (!best) fail(ErrorKind::invalid_input, kWhere, "no slot is free");
+  best->cached.clear();  // overwritten below; unknown if a step throws
+  std::vector<float> out, part;
+  std::vector<model::BatchToken> batch;
+  const size_t step = static_cast<size_t>(options_.batch_tokens);
+  for (size_t done = 0; done < tokens.size(); done += step) {
+    const size_t m = std::min(step, tokens.size() - done);
+    batch.clear();
+    for (size_t i = done; i < done + m; ++i)
+      batch.push_back({tokens[i], static_cast<int32_t>(i), best->index, true});
+    eval_.hidden(batch, options_.slots, part);  // throws to the driver
+    if (part.empty() || part.size() % m != 0)
+      fail(ErrorKind::invalid_input, kWhere,
+           "a step returned " + std::to_string(part.size()) + " hidden values for " + std::to_string(m) + " tokens");
+    out.insert(out.end(), part.begin(), part.end());
+    counters_.prompt_tokens += m;
+  }
+  best->cached.assign(tokens.begin(), tokens.end());
+  return out;
+}
+
 bool BatchEngine::busy() const {
   return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->busy(); });
 }

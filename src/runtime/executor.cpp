@@ -151,7 +151,7 @@ std::unique_ptr<EvalGraph> ExecutorState::new_graph(int64_t n, int64_t n_kv, Log
 // pinned segment by segment to its parts' backends).
 EvalGraph& ExecutorState::graph_for(int64_t n, int64_t n_kv, LogitRows rows, int64_t n_out) {
   if (rows == LogitRows::last && n == 1) rows = LogitRows::all;  // the same graph
-  if (n_out > 0) rows = LogitRows::all;  // out_rows decides
+  if (n_out > 0 && rows != LogitRows::hidden) rows = LogitRows::all;  // out_rows decides
   if (graph_ && reuse_graphs_ && graph_->n == n && graph_->n_kv == n_kv && graph_->rows == rows &&
       graph_->n_out == n_out) {
     // Split, its memory set may have gone to a micro-batch or a slot since:
@@ -219,7 +219,10 @@ void ExecutorState::eval(std::span<const int32_t> tokens, int64_t n_past, std::v
   check_tokens(tokens, n_past);
   const int64_t n = static_cast<int64_t>(tokens.size());
   check_ring(n_past, n);
-  if (sched_ && micro_batch_ > 0 && n > micro_batch_ && rows != LogitRows::all) {
+  // Every token's rows (logits or hidden) come from one graph; only the
+  // last token's (or none) may be pipelined in micro-batches.
+  const bool every_row = rows == LogitRows::all || rows == LogitRows::hidden;
+  if (sched_ && micro_batch_ > 0 && n > micro_batch_ && !every_row) {
     eval_pipelined(tokens, n_past, logits, rows);
     return;
   }
@@ -268,11 +271,12 @@ void ExecutorState::eval_steps(std::span<const int32_t> tokens, int64_t n_past, 
   for (int64_t done = 0; done < n; done += ring_step_) {
     const int64_t m = std::min(ring_step_, n - done);
     const bool last = done + m == n;
-    const LogitRows step_rows = rows == LogitRows::all ? LogitRows::all : last ? rows : LogitRows::none;
+    const bool every_row = rows == LogitRows::all || rows == LogitRows::hidden;
+    const LogitRows step_rows = every_row || last ? rows : LogitRows::none;
     EvalGraph& e = graph_for(m, padded_kv(n_past + done + m, n_ctx()), step_rows);
     model_->set_inputs(e.in, tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(m)), n_past + done);
     run_graph(e, part);
-    if (rows == LogitRows::all)
+    if (every_row)
       logits.insert(logits.end(), part.begin(), part.end());
     else if (last)
       logits.swap(part);

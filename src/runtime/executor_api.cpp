@@ -44,8 +44,9 @@ void Executor::eval(std::span<const int32_t> tokens, int64_t n_past, std::vector
   state_->eval(tokens, n_past, logits, rows);
 }
 
-void Executor::eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
-  state_->eval_batch(batch, n_seq, logits);
+void Executor::eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits,
+                          model::LogitRows rows) {
+  state_->eval_batch(batch, n_seq, logits, rows);
 }
 
 int Executor::batch_slots() const { return state_->batch_slots(); }

@@ -42,11 +42,13 @@ std::pair<int64_t, int64_t> ExecutorState::check_batch(std::span<const BatchToke
   return {n_out, top};
 }
 
-void ExecutorState::eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
+void ExecutorState::eval_batch(std::span<const BatchToken> batch, int64_t n_seq, std::vector<float>& logits,
+                               LogitRows rows) {
   check_idle();
   const auto [n_out, top] = check_batch(batch, n_seq);
   const int64_t n = static_cast<int64_t>(batch.size());
-  EvalGraph& e = graph_for(n, padded_kv(top, n_ctx()), LogitRows::all, n_out);
+  rows = rows == LogitRows::hidden ? LogitRows::hidden : LogitRows::all;
+  EvalGraph& e = graph_for(n, padded_kv(top, n_ctx()), rows, n_out);
   model_->set_batch_inputs(e.in, batch, n_seq);
   run_graph(e, logits);
 }

@@ -26,7 +26,8 @@ inline int64_t padded_kv(int64_t n_kv, int64_t n_ctx) {
   return std::min(n_ctx, (n_kv + kPad - 1) / kPad * kPad);
 }
 
-// Its inputs and its logits, an output [n_vocab, n] (or [n_vocab, 1]). It
+// Its inputs and its logits, an output [n_vocab, n] (or [n_vocab, 1]; the
+// hidden rows [n_embd, n] for LogitRows::hidden). It
 // depends only on the token count, the (padded) KV length and the logit
 // rows: positions, masks and token ids are inputs, so the graph serves
 // every eval of that shape (ExecutorState::graph_for keeps the last).
@@ -66,7 +67,8 @@ class ExecutorState {
   int64_t n_ctx() const { return model_->n_ctx(); }
   int64_t sliding_ring_rows() const { return model_->sliding_ring_rows(); }
   void eval(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits, model::LogitRows rows);
-  void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
+  void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits,
+                  model::LogitRows rows = model::LogitRows::all);
   int batch_slots() const;
   void submit_batch(int slot, std::span<const model::BatchToken> batch, int64_t n_seq);
   void finish_batch(int slot, std::vector<float>& logits);

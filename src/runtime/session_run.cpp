@@ -29,6 +29,9 @@ BatchedEval Session::batched_eval() {
       .finish = [this](int slot, std::vector<float>& logits) { finish_batch(slot, logits); },
       .reserve = [this](int64_t n_tokens, int64_t n_out) { reserve_batch(n_tokens, n_out); },
       .recover = [this](const std::exception& cause) { return recover_batched(cause); },
+      .hidden = [this](std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& rows) {
+        eval_batch(batch, n_seq, rows, model::LogitRows::hidden);
+      },
   };
 }
 
@@ -49,10 +52,11 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, int64_t n_past
   return executor_->eval(tokens, n_past, rows);
 }
 
-void Session::eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits) {
+void Session::eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits,
+                         model::LogitRows rows) {
   if (!executor_) fail(ErrorKind::invalid_input, options_.name, "eval_batch before load");
   forget_history();
-  executor_->eval_batch(batch, n_seq, logits);
+  executor_->eval_batch(batch, n_seq, logits, rows);
 }
 
 int Session::batch_slots() const {

@@ -5,7 +5,8 @@
 // (default-src 'self', inline style and script): no external assets, no
 // data: URLs. Elements the test (tests/serve/chat_page.test.mjs) relies on:
 // #input, #send, #stop, #messages, #temperature, #max-tokens, #system-prompt,
-// #api-key, #new-chat, #model; each reply is a .msg.assistant whose
+// #api-key, #new-chat, #model, #pool-toggle and #pool (filled by
+// /pool.js: pool_view.cpp); each reply is a .msg.assistant whose
 // data-state is "streaming", then "done", "stopped" or "error", its text in
 // .text and its speed in .speed.
 #include "serve/chat_page.h"
@@ -39,6 +40,14 @@ button:disabled{opacity:.5;cursor:default}
 button.primary{background:var(--user);border-color:var(--user);color:var(--user-fg)}
 #settings{display:grid;grid-template-columns:repeat(auto-fit,minmax(12rem,1fr));gap:.6rem 1rem;padding:.7rem 1rem;border-bottom:1px solid var(--line);background:var(--panel)}
 #settings[hidden]{display:none}
+#pool{padding:.6rem 1rem;border-bottom:1px solid var(--line);background:var(--panel);font-size:.85rem;overflow-x:auto}
+#pool[hidden]{display:none}
+#pool-summary{display:flex;flex-wrap:wrap;gap:.4rem 1.2rem;margin-bottom:.4rem}
+.pool-label,.pool-note{color:var(--muted)}
+#pool-chart{width:100%;max-width:600px;height:90px;display:block;border:1px solid var(--line);border-radius:6px}
+#pool-devices{border-collapse:collapse;margin-top:.4rem}
+#pool-devices th,#pool-devices td{text-align:left;padding:.15rem .7rem .15rem 0;white-space:nowrap}
+#pool-devices th{color:var(--muted);font-weight:normal}
 #settings label{display:flex;flex-direction:column;gap:.2rem;font-size:.8rem;color:var(--muted)}
 #settings .wide{grid-column:1/-1}
 input,textarea{font:inherit;color:var(--fg);background:var(--bg);border:1px solid var(--line);border-radius:8px;padding:.4rem .55rem}
@@ -71,6 +80,7 @@ form{display:flex;gap:.5rem;align-items:flex-end}
   <span id="status" role="status"></span>
   <span class="spacer"></span>
   <button id="settings-toggle" type="button" aria-expanded="false" aria-controls="settings">Settings</button>
+  <button id="pool-toggle" type="button" aria-expanded="false" aria-controls="pool">Pool</button>
   <button id="new-chat" type="button">New chat</button>
 </header>
 <section id="settings" hidden>
@@ -79,6 +89,7 @@ form{display:flex;gap:.5rem;align-items:flex-end}
   <label>API key<input id="api-key" type="password" autocomplete="off" placeholder="none"></label>
   <label class="wide">System prompt<textarea id="system-prompt" rows="2" placeholder="none"></textarea></label>
 </section>
+<section id="pool" hidden></section>
 <main id="messages" aria-live="polite"></main>
 <footer>
   <form id="composer">
@@ -411,6 +422,7 @@ updateControls();
 pollHealth();
 ui.input.focus();
 </script>
+<script src="/pool.js"></script>
 </body>
 </html>
 )PAGE";

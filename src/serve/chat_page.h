@@ -13,5 +13,8 @@ namespace weft::serve {
 // The page's HTML (UTF-8, static storage: the view stays valid for the
 // program's lifetime).
 std::string_view chat_page_html();
+// The pool view's script, served at /pool.js and loaded by the page
+// (pool_view.cpp): this host and the workers from GET /v1/pool, polled.
+std::string_view pool_view_script();
 
 }  // namespace weft::serve

@@ -191,6 +191,8 @@ void Engine::shutdown() {
     p.request->push(std::move(e));
   }
   queue_.clear();
+  for (auto& [job, request] : embed_queue_) request->set(EmbedResult{.error = "cancelled"});
+  embed_queue_.clear();
   metrics_.queue_length = 0;
 }
 
@@ -210,7 +212,7 @@ std::vector<std::shared_ptr<Request>> Engine::submit_group(std::vector<Job> jobs
     if (stop_) fail(ErrorKind::disconnected, kWhere, "the server is stopping");
     // Free slots take requests at once; beyond them max_queue may wait.
     const size_t free_slots = static_cast<size_t>(metrics_.slots - metrics_.slots_busy);
-    if (queue_.size() + jobs.size() > options_.max_queue + free_slots) {
+    if (queue_.size() + embed_queue_.size() + jobs.size() > options_.max_queue + free_slots) {
       ++metrics_.requests_rejected;
       return {};
     }
@@ -218,7 +220,7 @@ std::vector<std::shared_ptr<Request>> Engine::submit_group(std::vector<Job> jobs
       requests.push_back(std::make_shared<Request>());
       queue_.push_back({std::move(job), requests.back()});
     }
-    metrics_.queue_length = queue_.size();
+    metrics_.queue_length = queue_.size() + embed_queue_.size();
   }
   cv_.notify_all();
   return requests;
@@ -233,7 +235,7 @@ void Engine::run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || batch_.busy(); });
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !embed_queue_.empty() || batch_.busy(); });
       if (stop_) break;
     }
     // A step that throws (a worker died; an allocation failed) ends the
@@ -264,6 +266,7 @@ void Engine::run() {
 
 void Engine::step() {
   batch_.collect();  // throws to run()
+  embed_queued();    // throws to run()
   admit();
   batch_.launch();   // throws to run()
   const BatchCounters& c = batch_.counters();
@@ -297,7 +300,7 @@ void Engine::admit() {
     queue_.pop_front();
     batch_.start(std::move(job), active_.back().get());  // checked at submit
   }
-  metrics_.queue_length = queue_.size();
+  metrics_.queue_length = queue_.size() + embed_queue_.size();
   metrics_.slots_busy = batch_.slots_busy();
 }
 

@@ -12,6 +12,8 @@
 // Over several stages the slots form groups whose steps are in flight at
 // once while some slot still has prompt tokens to feed; once every busy
 // slot only decodes, one step carries them all (docs/serve.md).
+// Embeddings requests (submit_embed) wait in the same queue and run
+// between steps in a free slot (EmbedJob).
 //
 //   Engine engine(session, {.slots = 4});
 //   auto r = engine.submit(std::move(job));          // null: queue full
@@ -36,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "serve/embedding.h"
 #include "weft/model/grammar.h"
 #include "weft/model/sampler.h"
 #include "weft/runtime/batch_engine.h"
@@ -106,6 +109,41 @@ class Request {
   std::atomic<bool> cancelled_{false};
 };
 
+// An embeddings request (/v1/embeddings, /api/embed): texts already
+// tokenized, each evaluated from position 0 in a free slot for its hidden
+// states, pooled and L2-normalised (serve/embedding.h). Served between the
+// engine's steps, one request at a time, with no step in flight: not
+// batched with the generations in the same graph (docs/serve.md).
+struct EmbedJob {
+  std::vector<std::vector<int32_t>> inputs;  // non-empty, each non-empty and fitting a slot's context
+  Pooling pooling = Pooling::last;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+struct EmbedResult {
+  std::vector<std::vector<float>> vectors;  // one per input, n_embd floats, unit L2 norm
+  int prompt_tokens = 0;                    // every input's tokens
+  std::string error;  // non-empty: failed ("cancelled", "timeout", or what the model threw)
+};
+
+// A submitted embeddings request: the engine sets its result once.
+class EmbedRequest {
+ public:
+  // The result, waiting up to timeout; nullopt while there is none yet.
+  std::optional<EmbedResult> wait(std::chrono::milliseconds timeout);
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+ private:
+  friend class Engine;
+  void set(EmbedResult r);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<EmbedResult> result_;
+  std::atomic<bool> cancelled_{false};
+};
+
 struct EngineOptions {
   int slots = 1;          // sequences decoded together; must divide the session's n_ctx
   size_t max_queue = 64;  // requests that may wait for a slot (beyond the free ones); then submit() refuses
@@ -121,12 +159,13 @@ struct EngineMetrics {
   uint64_t requests_cancelled = 0;
   uint64_t requests_rejected = 0;  // queue full
   uint64_t requests_failed = 0;    // generation failed (a worker died, ...)
+  uint64_t embeddings = 0;         // embeddings requests served (their inputs' tokens in prompt_tokens)
   uint64_t prompt_tokens = 0;      // evaluated (cached ones not counted)
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;
   double busy_seconds = 0;    // in eval_batch and sampling
   double grammar_seconds = 0; // of which in grammar masks (requests finished)
-  size_t queue_length = 0;    // now
+  size_t queue_length = 0;    // now: completions and embeddings waiting
   int slots_busy = 0;         // now
   int slots = 0;
   int groups = 0;             // steps that may be in flight at once (Session::batch_slots, at most slots)
@@ -153,6 +192,11 @@ class Engine {
   // all of them, or none when the queue cannot take them all (an empty
   // vector, counted as one rejection). Throws as submit().
   std::vector<std::shared_ptr<Request>> submit_group(std::vector<Job> jobs);
+  // Queues an embeddings request (it waits with the completions, within
+  // max_queue); nullptr when the queue is full. Throws Error(invalid_input)
+  // naming the input that is empty, too long for a slot or outside the
+  // vocabulary, or for no inputs; Error(disconnected) after shutdown().
+  std::shared_ptr<EmbedRequest> submit_embed(EmbedJob job);
   // Stops the thread; requests still queued or running finish with
   // "cancelled". Idempotent; the engine stays valid (submit refuses).
   void shutdown();
@@ -171,6 +215,11 @@ class Engine {
   void admit();  // queued requests into free slots; drops the cancelled and expired ones
   void reap();   // forgets the requests that finished
   void count_finish(const std::string& reason);  // metrics_, under mu_
+  // engine_embed.cpp: with embeddings queued, finishes the steps in flight
+  // and serves the first live one while a slot is free (its result set,
+  // whatever happens; a model error rethrown to run()).
+  void embed_queued();
+  EmbedResult embed(const EmbedJob& job);
 
   Session& session_;
   EngineOptions options_;
@@ -179,9 +228,10 @@ class Engine {
   // masks; immutable, shared by the jobs' matchers.
   std::shared_ptr<const model::TokenTrie> trie_;
 
-  mutable std::mutex mu_;  // guards queue_, stop_, metrics_
+  mutable std::mutex mu_;  // guards queue_, embed_queue_, stop_, metrics_
   std::condition_variable cv_;
   std::deque<Pending> queue_;
+  std::deque<std::pair<EmbedJob, std::shared_ptr<EmbedRequest>>> embed_queue_;
   bool stop_ = false;
   bool shut_down_ = false;  // engine thread joined (caller's thread only)
   EngineMetrics metrics_;

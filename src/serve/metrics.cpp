@@ -65,6 +65,8 @@ std::string Server::Impl::metrics_text() {
          m.requests_failed);
   single(o, "weft_requests_rejected_total", "counter", "Completions refused with 429: the queue was full.",
          m.requests_rejected);
+  single(o, "weft_embeddings_total", "counter", "Embeddings requests served (their tokens in weft_prompt_tokens_total).",
+         m.embeddings);
   single(o, "weft_prompt_tokens_total", "counter", "Prompt tokens evaluated (reused cache excluded).",
          m.prompt_tokens);
   single(o, "weft_generated_tokens_total", "counter", "Tokens generated.",

@@ -72,8 +72,10 @@ std::shared_ptr<Request> submit_or_busy(Engine& engine, Job job, std::chrono::st
 // or 500 (failed).
 Engine& loaded_engine(Server::Impl& s);
 
-// The routes of the other APIs (routes_ollama.cpp, routes_anthropic.cpp).
+// The routes of the other APIs (routes_ollama.cpp, routes_anthropic.cpp,
+// and the embeddings of both OpenAI's and Ollama's).
 void add_ollama_routes(Server::Impl& s);
 void add_anthropic_routes(Server::Impl& s);
+void add_embedding_routes(Server::Impl& s);  // routes_embeddings.cpp
 
 }  // namespace weft::serve

@@ -120,7 +120,8 @@ void Server::Impl::count(const std::string& path, int status) {
                                        "/v1/models",  "/tokenize",       "/detokenize",       "/v1/completions",
                                        "/completions", "/v1/chat/completions", "/chat/completions",
                                        "/api/chat",   "/api/generate",   "/api/tags",         "/api/show",
-                                       "/api/version", "/api/embed",     "/v1/messages"};
+                                       "/api/version", "/api/embed",     "/v1/messages",
+                                       "/v1/embeddings", "/embeddings", "/v1/pool",   "/pool.js"};
   std::string route = "other";
   for (const char* r : routes)
     if (path == r) route = r;
@@ -135,7 +136,9 @@ void Server::Impl::add_guards() {
   // against the payload limit: a chunked body, one without a length, or a
   // compressed one it would inflate are refused here).
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const bool open_path = req.path == "/health" || req.path == "/" || req.path == "/favicon.ico";
+    // The page and its pool script are static: the key guards what they fetch.
+    const bool open_path =
+        req.path == "/health" || req.path == "/" || req.path == "/favicon.ico" || req.path == "/pool.js";
     if (!open_path && !authorized(req)) {
       res.set_header("WWW-Authenticate", "Bearer");
       send_error_for(req.path, res,
@@ -213,6 +216,14 @@ void Server::Impl::add_routes() {
   http.Get("/health", route(&Impl::get_health));
   http.Get(R"(/v1/models(/[^/]+)?)", route(&Impl::get_models));
   http.Get("/metrics", route(&Impl::get_metrics));
+  http.Get("/pool.js", [this](const httplib::Request& req, httplib::Response& res) {
+    begin(req);
+    res.set_content(std::string(pool_view_script()), "text/javascript; charset=utf-8");
+  });
+  http.Get("/v1/pool", [this](const httplib::Request& req, httplib::Response& res) {
+    begin(req);
+    guarded(res, [&] { send_json(res, 200, pool_status(*this)); });
+  });
   http.Post("/tokenize", route(&Impl::post_tokenize));
   http.Post("/detokenize", route(&Impl::post_detokenize));
   http.Post("/v1/completions", completion(false));
@@ -221,10 +232,12 @@ void Server::Impl::add_routes() {
   http.Post("/chat/completions", completion(true));
   add_ollama_routes(*this);
   add_anthropic_routes(*this);
+  add_embedding_routes(*this);
 }
 
 void Server::Impl::get_page(const httplib::Request&, httplib::Response& res) {
-  res.set_header("Content-Security-Policy", "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'");
+  res.set_header("Content-Security-Policy",
+                 "default-src 'self'; style-src 'unsafe-inline'; script-src 'self' 'unsafe-inline'");
   res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
 }
 

@@ -1,6 +1,6 @@
 // Ollama's routes (docs/serve.md): /api/chat and /api/generate streamed as
-// NDJSON or answered whole, /api/tags, /api/show, /api/version, and
-// /api/embed answering 501 until embeddings are served.
+// NDJSON or answered whole, /api/tags, /api/show and /api/version
+// (/api/embed: routes_embeddings.cpp).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -210,10 +210,6 @@ void add_ollama_routes(Server::Impl& s) {
                     },
                     ollama_error);
               }));
-  s.http.Post(
-      "/api/embed", route([](const auto&, auto& res) {
-        send_json(res, 501, {{"error", "embeddings are not yet served by weft serve (/api/embed answers 501)"}});
-      }));
 }
 
 }  // namespace weft::serve

@@ -127,7 +127,7 @@ void Server::Impl::load() {
     std::string warning;
     auto tmpl = std::make_unique<ChatTemplate>(load_chat_template(options.chat_template, options.session.model, &warning));
     if (!warning.empty()) std::fprintf(stderr, "[serve] warning: %s\n", warning.c_str());
-    sess->load(options.ctx_size, [this](size_t done, size_t total) {
+    LoadPlan loaded = sess->load(options.ctx_size, [this](size_t done, size_t total) {
       std::lock_guard<std::mutex> lock(mu);
       progress = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
     });
@@ -163,6 +163,7 @@ void Server::Impl::load() {
     auto eng = std::make_unique<Engine>(*sess, eo);
     std::lock_guard<std::mutex> lock(mu);
     session = std::move(sess);
+    plan = std::move(loaded);
     chat_template = std::move(tmpl);
     engine = std::move(eng);
     state = ServerState::ready;

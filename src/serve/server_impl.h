@@ -54,6 +54,7 @@ struct Server::Impl {
   std::unique_ptr<Session> session;
   std::unique_ptr<ChatTemplate> chat_template;
   std::unique_ptr<Engine> engine;
+  LoadPlan plan;  // where the model was loaded (GET /v1/pool)
   ApiContext api;
 
   // Requests by route and status (for /metrics).
@@ -81,6 +82,9 @@ struct Server::Impl {
   void count(const std::string& path, int status);
   std::string metrics_text();
 };
+
+// GET /v1/pool's document (pool_status.cpp); throws ApiError 503 while loading.
+Json pool_status(Server::Impl& s);
 
 // Writes an OpenAI-shaped error into res.
 void send_error(httplib::Response& res, const ApiError& e);

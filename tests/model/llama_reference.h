@@ -173,11 +173,11 @@ inline void rope(const Shape& s, std::vector<double>& x, int64_t n_heads, int64_
 // The feed-forward output of layer `layer` for n = rms_norm(h) * ffn_norm.
 using Ffn = std::function<std::vector<double>(int64_t layer, const std::vector<double>& n)>;
 
-// Logits [token][vocab] for the whole sequence, token i at position i. q/k/v
-// biases are added when t has them; the output matrix is token_embd unless t
-// has output.weight.
-inline std::vector<std::vector<double>> forward(const Shape& s, const RefTensors& t, const std::vector<int32_t>& tokens,
-                                                const Ffn& ffn) {
+// The hidden states [token][dim] after the output norm for the whole
+// sequence, token i at position i (what embeddings pool). q/k/v biases are
+// added when t has them.
+inline std::vector<std::vector<double>> forward_hidden(const Shape& s, const RefTensors& t,
+                                                       const std::vector<int32_t>& tokens, const Ffn& ffn) {
   auto v = [&](const std::string& name) -> const std::vector<double>& { return t.at(name).v; };
   const size_t n = tokens.size();
   const int64_t hd = s.head_dim(), q_dim = s.heads * hd, kv_dim = s.heads_kv * hd;
@@ -227,10 +227,19 @@ inline std::vector<std::vector<double>> forward(const Shape& s, const RefTensors
       for (int64_t c = 0; c < s.dim; ++c) x[i][c] += f[c];
     }
   }
-  std::vector<std::vector<double>> logits(n);
-  const auto& out = t.count("output.weight") ? v("output.weight") : embd;
-  for (size_t i = 0; i < n; ++i) logits[i] = matvec(out, rms_norm(x[i], v("output_norm.weight"), s.eps), s.vocab);
-  return logits;
+  for (size_t i = 0; i < n; ++i) x[i] = rms_norm(x[i], v("output_norm.weight"), s.eps);
+  return x;
+}
+
+// Logits [token][vocab] for the whole sequence, token i at position i
+// (forward_hidden, then the output matrix: token_embd unless t has
+// output.weight).
+inline std::vector<std::vector<double>> forward(const Shape& s, const RefTensors& t, const std::vector<int32_t>& tokens,
+                                                const Ffn& ffn) {
+  std::vector<std::vector<double>> x = forward_hidden(s, t, tokens, ffn);
+  const auto& out = t.count("output.weight") ? t.at("output.weight").v : t.at("token_embd.weight").v;
+  for (auto& row : x) row = matvec(out, row, s.vocab);
+  return x;
 }
 
 // sum (a - b)^2 / sum b^2 over one token's logits.

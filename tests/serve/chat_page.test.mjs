@@ -9,8 +9,11 @@
 // same request answered whole (the request the page sent, replayed with
 // stream: false); the reply shows its speed; Stop must end a long reply as
 // "stopped" and leave the page usable; the page must log no errors.
+// The pool view (#pool-toggle) must list /v1/pool's devices and, while a
+// request runs, show tokens/s above zero, a busy slot and a drawn chart.
 // Prints one line per check; exits 1 when any fails. Saves a screenshot
-// after the first reply as OUT_DIR/chat_page.png.
+// after the first reply as OUT_DIR/chat_page.png, and of the pool view
+// as OUT_DIR/pool_view.png.
 // Environment: CHROMIUM (default /usr/bin/chromium), STOP_MAX_TOKENS (the
 // max tokens of the reply stopped, default 400).
 import fs from 'node:fs';
@@ -182,6 +185,51 @@ try {
   await page.click('#new-chat');
   const left = await page.$$eval('#messages .msg', (all) => all.length);
   check(left === 0, 'New chat clears the conversation', `${left} messages left`);
+
+  // 5. The pool view: /v1/pool's devices in a table, and while a request
+  // runs, tokens/s above zero, a busy slot and the chart drawing it.
+  const hiddenBefore = await page.$eval('#pool', (e) => e.hidden);
+  await page.click('#pool-toggle');
+  check(hiddenBefore && !(await page.$eval('#pool', (e) => e.hidden)), 'the Pool button shows the pool view');
+  const poolDoc = await (await fetch(base + '/v1/pool')).json();
+  await page.waitForSelector('#pool-devices tr.pool-device', {timeout: 5000}).catch(() => {});
+  const shown = await page.$$eval('#pool-devices tr.pool-device', (all) => all.map((tr) => ({
+    label: tr.dataset.label, cells: Array.from(tr.cells, (c) => c.textContent)})));
+  check(shown.length === poolDoc.devices?.length && shown.length >= 1 && shown[0].label === 'host' &&
+        shown[0].cells[1] === `${poolDoc.devices[0].simd} / ${poolDoc.devices[0].threads}` &&
+        shown[0].cells[2] === `0-${poolDoc.devices[0].layers[1] - 1}`,
+        'a row per device of /v1/pool: host, its kernels and threads, its layers', JSON.stringify(shown));
+  // Requests one after another until the view has seen them (a tiny model
+  // finishes one in well under the view's 1 s poll).
+  let generating = true;
+  const busy = (async () => {
+    while (generating) {
+      await (await fetch(base + '/v1/chat/completions', {
+        method: 'POST', headers: {'Content-Type': 'application/json'},
+        body: JSON.stringify({messages: [{role: 'user', content: 'Go on.'}], max_tokens: 1500, ignore_eos: true,
+                              temperature: 1})})).text();
+    }
+  })();
+  const live = await page.waitForFunction(() => {
+    const tps = Number(document.querySelector('#pool-tps')?.textContent);
+    const slots = document.querySelector('#pool-slots')?.textContent ?? '';
+    return tps > 0 && /^[1-9]/.test(slots) && Number(document.querySelector('#pool-chart').dataset.points) >= 2 &&
+      {tps, slots, step: document.querySelector('#pool-step').textContent};
+  }, {timeout: 20000, polling: 100}).then((h) => h.jsonValue()).catch(() => null);
+  check(live !== null && Number.parseFloat(live.step) > 0, 'while a request runs: tokens/s > 0, a slot busy, ms/step > 0',
+        JSON.stringify(live));
+  const inked = await page.$eval('#pool-chart', (c) => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) n += d[i] > 0 ? 1 : 0;
+    return n;
+  });
+  check(inked > 50, 'the tokens/s chart is drawn', `${inked} pixels`);
+  const poolShot = path.join(outDir, 'pool_view.png');
+  await page.screenshot({path: poolShot});
+  check(fs.statSync(poolShot).size > 0, 'pool view screenshot saved', poolShot);
+  generating = false;
+  await busy;
 
   check(pageErrors.length === 0, 'no errors logged by the page', pageErrors.join(' | '));
   // Browsers fetch /favicon.ico for every page without an icon; a 404 there

@@ -174,11 +174,40 @@ await part('Ollama: errors', async () => {
   const noContent = await raw(BASE + '/api/chat', {body: {model: MODEL, messages: [{role: 'user', content: 5}]}});
   check(noContent.status === 400 && /messages\[0\]\.content/.test(noContent.json?.error), 'a number as content: 400',
         noContent.text);
-  const embed = await raw(BASE + '/api/embed', {body: {model: MODEL, input: 'x'}});
-  check(embed.status === 501 && /embeddings are not yet served/.test(embed.json?.error ?? ''), '/api/embed: 501 naming it',
-        `${embed.status} ${embed.text}`);
   const ok = await ollama.chat({model: MODEL, messages: [{role: 'user', content: 'hi'}], options: {num_predict: 2}});
   check(ok.done === true, 'the server still serves after the errors');
+});
+
+await part('Ollama: embed', async () => {
+  // The L2 norm of a vector; the largest componentwise difference of two.
+  const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  const diff = (a, b) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
+  const one = await ollama.embed({model: MODEL, input: 'The quick brown fox'});
+  const v = one.embeddings?.[0];
+  check(Array.isArray(one.embeddings) && one.embeddings.length === 1 && v?.length === 128 &&
+        Math.abs(norm(v) - 1) < 1e-5 && v.some((x) => x !== 0), 'one input: one unit vector of the model\'s width (128)',
+        `${one.embeddings?.length} x ${v?.length}, norm ${v && norm(v)}`);
+  check(one.model === MODEL && one.prompt_eval_count > 1 && one.total_duration > 0,
+        'model, prompt_eval_count and total_duration', show({...one, embeddings: undefined}));
+  const two = await ollama.embed({model: MODEL, input: ['The quick brown fox', 'Once upon a time']});
+  check(two.embeddings?.length === 2 && diff(two.embeddings[0], v) < 1e-5 && diff(two.embeddings[1], v) > 1e-3,
+        'two inputs: two vectors, the first the same text\'s', `${two.embeddings?.length}`);
+  const oa = await raw(BASE + '/v1/embeddings', {body: {model: MODEL, input: 'The quick brown fox', encoding_format: 'float'}});
+  check(oa.status === 200 && diff(oa.json.data[0].embedding, v) < 1e-6,
+        '/api/embed = /v1/embeddings on the same text', `${oa.status}`);
+  const e = await thrown(() => ollama.embed({model: MODEL, input: [5]}));
+  check(e?.status_code === 400 && /input\[0\]/.test(e.error), 'a number as input: 400 naming input[0]',
+        `${e?.status_code} ${e?.error}`);
+  const empty = await thrown(() => ollama.embed({model: MODEL, input: ''}));
+  check(empty?.status_code === 400 && /'input' is an empty string/.test(empty.error), 'an empty input: 400 naming it',
+        `${empty?.status_code} ${empty?.error}`);
+  const long = 'fox '.repeat(6000);
+  const cut = await ollama.embed({model: MODEL, input: long});
+  check(cut.embeddings?.[0]?.length === 128 && cut.prompt_eval_count === 4096,
+        'longer than a slot: truncated to its 4096 tokens (Ollama\'s truncate: true)', `${cut.prompt_eval_count}`);
+  const refused = await thrown(() => ollama.embed({model: MODEL, input: long, truncate: false}));
+  check(refused?.status_code === 400 && /more than a slot's context/.test(refused.error),
+        'truncate false: 400 naming the length', `${refused?.status_code} ${refused?.error}`);
 });
 
 const anthropic = new Anthropic({baseURL: BASE, apiKey: 'none', maxRetries: 0, timeout: TIMEOUT});

@@ -695,6 +695,96 @@ await part('tokenize', async () => {
   check(bad.status === 400 && bad.json?.error?.param === 'tokens', '/detokenize of a bad id is a 400', bad.text);
 });
 
+await part('embeddings', async () => {
+  // The model's vectors are checked against a float64 forward pass in
+  // tests/serve/test_embeddings.cpp; here the API's shape through the client.
+  const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  const diff = (a, b) => Math.max(...Array.from(a, (x, i) => Math.abs(x - b[i])));
+  const texts = ['The quick brown fox', 'Once upon a time', 'weft'];
+  // The client asks for base64 by default and decodes it into floats.
+  const b64 = await api.embeddings.create({model: MODEL, input: texts});
+  const flt = await api.embeddings.create({model: MODEL, input: texts, encoding_format: 'float'});
+  check(b64.object === 'list' && b64.data.length === 3 && b64.data.every((d, i) => d.object === 'embedding' && d.index === i),
+        'embeddings.create: a list of 3 embeddings in order', show({...b64, data: b64.data.map((d) => d.index)}));
+  check(b64.data.every((d) => d.embedding.length === 128 && Math.abs(norm(d.embedding) - 1) < 1e-5),
+        'each of the model\'s width (128) and unit L2 norm', b64.data.map((d) => `${d.embedding.length}:${norm(d.embedding)}`).join(' '));
+  check(b64.data.every((d, i) => diff(d.embedding, flt.data[i].embedding) === 0),
+        'base64 (the client\'s default) decodes to exactly the float encoding');
+  let tokens = 0;
+  const ids = [];
+  for (const content of texts) {
+    const t = await fetchJson(BASE + '/tokenize', {method: 'POST', body: {content, add_special: true}});
+    ids.push(t.json.tokens);
+    tokens += t.json.tokens.length;
+  }
+  check(b64.usage?.prompt_tokens === tokens && b64.usage.total_tokens === tokens,
+        'usage.prompt_tokens: every input\'s tokens (BOS included)', `${show(b64.usage)} vs ${tokens}`);
+  const alone = await api.embeddings.create({model: MODEL, input: texts[1], encoding_format: 'float'});
+  check(alone.data.length === 1 && diff(alone.data[0].embedding, flt.data[1].embedding) < 1e-5,
+        'one string alone = the same string in a batch', `${diff(alone.data[0].embedding, flt.data[1].embedding)}`);
+  const byIds = await api.embeddings.create({model: MODEL, input: ids, encoding_format: 'float'});
+  check(byIds.data.every((d, i) => diff(d.embedding, flt.data[i].embedding) < 1e-5),
+        'token arrays = the texts they encode');
+  const one = await api.embeddings.create({model: MODEL, input: ids[0], encoding_format: 'float'});
+  check(one.data.length === 1 && diff(one.data[0].embedding, flt.data[0].embedding) < 1e-5, 'one token array: one vector');
+  const mean = await fetchJson(BASE + '/v1/embeddings', {method: 'POST', body: {input: texts[0], pooling: 'mean'}});
+  check(mean.status === 200 && diff(mean.json.data[0].embedding, flt.data[0].embedding) > 1e-3 &&
+        Math.abs(norm(mean.json.data[0].embedding) - 1) < 1e-5, 'pooling "mean" (weft\'s field): another unit vector',
+        mean.text.slice(0, 100));
+  const same = await api.embeddings.create({model: MODEL, input: texts[0], dimensions: 128});
+  check(same.data[0].embedding.length === 128, 'dimensions 128 (the model\'s width) is taken');
+  const emb = (extra) => () => api.embeddings.create({model: MODEL, input: 'x', ...extra});
+  await expectError('dimensions 64 is a 400 naming dimensions', emb({dimensions: 64}), OpenAI.BadRequestError, 400,
+                    'dimensions');
+  await expectError('an empty input is a 400 naming input', emb({input: ''}), OpenAI.BadRequestError, 400, 'input');
+  await expectError('an empty array is a 400 naming input', emb({input: []}), OpenAI.BadRequestError, 400, 'input');
+  await expectError('a number as input is a 400 naming input', emb({input: 5}), OpenAI.BadRequestError, 400, 'input');
+  await expectError('encoding_format "int8" is a 400 naming encoding_format', emb({encoding_format: 'int8'}),
+                    OpenAI.BadRequestError, 400, 'encoding_format');
+  const long = await expectError('an input longer than a slot (5000 tokens) is a 400 naming input',
+                                 emb({input: Array(5000).fill(5)}), OpenAI.BadRequestError, 400, 'input');
+  check(/5000 tokens, more than a slot's context of 4096/.test(long?.error?.message ?? ''),
+        'the 400 names the length and the slot\'s context', long?.error?.message);
+  await expectError('2049 inputs are a 400 naming input', emb({input: Array(2049).fill('a')}),
+                    OpenAI.BadRequestError, 400, 'input');
+  await expectError('a token outside the vocabulary is a 400 naming input', emb({input: [1, 1000000]}),
+                    OpenAI.BadRequestError, 400, 'input');
+  // Embeddings and generations together: both answered, the stream whole.
+  const [stream, during] = await Promise.all([
+    api.chat.completions.create(chatBody('hello', {max_tokens: 32, temperature: 0})),
+    api.embeddings.create({model: MODEL, input: texts, encoding_format: 'float'}),
+  ]);
+  check(stream.choices[0].message.content.length > 0 && during.data.every((d, i) => diff(d.embedding, flt.data[i].embedding) < 1e-5),
+        'embeddings served while a chat runs: the same vectors');
+});
+
+await part('pool', async () => {
+  // GET /v1/pool against what the run started: 4 layers over this CPU and
+  // WORKERS workers (--split 1,1,1), traffic to each, and counters equal
+  // to /metrics' after the requests above.
+  const p = await fetchJson(BASE + '/v1/pool');
+  const devs = p.json?.devices ?? [];
+  check(p.status === 200 && devs.length === WORKERS + 1 && devs[0].label === 'host' && devs[0].remote === false &&
+        typeof devs[0].simd === 'string' && devs[0].threads === 1 && devs.slice(1).every((d) => d.remote && d.simd === null),
+        `/v1/pool: the host (its kernels, 1 thread) and ${WORKERS} workers`, show(devs.map((d) => [d.label, d.simd, d.threads])));
+  const bounds = devs.map((d) => d.layers);
+  check(bounds[0][0] === 0 && bounds.at(-1)[1] === 4 && bounds.every((b, i) => i === 0 || b[0] === bounds[i - 1][1]) &&
+        (WORKERS === 0 || bounds.every((b) => b[1] > b[0])),
+        'the layers: [0, 4) cut in order over the devices, each holding some when split', show(bounds));
+  check(devs.every((d) => d.weight_bytes > 0 && d.kv_cache_bytes > 0 && d.used_bytes >= d.weight_bytes + d.kv_cache_bytes &&
+                          d.lost === false),
+        'each device: its weights, KV cache and memory used', show(devs.map((d) => d.used_bytes)));
+  check(devs.slice(1).every((d) => d.link.bytes_sent > 0 && d.link.bytes_received > 0 && d.link.round_trips > 0),
+        'each worker\'s link carried traffic', show(devs.map((d) => d.link)));
+  const m = await metrics(BASE);
+  const e = p.json.engine;
+  check(e.slots === 4 && e.generated_tokens > 0 && e.generated_tokens <= m.weft_generated_tokens_total &&
+        e.steps <= m.weft_steps_total && e.measured_ms_per_step > 0 && e.recoveries === 0 && e.embeddings > 0,
+        'engine counters: 4 slots, tokens and steps (at most /metrics\' a moment later), ms per step', show(e));
+  check(p.json.uptime_seconds > 0 && typeof p.json.policy === 'string', 'uptime and the placement policy',
+        show({uptime: p.json.uptime_seconds, policy: p.json.policy}));
+});
+
 if (opt['queue-base']) {
   await part('429 when the queue is full', async () => {
     const QB = opt['queue-base'].replace(/\/$/, '');

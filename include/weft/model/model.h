@@ -88,6 +88,10 @@ struct LlamaParams {
   int64_t head_dim = 0;       // attention.key_length (default n_embd / n_head)
   int64_t n_rot = 0;          // rope.dimension_count (default head_dim)
   int64_t n_ctx_train = 0;    // context_length
+  // pooling_type, as the standard engine numbers it: 0 none, 1 mean, 2 cls,
+  // 3 last, 4 rank; -1 when the file has no such key. Embeddings read it
+  // (weft serve's /v1/embeddings); generation ignores it.
+  int64_t pooling_type = -1;
   float rms_eps = 0;          // attention.layer_norm_rms_epsilon
   int64_t n_expert = 0;       // expert_count; 0: dense feed-forward layers
   int64_t n_expert_used = 0;  // expert_used_count: experts per token, in (0, n_expert]
@@ -362,10 +366,13 @@ struct LoadOptions {
 };
 
 // Which tokens' logits an eval computes and returns: every token's (a
-// perplexity, a test against a reference), the last one's (generation), or
+// perplexity, a test against a reference), the last one's (generation),
 // none (the KV cache only: the last layer's output is computed, no output
-// norm or product, and the logits come back empty).
-enum class LogitRows { all, last, none };
+// norm or product, and the logits come back empty), or every token's hidden
+// state instead of its logits (embeddings: the last layer's output after
+// the output norm, n_embd floats per token, no output product; with a
+// batch's out_rows, those tokens' alone).
+enum class LogitRows { all, last, none, hidden };
 
 // One token of a batch over several sequences (LlamaModel::eval_batch). The
 // KV cache is cut into n_seq equal parts of n_ctx / n_seq rows: sequence s
@@ -536,7 +543,9 @@ class LlamaModel {
   // at rows `positions` and attends over cache rows [0, n_kv). The logits
   // are [n_vocab, n], or [n_vocab, 1] for LogitRows::last (the final norm
   // and output product then run for the last token alone), or with
-  // in.out_rows [n_vocab, n_out] for the tokens it names (rows ignored).
+  // in.out_rows [n_vocab, n_out] for the tokens it names (rows ignored but
+  // for LogitRows::hidden). LogitRows::hidden: the normed hidden rows
+  // [n_embd, n] (or [n_embd, n_out]) in place of the logits.
   Forward build_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past,
                         LogitRows rows = LogitRows::all) const;
 

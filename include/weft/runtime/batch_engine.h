@@ -151,6 +151,20 @@ class BatchEngine {
   // flight (a driver shutting down).
   void cancel_all();
 
+  // Embeddings, outside any job: evaluates tokens from position 0 in a free
+  // slot (the one with the fewest cached tokens), in steps of batch_tokens,
+  // and returns every token's hidden state after the output norm, token-
+  // major (tokens.size() * n_embd floats). That slot's cache then holds
+  // these tokens (a later prompt sharing their prefix reuses them). Only
+  // with no step in flight (collect() until it returns false) and a free
+  // slot. Throws Error(invalid_input) for tokens check() would refuse, no
+  // free slot, a step in flight or an eval without `hidden`; and what the
+  // model throws (then the slot's cache is forgotten; call fail_all() or
+  // recover() as after a step).
+  std::vector<float> hidden_states(std::span<const int32_t> tokens);
+  // Whether a step is in flight.
+  bool stepping() const { return !in_flight_.empty(); }
+
   bool busy() const;  // a job started and not yet finished
   int slots_busy() const;
   int slots() const { return options_.slots; }

@@ -136,7 +136,9 @@ class Executor {
   // token count, a KV length in the same 32-row bucket): only its inputs
   // change, and its allocation (or the scheduler's plan) stays.
   // With LogitRows::last, the last token's logits only (n_vocab floats),
-  // and the output product runs for that token alone.
+  // and the output product runs for that token alone; with
+  // LogitRows::hidden, every token's hidden state after the output norm
+  // (n * n_embd floats, no output product: embeddings).
   std::vector<float> eval(std::span<const int32_t> tokens, int64_t n_past,
                           model::LogitRows rows = model::LogitRows::all);
   // The same into logits (resized; no allocation once it has the capacity).
@@ -152,7 +154,10 @@ class Executor {
   // position is out of range, an id is outside the vocabulary, or no token
   // asks for logits. Reuses its graph as eval() does (same token count,
   // logit count and 32-row bucket of the highest cache row).
-  void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
+  // LogitRows::hidden: those tokens' hidden states after the output norm
+  // (n_embd floats each) instead of their logits; any other value: logits.
+  void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits,
+                  model::LogitRows rows = model::LogitRows::all);
 
   // Steps of eval_batch pipelined across the devices: up to batch_slots()
   // steps in flight at once, each in a slot of its own (a graph and a

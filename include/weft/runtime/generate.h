@@ -110,6 +110,11 @@ struct BatchedEval {
   // once), or 0 when it did not recover (cause stands). submit and finish
   // reach the recovered model from then on.
   std::function<int(const std::exception& cause)> recover;
+  // Optional: evaluates batch at once (nothing in flight) and writes the
+  // hidden states after the output norm of the tokens marked `logits`
+  // (n_embd floats each, in batch order) instead of logits: embeddings
+  // (BatchEngine::hidden_states; Session: eval_batch with LogitRows::hidden).
+  std::function<void(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& rows)> hidden;
 };
 // Called with each emitted token of sequence seq; false stops that sequence.
 using SequenceTokenCallback = std::function<bool(int seq, int32_t token)>;

@@ -224,7 +224,10 @@ class Session {
   // One step over several sequences (Executor::eval_batch: n_seq parts
   // of the KV cache, one per sequence); the logits of the tokens marked
   // `logits`, in batch order.
-  void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits);
+  // LogitRows::hidden: the hidden states after the output norm instead
+  // (n_embd floats per marked token: embeddings).
+  void eval_batch(std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& logits,
+                  model::LogitRows rows = model::LogitRows::all);
   // Steps of eval_batch pipelined over the devices (Executor::
   // batch_slots, submit_batch, finish_batch: up to batch_slots() steps in
   // flight, finished in the order submitted); 1 slot on one device.

@@ -1,0 +1,112 @@
+// The serving engine's embeddings: queued with the completions, served
+// between steps through BatchEngine::hidden_states (engine.h, EmbedJob).
+#include <algorithm>
+
+#include "serve/engine.h"
+#include "weft/core/error.h"
+
+namespace weft::serve {
+
+namespace {
+constexpr const char* kWhere = "embeddings";
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+std::optional<EmbedResult> EmbedRequest::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return result_.has_value(); })) return std::nullopt;
+  return result_;
+}
+
+void EmbedRequest::set(EmbedResult r) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (result_) return;  // once
+    result_ = std::move(r);
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<EmbedRequest> Engine::submit_embed(EmbedJob job) {
+  if (job.inputs.empty()) fail(ErrorKind::invalid_input, kWhere, "no inputs to embed");
+  for (size_t i = 0; i < job.inputs.size(); ++i) {
+    BatchJob probe;
+    probe.prompt = job.inputs[i];
+    try {
+      batch_.check(probe);
+    } catch (const Error& e) {
+      fail(ErrorKind::invalid_input, kWhere, "input " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  auto request = std::make_shared<EmbedRequest>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) fail(ErrorKind::disconnected, kWhere, "the server is stopping");
+    const size_t free_slots = static_cast<size_t>(metrics_.slots - metrics_.slots_busy);
+    if (queue_.size() + embed_queue_.size() + 1 > options_.max_queue + free_slots) {
+      ++metrics_.requests_rejected;
+      return nullptr;
+    }
+    embed_queue_.emplace_back(std::move(job), request);
+    metrics_.queue_length = queue_.size() + embed_queue_.size();
+  }
+  cv_.notify_all();
+  return request;
+}
+
+void Engine::embed_queued() {
+  for (;;) {
+    std::pair<EmbedJob, std::shared_ptr<EmbedRequest>> next;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const Clock::time_point now = Clock::now();
+      while (!embed_queue_.empty() &&
+             (embed_queue_.front().second->cancelled() || now >= embed_queue_.front().first.deadline)) {
+        const bool cancelled = embed_queue_.front().second->cancelled();
+        embed_queue_.front().second->set(EmbedResult{.error = cancelled ? "cancelled" : "timeout"});
+        ++metrics_.requests_cancelled;
+        embed_queue_.pop_front();
+        metrics_.queue_length = queue_.size() + embed_queue_.size();
+      }
+      if (embed_queue_.empty()) return;
+    }
+    // hidden_states needs no step in flight: finish them (their tokens
+    // sampled as usual); nothing new is launched until after the embedding.
+    while (batch_.collect()) {
+    }
+    if (!batch_.has_free_slot()) return;  // every slot generates: after the next step that frees one
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      next = std::move(embed_queue_.front());
+      embed_queue_.pop_front();
+      metrics_.queue_length = queue_.size() + embed_queue_.size();
+    }
+    try {
+      next.second->set(embed(next.first));
+    } catch (const std::exception& e) {
+      next.second->set(EmbedResult{.error = e.what()});
+      std::lock_guard<std::mutex> lock(mu_);
+      ++metrics_.requests_failed;
+      throw;  // run() recovers the model or fails the running requests
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++metrics_.embeddings;
+  }
+}
+
+EmbedResult Engine::embed(const EmbedJob& job) {
+  EmbedResult r;
+  const size_t n_embd = static_cast<size_t>(session_.params().n_embd);
+  for (const std::vector<int32_t>& tokens : job.inputs) {
+    const std::vector<float> rows = batch_.hidden_states(tokens);
+    if (rows.size() != tokens.size() * n_embd)
+      fail(ErrorKind::invalid_input, kWhere,
+           std::to_string(rows.size()) + " hidden values for " + std::to_string(tokens.size()) + " tokens of width " +
+               std::to_string(n_embd));
+    r.vectors.push_back(pool_normalized(rows, n_embd, job.pooling));
+    r.prompt_tokens += static_cast<int>(tokens.size());
+  }
+  return r;
+}
+
+}  // namespace weft::serve

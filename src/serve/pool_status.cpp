@@ -1,0 +1,94 @@
+// GET /v1/pool (docs/serve.md, "The pool"): this host and each worker as
+// the session's plan placed the model on them, their traffic so far, and
+// the engine's counters, as one JSON document the chat page's pool view
+// polls. Counters are totals since start: a client takes rates (tokens/s,
+// link bytes/s) from two polls and `uptime_seconds`.
+#include <chrono>
+#include <thread>
+
+#include "serve/route_helpers.h"
+#include "weft/backend/cpu.h"
+
+namespace weft::serve {
+
+namespace {
+
+// One device of the plan: where it is, what it holds, what it was
+// predicted to take per token, and its link's totals (null once a
+// recovery dropped it: then "lost").
+Json device_json(const DevicePlan& d, const DeviceSpec& spec, const DeviceStats* stats, const SessionOptions& o) {
+  const bool remote = spec.kind == DeviceSpecKind::rpc;
+  const int threads = spec.threads > 0 ? spec.threads
+                      : o.device_options.cpu_threads > 0 ? o.device_options.cpu_threads
+                                                         : static_cast<int>(std::thread::hardware_concurrency());
+  Json j = {{"label", d.label},
+            {"device", d.device_name},
+            {"remote", remote},
+            // A worker's kernels and threads are its own (`weft worker -t`): the host does not know them.
+            {"simd", remote ? Json(nullptr) : Json(cpu_simd_level())},
+            {"threads", remote ? Json(nullptr) : Json(threads)},
+            {"layers", {d.part.first_layer, d.part.last_layer}},
+            {"heads", {d.part.first_head, d.part.last_head}},
+            {"experts", d.part.n_experts},
+            {"weight_bytes", d.part.weight_bytes},
+            {"kv_cache_bytes", d.part.kv_cache_bytes},
+            {"used_bytes", d.need_bytes()},
+            {"free_bytes", d.free_bytes},
+            {"predicted_ms_per_token", d.predicted_seconds * 1e3},
+            {"predicted_link_ms_per_token", d.predicted_link_seconds * 1e3}};
+  j["lost"] = stats == nullptr;
+  if (stats)
+    j["link"] = {{"bytes_sent", stats->rpc.bytes_sent},
+                 {"bytes_received", stats->rpc.bytes_received},
+                 {"round_trips", stats->rpc.round_trips},
+                 {"wait_seconds", stats->rpc.wait_seconds}};
+  else
+    j["link"] = nullptr;
+  return j;
+}
+
+Json engine_json(const EngineMetrics& m) {
+  return {{"slots", m.slots},
+          {"slots_busy", m.slots_busy},
+          {"queue_length", m.queue_length},
+          {"groups", m.groups},
+          {"steps", m.steps},
+          {"prompt_tokens", m.prompt_tokens},
+          {"generated_tokens", m.generated_tokens},
+          {"busy_seconds", m.busy_seconds},
+          {"measured_ms_per_step", m.steps > 0 ? m.busy_seconds * 1e3 / static_cast<double>(m.steps) : 0.0},
+          {"requests_finished", m.requests_finished},
+          {"embeddings", m.embeddings},
+          {"recoveries", m.recoveries},
+          {"devices_lost", m.devices_lost},
+          {"last_error", m.last_error}};
+}
+
+}  // namespace
+
+Json pool_status(Server::Impl& s) {
+  Engine& engine = loaded_engine(s);  // throws 503 while loading
+  const EngineMetrics m = engine.metrics();
+  // The plan and the options list every device the model was loaded on,
+  // in order; stats() only those still in use (by label).
+  const std::vector<DeviceStats> stats = s.session->stats();
+  const SessionOptions& o = s.session->options();
+  Json devices = Json::array();
+  for (size_t i = 0; i < s.plan.devices.size() && i < o.devices.size(); ++i) {
+    const DevicePlan& d = s.plan.devices[i];
+    const DeviceStats* st = nullptr;
+    for (const DeviceStats& x : stats)
+      if (x.label == d.label) st = &x;
+    devices.push_back(device_json(d, parse_device_spec(o.devices[i]), st, o));
+  }
+  const double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+  return {{"model", s.model_name},
+          {"uptime_seconds", uptime},
+          {"policy", s.plan.policy},
+          {"n_ctx", s.plan.n_ctx},
+          {"predicted_ms_per_token", s.plan.predicted_seconds * 1e3},
+          {"devices", std::move(devices)},
+          {"engine", engine_json(m)}};
+}
+
+}  // namespace weft::serve
