@@ -28,6 +28,7 @@ esac
 if $want_tests; then
   packages+=(
     dpkg-dev file  # make package: CPack DEB runs dpkg-shlibdeps and file
+    systemd  # tests/install/service_test.sh: systemd-analyze verify of the worker unit
     chromium  # tests/serve: headless Chromium loads the chat page
     clang libclang-rt-14-dev  # the fuzz tree
     python3-numpy  # tests: the float64 model-family references (tests/model/families)
