@@ -324,6 +324,33 @@ TEST_F(ServerHttp, ARequestPastItsTimeoutEndsAsLength) {
   EXPECT_EQ(request(port_, "POST", "/v1/chat/completions", kChat).status, 200);
 }
 
+// The same over a stream: its last chunk says `length` (not an error
+// event), then [DONE], the connection kept.
+TEST_F(ServerHttp, AStreamPastItsTimeoutEndsAsLength) {
+  auto o = long_streams(options());
+  o.request_timeout_seconds = 0.3;
+  start(o);
+  Socket s(port_);
+  std::string got = start_long_stream(s);
+  while (got.find("data: [DONE]") == std::string::npos) {
+    const std::string part = s.read_some();
+    if (part.empty()) break;
+    got += part;
+  }
+  const std::string tail = got.substr(got.size() > 2000 ? got.size() - 2000 : 0);
+  const size_t length_at = got.find("\"finish_reason\":\"length\"");
+  ASSERT_NE(length_at, std::string::npos) << tail;
+  EXPECT_EQ(got.find("\"finish_reason\":\"length\"", length_at + 1), std::string::npos) << "two ends: " << tail;
+  EXPECT_NE(got.find("data: [DONE]", length_at), std::string::npos) << tail;
+  EXPECT_EQ(got.find("{\"error\""), std::string::npos) << tail;
+  // Ended early: far fewer than 4000 token chunks came.
+  size_t chunks = 0;
+  for (size_t at = got.find("data: {"); at != std::string::npos; at = got.find("data: {", at + 1)) ++chunks;
+  EXPECT_LT(chunks, 4000u) << "the timeout did not end it";
+  EXPECT_EQ(metric("weft_requests_cancelled_total"), 1);
+  EXPECT_EQ(request(port_, "GET", "/health").status, 200);
+}
+
 // docs/serve.md: a stream whose generation fails after it began (a worker
 // died) ends with a `data: {"error": ...}` event naming the failure, then
 // [DONE], and no chunk carries a finish_reason a client would take for a
