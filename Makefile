@@ -2,7 +2,7 @@
 # tool and what it links (no tests), and runs the main job; `make test` builds and runs every test in three builds (Release,
 # AddressSanitizer+UBSan, ThreadSanitizer) plus a short fuzzing run;
 # `make package` builds the Debian package (docs/install.md).
-.PHONY: all deps deps-build build demo test test-release test-asan test-tsan test-fuzz bench package clean
+.PHONY: all deps deps-build build demo test test-release test-asan test-tsan test-fuzz bench package test-package clean
 
 JOBS ?= $(shell nproc)
 LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache,)
@@ -122,6 +122,13 @@ bench: build
 package: deps build/package/build.ninja
 	@cmake --build build/package -j $(JOBS) --target weft_installables
 	@cd build/package && cpack -G DEB
+
+# The package checked (tests/install/package_test.sh): its control fields,
+# files and conffile, its maintainer scripts, and its service unit through
+# `systemd-analyze verify` and a worker started as the unit starts it. Not in
+# `make test`: the package's tree is a build of its own (minutes).
+test-package: package
+	@tests/install/package_test.sh "$$(ls -t build/package/weft_*.deb | head -n 1)" $(CURDIR)
 
 clean:
 	@rm -rf build

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages weft needs to build and test. Idempotent: when
-# everything is present it prints nothing and changes nothing.
+# Installs the Debian packages weft needs to build and test and, for the
+# tests, the Node packages of weft serve's end-to-end tests (into
+# .cache/test-node, from tests/serve/node/package-lock.json), so that `make
+# test` runs offline afterwards. Idempotent: when everything is present it
+# prints nothing and changes nothing.
 #
 #   scripts/install-deps.sh          # building, testing and packaging (make test)
 #   scripts/install-deps.sh build    # building alone (make demo): no browser,
@@ -25,6 +28,7 @@ esac
 if $want_tests; then
   packages+=(
     dpkg-dev file  # make package: CPack DEB runs dpkg-shlibdeps and file
+    systemd  # tests/install/service_test.sh: systemd-analyze verify of the worker unit
     chromium  # tests/serve: headless Chromium loads the chat page
     clang libclang-rt-14-dev  # the fuzz tree
     python3-numpy  # tests: the float64 model-family references (tests/model/families)
@@ -41,11 +45,18 @@ done
 # node with npm is already installed (e.g. NodeSource's, which bundles npm
 # and conflicts with Debian's npm package).
 if $want_tests && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then missing+=(nodejs npm); fi
-((${#missing[@]} == 0)) && exit 0
+if ((${#missing[@]} > 0)); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
-echo "install-deps: installing ${missing[*]}"
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The Node packages tests/serve import, where tests/CMakeLists.txt points the
+# tests (WEFT_TEST_NODE_DIR): the tests only check them (--check), offline.
+if $want_tests; then
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  "$root/scripts/install-test-node.sh" "${WEFT_TEST_NODE_DIR:-$root/.cache/test-node}"
+fi

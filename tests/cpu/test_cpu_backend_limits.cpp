@@ -78,15 +78,20 @@ TEST(CpuBackendLimits, CancelStopsALongMatMulInsideTheNode) {
     return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
   };
   const double before = cpu_seconds();
+  std::atomic<double> cancelled_at{0.0};
   std::thread canceller([&] {
     while (cpu_seconds() - before < 0.1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    cancelled_at = cpu_seconds();
     cancel = true;
   });
-  const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(backend->compute(g), Error);
   canceller.join();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(seconds, 10.0) << "the product did not stop when cancelled";
+  // Measured in CPU time the process spent after the cancel, not wall time:
+  // a loaded machine stretches the wall clock, not the work. The whole
+  // product is hours of CPU; stopping inside the node costs well under 2 s
+  // (a thread finishes the rows it is on).
+  const double after_cancel = cpu_seconds() - cancelled_at.load();
+  EXPECT_LT(after_cancel, 2.0) << "the product ran " << after_cancel << " CPU s after it was cancelled";
 }
 
 TEST(CpuBackendLimits, WorkingBytesCoverTheScratchOfTheGraph) {

@@ -2,8 +2,9 @@
 # The chat page of `weft serve` end to end in headless Chromium
 # (tests/serve/chat_page.test.mjs): writes a tiny random-weight model, starts
 # the server on a free loopback port, waits for /health, runs the test from
-# NODE_DIR (its Node packages installed there by scripts/install-test-node.sh)
-# and always stops the server. Exit status: the test's.
+# NODE_DIR (its Node packages installed there by `make deps`, which runs
+# scripts/install-test-node.sh) and always stops the server. Exit status: the
+# test's.
 #
 #   run_chat_page.sh WEFT_BINARY WRITE_TEST_MODEL NODE_DIR OUT_DIR
 #
@@ -59,7 +60,9 @@ out_dir=$(cd "$out_dir" && pwd)
 # to STOP_MAX_TOKENS, re-tokenized) as context, however late a loaded
 # machine lets the page's Stop arrive.
 "$writer" "$dir/tiny-llama.gguf" --layers 2 --embd 64 --ctx 4096 >/dev/null || fail "$writer could not write the model"
-"$root/scripts/install-test-node.sh" "$node_dir" || fail "could not install the Node packages into $node_dir"
+# Installed by `make deps` (scripts/install-deps.sh); checked here, never
+# fetched: the test runs offline.
+"$root/scripts/install-test-node.sh" --check "$node_dir" || fail "no up-to-date Node packages in $node_dir (above)"
 cp "$here/chat_page.test.mjs" "$node_dir/"
 
 "$weft" serve -m "$dir/tiny-llama.gguf" -t 1 --port 0 --port-file "$dir/port" --ctx-size 4096 --parallel 2 \

@@ -10,8 +10,9 @@
 #          template that renders tools; its prompts checked against
 #          tool_prompts/tool_prompts.json)
 # -- waits for each one's /health, runs the test from NODE_DIR (its Node
-# packages installed there by scripts/install-test-node.sh) and always stops
-# every process it started. Exit status: the test's.
+# packages installed there by `make deps`, which runs
+# scripts/install-test-node.sh) and always stops every process it started.
+# Exit status: the test's.
 #
 #   run_openai.sh WEFT_BINARY WRITE_TEST_MODEL NODE_DIR [--workers]
 #
@@ -68,7 +69,9 @@ command -v node >/dev/null || fail "node not found (install Node.js 18 or newer)
 [[ -x $weft ]] || fail "no weft binary at $weft"
 "$writer" "$dir/model.gguf" --layers 4 --embd 128 --heads 4 --heads-kv 2 --ff 256 --vocab 1000 --ctx 4096 >/dev/null ||
   fail "$writer could not write the model"
-"$root/scripts/install-test-node.sh" "$node_dir" || fail "could not install the Node packages into $node_dir"
+# Installed by `make deps` (scripts/install-deps.sh); checked here, never
+# fetched: the test runs offline.
+"$root/scripts/install-test-node.sh" --check "$node_dir" || fail "no up-to-date Node packages in $node_dir (above)"
 test_file=${WEFT_NODE_TEST:-openai.test.mjs}
 [[ $test_file =~ ^[a-z_]+\.test\.mjs$ && -f $here/$test_file ]] || fail "no test tests/serve/$test_file"
 cp "$here/$test_file" "$here/harness.mjs" "$node_dir/"
