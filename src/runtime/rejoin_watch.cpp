@@ -8,9 +8,27 @@ namespace weft {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// A probe's handshake waits at most 1 s per read, not the connect timeout
+// (5 s): a worker that accepts but does not answer (a stopped process: the
+// kernel still completes the TCP handshake) would otherwise hold the probe,
+// and so the watch's destructor at the end of a run, that long. The probe's
+// connection is dropped at once; the Session connects again with its own
+// options to use a worker that answered.
+RpcOptions probe_options(RpcOptions options) {
+  options.detect_hangs = false;
+  options.reply_timeout = std::chrono::milliseconds(1000);
+  return options;
+}
+
+}  // namespace
+
 RejoinWatch::RejoinWatch(RpcOptions options, std::chrono::milliseconds min_backoff,
                          std::chrono::milliseconds max_backoff)
-    : options_(std::move(options)), min_backoff_(min_backoff), max_backoff_(std::max(min_backoff, max_backoff)) {
+    : options_(probe_options(std::move(options))),
+      min_backoff_(min_backoff),
+      max_backoff_(std::max(min_backoff, max_backoff)) {
   thread_ = std::thread([this] { run(); });
 }
 
