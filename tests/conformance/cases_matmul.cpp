@@ -72,12 +72,16 @@ const MatCase kQuantMatCases[] = {
     {{512, 6, 1, 1}, {512, 3, 1, 1}, Layout::packed, WLayout::strided},
     {{256, 5, 3, 1}, {256, 2, 3, 1}, Layout::packed, WLayout::permuted},
     {{160, 33, 1, 1}, {160, 2, 1, 1}},
+    {{256, 10, 1, 1}, {256, 18, 1, 1}, Layout::strided},
+    {{256, 9, 1, 1}, {256, 20, 1, 1}, Layout::transposed},
 };
 // Quantized weights with q8_act_grid() activations (b packed): no
 // activation rounding, so the integer dot products are held to f32 accuracy.
 const MatCase kQuantExactCases[] = {
     {{256, 7, 1, 1}, {256, 1, 1, 1}},    {{1024, 3, 1, 1}, {1024, 2, 1, 1}}, {{512, 67, 1, 1}, {512, 9, 1, 1}},
     {{2304, 19, 1, 1}, {2304, 1, 1, 1}}, {{96, 5, 1, 1}, {96, 3, 1, 1}},
+    // Batches of 16 or more: the packed product of the 32-value types (qgemm.h).
+    {{96, 13, 1, 1}, {96, 17, 1, 1}},    {{288, 21, 2, 1}, {288, 19, 4, 1}},
 };
 
 Tensor* weights(CaseBuilder& b, DType type, const Shape& ne, WLayout layout) {

@@ -35,7 +35,9 @@ TEST(TokenizerSpmTrained, FixtureHoldsAWholeTrainedVocabulary) {
   size_t normal = 0;
   for (size_t i = 0; i < d.tokens.size(); ++i) {
     EXPECT_EQ(d.tokens[i].rfind("\x01unreachable", 0), std::string::npos) << i;
-    if (i >= 3 && i < 259) EXPECT_EQ(d.types[i], 6) << i;
+    if (i >= 3 && i < 259) {
+      EXPECT_EQ(d.types[i], 6) << i;
+    }
     if (d.types[i] == 1) {
       ++normal;
       normal_scores.insert(d.scores[i]);

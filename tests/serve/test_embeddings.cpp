@@ -42,7 +42,7 @@ llama_reference::RefTensors embed_ref_tensors(const weft::GgufFile& f) {
     llama_reference::RefTensor r;
     r.type = info.type;
     int64_t n = 1;
-    for (uint32_t d = 0; d < info.n_dims; ++d) {
+    for (int d = 0; d < info.n_dims; ++d) {
       r.ne.push_back(info.ne[d]);
       n *= info.ne[d];
     }

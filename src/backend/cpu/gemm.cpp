@@ -32,41 +32,6 @@ struct Unit {
   int64_t bi, m0, m1, n0, n1;
 };
 
-// How each batch is cut: sm row slabs by sn column slabs.
-struct Cut {
-  int64_t sm = 1, sn = 1;
-};
-
-// Units per batch: one when there are plenty of batches, else enough that
-// the total is a multiple of nth. Among the factorizations sm * sn of that
-// count, the one whose slabs are closest to square.
-Cut cut_batches(int64_t batches, int64_t m, int64_t n, int nth, int mr, int nr) {
-  const int64_t per = batches >= 4 * static_cast<int64_t>(nth) ? 1 : nth / std::gcd<int64_t>(batches, nth);
-  Cut best;
-  double best_cost = -1;
-  for (int64_t sm = 1; sm <= per; ++sm) {
-    if (per % sm != 0) continue;
-    const int64_t sn = per / sm;
-    if (sm > 1 && (m + mr - 1) / mr < sm) continue;  // slabs of less than a panel
-    if (sn > 1 && (n + nr - 1) / nr < sn) continue;
-    const double rows = static_cast<double>(m) / static_cast<double>(sm);
-    const double cols = static_cast<double>(n) / static_cast<double>(sn);
-    const double cost = 1.0 / rows + 1.0 / cols;
-    if (best_cost < 0 || cost < best_cost) {
-      best = {sm, sn};
-      best_cost = cost;
-    }
-  }
-  return best;
-}
-
-// Part i of s parts of [0, n), each a multiple of unit long (the last may
-// be shorter or empty).
-std::pair<int64_t, int64_t> slab(int64_t n, int64_t s, int64_t i, int64_t unit) {
-  const int64_t size = round_up((n + s - 1) / s, unit);
-  return {std::min(n, i * size), std::min(n, (i + 1) * size)};
-}
-
 void run_unit(const KernelContext& kc, const GemmKernel& kern, const GemmBlocking& blk, const GemmShape& s,
               const GemmOperands& ops, const Unit& u, float* a_buf, float* b_buf) {
   const int mr = kern.mr, nr = kern.nr;
@@ -102,6 +67,31 @@ void run_unit(const KernelContext& kc, const GemmKernel& kern, const GemmBlockin
 }
 
 }  // namespace
+
+GemmCut gemm_cut(int64_t batches, int64_t m, int64_t n, int nth, int mr, int nr) {
+  const int64_t per = batches >= 4 * static_cast<int64_t>(nth) ? 1 : nth / std::gcd<int64_t>(batches, nth);
+  GemmCut best;
+  double best_cost = -1;
+  for (int64_t sm = 1; sm <= per; ++sm) {
+    if (per % sm != 0) continue;
+    const int64_t sn = per / sm;
+    if (sm > 1 && (m + mr - 1) / mr < sm) continue;  // slabs of less than a panel
+    if (sn > 1 && (n + nr - 1) / nr < sn) continue;
+    const double rows = static_cast<double>(m) / static_cast<double>(sm);
+    const double cols = static_cast<double>(n) / static_cast<double>(sn);
+    const double cost = 1.0 / rows + 1.0 / cols;
+    if (best_cost < 0 || cost < best_cost) {
+      best = {sm, sn};
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+std::pair<int64_t, int64_t> gemm_slab(int64_t n, int64_t s, int64_t i, int64_t unit) {
+  const int64_t size = round_up((n + s - 1) / s, unit);
+  return {std::min(n, i * size), std::min(n, (i + 1) * size)};
+}
 
 const GemmKernel* gemm_kernel_for(Level level) {
   if (dot_kernels_for(level) == nullptr) return nullptr;  // the same features as the dot products
@@ -150,14 +140,14 @@ void gemm_with(const KernelContext& kc, const GemmKernel& kern, const GemmBlocki
                const GemmOperands& ops, float* a_buf, float* b_buf) {
   const int64_t nb = ops.batches();
   if (nb == 0 || s.m == 0) return;
-  const Cut cut = cut_batches(nb, s.m, s.max_cols, kc.nth, kern.mr, kern.nr);
+  const GemmCut cut = gemm_cut(nb, s.m, s.max_cols, kc.nth, kern.mr, kern.nr);
   const int64_t per = cut.sm * cut.sn;
   const Range r = split_range(nb * per, kc.ith, kc.nth);
   for (int64_t w = r.begin; w < r.end; ++w) {
     Unit u;
     u.bi = w / per;
-    const auto [m0, m1] = slab(s.m, cut.sm, (w % per) / cut.sn, kern.mr);
-    const auto [n0, n1] = slab(ops.cols(u.bi), cut.sn, w % cut.sn, kern.nr);
+    const auto [m0, m1] = gemm_slab(s.m, cut.sm, (w % per) / cut.sn, kern.mr);
+    const auto [n0, n1] = gemm_slab(ops.cols(u.bi), cut.sn, w % cut.sn, kern.nr);
     u.m0 = m0, u.m1 = m1, u.n0 = n0, u.n1 = n1;
     if (u.m0 < u.m1 && u.n0 < u.n1) run_unit(kc, kern, blk, s, ops, u, a_buf, b_buf);
     if (kc.cancelled()) return;

@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "kernels.h"
 #include "scratch.h"
@@ -107,6 +108,20 @@ struct GemmBlocking {
 GemmBlocking gemm_blocking(const GemmKernel& kernel, const GemmShape& s);
 void gemm_with(const KernelContext& kc, const GemmKernel& kernel, const GemmBlocking& blk, const GemmShape& s,
                const GemmOperands& ops, float* a_buf, float* b_buf);
+
+// How the work of a product is cut between threads (shared with qgemm.h):
+// each batch into sm row slabs by sn column slabs, one unit per slab. One
+// unit per batch when there are plenty of batches, else enough that the
+// total is a multiple of nth; among the factorizations sm * sn of that
+// count, the one whose slabs are closest to square (each operand is packed
+// once per pass over the other, so packing goes as 1/rows + 1/columns).
+struct GemmCut {
+  int64_t sm = 1, sn = 1;
+};
+GemmCut gemm_cut(int64_t batches, int64_t m, int64_t n, int nth, int mr, int nr);
+// Part i of s parts of [0, n), each a multiple of unit long (the last may
+// be shorter or empty).
+std::pair<int64_t, int64_t> gemm_slab(int64_t n, int64_t s, int64_t i, int64_t unit);
 
 // Packing (gemm_pack.cpp, baseline level). Rows [0, rows) of A (row r at
 // a + r * stride, dtype t), values [k0, k0 + kc), into panels of mr rows

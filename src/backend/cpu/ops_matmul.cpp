@@ -17,13 +17,15 @@
 //
 // Float weights against a batch of activation rows (a prompt) take the
 // packed, cache-blocked product of gemm.h instead, where it is faster
-// (gemm_preferred).
+// (gemm_preferred), and the 32-value quantized types the packed product
+// of qgemm.h (qgemm_preferred).
 #include <algorithm>
 #include <cstring>
 
 #include "gemm.h"
 #include "kernels.h"
 #include "qdot.h"
+#include "qgemm.h"
 #include "scratch.h"
 #include "simd.h"
 
@@ -248,6 +250,11 @@ bool mul_mat_uses_gemm(const Tensor& node) {
   return gemm_preferred(a.type, a.ne[1], a.ne[0], node.src[1]->ne[1]);
 }
 
+bool mul_mat_uses_qgemm(const Tensor& node) {
+  const Tensor& a = *node.src[0];
+  return qgemm_preferred(a.type, a.ne[1], a.ne[0], node.src[1]->ne[1]);
+}
+
 // The expert of pair (e, t) within as: ids[e, t] - id_base (op_params[0]),
 // in 64 bits so that no id and base overflow; outside [0, n_expert): none.
 int64_t expert_id(const Tensor& ids, int64_t e, int64_t t, int64_t id_base) {
@@ -290,6 +297,10 @@ void mul_mat_op(const KernelContext& kc, Tensor& dst) {
   const MatMul p{a, b, dst, b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]};
   if (mul_mat_uses_gemm(dst)) {
     gemm(kc, mul_mat_gemm_shape(dst), MatMulGemm(p), scratch);
+    return;
+  }
+  if (mul_mat_uses_qgemm(dst)) {
+    qgemm(kc, mul_mat_gemm_shape(dst), MatMulGemm(p), scratch);
     return;
   }
   float* xbuf = b.nb[0] == sizeof(float) ? nullptr : scratch.take<float>(kTileCols * b.ne[0]);
@@ -370,6 +381,7 @@ bool mul_mat_supports(const Tensor& n) {
 // packed f32 against float weights.
 size_t mul_mat_scratch_bytes(const Tensor& n, int) {
   if (mul_mat_uses_gemm(n)) return gemm_scratch_bytes(mul_mat_gemm_shape(n));
+  if (mul_mat_uses_qgemm(n)) return qgemm_scratch_bytes(mul_mat_gemm_shape(n));
   const size_t x = xbuf_bytes(*n.src[1]) + quantized_acts_bytes(n);
   return x == 0 ? 0 : x + kScratchAlign;
 }
