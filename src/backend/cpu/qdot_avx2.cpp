@@ -38,10 +38,12 @@ WEFT_INLINE float f16(uint16_t h) {
   return _cvtsh_ss(h);
 }
 
-WEFT_INLINE float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+WEFT_INLINE float hsum4(__m128 s) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+WEFT_INLINE float hsum(__m256 v) {
+  return hsum4(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
 }
 
 // i32 sums of four products of unsigned bytes u and signed bytes s.
@@ -77,6 +79,16 @@ WEFT_INLINE size_t prefetch_distance(size_t rows_bytes) {
 WEFT_INLINE void prefetch(const void* from, size_t ahead, size_t bytes) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(from) + ahead;
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(a + o), _MM_HINT_T0);
+}
+
+// Decode's prefetch (as the AVX-512 kernels'): 16 KiB ahead of each row's
+// place into L2; past a row's end that is the rows the next tiles read.
+// Into L1 a few KiB ahead, the out-of-order window alone keeps too few
+// lines in flight.
+constexpr size_t kDecodePrefetch = 16384;
+WEFT_INLINE void prefetch_l2(const void* from, size_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(from) + kDecodePrefetch;
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(a + o), _MM_HINT_T1);
 }
 
 // The 16 iq4 levels in each 128-bit lane, for pshufb.
@@ -166,6 +178,7 @@ struct Q8_0 {
   WEFT_INLINE static Halves quants(const Block& b0, const Block& b1) {
     return {lanes(b0.q, b1.q), lanes(b0.q + 16, b1.q + 16)};
   }
+  WEFT_INLINE static __m256i quants32(const Block& b) { return load32(b.q); }
 };
 struct Q4_0 {
   using Block = BlockQ4_0;
@@ -377,6 +390,126 @@ void legacy_tile(const uint8_t* wp, size_t stride, const BlockQ8_0* const* x, in
     for (int j = 0; j < NX; ++j) out[r * kTileCols + j] = hsum(acc[r][j]);
 }
 
+// d_w * d_x of block b of each of the NW (<= 4) rows, in lanes 0..NW-1: the
+// f16 scales packed in a scalar register (the scalar ports are idle here)
+// and converted together.
+template <class T, int NW>
+WEFT_INLINE __m256 row_scales(const typename T::Block* const (&w)[NW], int64_t b, float dx) {
+  if constexpr (kE8M0Scale<T>) {
+    uint32_t e = 0;
+    for (int r = 0; r < NW; ++r) e |= static_cast<uint32_t>(w[r][b].e) << (8 * r);
+    return _mm256_mul_ps(e8m0_half8(_mm256_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(e)))), _mm256_set1_ps(dx));
+  } else {
+    uint64_t h = 0;
+    for (int r = 0; r < NW; ++r) h |= static_cast<uint64_t>(w[r][b].d) << (16 * r);
+    const __m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(h))), _mm_set1_ps(dx));
+    return _mm256_castps128_ps256(d);
+  }
+}
+
+// Decode (one activation row) over NW weight rows, one block at a time:
+// each block's quants as one register in value order, its scale applied as
+// its quants are read. (Gathering 8 blocks' scales ahead, as legacy_tile
+// does for wider tiles, puts scalar loads from 8 cache lines in front of
+// every 8 blocks: at one row it halved the speed of q8_0.)
+template <class T, int NW>
+void decode_rows(const uint8_t* wp, size_t stride, const BlockQ8_0* x, int64_t nb, float* out) {
+  using Block = typename T::Block;
+  constexpr Form kForm = T::kForm;
+  const Block* w[NW];
+  for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * stride);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NW];
+  for (int r = 0; r < NW; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b % 2 == 0)
+      for (int r = 0; r < NW; ++r) prefetch_l2(w[r] + b, 2 * sizeof(Block));
+    const __m256i xv = load32(x[b].q);
+    const float dx = f16(x[b].d);
+    __m256i x_off;   // offset form: kOffset * x, pair sums in i16
+    __m256 x_sum;    // minimum form: the sum of x (per lane, 4 values each)
+    if constexpr (kForm == Form::offset_q) x_off = _mm256_maddubs_epi16(_mm256_set1_epi8(T::kOffset), xv);
+    if constexpr (kForm == Form::min_q)
+      x_sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), ones));
+    const __m256 scales = row_scales<T, NW>(w, b, dx);
+    for (int r = 0; r < NW; ++r) {
+      const __m256i q = T::quants32(w[r][b]);
+      __m256i p;
+      if constexpr (kForm == Form::signed_q) {
+        p = dot_us(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xv, q));
+      } else {
+        __m256i p16 = _mm256_maddubs_epi16(q, xv);  // q <= 31: pair sums <= 2 * 31 * 127
+        if constexpr (kForm == Form::offset_q) p16 = _mm256_sub_epi16(p16, x_off);
+        p = _mm256_madd_epi16(p16, ones);
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(r)), acc[r]);
+      if constexpr (kForm == Form::min_q) acc[r] = _mm256_fmadd_ps(x_sum, _mm256_set1_ps(f16(w[r][b].m) * dx), acc[r]);
+    }
+  }
+  for (int r = 0; r < NW; ++r) out[r * kTileCols] = hsum(acc[r]);
+}
+
+// Decode over row pairs: rows r and r + 1 of block b in the two lanes of a
+// register (T::quants of the two rows' blocks), the activation block's
+// halves in both lanes. Every product then serves two rows, and the two
+// rows' scales form one vector (pair_scale) with no gather across blocks.
+template <class T, int NW>
+void decode_pairs(const uint8_t* wp, size_t stride, const BlockQ8_0* x, int64_t nb, float* out) {
+  static_assert(NW % 2 == 0);
+  using Block = typename T::Block;
+  constexpr Form kForm = T::kForm;
+  constexpr bool kSmall = requires { T::kSmallLevels; };
+  const Block* w[NW];
+  for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * stride);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NW / 2];
+  for (int i = 0; i < NW / 2; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b % 2 == 0)
+      for (int r = 0; r < NW; ++r) prefetch_l2(w[r] + b, 2 * sizeof(Block));
+    const __m256i xa = _mm256_broadcastsi128_si256(load16(x[b].q));
+    const __m256i xb = _mm256_broadcastsi128_si256(load16(x[b].q + 16));
+    const float dx = f16(x[b].d);
+    const __m256 scales = row_scales<T, NW>(w, b, dx);
+    __m256i x_off;  // offset form: kOffset * x in i16 pair sums, both halves
+    __m256 x_sum;   // minimum form: the block's sum of x, over each half's 4 lanes
+    if constexpr (kForm == Form::offset_q) {
+      const __m256i o = _mm256_set1_epi8(T::kOffset);
+      x_off = _mm256_add_epi16(_mm256_maddubs_epi16(o, xa), _mm256_maddubs_epi16(o, xb));
+    }
+    if constexpr (kForm == Form::min_q) {
+      const __m256i one = _mm256_set1_epi8(1);
+      const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(one, xa), _mm256_maddubs_epi16(one, xb));
+      x_sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));  // the 4 lanes of each half add up to the sum
+    }
+    for (int r = 0; r < NW; r += 2) {
+      const Halves q = T::quants(w[r][b], w[r + 1][b]);
+      __m256i p;
+      if constexpr (kForm == Form::signed_q && kSmall) {
+        const __m256i lo = _mm256_maddubs_epi16(_mm256_sign_epi8(q.lo, q.lo), _mm256_sign_epi8(xa, q.lo));
+        const __m256i hi = _mm256_maddubs_epi16(_mm256_sign_epi8(q.hi, q.hi), _mm256_sign_epi8(xb, q.hi));
+        p = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
+      } else if constexpr (kForm == Form::signed_q) {
+        p = _mm256_add_epi32(dot_us(_mm256_sign_epi8(q.lo, q.lo), _mm256_sign_epi8(xa, q.lo)),
+                             dot_us(_mm256_sign_epi8(q.hi, q.hi), _mm256_sign_epi8(xb, q.hi)));
+      } else {
+        __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(q.lo, xa), _mm256_maddubs_epi16(q.hi, xb));
+        if constexpr (kForm == Form::offset_q) p16 = _mm256_sub_epi16(p16, x_off);
+        p = _mm256_madd_epi16(p16, ones);
+      }
+      acc[r / 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), pair_scale(scales, r), acc[r / 2]);
+      if constexpr (kForm == Form::min_q) {
+        const __m256 m = pair_scale(f16(w[r][b].m), f16(w[r + 1][b].m));
+        acc[r / 2] = _mm256_fmadd_ps(x_sum, _mm256_mul_ps(m, _mm256_set1_ps(dx)), acc[r / 2]);
+      }
+    }
+  }
+  for (int r = 0; r < NW; r += 2) {
+    out[r * kTileCols] = hsum4(_mm256_castps256_ps128(acc[r / 2]));
+    out[(r + 1) * kTileCols] = hsum4(_mm256_extractf128_ps(acc[r / 2], 1));
+  }
+}
+
 template <class T>
 struct Legacy {
   template <int NW, int NX>
@@ -386,17 +519,33 @@ struct Legacy {
     legacy_tile<T, NW, NX>(w, stride, x, n / kQuantBlock, out);
   }
 
+  // Decode: q8_0 a block per row at a time (its 32 bytes are one load);
+  // the nibble types two rows per register, an odd row last by the general
+  // tile (measured faster for each).
+  template <int NW>
+  static void decode(const uint8_t* w, size_t stride, const BlockQ8_0* x, int64_t nb, float* out) {
+    if constexpr (requires { T::quants32; }) {
+      decode_rows<T, NW>(w, stride, x, nb, out);
+    } else if constexpr (NW % 2 == 1) {
+      if constexpr (NW > 1) decode_pairs<T, NW - 1>(w, stride, x, nb, out);
+      legacy_tile<T, 1, 1>(w + (NW - 1) * stride, stride, &x, nb, out + (NW - 1) * kTileCols);
+    } else {
+      decode_pairs<T, NW>(w, stride, x, nb, out);
+    }
+  }
+
   // Decode takes the rows four at a time; wider tiles go in blocks of two
   // rows by two columns (the fewest loads and unpacks per product that the
   // 16 registers hold).
   static void tile(const void* wv, size_t stride, int nw, const void* const* xq, int nx, int64_t n, float* out) {
     const auto* w = static_cast<const uint8_t*>(wv);
     if (nx == 1) {
+      const auto* x = static_cast<const BlockQ8_0*>(xq[0]);
       switch (nw) {
-        case 4: rows<4, 1>(w, stride, xq, n, out); break;
-        case 3: rows<3, 1>(w, stride, xq, n, out); break;
-        case 2: rows<2, 1>(w, stride, xq, n, out); break;
-        default: rows<1, 1>(w, stride, xq, n, out); break;
+        case 4: decode<4>(w, stride, x, n / kQuantBlock, out); break;
+        case 3: decode<3>(w, stride, x, n / kQuantBlock, out); break;
+        case 2: decode<2>(w, stride, x, n / kQuantBlock, out); break;
+        default: decode<1>(w, stride, x, n / kQuantBlock, out); break;
       }
       return;
     }

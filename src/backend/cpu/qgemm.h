@@ -52,13 +52,13 @@ struct alignas(32) QPanelBlock {
 };
 static_assert(sizeof(QPanelBlock) == 352);
 
-// How a kernel takes a type's weights:
-//   sign8:    q holds v (any int8); activations signed (the sign trick)
-//   offset:   q holds v + offset (0..31); the offset times the sum of each
-//             activation block's quants is taken off the integer sum
-//   min:      q holds v (0..31); the minimum term m * d_x * sum(x_q) added
-//   unsigned_acts: q holds v; activations stored as x_q + 128 (unsigned),
-//             128 * sum(v) (vsum128) taken off (AVX-512 VNNI)
+// How the AVX2 kernels take a type's weights (the VNNI kernels take every
+// type's as v, with unsigned activations x_q + 128 and 128 * sum(v), the
+// panel's vsum128, taken off):
+//   sign8:  q holds v (any int8); activations signed (the sign trick)
+//   offset: q holds v + offset (0..31); offset * the sum of each
+//           activation block's quants taken off the integer sum
+//   min:    q holds v (0..31); the minimum term m * d_x * sum(x_q) added
 enum class QForm : uint8_t { sign8, offset, min };
 
 // A chunk of activation rows quantized as q8_0 (the rounding of the tile
