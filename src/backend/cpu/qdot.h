@@ -71,6 +71,9 @@ struct QuantDotTable {
 const QuantDotTable& generic_quant_table();
 const QuantDotTable& avx2_quant_table();
 const QuantDotTable& avx512_quant_table();
+// The AVX2 super-block types' entries (qdot_avx2_k.cpp), which
+// avx2_quant_table() includes.
+const QuantDotTable& avx2_super_block_table();
 
 // The AVX2 activation quantizers of the AVX2 table (qdot_act_avx2.cpp).
 void quantize_q8_0_avx2(const float* x, void* xq, int64_t n);

@@ -1,130 +1,27 @@
-// AVX2 kernels of the quantized dot products (qdot.h), as ggml's x86
+// AVX2 kernels of the quantized dot products (qdot.h) for the 32-value
+// types (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4), as ggml's x86
 // kernels compute them: weight quants unpacked to bytes, multiplied with the
 // 8-bit activations by maddubs (unsigned x signed bytes -> i16 pairs) and
-// summed to i32 by madd, exactly; floats only once per block (32 values) or
-// super-block (256). Signed weights go through the sign trick
-// (|w| * sign(x, w)); unsigned ones with an offset take it from the sums of
-// the activations (the q8_K bsums for the K-quants). The i16 pair sums never
-// saturate: |q| <= 127 for every activation our quantizers write.
+// summed to i32 by madd, exactly; floats only once per block. Signed
+// weights go through the sign trick (|w| * sign(x, w)); unsigned ones with
+// an offset take it from the sums of the activations. The i16 pair sums
+// never saturate: |q| <= 127 for every activation our quantizers write.
 //
-// Decode (nx = 1) is memory-bound: the 32-value types take four weight rows
-// per pass, sharing each activation block's work; the super-block types one
-// row at a time; both prefetch the weights ahead. Wider tiles unpack each
-// weight block once for all their activation rows. The activation
-// quantizers of this level are in qdot_act_avx2.cpp.
+// Decode (nx = 1) is memory-bound: four weight rows per pass share each
+// activation block's work, and the weights are prefetched 16 KiB ahead
+// into L2. Wider tiles unpack each weight block once for all their
+// activation rows. The super-block types are in qdot_avx2_k.cpp, the
+// shared helpers in qdot_avx2_common.h, the activation quantizers of this
+// level in qdot_act_avx2.cpp. (Prompts of 16 or more rows take qgemm.h.)
 #include <immintrin.h>
 
 #include <cmath>
 #include <cstring>
 
-#include "../../core/quant/blocks.h"
-#include "qdot.h"
+#include "qdot_avx2_common.h"
 
 namespace weft::cpu {
 namespace {
-
-namespace wq = weft::quant;
-
-#define WEFT_INLINE [[gnu::always_inline]] inline
-#define WEFT_LAMBDA_INLINE __attribute__((always_inline))
-
-WEFT_INLINE __m256i load32(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-WEFT_INLINE __m128i load16(const void* p) {
-  return _mm_loadu_si128(static_cast<const __m128i*>(p));
-}
-WEFT_INLINE float f16(uint16_t h) {
-  return _cvtsh_ss(h);
-}
-
-WEFT_INLINE float hsum4(__m128 s) {
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-WEFT_INLINE float hsum(__m256 v) {
-  return hsum4(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
-}
-
-// i32 sums of four products of unsigned bytes u and signed bytes s.
-WEFT_INLINE __m256i dot_us(__m256i u, __m256i s) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-
-// The 32 nibbles of 16 bytes as bytes: low nibbles (values 0..15), then high
-// nibbles (16..31), the order of the 32-value blocks.
-WEFT_INLINE __m256i nibbles(const uint8_t* p) {
-  const __m128i b = load16(p);
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
-}
-
-// Two 64-bit integers computed in scalar registers, as one vector. The
-// empty asm keeps GCC from vectorizing their computation, which costs more
-// than the scalar instructions it saves.
-WEFT_INLINE __m128i from_u64(uint64_t lo, uint64_t hi) {
-  asm("" : "+r"(lo), "+r"(hi));
-  return _mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo));
-}
-
-// Decode reads every weight once, in order, faster than the hardware
-// prefetcher (which stops at 4 KiB pages) requests it: the kernels ask for
-// the weights this far ahead, a whole number of steps of rows_bytes (the
-// rows one pass covers) so that the same place of later rows is fetched.
-constexpr size_t kPrefetchBytes = 8192;
-WEFT_INLINE size_t prefetch_distance(size_t rows_bytes) {
-  return rows_bytes == 0 ? kPrefetchBytes : (kPrefetchBytes + rows_bytes - 1) / rows_bytes * rows_bytes;
-}
-// The address is formed as an integer: it may lie past the tensor (a
-// prefetch never faults, but a pointer past its object is undefined).
-WEFT_INLINE void prefetch(const void* from, size_t ahead, size_t bytes) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(from) + ahead;
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(a + o), _MM_HINT_T0);
-}
-
-// Decode's prefetch (as the AVX-512 kernels'): 16 KiB ahead of each row's
-// place into L2; past a row's end that is the rows the next tiles read.
-// Into L1 a few KiB ahead, the out-of-order window alone keeps too few
-// lines in flight.
-constexpr size_t kDecodePrefetch = 16384;
-WEFT_INLINE void prefetch_l2(const void* from, size_t bytes) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(from) + kDecodePrefetch;
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(a + o), _MM_HINT_T1);
-}
-
-// The 16 iq4 levels in each 128-bit lane, for pshufb.
-WEFT_INLINE __m256i iq4_levels() {
-  return _mm256_broadcastsi128_si256(load16(wq::kIq4Levels));
-}
-
-// The 8 integer scales of 32-value groups, kept in memory as i32 (s, s) for
-// madd: broadcasting one is then a load, where a shuffle would take a slot
-// on the busy vector ports. (Stored as float bits: vbroadcastss moves them
-// unchanged.)
-struct GroupScales {
-  alignas(16) float s[8];
-
-  explicit GroupScales(__m128i v) {  // 8 i16, in group order
-    _mm_store_ps(s, _mm_castsi128_ps(_mm_unpacklo_epi16(v, v)));
-    _mm_store_ps(s + 4, _mm_castsi128_ps(_mm_unpackhi_epi16(v, v)));
-    asm("" ::: "memory");  // broadcast from here, not rebuilt from v
-  }
-  // Scale g in every i16.
-  WEFT_INLINE __m256i splat(int g) const { return _mm256_castps_si256(_mm256_broadcast_ss(s + g)); }
-};
-
-// The 16 integer scales of 16-value groups, as i32 (s, s) in registers:
-// lo holds groups 0-3 | 8-11, hi 4-7 | 12-15 (unpack works within lanes).
-struct PairScales {
-  __m256i lo, hi;
-
-  explicit PairScales(__m256i v) : lo(_mm256_unpacklo_epi16(v, v)), hi(_mm256_unpackhi_epi16(v, v)) {}
-  // Scale 2p in the low lane, 2p + 1 in the high lane: a register of 32
-  // values spans groups 2p and 2p + 1.
-  WEFT_INLINE __m256i pair(int p) const {
-    const int e = p / 4 * 4 + p % 2 * 2;
-    return _mm256_permutevar8x32_epi32(p % 4 < 2 ? lo : hi, _mm256_setr_epi32(e, e, e, e, e + 1, e + 1, e + 1, e + 1));
-  }
-};
 
 // ---------------------------------------------------------------------------
 // 32-value blocks against q8_0 activations, two blocks b, b + 1 per
@@ -563,300 +460,6 @@ struct Legacy {
   }
 };
 
-// ---------------------------------------------------------------------------
-// 256-value super-blocks against q8_K activations. Per column, sub-block
-// products are weighted by their integer scales in i32 (sum), offsets and
-// minimums come from the bsums.
-
-// q4_K / q5_K: the 8 six-bit scales (bytes 0..7) and mins (bytes 8..15)
-// packed in 12 bytes (get_scale_min_k4 for all j at once).
-WEFT_INLINE __m128i scales_k4(const uint8_t* p) {
-  uint32_t a[3];
-  std::memcpy(a, p, sizeof a);
-  constexpr uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
-  const uint64_t sc = (a[0] & k6) | static_cast<uint64_t>((a[2] & k4) | (((a[0] >> 6) & k2) << 4)) << 32;
-  const uint64_t m = (a[1] & k6) | static_cast<uint64_t>(((a[2] >> 4) & k4) | (((a[1] >> 6) & k2) << 4)) << 32;
-  return from_u64(sc, m);
-}
-
-// The two f16 at p (d and dmin of a K-quant block) times dx: d * dx in
-// every lane of *dd, dmin * dx in *dm.
-WEFT_INLINE void scales_d_dmin(const void* p, float dx, __m256* dd, __m256* dm) {
-  uint32_t h;
-  std::memcpy(&h, p, sizeof h);
-  const __m256 v =
-      _mm256_castps128_ps256(_mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h))), _mm_set1_ps(dx)));
-  *dd = _mm256_broadcastss_ps(_mm256_castps256_ps128(v));
-  *dm = _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(1));
-}
-
-// A pshufb table: 16 at the 4-bit indices with bit k set, else 0.
-WEFT_INLINE __m256i bit_to_16(int k) {
-  alignas(16) int8_t t[16];
-  for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>((i >> k) & 1 ? 16 : 0);
-  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
-}
-
-// q4_K and q5_K: 8 groups of 32, value = d * sc * q - dmin * m. Bytes
-// 32c..32c+31 of qs hold groups 2c (low nibbles) and 2c + 1 (high); q5_K's
-// fifth bit of group g is bit g of qh[0..31].
-template <class B, bool kFifthBit>
-struct K4 {
-  using Block = B;
-  using Act = BlockQ8K;
-
-  template <int NX>
-  WEFT_INLINE static void block(const Block& w, const Act* const* x, int64_t b, __m256* acc) {
-    const __m128i sm = scales_k4(w.scales);
-    const GroupScales sc(_mm_cvtepu8_epi16(sm));
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));  // m_g at i16 2g, 2g + 1
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i hb_lo, hb_hi;  // the nibbles of qh: the fifth bits of groups 0-3 and 4-7
-    if constexpr (kFifthBit) {
-      const __m256i hb = load32(w.qh);
-      hb_lo = _mm256_and_si256(hb, m4);
-      hb_hi = _mm256_and_si256(_mm256_srli_epi16(hb, 4), m4);
-    }
-    __m256i sum[NX];
-    for (int j = 0; j < NX; ++j) sum[j] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m256i bytes = load32(w.qs + 32 * c);
-      __m256i lo = _mm256_and_si256(bytes, m4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), m4);
-      if constexpr (kFifthBit) {  // 16 where bit 2c (2c + 1) of qh is set, looked up by nibble
-        const __m256i nib = c < 2 ? hb_lo : hb_hi;
-        lo = _mm256_or_si256(lo, _mm256_shuffle_epi8(bit_to_16(2 * c % 4), nib));
-        hi = _mm256_or_si256(hi, _mm256_shuffle_epi8(bit_to_16(2 * c % 4 + 1), nib));
-      }
-      const __m256i s_lo = sc.splat(2 * c), s_hi = sc.splat(2 * c + 1);
-      for (int j = 0; j < NX; ++j) {
-        const int8_t* xq = x[j][b].qs + 64 * c;
-        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(xq)), s_lo);
-        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(xq + 32)), s_hi);
-        sum[j] = _mm256_add_epi32(sum[j], _mm256_add_epi32(p_lo, p_hi));
-      }
-    }
-    for (int j = 0; j < NX; ++j) {
-      const Act& xb = x[j][b];
-      const __m256i mx = _mm256_madd_epi16(load32(xb.bsums), mins);  // sum of m_g * (sum of x in g)
-      __m256 dd, dm;
-      scales_d_dmin(&w.d, xb.d, &dd, &dm);
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), dd, acc[j]);
-      acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mx), dm, acc[j]);
-    }
-  }
-};
-
-// q2_K, q3_K and q6_K: 16 groups of 16. Bytes l of each 32-byte run of the
-// low bits hold values l, l + 32, l + 64, l + 96 of a 128-value half; a
-// register of 32 values spans groups 2p (low lane) and 2p + 1 (high lane).
-// The scales (i16, in group order) weight the products; the offset (q3_K:
-// 4, q6_K: 32) is taken off through the bsums, q2_K's minimums likewise.
-struct Q2K {
-  using Block = wq::BlockQ2_K;
-  using Act = BlockQ8K;
-
-  template <int NX>
-  WEFT_INLINE static void block(const Block& w, const Act* const* x, int64_t b, __m256* acc) {
-    const __m128i packed = load16(w.scales);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const PairScales sc(_mm256_cvtepu8_epi16(_mm_and_si128(packed, m4)));
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
-    __m256i sum[NX];
-    for (int j = 0; j < NX; ++j) sum[j] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      __m256i bits = load32(w.qs + 32 * h);
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {  // bits moves down two per k; higher bytes' bits stay above bit 1
-        const __m256i q = _mm256_and_si256(bits, _mm256_set1_epi8(3));
-        bits = _mm256_srli_epi16(bits, 2);
-        const __m256i s = sc.pair(4 * h + k);
-        for (int j = 0; j < NX; ++j) {
-          const __m256i p = _mm256_maddubs_epi16(q, load32(x[j][b].qs + 128 * h + 32 * k));
-          sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(p, s));
-        }
-      }
-    }
-    for (int j = 0; j < NX; ++j) {
-      const Act& xb = x[j][b];
-      const __m256i mx = _mm256_madd_epi16(load32(xb.bsums), mins);
-      __m256 dd, dm;
-      scales_d_dmin(&w.d, xb.d, &dd, &dm);
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), dd, acc[j]);
-      acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mx), dm, acc[j]);
-    }
-  }
-};
-
-// q3_K's 16 signed six-bit scales: low four bits in bytes 0..7 (nibble g / 8
-// of byte g % 8), the high two in bytes 8..11 (bits 2 (g / 4) of byte 8 + g % 4).
-WEFT_INLINE __m128i scales_q3(const uint8_t* p) {
-  uint32_t a[3];
-  std::memcpy(a, p, sizeof a);
-  constexpr uint32_t k4 = 0x0F0F0F0F, k2 = 0x03030303;
-  const uint32_t h = a[2];
-  const uint64_t s0 = (a[0] & k4) | ((h & k2) << 4);
-  const uint64_t s1 = (a[1] & k4) | (((h >> 2) & k2) << 4);
-  const uint64_t s2 = ((a[0] >> 4) & k4) | (((h >> 4) & k2) << 4);
-  const uint64_t s3 = ((a[1] >> 4) & k4) | (((h >> 6) & k2) << 4);
-  return _mm_sub_epi8(from_u64(s0 | s1 << 32, s2 | s3 << 32), _mm_set1_epi8(32));
-}
-
-// Per column: the offset's share, off * sum over g of sc_g * bsum_g.
-template <int kOffsetShift>
-WEFT_INLINE __m256i offset_term(const BlockQ8K& xb, __m256i sc) {
-  return _mm256_slli_epi32(_mm256_madd_epi16(load32(xb.bsums), sc), kOffsetShift);
-}
-
-struct Q3K {  // value = d * sc * (low + 4 * high - 4); high bit of group g: bit g of hmask[0..31]
-  using Block = wq::BlockQ3_K;
-  using Act = BlockQ8K;
-
-  template <int NX>
-  WEFT_INLINE static void block(const Block& w, const Act* const* x, int64_t b, __m256* acc) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(scales_q3(w.scales));
-    const PairScales sc(sc16);
-    __m256i hb = load32(w.hmask);
-    __m256i sum[NX];
-    for (int j = 0; j < NX; ++j) sum[j] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      __m256i bits = load32(w.qs + 32 * h);
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {  // bits and hb move down each step, as in Q2K
-        const __m256i high = _mm256_and_si256(_mm256_slli_epi16(hb, 2), _mm256_set1_epi8(4));
-        const __m256i q = _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi8(3)), high);
-        bits = _mm256_srli_epi16(bits, 2);
-        hb = _mm256_srli_epi16(hb, 1);
-        const __m256i s = sc.pair(4 * h + k);
-        for (int j = 0; j < NX; ++j) {
-          const __m256i p = _mm256_maddubs_epi16(q, load32(x[j][b].qs + 128 * h + 32 * k));
-          sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(p, s));
-        }
-      }
-    }
-    const float d = f16(w.d);
-    for (int j = 0; j < NX; ++j) {
-      const __m256i total = _mm256_sub_epi32(sum[j], offset_term<2>(x[j][b], sc16));
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(d * x[j][b].d), acc[j]);
-    }
-  }
-};
-
-struct Q6K {  // value = d * sc * (low4 | high2 << 4) - 32
-  using Block = wq::BlockQ6_K;
-  using Act = BlockQ8K;
-
-  template <int NX>
-  WEFT_INLINE static void block(const Block& w, const Act* const* x, int64_t b, __m256* acc) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(load16(w.scales));
-    const PairScales sc(sc16);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-    __m256i sum[NX];
-    for (int j = 0; j < NX; ++j) sum[j] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      // Quarter k of the half: low nibbles (k < 2) or high nibbles of ql
-      // bytes 32 (k % 2)...; the high bits 2k, 2k + 1 of qh, moved to bits 4, 5.
-      const __m256i ql0 = load32(w.ql + 64 * h), ql1 = load32(w.ql + 64 * h + 32);
-      const __m256i qh = load32(w.qh + 32 * h);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
-      };
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m256i s = sc.pair(4 * h + k);
-        for (int j = 0; j < NX; ++j) {
-          const __m256i p = _mm256_maddubs_epi16(q[k], load32(x[j][b].qs + 128 * h + 32 * k));
-          sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(p, s));
-        }
-      }
-    }
-    const float d = f16(w.d);
-    for (int j = 0; j < NX; ++j) {
-      const __m256i total = _mm256_sub_epi32(sum[j], offset_term<5>(x[j][b], sc16));
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(d * x[j][b].d), acc[j]);
-    }
-  }
-};
-
-// iq4_xs: 8 groups of 32 coded as iq4_nl (16 bytes each), six-bit scales
-// biased by 32: low four bits in nibble g % 2 of scales_l[g / 2], high two
-// in bits 2g of scales_h.
-struct Iq4Xs {
-  using Block = wq::BlockIq4Xs;
-  using Act = BlockQ8K;
-
-  template <int NX>
-  WEFT_INLINE static void block(const Block& w, const Act* const* x, int64_t b, __m256* acc) {
-    alignas(16) int16_t ls[8];
-    for (int g = 0; g < 8; ++g) {
-      ls[g] = static_cast<int16_t>(
-          (((w.scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w.scales_h >> (2 * g)) & 3) << 4)) - 32);
-    }
-    const GroupScales sc(_mm_load_si128(reinterpret_cast<const __m128i*>(ls)));
-    const __m256i levels = iq4_levels();
-    __m256i sum[NX];
-    for (int j = 0; j < NX; ++j) sum[j] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      const __m256i q = _mm256_shuffle_epi8(levels, nibbles(w.qs + 16 * g));
-      const __m256i aq = _mm256_sign_epi8(q, q);
-      const __m256i s = sc.splat(g);
-      for (int j = 0; j < NX; ++j) {
-        const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(load32(x[j][b].qs + 32 * g), q));
-        sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(p, s));
-      }
-    }
-    const float d = f16(w.d);
-    for (int j = 0; j < NX; ++j)
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), _mm256_set1_ps(d * x[j][b].d), acc[j]);
-  }
-};
-
-// A super-block type K as a tile kernel: one weight row at a time against
-// the nx activation rows (its blocks are long enough to keep the FMA chain
-// off the critical path).
-template <class K>
-struct Super {
-  template <int NX>
-  static void row(const uint8_t* wp, size_t stride, const void* const* xq, int64_t n, float* out) {
-    const auto* w = reinterpret_cast<const typename K::Block*>(wp);
-    const BlockQ8K* x[NX];
-    __m256 acc[NX];
-    for (int j = 0; j < NX; ++j) {
-      x[j] = static_cast<const BlockQ8K*>(xq[j]);
-      acc[j] = _mm256_setzero_ps();
-    }
-    const size_t ahead = prefetch_distance(stride);
-    for (int64_t b = 0; b < n / kSuperBlock; ++b) {
-      prefetch(w + b, ahead, sizeof(typename K::Block));
-      K::template block<NX>(w[b], x, b, acc);
-    }
-    for (int j = 0; j < NX; ++j) out[j] = hsum(acc[j]);
-  }
-
-  static void tile(const void* wv, size_t stride, int nw, const void* const* xq, int nx, int64_t n, float* out) {
-    const auto* w = static_cast<const uint8_t*>(wv);
-    for (int r = 0; r < nw; ++r) {
-      const uint8_t* wr = w + r * stride;
-      float* o = out + r * kTileCols;
-      switch (nx) {
-        case 1: row<1>(wr, stride, xq, n, o); break;
-        case 2: row<2>(wr, stride, xq, n, o); break;
-        case 3: row<3>(wr, stride, xq, n, o); break;
-        default: row<4>(wr, stride, xq, n, o); break;
-      }
-    }
-  }
-};
-
 constexpr QuantDotTable make_table() {
   QuantDotTable t{};
   auto set = [&t](DType d, QuantDot q) { t.by_type[static_cast<int>(d)] = q; };
@@ -867,23 +470,26 @@ constexpr QuantDotTable make_table() {
   set(DType::q5_1, {ActType::q8_0, Legacy<Q5_1>::tile});
   set(DType::iq4_nl, {ActType::q8_0, Legacy<Iq4Nl>::tile});
   set(DType::mxfp4, {ActType::q8_0, Legacy<Mxfp4>::tile});
-  set(DType::q2_K, {ActType::q8_K, Super<Q2K>::tile});
-  set(DType::q3_K, {ActType::q8_K, Super<Q3K>::tile});
-  set(DType::q4_K, {ActType::q8_K, Super<K4<wq::BlockQ4_K, false>>::tile});
-  set(DType::q5_K, {ActType::q8_K, Super<K4<wq::BlockQ5_K, true>>::tile});
-  set(DType::q6_K, {ActType::q8_K, Super<Q6K>::tile});
-  set(DType::iq4_xs, {ActType::q8_K, Super<Iq4Xs>::tile});
   t.quantize_q8_0 = quantize_q8_0_avx2;
   t.quantize_q8_K = quantize_q8_K_avx2;
   return t;
 }
 
-constinit const QuantDotTable kAvx2 = make_table();
+constinit const QuantDotTable kAvx2Legacy = make_table();
 
 }  // namespace
 
+// The 32-value types' kernels from here, the super-block types' from
+// qdot_avx2_k.cpp.
 const QuantDotTable& avx2_quant_table() {
-  return kAvx2;
+  static const QuantDotTable table = [] {
+    QuantDotTable t = kAvx2Legacy;
+    const QuantDotTable& k = avx2_super_block_table();
+    for (int i = 0; i < kDTypeCount; ++i)
+      if (k.by_type[i].tile != nullptr) t.by_type[i] = k.by_type[i];
+    return t;
+  }();
+  return table;
 }
 
 }  // namespace weft::cpu
