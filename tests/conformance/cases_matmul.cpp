@@ -150,6 +150,10 @@ const MoeCase kMoeCases[] = {
     {64, 8, 4, 2, 4, false, Layout::strided},
     {64, 16, 3, 2, 6, false, Layout::packed, false, 2},
     {64, 16, 2, 3, 5, true, Layout::packed, false, 1},
+    // 16 or more pairs per expert: the 32-value types' packed product.
+    {64, 12, 3, 2, 30, false},
+    {64, 16, 3, 2, 24, false, Layout::packed, false, 2},
+    {64, 8, 2, 2, 16, false, Layout::strided},
 };
 // Quantized weights only: rows of 256 k.
 const MoeCase kQuantMoeCases[] = {
@@ -160,6 +164,7 @@ const MoeCase kQuantMoeCases[] = {
     {256, 33, 4, 2, 2, true},
     {256, 5, 3, 1, 1, true, Layout::packed, true},
     {512, 8, 4, 2, 3, false, Layout::packed, true},
+    {256, 9, 2, 2, 16, false, Layout::packed, true},
 };
 
 void add_moe_case(std::vector<Case>& cases, DType w, const MoeCase& c, bool exact) {

@@ -239,6 +239,25 @@ class MatMulGemm final : public GemmOperands {
   const MatMul& p_;
 };
 
+// mul_mat_id's operands for qgemm(): one batch per active expert (MatMulId).
+class MatMulIdGemm final : public GemmOperands {
+ public:
+  explicit MatMulIdGemm(const MatMulId& p) : p_(p) {}
+  int64_t batches() const override { return p_.batches(); }
+  int64_t cols(int64_t bi) const override { return p_.cols(bi); }
+  const uint8_t* a_rows(int64_t bi) const override { return p_.w_row(bi, 0); }
+  size_t a_stride() const override { return p_.as.nb[1]; }
+  const uint8_t* b_row(int64_t bi, int64_t j) const override {
+    const int64_t pair = p_.pairs[p_.offset[bi] + j];
+    const int64_t n_used = p_.dst.ne[1];
+    return row_ptr(p_.b, (pair % n_used) % p_.b.ne[1], pair / n_used, 0);
+  }
+  float* c_row(int64_t bi, int64_t j) const override { return p_.out_row(bi, j); }
+
+ private:
+  const MatMulId& p_;
+};
+
 GemmShape mul_mat_gemm_shape(const Tensor& node) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
@@ -253,6 +272,23 @@ bool mul_mat_uses_gemm(const Tensor& node) {
 bool mul_mat_uses_qgemm(const Tensor& node) {
   const Tensor& a = *node.src[0];
   return qgemm_preferred(a.type, a.ne[1], a.ne[0], node.src[1]->ne[1]);
+}
+
+// mul_mat_id takes the packed product when the experts average enough
+// activation rows each (a prompt), judged from the shape alone: every
+// expert's product then goes the same way whatever the ids, and the
+// scratch is sized for it. Any expert may get up to every pair.
+GemmShape mul_mat_id_gemm_shape(const Tensor& node) {
+  const Tensor& as = *node.src[0];
+  const Tensor& ids = *node.src[2];
+  return {as.type, as.ne[1], as.ne[0], node.src[1]->nb[0], ids.ne[0] * ids.ne[1]};
+}
+
+bool mul_mat_id_uses_qgemm(const Tensor& node) {
+  const Tensor& as = *node.src[0];
+  const Tensor& ids = *node.src[2];
+  const int64_t pairs = ids.ne[0] * ids.ne[1];
+  return as.ne[2] > 0 && qgemm_preferred(as.type, as.ne[1], as.ne[0], pairs / as.ne[2]);
 }
 
 // The expert of pair (e, t) within as: ids[e, t] - id_base (op_params[0]),
@@ -328,7 +364,6 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   int64_t* experts = scratch.take<int64_t>(n_expert);
   int64_t* offset = scratch.take<int64_t>(n_expert + 1);
   int64_t* pairs = scratch.take<int64_t>(n_pairs);
-  const QuantizedActs q = take_quantized_acts(scratch, dst);
 
   // Every thread groups the pairs by expert for itself (cheap next to the
   // products), so no barrier is needed.
@@ -364,6 +399,11 @@ void mul_mat_id_op(const KernelContext& kc, Tensor& dst) {
   }
 
   const MatMulId p{as, b, dst, experts, offset, pairs, n_active};
+  if (mul_mat_id_uses_qgemm(dst)) {
+    qgemm(kc, mul_mat_id_gemm_shape(dst), MatMulIdGemm(p), scratch);
+    return;
+  }
+  const QuantizedActs q = take_quantized_acts(scratch, dst);
   Engine<MatMulId> engine(kc, p, dot_kernels().tile(as.type), q, as.ne[0], as.ne[1], row_bytes(as.type, as.ne[0]),
                           xbuf);
   engine.run(kc.ith, kc.nth);
@@ -396,7 +436,7 @@ size_t mul_mat_id_scratch_bytes(const Tensor& n, int) {
   const int64_t n_pairs = n.src[2]->ne[0] * n.src[2]->ne[1];
   return kScratchAlign + xbuf_bytes(*n.src[1]) + 2 * scratch_piece_bytes(n_expert + 1, sizeof(int64_t)) +
          scratch_piece_bytes(n_expert, sizeof(int64_t)) + scratch_piece_bytes(n_pairs, sizeof(int64_t)) +
-         quantized_acts_bytes(n);
+         quantized_acts_bytes(n) + (mul_mat_id_uses_qgemm(n) ? qgemm_scratch_bytes(mul_mat_id_gemm_shape(n)) : 0);
 }
 
 }  // namespace
