@@ -1,4 +1,5 @@
-// The packed quantized product (backend/cpu/qgemm.h): panels hold exactly
+// The packed quantized product (backend/cpu/qgemm.h), for the 32-value
+// types and the super-block types with groups of 32: panels hold exactly
 // the values the dequantizer gives; every level's kernels and the driver
 // against a float64 product of the dequantized weights and the q8_0
 // activations the engine multiplies (so the integer sums are checked to f32
@@ -28,8 +29,8 @@
 namespace weft::cpu {
 namespace {
 
-constexpr DType kQgemmTypes[] = {DType::q8_0,  DType::q4_0,   DType::q4_1, DType::q5_0,
-                                 DType::q5_1, DType::iq4_nl, DType::mxfp4};
+constexpr DType kQgemmTypes[] = {DType::q8_0,   DType::q4_0,  DType::q4_1, DType::q5_0, DType::q5_1,
+                                 DType::iq4_nl, DType::mxfp4, DType::q4_K, DType::q5_K, DType::iq4_xs};
 
 using gemm_test::Operands;
 using QgemmWeights = gemm_test::Weights;
@@ -44,9 +45,10 @@ struct QgemmProblem {
 };
 // Row counts around the panel (8), columns around the tile (4), one block
 // and several, strided activations, batches broadcast over weight matrices.
+// (The super-block types take the problems whose k is a multiple of 256.)
 const QgemmProblem kQgemmProblems[] = {
-    {1, 32, 1, 1, 1, 1},   {8, 64, 4, 1, 1, 1},    {13, 96, 17, 1, 1, 1},
-    {37, 288, 21, 3, 1, 1}, {16, 128, 9, 1, 6, 3}, {70, 320, 33, 1, 1, 1},
+    {1, 32, 1, 1, 1, 1},    {8, 64, 4, 1, 1, 1},   {13, 96, 17, 1, 1, 1},  {37, 288, 21, 3, 1, 1},
+    {16, 128, 9, 1, 6, 3},  {70, 320, 33, 1, 1, 1}, {11, 256, 18, 1, 1, 1}, {20, 512, 7, 2, 4, 2},
 };
 
 // The float64 product of the dequantized weights and the activations as
@@ -111,6 +113,7 @@ TEST_P(QgemmAtLevel, EveryTypeMatchesTheFloat64ProductAndEveryThreadCountTheSame
   ASSERT_NE(kern, nullptr) << "the level's qgemm kernel is refused on a CPU that has every flag it needs";
   for (DType t : kQgemmTypes) {
     for (const QgemmProblem& p : kQgemmProblems) {
+      if (p.k % traits(t).block_size != 0) continue;
       const QgemmWeights a = qgemm_weights(t, p.k, p.m * (p.batches / p.r), 21);
       const std::vector<float> b = qgemm_randoms(static_cast<size_t>(p.batches * p.n * p.k * p.step), 22);
       const QgemmReference ref = qgemm_reference(a, p, b);
@@ -134,7 +137,7 @@ TEST(Qgemm, BothLevelsGiveTheSameBytes) {
   const QGemmKernel* vnni = qgemm_kernel_for(Level::avx512);
   if (vnni == nullptr || !level_test::why_not_run(Level::avx512, true).empty())
     GTEST_SKIP() << level_test::why_not_run(Level::avx512, true);
-  const QgemmProblem p{37, 288, 21, 1, 1, 1};
+  const QgemmProblem p{37, 512, 21, 1, 1, 1};
   for (DType t : kQgemmTypes) {
     const QgemmWeights a = qgemm_weights(t, p.k, p.m, 23);
     const std::vector<float> b = qgemm_randoms(static_cast<size_t>(p.n * p.k), 24);
@@ -147,7 +150,7 @@ TEST(Qgemm, BothLevelsGiveTheSameBytes) {
 // Every packed value, read back as d * (q - offset) + m, is the value the
 // dequantizer gives; rows past the panel's are zero.
 TEST(Qgemm, PanelsHoldTheDequantizedValues) {
-  constexpr int64_t kK = 96, kRows = 5;
+  constexpr int64_t kK = 512, kRows = 5;
   for (DType t : kQgemmTypes) {
     const QgemmWeights a = qgemm_weights(t, kK, kRows, 25);
     for (bool add_offset : {false, true}) {
@@ -174,7 +177,9 @@ TEST(Qgemm, PreferredForTheThirtyTwoValueTypesAndBatchesOnly) {
   EXPECT_TRUE(qgemm_preferred(DType::q8_0, 2048, 2048, 512));
   EXPECT_TRUE(qgemm_preferred(DType::q4_0, 256, 2048, 16));
   EXPECT_FALSE(qgemm_preferred(DType::q4_0, 256, 2048, 1));  // token generation: the matrix-vector path
-  EXPECT_FALSE(qgemm_preferred(DType::q4_K, 2048, 2048, 512));
+  EXPECT_TRUE(qgemm_preferred(DType::q4_K, 2048, 2048, 512));
+  EXPECT_FALSE(qgemm_preferred(DType::q6_K, 2048, 2048, 512));  // groups of 16: the tiles
+  EXPECT_FALSE(qgemm_preferred(DType::q4_K, 2048, 2080, 512));  // not whole super-blocks
   EXPECT_FALSE(qgemm_preferred(DType::f16, 2048, 2048, 512));
 }
 

@@ -132,7 +132,7 @@ const QGemmKernel& qgemm_kernel() {
 }
 
 bool qgemm_preferred(DType a, int64_t m, int64_t k, int64_t n) {
-  return qgemm_handles(a) && m >= 1 && k >= 32 && k % 32 == 0 && n >= kMinCols;
+  return qgemm_handles(a) && m >= 1 && k >= 32 && k % traits(a).block_size == 0 && n >= kMinCols;
 }
 
 size_t qgemm_scratch_bytes(const GemmShape& s) {

@@ -1,6 +1,8 @@
 // Packed matrix products of the 32-value quantized weight types (q8_0,
-// q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4) with a batch of f32 activations:
-// the prompt path of mul_mat for them. Internal to the CPU backend.
+// q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4) and of the super-block types whose
+// groups of 32 values have one scale each (q4_K, q5_K, iq4_xs: a group is a
+// block here) with a batch of f32 activations: the prompt path of mul_mat
+// and mul_mat_id for them. Internal to the CPU backend.
 //
 // The tile engine of ops_matmul.cpp multiplies a few weight rows with a few
 // activation rows along K, summing each product across vector lanes at the

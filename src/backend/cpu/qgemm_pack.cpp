@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "../../core/quant/blocks.h"
+#include "../../core/quant/search.h"
 #include "qgemm.h"
 
 namespace weft::cpu {
@@ -45,6 +46,42 @@ inline __m256i lookup(const int8_t (&table)[16], __m256i nib) {
 template <class B>
 const B& block_at(const uint8_t* row, int64_t b) {
   return reinterpret_cast<const B*>(row)[b];
+}
+
+// Group b % 8 of super-block b / 8 of a q4_K, q5_K or iq4_xs row: their
+// groups of 32 values each have one scale (and q4_K / q5_K one minimum), so
+// a group is a block here: q4_K / q5_K value = (d * sc) * q - dmin * m, q
+// 0..31 (the minimum form); iq4_xs value = (d * (ls - 32)) * level (sign8).
+// Each scale is a product of an f16 and a 6-bit integer: exact in f32.
+__m256i decode_group(DType t, const uint8_t* row, int64_t b, float& d, float& m) {
+  const int g = static_cast<int>(b % 8);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  if (t == DType::iq4_xs) {
+    const auto& x = block_at<quant::BlockIq4Xs>(row, b / 8);
+    const int ls = ((x.scales_l[g / 2] >> (4 * (g % 2))) & 0x0F) | (((x.scales_h >> (2 * g)) & 3) << 4);
+    d = f16_to_f32(x.d) * static_cast<float>(ls - 32);
+    return lookup(quant::kIq4Levels, nibbles(x.qs + 16 * g));
+  }
+  // q4_K and q5_K share the layout of scales and low bits: group g's low
+  // nibbles are bits 4 * (g % 2) of bytes 32 * (g / 2) ... + 31.
+  const uint8_t* scales = t == DType::q4_K ? block_at<quant::BlockQ4_K>(row, b / 8).scales
+                                           : block_at<quant::BlockQ5_K>(row, b / 8).scales;
+  const uint8_t* qs = t == DType::q4_K ? block_at<quant::BlockQ4_K>(row, b / 8).qs
+                                       : block_at<quant::BlockQ5_K>(row, b / 8).qs;
+  const uint16_t dh = t == DType::q4_K ? block_at<quant::BlockQ4_K>(row, b / 8).d
+                                       : block_at<quant::BlockQ5_K>(row, b / 8).d;
+  const uint16_t dmin = t == DType::q4_K ? block_at<quant::BlockQ4_K>(row, b / 8).dmin
+                                         : block_at<quant::BlockQ5_K>(row, b / 8).dmin;
+  uint8_t sc = 0, mn = 0;
+  quant::get_scale_min_k4(g, scales, &sc, &mn);
+  d = f16_to_f32(dh) * static_cast<float>(sc);
+  m = -f16_to_f32(dmin) * static_cast<float>(mn);
+  const __m256i low = _mm256_and_si256(
+      _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (g / 2))), 4 * (g % 2)), m4);
+  if (t == DType::q4_K) return low;
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block_at<quant::BlockQ5_K>(row, b / 8).qh));
+  const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, g), _mm256_set1_epi8(1));
+  return _mm256_or_si256(low, _mm256_slli_epi16(bit, 4));
 }
 
 // Block b of a weight row: its 32 integer values v (plus offset) as bytes,
@@ -91,6 +128,9 @@ __m256i decode(DType t, const uint8_t* row, int64_t b, int offset, float& d, flo
       d = std::ldexp(1.0f, static_cast<int>(x.e) - 128);  // exact: 2^-128 .. 2^127
       return _mm256_add_epi8(lookup(quant::kMxfp4Levels, nibbles(x.qs)), off);
     }
+    case DType::q4_K:
+    case DType::q5_K:
+    case DType::iq4_xs: return decode_group(t, row, b, d, m);
     default:
       d = 0.0f;  // unreachable: qgemm_handles() gates every caller
       return _mm256_setzero_si256();
@@ -137,7 +177,10 @@ bool qgemm_handles(DType a) {
     case DType::q5_0:
     case DType::q5_1:
     case DType::iq4_nl:
-    case DType::mxfp4: return true;
+    case DType::mxfp4:
+    case DType::q4_K:
+    case DType::q5_K:
+    case DType::iq4_xs: return true;
     default: return false;
   }
 }
@@ -145,8 +188,8 @@ bool qgemm_handles(DType a) {
 // The 8-bit types need the sign trick on AVX2; the others' values fit in 5
 // bits once offset, so four unsigned x signed byte products add up in i16.
 QForm qgemm_form(DType a) {
-  if (a == DType::q8_0 || a == DType::iq4_nl) return QForm::sign8;
-  if (a == DType::q4_1 || a == DType::q5_1) return QForm::min;
+  if (a == DType::q8_0 || a == DType::iq4_nl || a == DType::iq4_xs) return QForm::sign8;
+  if (a == DType::q4_1 || a == DType::q5_1 || a == DType::q4_K || a == DType::q5_K) return QForm::min;
   return QForm::offset;
 }
 
