@@ -117,7 +117,9 @@ bool GrammarMatcher::step(const std::vector<int32_t>& from, const Utf8& u, uint8
     return !to.empty();
   }
   // Inside a character: go on while some stack accepts a character that
-  // starts with these bytes (they form the range [lo, hi]).
+  // starts with these bytes (they form the range [lo, hi]) and is a code
+  // point at all: ED A0..BF can only end in a surrogate (U+D800..DFFF),
+  // which no completion makes valid, so it must stop here.
   const int shift = 6 * out.need;
   constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
   const uint32_t lo = std::max(out.cp << shift, kMin[out.len]);
@@ -125,10 +127,14 @@ bool GrammarMatcher::step(const std::vector<int32_t>& from, const Utf8& u, uint8
   if (lo > hi) return false;
   const auto& els = g_->elements();
   const auto& classes = g_->classes();
+  auto valid_in = [&](const Grammar::CharClass& c) {
+    return (lo <= 0xD7FF && c.intersects(lo, std::min(hi, 0xD7FFu))) ||
+           (hi >= 0xE000 && c.intersects(std::max(lo, 0xE000u), hi));
+  };
   for (int32_t id : from) {
     if (id == kAccept) continue;
     const int32_t pos = arena_[static_cast<size_t>(id)].first;
-    if (classes[static_cast<size_t>(els[static_cast<size_t>(pos)].index)].intersects(lo, hi)) {
+    if (valid_in(classes[static_cast<size_t>(els[static_cast<size_t>(pos)].index)])) {
       to = from;
       return true;
     }

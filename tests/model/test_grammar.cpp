@@ -104,6 +104,22 @@ TEST(Grammar, Utf8AcrossTokens) {
   EXPECT_TRUE(m.accept_bytes("\xCF\x89"));  // ω
 }
 
+// A partial character is taken only while some valid code point can
+// complete it: ED A0..BF can only end in a surrogate (U+D800..DFFF), so a
+// class spanning them must not take those bytes (a sequence would then reach
+// a state no token continues: seen as "the grammar allows no token" at
+// temperature 1 over a byte-fallback vocabulary).
+TEST(Grammar, PartialCharactersThatCanOnlyBeSurrogatesAreRefused) {
+  const std::string any = R"(root ::= [^"]*)";
+  EXPECT_TRUE(prefix_ok(any, "\xED"));          // U+D000..D7FF are still possible
+  EXPECT_TRUE(prefix_ok(any, "\xED\x9F"));      // U+D7C0..D7FF
+  EXPECT_TRUE(matches(any, "\xED\x9F\xBF"));   // U+D7FF
+  EXPECT_FALSE(prefix_ok(any, "\xED\xA0"));     // U+D800..D83F: surrogates only
+  EXPECT_FALSE(prefix_ok(any, "\xED\xBF"));     // U+DFC0..DFFF
+  EXPECT_TRUE(matches(any, "\xEE\x80\x80"));   // U+E000, just past them
+  EXPECT_FALSE(prefix_ok(any, "\xF4\x90"));     // past U+10FFFF
+}
+
 TEST(Grammar, ErrorsNameTheFaultAndWhere) {
   EXPECT_NE(parse_error("root ::= foo\n").find("line 1, column 10: rule 'foo' is used but never defined"),
             std::string::npos) << parse_error("root ::= foo\n");

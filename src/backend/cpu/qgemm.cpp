@@ -10,9 +10,10 @@
 // column, so each weight is decoded once per product per thread.
 #include "qgemm.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "cpu_features.h"
 #include "qdot.h"
@@ -66,14 +67,14 @@ void quantize_col(const uint8_t* src, size_t step, int64_t k, int offset, bool u
   auto* d = reinterpret_cast<float*>(base + 32 * nb);
   auto* isum = reinterpret_cast<int32_t*>(d + nb);
   float* fsum = d + 2 * nb;
-  const uint8_t flip = unsigned_acts ? 0x80 : 0;
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ8_0& blk = buf.row_q8[b];
-    int32_t sum = 0;
-    for (int i = 0; i < 32; ++i) {
-      sum += blk.q[i];
-      base[32 * b + i] = static_cast<uint8_t>(blk.q[i]) ^ flip;
-    }
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.q));
+    const __m256i u = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));  // x_q + 128
+    _mm256_store_si256(reinterpret_cast<__m256i*>(base + 32 * b), unsigned_acts ? u : q);
+    const __m256i s8 = _mm256_sad_epu8(u, _mm256_setzero_si256());  // 4 sums of 8 unsigned bytes
+    const __m128i s4 = _mm_add_epi64(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    const auto sum = static_cast<int32_t>(_mm_cvtsi128_si64(_mm_add_epi64(s4, _mm_unpackhi_epi64(s4, s4)))) - 32 * 128;
     d[b] = f16_to_f32(blk.d);
     isum[b] = offset * sum;
     fsum[b] = d[b] * static_cast<float>(sum);
