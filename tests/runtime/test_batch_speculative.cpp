@@ -1,0 +1,318 @@
+// BatchEngine's speculative rounds (weft/runtime/batch_engine.h with a
+// BatchDraft) over a fake target whose one-hot logits name the next token
+// from the sequence and the position it was evaluated at, and a fake draft
+// that proposes the same token except at chosen positions, so every
+// expected token, step and count is known: a lone sequence's output equals
+// plain decoding's whatever the draft proposes; its rounds judge exactly
+// the proposals made; two busy sequences take plain steps; max_tokens, the
+// slot's end, a stopping sink and cancellation end a round where plain
+// decoding would; the draft's cache follows the sequence it serves; a
+// grammar job takes plain steps; bad drafts are refused.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "weft/core/error.h"
+#include "weft/model/grammar.h"
+#include "weft/runtime/batch_engine.h"
+
+namespace {
+
+using weft::BatchEnd;
+using weft::BatchEngine;
+using weft::BatchJob;
+using weft::StopReason;
+using weft::model::BatchToken;
+
+constexpr int64_t kSpecVocab = 64;
+
+// The fake target's token after position pos of sequence seq.
+int32_t spec_predicted(int seq, int32_t pos) { return static_cast<int32_t>((seq * 7 + pos * 3 + 1) % kSpecVocab); }
+
+std::vector<float> spec_one_hot(int32_t token) {
+  std::vector<float> row(kSpecVocab, 0.0f);
+  row[static_cast<size_t>(token)] = 1.0f;
+  return row;
+}
+
+// The target: records every step; finish() answers each marked token's row.
+struct SpecFakeTarget {
+  std::map<int, std::vector<BatchToken>> in_flight;
+  std::vector<std::vector<BatchToken>> submitted;
+
+  weft::BatchedEval eval() {
+    weft::BatchedEval e;
+    e.slots = 1;
+    e.submit = [this](int slot, std::span<const BatchToken> batch, int64_t) {
+      in_flight[slot].assign(batch.begin(), batch.end());
+      submitted.push_back(in_flight[slot]);
+    };
+    e.finish = [this](int slot, std::vector<float>& logits) {
+      logits.clear();
+      for (const BatchToken& t : in_flight[slot])
+        if (t.logits) {
+          const std::vector<float> row = spec_one_hot(spec_predicted(t.seq, t.pos));
+          logits.insert(logits.end(), row.begin(), row.end());
+        }
+      in_flight[slot].clear();
+    };
+    return e;
+  }
+};
+
+// The draft: one sequence's cache as a token list (an eval at n_past
+// overwrites from there, as a real cache would); it proposes the target's
+// token for sequence `seq`, except after the positions in `wrong_at`.
+struct SpecFakeDraft {
+  int seq = 0;
+  std::set<int32_t> wrong_at;
+  std::vector<int32_t> cache;
+  int evals = 0;
+
+  weft::BatchDraft draft(int draft_max, int64_t n_ctx = 64) {
+    weft::BatchDraft d;
+    d.eval = [this](std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits) {
+      ++evals;
+      ASSERT_LE(n_past, static_cast<int64_t>(cache.size())) << "the draft skipped positions";
+      cache.resize(static_cast<size_t>(n_past));
+      cache.insert(cache.end(), tokens.begin(), tokens.end());
+      const int32_t pos = static_cast<int32_t>(cache.size() - 1);
+      const int32_t right = spec_predicted(seq, pos);
+      logits = spec_one_hot(wrong_at.count(pos) ? (right + 1) % kSpecVocab : right);
+    };
+    d.model = {.n_vocab = kSpecVocab, .n_ctx = n_ctx};
+    d.draft_max = draft_max;
+    return d;
+  }
+};
+
+struct SpecRecorder : weft::BatchSink {
+  std::vector<int32_t> tokens;
+  BatchEnd end;
+  bool finished = false;
+  int stop_after = -1;    // on_token says stop at this many tokens
+  int cancel_after = -1;  // cancelled() says yes from this many tokens
+  bool on_token(int32_t token, std::span<const float>) override {
+    tokens.push_back(token);
+    return stop_after < 0 || static_cast<int>(tokens.size()) < stop_after;
+  }
+  bool cancelled() override { return cancel_after >= 0 && static_cast<int>(tokens.size()) >= cancel_after; }
+  void on_finish(const BatchEnd& e) override {
+    EXPECT_FALSE(finished) << "on_finish twice";
+    finished = true;
+    end = e;
+  }
+};
+
+BatchJob spec_job(std::vector<int32_t> prompt, int max_tokens) {
+  BatchJob j;
+  j.prompt = std::move(prompt);
+  j.options.max_tokens = max_tokens;
+  j.options.stop_at_end_of_generation = false;
+  return j;
+}
+
+// Plain greedy decoding's tokens for a prompt of n tokens in slot seq.
+std::vector<int32_t> spec_expected(int seq, int n_prompt, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(spec_predicted(seq, n_prompt - 1 + i));
+  return out;
+}
+
+void spec_run(BatchEngine& e) {
+  for (int guard = 0; e.busy(); ++guard) {
+    ASSERT_LT(guard, 10000) << "the engine does not finish";
+    e.advance();
+  }
+}
+
+BatchEngine spec_engine(SpecFakeTarget& t, SpecFakeDraft& d, int slots, int64_t n_ctx, int draft_max) {
+  return BatchEngine(t.eval(), {.n_vocab = kSpecVocab, .n_ctx = n_ctx},
+                     {.slots = slots, .draft = d.draft(draft_max, n_ctx / slots)});
+}
+
+TEST(BatchSpeculative, ALoneSequenceKeepsEveryRightProposalInOneStepPerRound) {
+  SpecFakeTarget t;
+  SpecFakeDraft d;
+  BatchEngine e = spec_engine(t, d, 1, 64, 4);
+  SpecRecorder r;
+  e.start(spec_job({5, 6, 7}, 11), &r);
+  spec_run(e);
+  EXPECT_EQ(r.tokens, spec_expected(0, 3, 11));
+  EXPECT_EQ(r.end.stop, StopReason::max_tokens);
+  // The prompt's step gives token 1; rounds of 4 proposals give 5 each
+  // (tokens 2-6, 7-11): 8 drafted, all kept.
+  ASSERT_EQ(t.submitted.size(), 3u);
+  EXPECT_EQ(e.counters().speculative_steps, 2u);
+  EXPECT_EQ(e.counters().drafted, 8u);
+  EXPECT_EQ(e.counters().accepted, 8u);
+  EXPECT_EQ(r.end.drafted, 8);
+  EXPECT_EQ(r.end.accepted, 8);
+  // A round: the next token and the proposals at consecutive positions,
+  // every row asked for.
+  const std::vector<BatchToken>& round = t.submitted[1];
+  ASSERT_EQ(round.size(), 5u);
+  for (size_t i = 0; i < round.size(); ++i) {
+    EXPECT_EQ(round[i].pos, static_cast<int32_t>(3 + i));
+    EXPECT_EQ(round[i].token, r.tokens[i]);
+    EXPECT_TRUE(round[i].logits);
+  }
+  EXPECT_EQ(t.submitted[2][0].pos, 8);
+}
+
+TEST(BatchSpeculative, RejectedProposalsChangeNothingButTheSteps) {
+  SpecFakeTarget t;
+  SpecFakeDraft d;
+  d.wrong_at = {4, 9, 10, 15};  // the draft's token after these positions is wrong
+  BatchEngine e = spec_engine(t, d, 1, 64, 4);
+  SpecRecorder r;
+  e.start(spec_job({5, 6, 7}, 20), &r);
+  spec_run(e);
+  EXPECT_EQ(r.tokens, spec_expected(0, 3, 20));
+  EXPECT_LT(e.counters().accepted, e.counters().drafted);
+  EXPECT_EQ(static_cast<uint64_t>(r.end.drafted), e.counters().drafted);
+  // Each round starts where the tokens kept so far end: positions 2.. of
+  // the sequence covered with no gap, each round's first token at the
+  // position after the last kept one.
+  int32_t next_pos = 3;
+  for (size_t s = 1; s < t.submitted.size(); ++s) {
+    EXPECT_EQ(t.submitted[s][0].pos, next_pos) << "step " << s;
+    // Tokens kept in that round: the first disagreement's row, or all.
+    int32_t kept = 1;
+    while (kept < static_cast<int32_t>(t.submitted[s].size()) &&
+           t.submitted[s][static_cast<size_t>(kept)].token == spec_predicted(0, next_pos + kept - 1))
+      ++kept;
+    next_pos += kept;
+  }
+  // The draft's cache holds the prompt and the tokens kept, in order.
+  const std::vector<int32_t> all = [&] {
+    std::vector<int32_t> v{5, 6, 7};
+    v.insert(v.end(), r.tokens.begin(), r.tokens.end());
+    return v;
+  }();
+  const size_t n = std::min(d.cache.size(), all.size()) - 4;  // its last round's proposals may follow
+  EXPECT_EQ(std::vector<int32_t>(d.cache.begin(), d.cache.begin() + static_cast<long>(n)),
+            std::vector<int32_t>(all.begin(), all.begin() + static_cast<long>(n)));
+}
+
+TEST(BatchSpeculative, MaxTokensAndTheSlotsEndStopARoundWherePlainDecodingStops) {
+  for (int max_tokens : {1, 2, 5, 6, 7}) {
+    SpecFakeTarget t;
+    SpecFakeDraft d;
+    BatchEngine e = spec_engine(t, d, 1, 64, 4);
+    SpecRecorder r;
+    e.start(spec_job({1, 2}, max_tokens), &r);
+    spec_run(e);
+    EXPECT_EQ(r.tokens, spec_expected(0, 2, max_tokens)) << max_tokens;
+    EXPECT_EQ(r.end.stop, StopReason::max_tokens);
+  }
+  SpecFakeTarget t;
+  SpecFakeDraft d;
+  BatchEngine e = spec_engine(t, d, 2, 2 * 12, 8);
+  SpecRecorder r;
+  e.start(spec_job({1, 2, 3}, 100), &r);
+  spec_run(e);
+  EXPECT_EQ(r.end.stop, StopReason::context_full);
+  EXPECT_EQ(r.tokens, spec_expected(0, 3, 12 - 3 + 1));  // as plain decoding: the last token has no position
+  for (const auto& step : t.submitted)
+    for (const BatchToken& tok : step) EXPECT_LT(tok.pos, 12);
+}
+
+TEST(BatchSpeculative, ASinkThatStopsOrCancelsEndsTheJobAtItsToken) {
+  SpecFakeTarget t;
+  SpecFakeDraft d;
+  BatchEngine e = spec_engine(t, d, 1, 64, 6);
+  SpecRecorder stopped;
+  stopped.stop_after = 4;  // mid-round: tokens 2-7 come from one round
+  e.start(spec_job({9, 8, 7}, 30), &stopped);
+  spec_run(e);
+  EXPECT_EQ(stopped.end.stop, StopReason::callback);
+  EXPECT_EQ(stopped.tokens, spec_expected(0, 3, 4));
+  EXPECT_EQ(stopped.end.generated, 4);
+  // The slot's cache keeps what was evaluated before the stop: the same
+  // prompt again reuses it and decodes the same tokens.
+  SpecRecorder again;
+  e.start(spec_job({9, 8, 7}, 9), &again);
+  spec_run(e);
+  EXPECT_EQ(again.tokens, spec_expected(0, 3, 9));
+  SpecRecorder cancelled;
+  cancelled.cancel_after = 3;
+  e.start(spec_job({4, 4}, 30), &cancelled);
+  spec_run(e);
+  EXPECT_EQ(cancelled.end.stop, StopReason::cancelled);
+  ASSERT_GE(cancelled.tokens.size(), 3u);
+  EXPECT_EQ(cancelled.tokens, spec_expected(0, 2, static_cast<int>(cancelled.tokens.size())));
+}
+
+TEST(BatchSpeculative, TwoBusySequencesTakePlainStepsAndTheLastOneAloneSpeculates) {
+  SpecFakeTarget t;
+  SpecFakeDraft d;
+  d.seq = 1;  // right for slot 1's sequence only
+  BatchEngine e = spec_engine(t, d, 2, 2 * 64, 4);
+  SpecRecorder a, b;
+  e.start(spec_job({1, 2, 3}, 4), &a);   // slot 0
+  e.start(spec_job({4, 5}, 20), &b);     // slot 1, outlives a
+  spec_run(e);
+  EXPECT_EQ(a.tokens, spec_expected(0, 3, 4));
+  EXPECT_EQ(b.tokens, spec_expected(1, 2, 20));
+  EXPECT_EQ(a.end.drafted, 0);
+  EXPECT_GT(b.end.accepted, 0);
+  EXPECT_EQ(b.end.accepted, b.end.drafted);
+  // After the prompts' step, while both were busy, no step carried more
+  // than one token of a sequence.
+  bool both_seen = false;
+  for (size_t i = 1; i < t.submitted.size(); ++i) {
+    std::map<int, int> per_seq;
+    for (const BatchToken& tok : t.submitted[i]) ++per_seq[tok.seq];
+    if (per_seq.size() == 2) {
+      both_seen = true;
+      EXPECT_EQ(per_seq[0], 1);
+      EXPECT_EQ(per_seq[1], 1);
+    }
+  }
+  EXPECT_TRUE(both_seen);
+}
+
+TEST(BatchSpeculative, AGrammarJobTakesPlainSteps) {
+  SpecFakeTarget t;
+  SpecFakeDraft d;
+  BatchEngine e = spec_engine(t, d, 1, 64, 4);
+  // Every token allowed: the grammar is there, and the output is plain's.
+  std::vector<std::string> vocab;
+  for (int i = 0; i < kSpecVocab; ++i) vocab.push_back(std::string(1, static_cast<char>('A' + (i % 26))) + std::to_string(i));
+  BatchJob j = spec_job({1, 2}, 6);
+  j.options.grammar = weft::model::Grammar::parse(R"(root ::= [A-Za-z0-9]*)");
+  j.options.token_trie = std::make_shared<const weft::model::TokenTrie>(vocab, std::vector<int32_t>{});
+  SpecRecorder r;
+  e.start(std::move(j), &r);
+  spec_run(e);
+  EXPECT_EQ(r.tokens, spec_expected(0, 2, 6));
+  EXPECT_EQ(e.counters().speculative_steps, 0u);
+  EXPECT_EQ(d.evals, 0);
+}
+
+TEST(BatchSpeculative, ADraftThatCannotServeIsRefused) {
+  SpecFakeTarget t;
+  SpecFakeDraft d;
+  auto refused = [&](weft::BatchDraft draft, int64_t n_ctx, const std::string& words) {
+    try {
+      BatchEngine e(t.eval(), {.n_vocab = kSpecVocab, .n_ctx = n_ctx}, {.slots = 2, .draft = std::move(draft)});
+      ADD_FAILURE() << "accepted; wanted: " << words;
+    } catch (const weft::Error& err) {
+      EXPECT_EQ(err.kind(), weft::ErrorKind::invalid_input);
+      EXPECT_NE(std::string(err.what()).find(words), std::string::npos) << err.what();
+    }
+  };
+  refused(d.draft(0), 64, "draft_max 0");
+  refused(d.draft(512), 64, "draft_max 512");
+  weft::BatchDraft other = d.draft(4);
+  other.model.n_vocab = kSpecVocab + 1;
+  refused(other, 64, "65 logits per token, the target 64");
+  refused(d.draft(4, 16), 64, "context of 16 positions is smaller than a slot's 32");
+}
+
+}  // namespace
