@@ -200,7 +200,11 @@ TEST(BatchSpeculative, RejectedProposalsChangeNothingButTheSteps) {
 }
 
 TEST(BatchSpeculative, MaxTokensAndTheSlotsEndStopARoundWherePlainDecodingStops) {
-  for (int max_tokens : {1, 2, 5, 6, 7}) {
+  // A round drafts one fewer than the tokens left (the target adds one):
+  // after the prompt's token, 1 left: a plain step; 4 left: 3 drafted; 5
+  // left: 4; 6 left: 4, then a plain step for the last.
+  const std::map<int, uint64_t> drafted = {{1, 0}, {2, 0}, {5, 3}, {6, 4}, {7, 4}};
+  for (const auto& [max_tokens, want_drafted] : drafted) {
     SpecFakeTarget t;
     SpecFakeDraft d;
     BatchEngine e = spec_engine(t, d, 1, 64, 4);
@@ -209,6 +213,8 @@ TEST(BatchSpeculative, MaxTokensAndTheSlotsEndStopARoundWherePlainDecodingStops)
     spec_run(e);
     EXPECT_EQ(r.tokens, spec_expected(0, 2, max_tokens)) << max_tokens;
     EXPECT_EQ(r.end.stop, StopReason::max_tokens);
+    EXPECT_EQ(e.counters().drafted, want_drafted) << max_tokens;
+    EXPECT_EQ(e.counters().accepted, want_drafted) << max_tokens;
   }
   SpecFakeTarget t;
   SpecFakeDraft d;
