@@ -280,8 +280,12 @@ void Engine::step() {
   embed_queued();    // throws to run()
   admit();
   batch_.launch();   // throws to run()
-  const BatchCounters& c = batch_.counters();
   std::lock_guard<std::mutex> lock(mu_);
+  copy_counters();
+}
+
+void Engine::copy_counters() {
+  const BatchCounters& c = batch_.counters();
   metrics_.steps = c.steps;
   metrics_.speculative_steps = c.speculative_steps;
   metrics_.drafted = c.drafted;
@@ -333,6 +337,8 @@ void Engine::count_finish(const std::string& reason) {
   else
     ++metrics_.requests_finished;
   metrics_.slots_busy = batch_.slots_busy();
+  copy_counters();  // the tokens and drafts of the step that ended it, before the client hears
+
 }
 
 }  // namespace weft::serve

@@ -228,6 +228,7 @@ class Engine {
   void admit();  // queued requests into free slots; drops the cancelled and expired ones
   void reap();   // forgets the requests that finished
   void count_finish(const std::string& reason);  // metrics_, under mu_
+  void copy_counters();  // the BatchEngine's counters into metrics_; engine thread, mu_ held
   // engine_embed.cpp: with embeddings queued, finishes the steps in flight
   // and serves the first live one while a slot is free (its result set,
   // whatever happens; a model error rethrown to run()).
