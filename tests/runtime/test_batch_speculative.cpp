@@ -6,10 +6,12 @@
 // plain decoding's whatever the draft proposes; its rounds judge exactly
 // the proposals made; two busy sequences take plain steps; max_tokens, the
 // slot's end, a stopping sink and cancellation end a round where plain
-// decoding would; the draft's cache follows the sequence it serves; a
+// decoding would; sampled tokens follow the target's distribution, not the
+// draft's (the frequencies of 4000 draws against p); the draft's cache follows the sequence it serves; a
 // grammar job takes plain steps; bad drafts are refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
@@ -41,6 +43,7 @@ std::vector<float> spec_one_hot(int32_t token) {
 
 // The target: records every step; finish() answers each marked token's row.
 struct SpecFakeTarget {
+  std::vector<float> fixed_row;  // non-empty: every row's logits, whatever the token
   std::map<int, std::vector<BatchToken>> in_flight;
   std::vector<std::vector<BatchToken>> submitted;
 
@@ -55,7 +58,7 @@ struct SpecFakeTarget {
       logits.clear();
       for (const BatchToken& t : in_flight[slot])
         if (t.logits) {
-          const std::vector<float> row = spec_one_hot(spec_predicted(t.seq, t.pos));
+          const std::vector<float> row = fixed_row.empty() ? spec_one_hot(spec_predicted(t.seq, t.pos)) : fixed_row;
           logits.insert(logits.end(), row.begin(), row.end());
         }
       in_flight[slot].clear();
@@ -70,6 +73,7 @@ struct SpecFakeTarget {
 struct SpecFakeDraft {
   int seq = 0;
   std::set<int32_t> wrong_at;
+  std::vector<float> fixed_row;  // non-empty: every row's logits
   std::vector<int32_t> cache;
   int evals = 0;
 
@@ -83,6 +87,7 @@ struct SpecFakeDraft {
       const int32_t pos = static_cast<int32_t>(cache.size() - 1);
       const int32_t right = spec_predicted(seq, pos);
       logits = spec_one_hot(wrong_at.count(pos) ? (right + 1) % kSpecVocab : right);
+      if (!fixed_row.empty()) logits = fixed_row;
     };
     d.model = {.n_vocab = kSpecVocab, .n_ctx = n_ctx};
     d.draft_max = draft_max;
@@ -299,6 +304,43 @@ TEST(BatchSpeculative, AGrammarJobTakesPlainSteps) {
   EXPECT_EQ(r.tokens, spec_expected(0, 2, 6));
   EXPECT_EQ(e.counters().speculative_steps, 0u);
   EXPECT_EQ(d.evals, 0);
+}
+
+// Logits whose softmax over tokens 0..3 is p (the rest never drawn).
+std::vector<float> spec_row_of(const std::vector<double>& p) {
+  std::vector<float> row(kSpecVocab, -1e9f);
+  for (size_t i = 0; i < p.size(); ++i) row[i] = static_cast<float>(std::log(p[i]));
+  return row;
+}
+
+TEST(BatchSpeculative, SampledTokensHaveTheTargetsDistributionWhateverTheDraftProposes) {
+  // The draft's q is the target's p reversed: kept as drafted, its tokens
+  // would come out with q. The second token of each job is judged from one
+  // proposal (max_tokens 3: a round of one).
+  const std::vector<double> p = {0.1, 0.2, 0.3, 0.4}, q = {0.4, 0.3, 0.2, 0.1};
+  SpecFakeTarget t;
+  SpecFakeDraft d;
+  t.fixed_row = spec_row_of(p);
+  d.fixed_row = spec_row_of(q);
+  BatchEngine e = spec_engine(t, d, 1, 64, 4);
+  constexpr int kJobs = 4000;
+  std::vector<int> seen(4, 0);
+  for (int i = 0; i < kJobs; ++i) {
+    BatchJob j = spec_job({1}, 3);
+    j.options.sampler = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f,
+                         .seed = static_cast<uint64_t>(i + 1)};
+    SpecRecorder r;
+    e.start(std::move(j), &r);
+    spec_run(e);
+    ASSERT_EQ(r.tokens.size(), 3u);
+    ASSERT_LT(r.tokens[1], 4);
+    ++seen[static_cast<size_t>(r.tokens[1])];
+  }
+  EXPECT_EQ(e.counters().drafted, static_cast<uint64_t>(kJobs));
+  // Kept with probability sum_x q(x) min(1, p(x)/q(x)) = sum_x min(p, q) = 0.6.
+  EXPECT_NEAR(static_cast<double>(e.counters().accepted) / kJobs, 0.6, 0.03);
+  for (size_t x = 0; x < 4; ++x)  // 4 sigma of a binomial proportion is at most 0.032
+    EXPECT_NEAR(static_cast<double>(seen[x]) / kJobs, p[x], 0.032) << "token " << x;
 }
 
 TEST(BatchSpeculative, ADraftThatCannotServeIsRefused) {
