@@ -17,6 +17,7 @@
 #include <string>
 
 #include "batch_slot.h"
+#include "speculative_draw.h"
 #include "weft/core/error.h"
 #include "weft/runtime/speculative.h"
 
@@ -26,18 +27,8 @@ namespace {
 constexpr const char* kWhere = "batch";
 constexpr int kMaxDraft = static_cast<int>(model::kSlidingRingStep) - 1;  // as run_speculative_generation
 
-double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
-// One id from a distribution (probabilities summing to 1), v uniform in
-// [0, 1); the last id when rounding leaves the walk short.
-int32_t draw(std::span<const model::Sampler::Choice> d, double v) {
-  double sum = 0;
-  for (const model::Sampler::Choice& c : d) {
-    sum += c.probability;
-    if (v < sum) return c.id;
-  }
-  return d.back().id;
-}
+using detail::draw_from;
+using detail::speculative_uniform;
 
 }  // namespace
 
@@ -100,7 +91,7 @@ void BatchEngine::propose(Slot& s, int k) {
   for (int i = 0; i < k; ++i) {
     check_row();
     draft_dists_.push_back(proposer.distribution(draft_logits_));
-    const int32_t d = draw(draft_dists_.back(), uniform(s.rng));
+    const int32_t d = draw_from(draft_dists_.back(), speculative_uniform(s.rng));
     proposer.accept(d);
     drafts_.push_back(d);
     if (i + 1 < k)
@@ -140,8 +131,8 @@ void BatchEngine::take_speculative_rows(Slot& s, std::span<const float> logits) 
     int32_t token = -1;
     try {
       if (j < k) {
-        token = speculative_pick(s.sampler->distribution(row), draft_dists_[j], drafts_[j], uniform(s.rng),
-                                 uniform(s.rng));
+        token = speculative_pick(s.sampler->distribution(row), draft_dists_[j], drafts_[j], speculative_uniform(s.rng),
+                                 speculative_uniform(s.rng));
         ++s.drafted, ++counters_.drafted;
         if (token == drafts_[j]) ++s.accepted, ++counters_.accepted;
       } else {

@@ -294,7 +294,8 @@ TEST(BatchSpeculative, AGrammarJobTakesPlainSteps) {
   BatchEngine e = spec_engine(t, d, 1, 64, 4);
   // Every token allowed: the grammar is there, and the output is plain's.
   std::vector<std::string> vocab;
-  for (int i = 0; i < kSpecVocab; ++i) vocab.push_back(std::string(1, static_cast<char>('A' + (i % 26))) + std::to_string(i));
+  for (int i = 0; i < kSpecVocab; ++i)
+    vocab.push_back(std::string(1, static_cast<char>('A' + (i % 26))) + std::to_string(i));
   BatchJob j = spec_job({1, 2}, 6);
   j.options.grammar = weft::model::Grammar::parse(R"(root ::= [A-Za-z0-9]*)");
   j.options.token_trie = std::make_shared<const weft::model::TokenTrie>(vocab, std::vector<int32_t>{});
