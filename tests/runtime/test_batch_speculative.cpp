@@ -20,6 +20,7 @@
 
 #include "weft/core/error.h"
 #include "weft/model/grammar.h"
+#include "runtime/batch_test_sink.h"
 #include "weft/runtime/batch_engine.h"
 
 namespace {
@@ -30,10 +31,12 @@ using weft::BatchJob;
 using weft::StopReason;
 using weft::model::BatchToken;
 
-constexpr int64_t kSpecVocab = 64;
-
-// The fake target's token after position pos of sequence seq.
-int32_t spec_predicted(int seq, int32_t pos) { return static_cast<int32_t>((seq * 7 + pos * 3 + 1) % kSpecVocab); }
+using batch_test::expected;
+using batch_test::job;
+using batch_test::predicted;
+using batch_test::Recorder;
+using batch_test::run;
+constexpr int64_t kSpecVocab = batch_test::kVocab;
 
 std::vector<float> spec_one_hot(int32_t token) {
   std::vector<float> row(kSpecVocab, 0.0f);
@@ -58,7 +61,7 @@ struct SpecFakeTarget {
       logits.clear();
       for (const BatchToken& t : in_flight[slot])
         if (t.logits) {
-          const std::vector<float> row = fixed_row.empty() ? spec_one_hot(spec_predicted(t.seq, t.pos)) : fixed_row;
+          const std::vector<float> row = fixed_row.empty() ? spec_one_hot(predicted(t.seq, t.pos)) : fixed_row;
           logits.insert(logits.end(), row.begin(), row.end());
         }
       in_flight[slot].clear();
@@ -85,7 +88,7 @@ struct SpecFakeDraft {
       cache.resize(static_cast<size_t>(n_past));
       cache.insert(cache.end(), tokens.begin(), tokens.end());
       const int32_t pos = static_cast<int32_t>(cache.size() - 1);
-      const int32_t right = spec_predicted(seq, pos);
+      const int32_t right = predicted(seq, pos);
       logits = spec_one_hot(wrong_at.count(pos) ? (right + 1) % kSpecVocab : right);
       if (!fixed_row.empty()) logits = fixed_row;
     };
@@ -94,46 +97,6 @@ struct SpecFakeDraft {
     return d;
   }
 };
-
-struct SpecRecorder : weft::BatchSink {
-  std::vector<int32_t> tokens;
-  BatchEnd end;
-  bool finished = false;
-  int stop_after = -1;    // on_token says stop at this many tokens
-  int cancel_after = -1;  // cancelled() says yes from this many tokens
-  bool on_token(int32_t token, std::span<const float>) override {
-    tokens.push_back(token);
-    return stop_after < 0 || static_cast<int>(tokens.size()) < stop_after;
-  }
-  bool cancelled() override { return cancel_after >= 0 && static_cast<int>(tokens.size()) >= cancel_after; }
-  void on_finish(const BatchEnd& e) override {
-    EXPECT_FALSE(finished) << "on_finish twice";
-    finished = true;
-    end = e;
-  }
-};
-
-BatchJob spec_job(std::vector<int32_t> prompt, int max_tokens) {
-  BatchJob j;
-  j.prompt = std::move(prompt);
-  j.options.max_tokens = max_tokens;
-  j.options.stop_at_end_of_generation = false;
-  return j;
-}
-
-// Plain greedy decoding's tokens for a prompt of n tokens in slot seq.
-std::vector<int32_t> spec_expected(int seq, int n_prompt, int n) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(spec_predicted(seq, n_prompt - 1 + i));
-  return out;
-}
-
-void spec_run(BatchEngine& e) {
-  for (int guard = 0; e.busy(); ++guard) {
-    ASSERT_LT(guard, 10000) << "the engine does not finish";
-    e.advance();
-  }
-}
 
 BatchEngine spec_engine(SpecFakeTarget& t, SpecFakeDraft& d, int slots, int64_t n_ctx, int draft_max) {
   return BatchEngine(t.eval(), {.n_vocab = kSpecVocab, .n_ctx = n_ctx},
@@ -144,10 +107,10 @@ TEST(BatchSpeculative, ALoneSequenceKeepsEveryRightProposalInOneStepPerRound) {
   SpecFakeTarget t;
   SpecFakeDraft d;
   BatchEngine e = spec_engine(t, d, 1, 64, 4);
-  SpecRecorder r;
-  e.start(spec_job({5, 6, 7}, 11), &r);
-  spec_run(e);
-  EXPECT_EQ(r.tokens, spec_expected(0, 3, 11));
+  Recorder r;
+  e.start(job({5, 6, 7}, 11), &r);
+  run(e);
+  EXPECT_EQ(r.tokens, expected(0, 3, 11));
   EXPECT_EQ(r.end.stop, StopReason::max_tokens);
   // The prompt's step gives token 1; rounds of 4 proposals give 5 each
   // (tokens 2-6, 7-11): 8 drafted, all kept.
@@ -174,10 +137,10 @@ TEST(BatchSpeculative, RejectedProposalsChangeNothingButTheSteps) {
   SpecFakeDraft d;
   d.wrong_at = {4, 9, 10, 15};  // the draft's token after these positions is wrong
   BatchEngine e = spec_engine(t, d, 1, 64, 4);
-  SpecRecorder r;
-  e.start(spec_job({5, 6, 7}, 20), &r);
-  spec_run(e);
-  EXPECT_EQ(r.tokens, spec_expected(0, 3, 20));
+  Recorder r;
+  e.start(job({5, 6, 7}, 20), &r);
+  run(e);
+  EXPECT_EQ(r.tokens, expected(0, 3, 20));
   EXPECT_LT(e.counters().accepted, e.counters().drafted);
   EXPECT_EQ(static_cast<uint64_t>(r.end.drafted), e.counters().drafted);
   // Each round starts where the tokens kept so far end: positions 2.. of
@@ -189,7 +152,7 @@ TEST(BatchSpeculative, RejectedProposalsChangeNothingButTheSteps) {
     // Tokens kept in that round: the first disagreement's row, or all.
     int32_t kept = 1;
     while (kept < static_cast<int32_t>(t.submitted[s].size()) &&
-           t.submitted[s][static_cast<size_t>(kept)].token == spec_predicted(0, next_pos + kept - 1))
+           t.submitted[s][static_cast<size_t>(kept)].token == predicted(0, next_pos + kept - 1))
       ++kept;
     next_pos += kept;
   }
@@ -213,10 +176,10 @@ TEST(BatchSpeculative, MaxTokensAndTheSlotsEndStopARoundWherePlainDecodingStops)
     SpecFakeTarget t;
     SpecFakeDraft d;
     BatchEngine e = spec_engine(t, d, 1, 64, 4);
-    SpecRecorder r;
-    e.start(spec_job({1, 2}, max_tokens), &r);
-    spec_run(e);
-    EXPECT_EQ(r.tokens, spec_expected(0, 2, max_tokens)) << max_tokens;
+    Recorder r;
+    e.start(job({1, 2}, max_tokens), &r);
+    run(e);
+    EXPECT_EQ(r.tokens, expected(0, 2, max_tokens)) << max_tokens;
     EXPECT_EQ(r.end.stop, StopReason::max_tokens);
     EXPECT_EQ(e.counters().drafted, want_drafted) << max_tokens;
     EXPECT_EQ(e.counters().accepted, want_drafted) << max_tokens;
@@ -224,11 +187,11 @@ TEST(BatchSpeculative, MaxTokensAndTheSlotsEndStopARoundWherePlainDecodingStops)
   SpecFakeTarget t;
   SpecFakeDraft d;
   BatchEngine e = spec_engine(t, d, 2, 2 * 12, 8);
-  SpecRecorder r;
-  e.start(spec_job({1, 2, 3}, 100), &r);
-  spec_run(e);
+  Recorder r;
+  e.start(job({1, 2, 3}, 100), &r);
+  run(e);
   EXPECT_EQ(r.end.stop, StopReason::context_full);
-  EXPECT_EQ(r.tokens, spec_expected(0, 3, 12 - 3 + 1));  // as plain decoding: the last token has no position
+  EXPECT_EQ(r.tokens, expected(0, 3, 12 - 3 + 1));  // as plain decoding: the last token has no position
   for (const auto& step : t.submitted)
     for (const BatchToken& tok : step) EXPECT_LT(tok.pos, 12);
 }
@@ -237,26 +200,26 @@ TEST(BatchSpeculative, ASinkThatStopsOrCancelsEndsTheJobAtItsToken) {
   SpecFakeTarget t;
   SpecFakeDraft d;
   BatchEngine e = spec_engine(t, d, 1, 64, 6);
-  SpecRecorder stopped;
+  Recorder stopped;
   stopped.stop_after = 4;  // mid-round: tokens 2-7 come from one round
-  e.start(spec_job({9, 8, 7}, 30), &stopped);
-  spec_run(e);
+  e.start(job({9, 8, 7}, 30), &stopped);
+  run(e);
   EXPECT_EQ(stopped.end.stop, StopReason::callback);
-  EXPECT_EQ(stopped.tokens, spec_expected(0, 3, 4));
+  EXPECT_EQ(stopped.tokens, expected(0, 3, 4));
   EXPECT_EQ(stopped.end.generated, 4);
   // The slot's cache keeps what was evaluated before the stop: the same
   // prompt again reuses it and decodes the same tokens.
-  SpecRecorder again;
-  e.start(spec_job({9, 8, 7}, 9), &again);
-  spec_run(e);
-  EXPECT_EQ(again.tokens, spec_expected(0, 3, 9));
-  SpecRecorder cancelled;
+  Recorder again;
+  e.start(job({9, 8, 7}, 9), &again);
+  run(e);
+  EXPECT_EQ(again.tokens, expected(0, 3, 9));
+  Recorder cancelled;
   cancelled.cancel_after = 3;
-  e.start(spec_job({4, 4}, 30), &cancelled);
-  spec_run(e);
+  e.start(job({4, 4}, 30), &cancelled);
+  run(e);
   EXPECT_EQ(cancelled.end.stop, StopReason::cancelled);
   ASSERT_GE(cancelled.tokens.size(), 3u);
-  EXPECT_EQ(cancelled.tokens, spec_expected(0, 2, static_cast<int>(cancelled.tokens.size())));
+  EXPECT_EQ(cancelled.tokens, expected(0, 2, static_cast<int>(cancelled.tokens.size())));
 }
 
 TEST(BatchSpeculative, TwoBusySequencesTakePlainStepsAndTheLastOneAloneSpeculates) {
@@ -264,12 +227,12 @@ TEST(BatchSpeculative, TwoBusySequencesTakePlainStepsAndTheLastOneAloneSpeculate
   SpecFakeDraft d;
   d.seq = 1;  // right for slot 1's sequence only
   BatchEngine e = spec_engine(t, d, 2, 2 * 64, 4);
-  SpecRecorder a, b;
-  e.start(spec_job({1, 2, 3}, 4), &a);   // slot 0
-  e.start(spec_job({4, 5}, 20), &b);     // slot 1, outlives a
-  spec_run(e);
-  EXPECT_EQ(a.tokens, spec_expected(0, 3, 4));
-  EXPECT_EQ(b.tokens, spec_expected(1, 2, 20));
+  Recorder a, b;
+  e.start(job({1, 2, 3}, 4), &a);   // slot 0
+  e.start(job({4, 5}, 20), &b);     // slot 1, outlives a
+  run(e);
+  EXPECT_EQ(a.tokens, expected(0, 3, 4));
+  EXPECT_EQ(b.tokens, expected(1, 2, 20));
   EXPECT_EQ(a.end.drafted, 0);
   EXPECT_GT(b.end.accepted, 0);
   EXPECT_EQ(b.end.accepted, b.end.drafted);
@@ -296,13 +259,13 @@ TEST(BatchSpeculative, AGrammarJobTakesPlainSteps) {
   std::vector<std::string> vocab;
   for (int i = 0; i < kSpecVocab; ++i)
     vocab.push_back(std::string(1, static_cast<char>('A' + (i % 26))) + std::to_string(i));
-  BatchJob j = spec_job({1, 2}, 6);
+  BatchJob j = job({1, 2}, 6);
   j.options.grammar = weft::model::Grammar::parse(R"(root ::= [A-Za-z0-9]*)");
   j.options.token_trie = std::make_shared<const weft::model::TokenTrie>(vocab, std::vector<int32_t>{});
-  SpecRecorder r;
+  Recorder r;
   e.start(std::move(j), &r);
-  spec_run(e);
-  EXPECT_EQ(r.tokens, spec_expected(0, 2, 6));
+  run(e);
+  EXPECT_EQ(r.tokens, expected(0, 2, 6));
   EXPECT_EQ(e.counters().speculative_steps, 0u);
   EXPECT_EQ(d.evals, 0);
 }
@@ -327,12 +290,12 @@ TEST(BatchSpeculative, SampledTokensHaveTheTargetsDistributionWhateverTheDraftPr
   constexpr int kJobs = 4000;
   std::vector<int> seen(4, 0);
   for (int i = 0; i < kJobs; ++i) {
-    BatchJob j = spec_job({1}, 3);
+    BatchJob j = job({1}, 3);
     j.options.sampler = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f,
                          .seed = static_cast<uint64_t>(i + 1)};
-    SpecRecorder r;
+    Recorder r;
     e.start(std::move(j), &r);
-    spec_run(e);
+    run(e);
     ASSERT_EQ(r.tokens.size(), 3u);
     ASSERT_LT(r.tokens[1], 4);
     ++seen[static_cast<size_t>(r.tokens[1])];
