@@ -98,8 +98,10 @@ int cmd_serve(const ServeArgs& args) {
   std::thread watcher([&] {
     try {
       server.wait_ready();
-      std::fprintf(stderr, "weft serve: ready: %d slot(s) of %lld positions\n", args.parallel,
-                   static_cast<long long>(args.ctx_size / args.parallel));
+      std::fprintf(stderr, "weft serve: ready: %d slot(s) of %lld positions%s%s\n", args.parallel,
+                   static_cast<long long>(args.ctx_size / args.parallel),
+                   args.draft_model.empty() ? "" : "; speculative decoding with the draft ",
+                   args.draft_model.c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "weft serve: loading failed: %s\n", e.what());
       load_failed.store(true);
