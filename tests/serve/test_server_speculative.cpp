@@ -3,12 +3,14 @@
 // draft) equal those of the same server without one, streamed and not,
 // with max_tokens, stop strings and n choices; the draft's counts in the
 // timings, /metrics and /v1/pool; logprobs; two concurrent requests; a sampled request's
-// length; a grammar request served without the draft; a draft of another
+// length; a grammar request served without the draft; a client leaving
+// mid-stream; a draft of another
 // vocabulary refused before loading, naming both sizes.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -254,6 +256,39 @@ TEST_F(ServerSpeculative, AGrammarRequestIsServedWithoutTheDraft) {
   EXPECT_EQ(got["choices"][0]["text"], want["choices"][0]["text"]);
   EXPECT_FALSE(got["timings"].contains("draft_n"));
   EXPECT_EQ(metric(*s, "weft_draft_tokens_total"), before);
+}
+
+TEST_F(ServerSpeculative, AClientLeavingMidStreamEndsTheRoundsAndTheNextRequestIsRight) {
+  weft::serve::ServeOptions o = options(*target_, 1);
+  o.ctx_size = 4096;  // a stream of 4000 tokens: in flight when the client leaves
+  weft::serve::Server s(std::move(o));
+  s.start();
+  s.wait_ready();
+  {
+    serve_test::Socket c(s.port());
+    const std::string body = R"({"prompt":"Once upon a time","max_tokens":4000,"ignore_eos":true,"stream":true})";
+    c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body);
+    std::string got;
+    while (got.find("data: ") == std::string::npos) {
+      const std::string part = c.read_some();
+      ASSERT_FALSE(part.empty()) << "no stream data: " << got;
+      got += part;
+    }
+  }  // closed after the first chunk
+  bool cancelled = false;
+  for (int i = 0; i < 200 && !cancelled; ++i) {
+    cancelled = metric(s, "weft_requests_cancelled_total") == 1 && metric(s, "weft_slots_busy") == 0;
+    if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(cancelled);
+  EXPECT_LT(metric(s, "weft_generated_tokens_total"), 4000);
+  EXPECT_GT(metric(s, "weft_draft_tokens_total"), 0);
+  // The slot's and the draft's caches after the cut rounds serve the next
+  // request as a fresh server would.
+  const json want = post(*plain_, greedy(kSpecPrompts[1], 16));
+  EXPECT_EQ(post(s, greedy(kSpecPrompts[1], 16))["choices"][0]["text"], want["choices"][0]["text"]);
+  s.stop();
 }
 
 TEST_F(ServerSpeculative, ADraftOfAnotherVocabularyIsRefusedBeforeLoading) {
