@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "batch_slot.h"
 #include "generate_step.h"
 #include "weft/core/error.h"
 
@@ -26,29 +27,6 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 
 }  // namespace
 
-// A sequence of the batch: its part of the KV cache and, while busy, the
-// job it runs.
-struct BatchEngine::Slot {
-  int index = 0;
-  std::vector<int32_t> cached;  // tokens whose keys and values are in this slot's rows, in order
-  BatchSink* sink = nullptr;    // null: free
-  BatchJob job;
-  // What the job evaluates before it samples: its prompt, or after a
-  // recovery its prompt and the tokens it had generated.
-  std::vector<int32_t> feed;
-  size_t fed = 0;       // feed tokens in the cache
-  int32_t next = -1;    // the sampled token to feed at the next step
-  bool prompted = false;  // the prompt's logits came
-  int cached_prefix = 0;
-  std::optional<model::Sampler> sampler;
-  std::optional<detail::GrammarStep> grammar;  // with the job's grammar: its tokens' constraint
-  GenerateResult result;  // the tokens taken so far (take_token counts them)
-  Clock::time_point started, prompt_done;
-  bool stepping = false;  // its tokens are in a step in flight
-  bool busy() const { return sink != nullptr; }
-  bool prefilled() const { return fed == feed.size(); }
-};
-
 BatchEngine::BatchEngine(BatchedEval eval, GenerationModel model, BatchEngineOptions options)
     : eval_(std::move(eval)), model_(std::move(model)), options_(options) {
   if (options_.slots < 1 || model_.n_ctx <= 0 || model_.n_ctx % options_.slots != 0)
@@ -59,6 +37,7 @@ BatchEngine::BatchEngine(BatchedEval eval, GenerationModel model, BatchEngineOpt
   if (eval_.slots < 1 || !eval_.submit || !eval_.finish)
     fail(ErrorKind::invalid_input, kWhere, "a batched eval without slots");
   slot_ctx_ = model_.n_ctx / options_.slots;
+  check_draft();
   for (int i = 0; i < options_.slots; ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->index = i;
@@ -144,6 +123,8 @@ void BatchEngine::start(BatchJob job, BatchSink* sink) {
   s.sampler.emplace(s.job.options.sampler);
   s.grammar.emplace(s.job.options, model_.n_vocab);
   accept_prompt_tail(*s.sampler, s.job.prompt);  // the penalties look back over the prompt too
+  s.rng.seed(s.job.options.sampler.seed ^ 0x5eed5eed5eed5eedULL);
+  s.drafted = s.accepted = 0;
   s.result = GenerateResult{};
   s.started = Clock::now();
   s.prompt_done = s.started;
@@ -207,8 +188,14 @@ bool BatchEngine::collect() {
       fail(ErrorKind::invalid_input, kWhere,
            "a step returned " + std::to_string(logits_.size()) + " logits for " + std::to_string(g.rows.size()) +
                " rows of a " + std::to_string(vocab) + "-token vocabulary");
-    for (size_t r = 0; r < g.rows.size(); ++r)
-      if (g.rows[r]) take_row(*g.rows[r], std::span<const float>(&logits_[r * vocab], vocab));
+    if (speculating_) {
+      Slot* s = speculating_;
+      speculating_ = nullptr;
+      take_speculative_rows(*s, logits_);
+    } else {
+      for (size_t r = 0; r < g.rows.size(); ++r)
+        if (g.rows[r]) take_row(*g.rows[r], std::span<const float>(&logits_[r * vocab], vocab));
+    }
     counters_.prompt_tokens += g.prompt_tokens;
     ++counters_.steps;
     counters_.busy_seconds += seconds_between(t0, Clock::now());
@@ -230,9 +217,15 @@ bool BatchEngine::launch() {
       submit_step(k);
       worked = true;
     }
-  } else if (in_flight_.empty() && build(0, true)) {  // one step of every slot, once the others are done
-    submit_step(0);
-    worked = true;
+  } else if (in_flight_.empty()) {  // one step of every slot, once the others are done
+    // A lone generating sequence with a draft: a speculative round.
+    int k = 0;
+    Slot* lone = speculative_slot(k);
+    if (lone) build_speculative(*lone, k);
+    if (lone || build(0, true)) {
+      submit_step(0);
+      worked = true;
+    }
   }
   if (worked) counters_.busy_seconds += seconds_between(t0, Clock::now());
   return worked;
@@ -291,6 +284,7 @@ void BatchEngine::end_step(Group& g) {
 }
 
 void BatchEngine::drain() {
+  speculating_ = nullptr;  // its logits dropped with the step's
   while (!in_flight_.empty()) {
     const int k = in_flight_.front();
     in_flight_.pop_front();
@@ -340,6 +334,8 @@ void BatchEngine::end(Slot& s, StopReason stop, const std::string& error) {
   e.prompt_tokens = static_cast<int>(s.job.prompt.size());
   e.cached_tokens = s.cached_prefix;
   e.generated = static_cast<int>(s.result.tokens.size());
+  e.drafted = s.drafted;
+  e.accepted = s.accepted;
   const Clock::time_point now = Clock::now();
   e.prompt_seconds = seconds_between(s.started, s.prompted ? s.prompt_done : now);
   e.total_seconds = seconds_between(s.started, now);
@@ -354,6 +350,7 @@ void BatchEngine::end(Slot& s, StopReason stop, const std::string& error) {
 
 void BatchEngine::fail_all(const std::string& error) {
   drain();
+  draft_cached_.clear();  // a draft that threw: its cache is unknown
   for (auto& s : slots_) {
     s->stepping = false;
     s->cached.clear();

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "generate_step.h"
+#include "speculative_draw.h"
 #include "weft/core/error.h"
 #include "weft/runtime/session.h"
 #include "weft/runtime/speculative.h"
@@ -27,18 +28,8 @@ constexpr int kMaxDraft = static_cast<int>(model::kSlidingRingStep) - 1;  // a r
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
-// One id from a distribution (Sampler::distribution: probabilities summing
-// to 1), v uniform in [0, 1); the last id when rounding leaves the walk short.
-int32_t draw(std::span<const model::Sampler::Choice> d, double v) {
-  double sum = 0;
-  for (const model::Sampler::Choice& c : d) {
-    sum += c.probability;
-    if (v < sum) return c.id;
-  }
-  return d.back().id;
-}
+using detail::draw_from;
+using detail::speculative_uniform;
 
 void check_rows(const std::vector<float>& logits, size_t rows, int64_t n_vocab, const char* who) {
   if (logits.size() != rows * static_cast<size_t>(n_vocab))
@@ -132,7 +123,7 @@ void SpeculativeLoop::propose(int k) {
     // proposer is a copy made each round, and its own generator would
     // repeat the same draws every round (draws tied to what came before
     // would bias the output).
-    const int32_t d = draw(draft_dists_.back(), uniform(rng_));
+    const int32_t d = draw_from(draft_dists_.back(), speculative_uniform(rng_));
     proposer.accept(d);
     drafts_.push_back(d);
     if (i + 1 < k) draft_eval_(std::span<const int32_t>(&drafts_.back(), 1), draft_len_++, draft_logits_);
@@ -155,7 +146,8 @@ std::optional<StopReason> SpeculativeLoop::round() {
                                      static_cast<size_t>(n_vocab_));
     int32_t token;
     if (j < k) {
-      token = speculative_pick(sampler_.distribution(row), draft_dists_[j], drafts_[j], uniform(rng_), uniform(rng_));
+      token = speculative_pick(sampler_.distribution(row), draft_dists_[j], drafts_[j], speculative_uniform(rng_),
+                               speculative_uniform(rng_));
       ++counts_.drafted;
       if (token == drafts_[j]) ++counts_.accepted;
     } else {

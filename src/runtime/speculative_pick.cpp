@@ -5,10 +5,24 @@
 #include <unordered_map>
 #include <vector>
 
+#include "speculative_draw.h"
 #include "weft/core/error.h"
 #include "weft/runtime/speculative.h"
 
 namespace weft {
+
+double detail::speculative_uniform(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+int32_t detail::draw_from(std::span<const model::Sampler::Choice> d, double v) {
+  double sum = 0;
+  for (const model::Sampler::Choice& c : d) {
+    sum += c.probability;
+    if (v < sum) return c.id;
+  }
+  return d.back().id;
+}
 namespace {
 
 // Probability of id in a distribution (0 when absent).

@@ -101,6 +101,8 @@ class Engine::Active final : public BatchSink {
     e.cached_tokens = end.cached_tokens;
     e.prompt_seconds = end.prompt_seconds;
     e.decode_seconds = end.generated > 0 ? end.total_seconds - end.prompt_seconds : 0;
+    e.drafted = end.drafted;
+    e.accepted = end.accepted;
     // Counted before the client hears: metrics() read after the finished
     // event includes this request.
     engine_.count_finish(e.finish_reason);
@@ -144,6 +146,15 @@ BatchEngineOptions batch_options(const EngineOptions& o) {
   b.batch_tokens = o.batch_tokens;
   b.pipelined = o.pipelined;
   b.decode_together = true;
+  if (o.draft) {
+    if (!o.draft->loaded()) fail(ErrorKind::invalid_input, kWhere, "the engine needs a loaded draft session");
+    Session* draft = o.draft;
+    b.draft.eval = [draft](std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits) {
+      logits = draft->eval(tokens, n_past, model::LogitRows::last);
+    };
+    b.draft.model = draft->generation_model();
+    b.draft.draft_max = o.draft_max;
+  }
   return b;
 }
 
@@ -269,9 +280,16 @@ void Engine::step() {
   embed_queued();    // throws to run()
   admit();
   batch_.launch();   // throws to run()
-  const BatchCounters& c = batch_.counters();
   std::lock_guard<std::mutex> lock(mu_);
+  copy_counters();
+}
+
+void Engine::copy_counters() {
+  const BatchCounters& c = batch_.counters();
   metrics_.steps = c.steps;
+  metrics_.speculative_steps = c.speculative_steps;
+  metrics_.drafted = c.drafted;
+  metrics_.accepted = c.accepted;
   metrics_.busy_seconds = c.busy_seconds;
   metrics_.grammar_seconds = c.grammar_seconds;
   metrics_.prompt_tokens = c.prompt_tokens;
@@ -319,6 +337,8 @@ void Engine::count_finish(const std::string& reason) {
   else
     ++metrics_.requests_finished;
   metrics_.slots_busy = batch_.slots_busy();
+  copy_counters();  // the tokens and drafts of the step that ended it, before the client hears
+
 }
 
 }  // namespace weft::serve

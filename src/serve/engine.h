@@ -13,7 +13,9 @@
 // once while some slot still has prompt tokens to feed; once every busy
 // slot only decodes, one step carries them all (docs/serve.md).
 // Embeddings requests (submit_embed) wait in the same queue and run
-// between steps in a free slot (EmbedJob).
+// between steps in a free slot (EmbedJob). With a draft model
+// (EngineOptions::draft), a request decoded alone runs speculative rounds
+// (docs/speculative.md).
 //
 //   Engine engine(session, {.slots = 4});
 //   auto r = engine.submit(std::move(job));          // null: queue full
@@ -86,6 +88,8 @@ struct Event {
   int cached_tokens = 0;      // prompt tokens reused from the slot's cache
   double prompt_seconds = 0;  // admission to the first sampled token
   double decode_seconds = 0;  // from there to the end
+  int drafted = 0;            // with a draft model: draft tokens judged for this request
+  int accepted = 0;           // of those, kept
 };
 
 // A submitted request: the engine pushes events, the HTTP side pulls them.
@@ -151,6 +155,12 @@ struct EngineOptions {
   // Over several stages, the slots in groups whose steps are in flight at
   // once; false: one group, one step at a time (for comparison).
   bool pipelined = true;
+  // Speculative decoding: a loaded draft Session (same vocabulary, context
+  // at least a slot's, on this host) whose proposals a request running
+  // alone is decoded with (BatchEngineOptions::draft); null: none. Used by
+  // the engine's thread alone, like the target.
+  Session* draft = nullptr;
+  int draft_max = 8;  // tokens the draft proposes per round
 };
 
 // Counters for /metrics (monotonic unless noted).
@@ -163,6 +173,9 @@ struct EngineMetrics {
   uint64_t prompt_tokens = 0;      // evaluated (cached ones not counted)
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;
+  uint64_t speculative_steps = 0;  // of those, speculative rounds (a draft's proposals judged)
+  uint64_t drafted = 0;            // draft tokens judged in them
+  uint64_t accepted = 0;           // of those, kept
   double busy_seconds = 0;    // in eval_batch and sampling
   double grammar_seconds = 0; // of which in grammar masks (requests finished)
   size_t queue_length = 0;    // now: completions and embeddings waiting
@@ -215,6 +228,7 @@ class Engine {
   void admit();  // queued requests into free slots; drops the cancelled and expired ones
   void reap();   // forgets the requests that finished
   void count_finish(const std::string& reason);  // metrics_, under mu_
+  void copy_counters();  // the BatchEngine's counters into metrics_; engine thread, mu_ held
   // engine_embed.cpp: with embeddings queued, finishes the steps in flight
   // and serves the first live one while a slot is free (its result set,
   // whatever happens; a model error rethrown to run()).

@@ -73,6 +73,10 @@ std::string Server::Impl::metrics_text() {
          m.generated_tokens);
   single(o, "weft_steps_total", "counter", "Batched model steps.",
          m.steps);
+  single(o, "weft_speculative_steps_total", "counter",
+         "Steps that were speculative rounds (a request decoded alone with --model-draft).", m.speculative_steps);
+  single(o, "weft_draft_tokens_total", "counter", "Draft tokens the model judged in speculative rounds.", m.drafted);
+  single(o, "weft_draft_accepted_total", "counter", "Draft tokens kept (of weft_draft_tokens_total).", m.accepted);
   single(o, "weft_recoveries_total", "counter", "Failed steps the model recovered from (a lost worker's share placed again).",
          m.recoveries);
   single(o, "weft_busy_seconds_total", "counter", "Seconds spent in batched steps.",

@@ -53,16 +53,21 @@ Json usage_of(const Event& f) {
               {"prompt_tokens_details", {{"cached_tokens", f.cached_tokens}}}};
 }
 
-// weft's timings (as llama-server reports them): prompt and decode speed.
+// weft's timings (as llama-server reports them): prompt and decode speed,
+// and with speculative rounds the draft tokens judged and kept.
 Json timings_of(const Event& f) {
   const int evaluated = f.prompt_tokens - f.cached_tokens;
-  return Json{{"prompt_n", evaluated},
-              {"prompt_ms", f.prompt_seconds * 1e3},
-              {"predicted_n", f.completion_tokens},
-              {"predicted_ms", f.decode_seconds * 1e3},
-              {"predicted_per_second", f.decode_seconds > 0 && f.completion_tokens > 1
-                                           ? (f.completion_tokens - 1) / f.decode_seconds
-                                           : 0.0}};
+  Json t{{"prompt_n", evaluated},
+         {"prompt_ms", f.prompt_seconds * 1e3},
+         {"predicted_n", f.completion_tokens},
+         {"predicted_ms", f.decode_seconds * 1e3},
+         {"predicted_per_second",
+          f.decode_seconds > 0 && f.completion_tokens > 1 ? (f.completion_tokens - 1) / f.decode_seconds : 0.0}};
+  if (f.drafted > 0) {
+    t["draft_n"] = f.drafted;
+    t["draft_n_accepted"] = f.accepted;
+  }
+  return t;
 }
 
 Json envelope(const CompletionRequest& r, const ResponseMeta& meta, bool chunk) {

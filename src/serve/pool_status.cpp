@@ -59,6 +59,9 @@ Json engine_json(const EngineMetrics& m) {
           {"measured_ms_per_step", m.steps > 0 ? m.busy_seconds * 1e3 / static_cast<double>(m.steps) : 0.0},
           {"requests_finished", m.requests_finished},
           {"embeddings", m.embeddings},
+          {"speculative_steps", m.speculative_steps},
+          {"draft_tokens", m.drafted},
+          {"draft_accepted", m.accepted},
           {"recoveries", m.recoveries},
           {"devices_lost", m.devices_lost},
           {"last_error", m.last_error}};

@@ -12,6 +12,7 @@
 #include "weft/core/error.h"
 #include "weft/serve/conversation.h"
 #include "weft/gguf/gguf.h"
+#include "weft/runtime/speculative.h"
 
 namespace weft::serve {
 
@@ -66,6 +67,8 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
   if (o.max_choices < 1 || o.max_choices > 128) fail(ErrorKind::invalid_input, kWhere, "--max-choices must be in [1, 128]");
   if (!(o.request_timeout_seconds > 0 && o.request_timeout_seconds <= 1e7))
     fail(ErrorKind::invalid_input, kWhere, "--timeout must be in (0, 1e7] seconds");
+  if (!o.draft.model.empty() && (o.draft_max < 1 || o.draft_max > 64))
+    fail(ErrorKind::invalid_input, kWhere, "--draft-max must be in [1, 64]");
   if (o.read_timeout_seconds < 1) fail(ErrorKind::invalid_input, kWhere, "read_timeout_seconds must be at least 1");
   if (!is_loopback_host(o.host) && o.api_key.empty() && !o.insecure)
     fail(ErrorKind::invalid_input, kWhere,
@@ -116,6 +119,17 @@ void Server::start() {
   s.load_thread = std::thread([&s] { s.load(); });
 }
 
+std::unique_ptr<Session> Server::Impl::open_draft(const Session& target) const {
+  if (options.draft.model.empty()) return nullptr;
+  // Its cache is rewound to whatever prefix a request shares with the last
+  // one it saw: full caches, no sliding-window ring.
+  SessionOptions o = options.draft;
+  o.load.sliding_ring_step = 0;
+  auto draft = std::make_unique<Session>(std::move(o));
+  check_same_vocabulary(target.tokenizer(), draft->tokenizer());
+  return draft;
+}
+
 void Server::Impl::load() {
   try {
     // The engine batches its slots' sequences, which needs full KV caches
@@ -123,6 +137,7 @@ void Server::Impl::load() {
     SessionOptions session_options = options.session;
     session_options.load.sliding_ring_step = 0;
     auto sess = std::make_unique<Session>(std::move(session_options));
+    std::unique_ptr<Session> draft_sess = open_draft(*sess);  // null without one; refused before loading
     // The template: --chat-template, else the file's, else ChatML.
     std::string warning;
     auto tmpl = std::make_unique<ChatTemplate>(load_chat_template(options.chat_template, options.session.model, &warning));
@@ -156,13 +171,17 @@ void Server::Impl::load() {
       if (ids.size() == 1 && tok.token_text(ids[0]) == marker && tok.decode_token(ids[0]).empty())
         api.tool_marker_tokens.push_back(ids[0]);
     }
+    if (draft_sess) draft_sess->load(options.ctx_size / options.parallel);
     EngineOptions eo;
+    eo.draft = draft_sess.get();
+    eo.draft_max = options.draft_max;
     eo.slots = options.parallel;
     eo.pipelined = options.pipelined;
     eo.max_queue = options.max_queue;
     auto eng = std::make_unique<Engine>(*sess, eo);
     std::lock_guard<std::mutex> lock(mu);
     session = std::move(sess);
+    draft = std::move(draft_sess);
     plan = std::move(loaded);
     chat_template = std::move(tmpl);
     engine = std::move(eng);
@@ -215,6 +234,7 @@ void Server::stop() {
   s.watchdog.stop();
   s.engine.reset();
   s.session.reset();
+  s.draft.reset();
 }
 
 }  // namespace weft::serve

@@ -52,6 +52,7 @@ struct Server::Impl {
 
   // Set once by the load thread before state becomes ready; read-only after.
   std::unique_ptr<Session> session;
+  std::unique_ptr<Session> draft;  // with ServeOptions::draft
   std::unique_ptr<ChatTemplate> chat_template;
   std::unique_ptr<Engine> engine;
   LoadPlan plan;  // where the model was loaded (GET /v1/pool)
@@ -62,6 +63,9 @@ struct Server::Impl {
   std::map<std::pair<std::string, int>, uint64_t> request_counts;
 
   void load();  // the load thread's body
+  // ServeOptions::draft opened (not loaded), its vocabulary checked against
+  // target's; null without a draft.
+  std::unique_ptr<Session> open_draft(const Session& target) const;
   void add_routes();
   // Before and around every route: the API key, bodies cpp-httplib would
   // not bound, error and exception replies, the log line per request.

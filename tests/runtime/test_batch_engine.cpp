@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "weft/core/error.h"
+#include "runtime/batch_test_sink.h"
 #include "weft/runtime/batch_engine.h"
 
 namespace {
@@ -22,10 +23,12 @@ using weft::BatchJob;
 using weft::StopReason;
 using weft::model::BatchToken;
 
-constexpr int64_t kVocab = 64;
-
-// The token a fake step predicts after the token at pos of sequence seq.
-int32_t predicted(int seq, int32_t pos) { return static_cast<int32_t>((seq * 7 + pos * 3 + 1) % kVocab); }
+using batch_test::expected;
+using batch_test::job;
+using batch_test::kVocab;
+using batch_test::predicted;
+using batch_test::Recorder;
+using batch_test::run;
 
 // Keeps every step submitted; finish() answers with one-hot rows.
 struct FakeModel {
@@ -67,49 +70,6 @@ struct FakeModel {
     return e;
   }
 };
-
-// Records what the engine hands a job.
-struct Recorder : weft::BatchSink {
-  std::vector<int32_t> tokens;
-  bool finished = false;
-  BatchEnd end;
-  int cancel_after = -1;  // tokens, then cancelled() says yes
-  int throw_at = -1;      // the token whose on_token throws
-  bool on_token(int32_t token, std::span<const float> row) override {
-    EXPECT_EQ(row.size(), static_cast<size_t>(kVocab));
-    if (static_cast<int>(tokens.size()) == throw_at) throw std::runtime_error("the owner's callback broke");
-    tokens.push_back(token);
-    return true;
-  }
-  bool cancelled() override { return cancel_after >= 0 && static_cast<int>(tokens.size()) >= cancel_after; }
-  void on_finish(const BatchEnd& e) override {
-    EXPECT_FALSE(finished) << "on_finish twice";
-    finished = true;
-    end = e;
-  }
-};
-
-BatchJob job(std::vector<int32_t> prompt, int max_tokens) {
-  BatchJob j;
-  j.prompt = std::move(prompt);
-  j.options.max_tokens = max_tokens;
-  j.options.stop_at_end_of_generation = false;
-  return j;
-}
-
-// Greedy tokens of a sequence whose prompt has n tokens, in slot seq, from position 0.
-std::vector<int32_t> expected(int seq, int n_prompt, int n) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(predicted(seq, n_prompt - 1 + i));
-  return out;
-}
-
-void run(BatchEngine& e) {
-  for (int guard = 0; e.busy(); ++guard) {
-    ASSERT_LT(guard, 10000) << "the engine does not finish";
-    e.advance();
-  }
-}
 
 TEST(BatchEngine, AJobStartsInTheSlotSharingTheLongestPrefixAndReusesIt) {
   FakeModel m;

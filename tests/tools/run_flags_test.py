@@ -12,7 +12,7 @@ random weights (whose greedy text repeats itself, so penalties show):
   text without one, penalties included; --stats reports the acceptance
   (every token kept with the model as its own draft, in fewer target steps);
   a draft of another vocabulary is refused naming both sizes before the
-  target loads.
+  target loads, by `weft run` and by `weft serve` (which exits).
 
 Usage: run_flags_test.py WEFT_BINARY WRITE_TEST_MODEL_BINARY
 """
@@ -63,6 +63,16 @@ def check_draft(d, target):
     if r.returncode != 1 or "520 tokens, the target's 600" not in err or "loaded" in err:
         die(f"a draft of another vocabulary: status {r.returncode}\n{err}")
     print("--model-draft: a draft of another vocabulary refused before loading")
+    # `weft serve` takes the same draft and refuses the same one, exiting.
+    r = subprocess.run([WEFT, "serve", "-m", target, "-t", "1", "--port", "0", "-q", "--model-draft", other],
+                       capture_output=True, timeout=60)
+    err = r.stderr.decode("latin-1")
+    if r.returncode != 1 or "loading failed" not in err or "520 tokens, the target's 600" not in err:
+        die(f"weft serve with a draft of another vocabulary: status {r.returncode}\n{err}")
+    r = subprocess.run([WEFT, "serve", "-m", target, "--draft-max", "4"], capture_output=True, timeout=60)
+    if r.returncode == 0 or "--model-draft" not in r.stderr.decode("latin-1"):
+        die(f"weft serve --draft-max without --model-draft: status {r.returncode}")
+    print("weft serve --model-draft: a draft of another vocabulary refused; --draft-max needs it")
 
 
 def main():

@@ -39,6 +39,8 @@ struct ServeArgs {
   double timeout_s = 600;             // per request
   bool quiet = false;                 // no line per request
   bool recover = false;               // go on after a worker's death (docs/recovery.md)
+  std::string draft_model;            // --model-draft: speculative decoding with this model on this host
+  int draft_max = 8;                  // --draft-max: tokens it proposes per round
 };
 
 int cmd_serve(const ServeArgs& args) {
@@ -54,6 +56,15 @@ int cmd_serve(const ServeArgs& args) {
   o.session.recover = args.recover;
   o.session.on_recovery = print_recovery;
   o.session.on_rejoin = print_rejoin;
+  if (!args.draft_model.empty()) {  // on this host's CPU, as `weft run --model-draft` loads it
+    o.draft.model = args.draft_model;
+    o.draft.name = "serve: the draft";
+    o.draft.devices = {"cpu"};
+    o.draft.probe = false;
+    o.draft.device_options.cpu_threads = args.host.threads;
+    o.draft.load.map_weights = !args.host.no_mmap;
+    o.draft_max = args.draft_max;
+  }
   o.ctx_size = args.ctx_size;
   o.parallel = args.parallel;
   o.pipelined = !args.serial_steps;
@@ -87,8 +98,10 @@ int cmd_serve(const ServeArgs& args) {
   std::thread watcher([&] {
     try {
       server.wait_ready();
-      std::fprintf(stderr, "weft serve: ready: %d slot(s) of %lld positions\n", args.parallel,
-                   static_cast<long long>(args.ctx_size / args.parallel));
+      std::fprintf(stderr, "weft serve: ready: %d slot(s) of %lld positions%s%s\n", args.parallel,
+                   static_cast<long long>(args.ctx_size / args.parallel),
+                   args.draft_model.empty() ? "" : "; speculative decoding with the draft ",
+                   args.draft_model.c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "weft serve: loading failed: %s\n", e.what());
       load_failed.store(true);
@@ -137,6 +150,14 @@ void add_serve_command(CLI::App& app, Commands& out) {
   cmd->add_option("--timeout", a->timeout_s, "seconds one request may take")->capture_default_str()
       ->check(CLI::Range(1.0, 1e7));
   cmd->add_flag("-q,--quiet", a->quiet, "no log line per request");
+  CLI::Option* draft_opt =
+      cmd->add_option("--model-draft", a->draft_model,
+                      "speculative decoding: this smaller GGUF model of the same vocabulary, on this host, proposes "
+                      "tokens for a request decoded alone (docs/speculative.md)");
+  cmd->add_option("--draft-max", a->draft_max, "with --model-draft: tokens the draft proposes per round")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64))
+      ->needs(draft_opt);
   cmd->add_flag("--recover", a->recover,
                 "when a worker dies, re-place the model over the devices left; the requests go on (docs/recovery.md)");
   out.push_back({cmd, [a] { return cmd_serve(*a); }});

@@ -20,6 +20,16 @@
 //   engine.start(std::move(job), &sink);   // sink: on_token, cancelled, on_finish
 //   while (engine.busy()) engine.advance();
 //
+// With a draft model (BatchEngineOptions::draft, `weft serve --model-draft`):
+// a step that would carry a single generating sequence — one slot busy, its
+// prompt fed, no grammar, no other step in flight — is a speculative round
+// instead (weft/runtime/speculative.h): the draft proposes up to draft_max
+// tokens, the step evaluates the sequence's next token and the proposals,
+// and the sequence keeps the longest run the target agrees with plus one
+// token of its own (the accept/reject rule, speculative_pick). With two or
+// more sequences busy the steps are plain batched ones: greedy output is
+// the same either way (docs/speculative.md).
+//
 // Not thread-safe: one thread drives it (serve::Engine's own thread; the
 // caller of run_parallel_generation). The sinks are called on that thread.
 #pragma once
@@ -32,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/model/sampler.h"
 #include "weft/runtime/generate.h"
 
 namespace weft {
@@ -52,6 +63,8 @@ struct BatchEnd {
   int prompt_tokens = 0;
   int cached_tokens = 0;    // prompt tokens reused from the slot's cache
   int generated = 0;        // tokens handed to on_token
+  int drafted = 0;          // draft tokens the target judged for this job (speculative rounds)
+  int accepted = 0;         // of those, kept
   double prompt_seconds = 0;  // start() to the prompt's logits
   double total_seconds = 0;   // start() to the end
 };
@@ -70,6 +83,16 @@ class BatchSink {
   virtual void on_finish(const BatchEnd& end) = 0;
 };
 
+// A draft model for speculative rounds: one sequence's cache on this host
+// (positions 0.., at least a slot's context), evaluated by eval (the last
+// row's logits: EvalFn). Its vocabulary must be the target's
+// (check_same_vocabulary; the engine checks only n_vocab).
+struct BatchDraft {
+  EvalFn eval;
+  GenerationModel model;
+  int draft_max = 8;  // tokens proposed per round, 1 to 511
+};
+
 struct BatchEngineOptions {
   int slots = 1;           // sequences decoded together; must divide the model's n_ctx
   int batch_tokens = 256;  // prompt tokens per step, across the slots it carries (decode tokens come first)
@@ -83,6 +106,8 @@ struct BatchEngineOptions {
   // group's step while the host samples another's (what `weft run
   // --parallel` does).
   bool decode_together = true;
+  // Speculative rounds while one sequence runs (see above); empty eval: none.
+  BatchDraft draft;
 };
 
 // Counters, monotonic (BatchEngine::counters).
@@ -94,12 +119,17 @@ struct BatchCounters {
   double grammar_seconds = 0;     // of which masking by and following grammars (jobs finished)
   uint64_t recoveries = 0;        // recover() that recovered
   uint64_t replayed_tokens = 0;   // tokens evaluated again after them (also in prompt_tokens)
+  uint64_t speculative_steps = 0; // steps that were speculative rounds (also in steps)
+  uint64_t drafted = 0;           // draft tokens the target judged in them
+  uint64_t accepted = 0;          // of those, kept
 };
 
 class BatchEngine {
  public:
   // Throws Error(invalid_input) when slots < 1 or does not divide
-  // model.n_ctx, batch_tokens < 1, or eval has no slots. With several
+  // model.n_ctx, batch_tokens < 1, or eval has no slots; with a draft, for
+  // draft_max outside 1..511, another n_vocab, or a context smaller than a
+  // slot's. With several
   // groups, eval.reserve (when set) sizes every memory set once for the
   // largest step: a buffer grown while steps are in flight would be a call
   // to a worker, which answers only after the work queued before it.
@@ -192,6 +222,15 @@ class BatchEngine {
   void drain();             // finishes every step in flight, dropping its logits
   void take_row(Slot& s, std::span<const float> row);  // the slot's logits came
   void end(Slot& s, StopReason stop, const std::string& error = "");
+  // batch_speculative.cpp. The speculative round's slot and how many tokens
+  // it may draft now (0: a plain step).
+  Slot* speculative_slot(int& k) const;
+  // Builds groups_[0] as a speculative round for s: the draft's proposals,
+  // then s's next token and them, every row's logits.
+  void build_speculative(Slot& s, int k);
+  void propose(Slot& s, int k);  // the draft catches up with s and proposes k tokens
+  void take_speculative_rows(Slot& s, std::span<const float> logits);  // judges the round's rows
+  void check_draft() const;
   void set_groups(int model_slots);  // n_groups_ and groups_ for a model keeping model_slots steps in flight
   // set_groups, and when its reserve meets a lost worker and
   // eval_.recover recovers the model, again over the recovered model (a
@@ -207,6 +246,13 @@ class BatchEngine {
   std::vector<Group> groups_;
   std::deque<int> in_flight_;  // groups with a step in flight, in the order submitted
   std::vector<float> logits_;
+  // The speculative round in flight (null: none), its proposals and the
+  // draft's distribution for each (Sampler::distribution).
+  Slot* speculating_ = nullptr;
+  std::vector<int32_t> drafts_;
+  std::vector<std::vector<model::Sampler::Choice>> draft_dists_;
+  std::vector<int32_t> draft_cached_;  // tokens in the draft's cache from position 0, in order
+  std::vector<float> draft_logits_;
   BatchCounters counters_;
   std::string recovery_error_;
 };

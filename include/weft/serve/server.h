@@ -28,6 +28,13 @@ namespace weft::serve {
 
 struct ServeOptions {
   SessionOptions session;   // the model and its devices
+  // Speculative decoding (--model-draft): a draft model of the same
+  // vocabulary on this host (draft.model empty: none), checked against the
+  // model's vocabulary before either is loaded, loaded for a slot's
+  // context. A request decoded alone runs speculative rounds
+  // (docs/speculative.md); draft_max tokens proposed per round, in [1, 64].
+  SessionOptions draft;
+  int draft_max = 8;
   int64_t ctx_size = 4096;  // KV cache positions in all, cut evenly among the slots
   int parallel = 1;         // slots: requests decoded together in one batched step
   bool pipelined = true;    // over several stages, the slots' groups in flight at once (EngineOptions)
