@@ -7,9 +7,9 @@
 // must be bit-identical to eight scalar calls.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -19,11 +19,7 @@
 namespace weft::quant {
 namespace {
 
-uint32_t search_x8_bits(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
+uint32_t search_x8_bits(float v) { return std::bit_cast<uint32_t>(v); }
 
 // Fills one group of n values with a kind of content chosen by `kind`.
 void search_x8_fill_group(int kind, int n, std::mt19937& rng, float* g) {
