@@ -1,6 +1,7 @@
 // The GGUF v3 writer: serializes the header and metadata in memory, then
 // streams tensor data to a temporary file renamed over the target.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "file_mode.h"
 #include "gguf_impl.h"
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
@@ -78,9 +80,16 @@ void GgufWriter::Output::write(const void* data, size_t n) {
   }
 }
 
+// mkstemp made the file 0600; it gets the mode a plain open(2) with 0666
+// would have given it (file_mode.h) before it is synced and renamed.
 void GgufWriter::Output::flush() {
   const int fd = fd_;
   fd_ = -1;
+  if (::fchmod(fd, detail::new_file_mode()) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(ErrorKind::invalid_input, "gguf", path_ + ": cannot set the file's mode: " + std::strerror(err));
+  }
   if (::fsync(fd) != 0 || ::close(fd) != 0)
     fail(ErrorKind::invalid_input, "gguf", path_ + ": cannot flush: " + std::strerror(errno));
 }

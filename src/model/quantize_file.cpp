@@ -1,17 +1,17 @@
 // quantize_file: the GGUF rewrite of `weft quantize`. Plans every tensor's
 // type first (so a refused input fails before anything is written), then
-// streams the output through GgufWriter: each converted tensor is produced a
-// batch of rows at a time, the rows of a batch converted in parallel into one
-// buffer, so memory stays at a batch per run however large the model.
+// streams the output through GgufWriter: the converted tensors' rows are
+// produced by a RowPipeline (quantize_pipeline.h), worker threads converting
+// a few batches ahead of the writing, so every core stays busy and memory
+// stays at a few batches however large the model.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <exception>
+#include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <thread>
 
+#include "quantize_pipeline.h"
 #include "weft/core/error.h"
 #include "weft/model/model.h"
 #include "weft/model/quantize.h"
@@ -20,7 +20,7 @@ namespace weft::model {
 namespace {
 
 constexpr const char* kWhere = "quantize";
-constexpr int64_t kBatchValues = int64_t{4} << 20;  // input values converted per batch (of whole rows)
+constexpr int64_t kBatchValues = int64_t{1} << 20;  // input values converted per batch (of whole rows)
 constexpr int64_t kGrainValues = 16384;              // values a thread claims at a time (whole rows)
 constexpr size_t kCopyPiece = size_t{16} << 20;      // bytes of a copied tensor written between cancel checks
 // Below this magnitude every type's f16 scales and mins are finite, so the
@@ -28,93 +28,6 @@ constexpr size_t kCopyPiece = size_t{16} << 20;      // bytes of a copied tensor
 constexpr float kScaleSafe = 16384.0f;
 
 std::string tensor_label(const std::string& name) { return "tensor '" + name + "'"; }
-
-// Runs fn(begin, end, thread) over [0, n) in grains on a fixed set of threads,
-// the caller being thread 0. Threads live as long as the pool; the first
-// exception any of them throws is rethrown by run() once all have stopped.
-class RowPool {
- public:
-  using Fn = std::function<void(int64_t, int64_t, int)>;
-
-  explicit RowPool(int threads) {
-    for (int t = 1; t < threads; ++t) threads_.emplace_back([this, t] { worker(t); });
-  }
-  ~RowPool() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    start_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
-  RowPool(const RowPool&) = delete;
-  RowPool& operator=(const RowPool&) = delete;
-
-  int size() const { return static_cast<int>(threads_.size()) + 1; }
-
-  void run(int64_t n, int64_t grain, const Fn& fn) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      fn_ = &fn;
-      n_ = n;
-      grain_ = std::max<int64_t>(1, grain);
-      next_ = 0;
-      failed_ = false;
-      error_ = nullptr;
-      busy_ = static_cast<int>(threads_.size());
-      ++generation_;
-    }
-    start_.notify_all();
-    share(0);
-    std::unique_lock<std::mutex> lock(m_);
-    done_.wait(lock, [this] { return busy_ == 0; });
-    fn_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  void worker(int t) {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(m_);
-        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-      }
-      share(t);
-      std::lock_guard<std::mutex> lock(m_);
-      if (--busy_ == 0) done_.notify_one();
-    }
-  }
-
-  void share(int t) {
-    try {
-      for (;;) {
-        if (failed_.load(std::memory_order_relaxed)) return;
-        const int64_t b = next_.fetch_add(grain_);
-        if (b >= n_) return;
-        (*fn_)(b, std::min(n_, b + grain_), t);
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(m_);
-      if (!error_) error_ = std::current_exception();
-      failed_ = true;
-    }
-  }
-
-  std::vector<std::thread> threads_;
-  std::mutex m_;
-  std::condition_variable start_, done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  int busy_ = 0;
-  const Fn* fn_ = nullptr;
-  int64_t n_ = 0, grain_ = 1;
-  std::atomic<int64_t> next_{0};
-  std::atomic<bool> failed_{false};
-  std::exception_ptr error_;
-};
 
 int64_t elements(const GgufTensorInfo& t) {
   int64_t n = 1;
@@ -157,14 +70,23 @@ void convert_row(const Conversion& c, int64_t r, uint8_t* out, float* scratch) {
     to_f32(c.from, src, scratch, c.ne0);
     x = scratch;
   }
-  float amax = 0;
+  // The largest magnitude by its bits (for finite floats of one sign the
+  // integer order is the float order; an infinity or NaN lies above every
+  // finite value): an integer reduction the compiler vectorizes.
+  uint32_t amax_bits = 0;
   for (int64_t i = 0; i < c.ne0; ++i) {
-    if (!std::isfinite(x[i]))
-      fail(ErrorKind::invalid_input, kWhere,
-           tensor_label(c.info->name) + " row " + std::to_string(r) + " column " + std::to_string(i) + " holds " +
-               (std::isnan(x[i]) ? "NaN" : "an infinity"));
-    amax = std::max(amax, std::fabs(x[i]));
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof bits);
+    amax_bits = std::max(amax_bits, bits & 0x7fffffffu);
   }
+  if (amax_bits >= 0x7f800000u) {
+    const int64_t i = std::find_if(x, x + c.ne0, [](float v) { return !std::isfinite(v); }) - x;
+    fail(ErrorKind::invalid_input, kWhere,
+         tensor_label(c.info->name) + " row " + std::to_string(r) + " column " + std::to_string(i) + " holds " +
+             (std::isnan(x[i]) ? "NaN" : "an infinity"));
+  }
+  float amax;
+  std::memcpy(&amax, &amax_bits, sizeof amax);
   from_f32(c.to, x, out, c.ne0);
   if (amax < kScaleSafe) return;
   float* y = scratch + c.ne0;
@@ -245,6 +167,70 @@ void copy_metadata(const GgufFile& in, const QuantMixInfo& mix, GgufWriter& w) {
   w.set_u32("general.file_type", mix.ftype);
 }
 
+// The pipeline's jobs: one per converted tensor, in file order; job_tensor
+// gets each job's tensor index.
+std::vector<detail::RowJob> row_jobs(const std::vector<Conversion>& conv, std::vector<size_t>& job_tensor) {
+  std::vector<detail::RowJob> jobs;
+  for (size_t i = 0; i < conv.size(); ++i) {
+    const Conversion& c = conv[i];
+    if (c.from == c.to) continue;
+    const int64_t ne0 = std::max<int64_t>(1, c.ne0);
+    job_tensor.push_back(i);
+    jobs.push_back(detail::RowJob{c.rows, c.out_row, std::clamp<int64_t>(kBatchValues / ne0, 1, std::max<int64_t>(1, c.rows)),
+                                  std::max<int64_t>(1, kGrainValues / ne0)});
+  }
+  return jobs;
+}
+
+// What the tensors' producers read while GgufWriter writes; lives until the
+// write returns.
+struct TensorFeed {
+  const std::vector<Conversion>& conv;
+  const std::vector<size_t>& job_tensor;
+  detail::RowPipeline& pipeline;
+  const QuantizeOptions& o;
+  int64_t total_weights;
+  int64_t done = 0;  // weights written so far
+
+  void report(const std::string& name) const {
+    if (o.progress) o.progress(done, total_weights, name);
+  }
+};
+
+// Adds every tensor to w: a copied one straight from the input's mapping, a
+// converted one a batch at a time from the pipeline.
+void add_tensors(GgufWriter& w, TensorFeed& feed) {
+  for (size_t i = 0; i < feed.conv.size(); ++i) {
+    const Conversion& c = feed.conv[i];
+    const GgufTensorInfo& t = *c.info;
+    const std::span<const int64_t> ne(t.ne, static_cast<size_t>(std::max(1, t.n_dims)));
+    if (c.from == c.to) {
+      w.add_tensor(t.name, c.to, ne, [&feed, &c, &t](const GgufWriter::TensorSink& sink) {
+        for (size_t at = 0; at < t.nbytes; at += kCopyPiece) {
+          check_cancel(feed.o);
+          sink(c.data + at, std::min(kCopyPiece, t.nbytes - at));
+        }
+        feed.done += elements(t);
+        feed.report(t.name);
+      });
+      continue;
+    }
+    w.add_tensor(t.name, c.to, ne, [&feed, &c, &t, i](const GgufWriter::TensorSink& sink) {
+      for (int64_t rows = 0; rows < c.rows;) {
+        check_cancel(feed.o);
+        const detail::RowPipeline::Batch b = feed.pipeline.next();
+        check_cancel(feed.o);
+        if (feed.job_tensor[b.job] != i || b.first_row != rows)
+          fail(ErrorKind::internal, kWhere, tensor_label(t.name) + ": its rows came out of order");
+        sink(b.data, b.bytes);
+        rows += b.rows;
+        feed.done += b.rows * c.ne0;
+        feed.report(t.name);
+      }
+    });
+  }
+}
+
 // Writes w to out_path (in parts when o.split asks) and counts the bytes
 // read and written into stats.
 void write_output(GgufWriter& w, const GgufFile& in, const std::string& out_path, const QuantizeOptions& o,
@@ -285,52 +271,16 @@ QuantizeStats quantize_file(const std::string& in_path, const std::string& out_p
   GgufWriter w;
   copy_metadata(*in, mix, w);
 
-
   unsigned hw = std::thread::hardware_concurrency();
   const int threads = std::clamp(o.threads > 0 ? o.threads : static_cast<int>(hw == 0 ? 1 : hw), 1, 1024);
-  RowPool pool(threads);
   std::vector<std::vector<float>> scratch(static_cast<size_t>(threads),
                                           std::vector<float>(static_cast<size_t>(2 * max_ne0)));
-  std::vector<uint8_t> batch;
-  int64_t done = 0;
-  auto report = [&](const std::string& name) {
-    if (o.progress) o.progress(done, stats.weights, name);
-  };
-
-  for (size_t i = 0; i < infos.size(); ++i) {
-    const Conversion& c = conv[i];
-    const GgufTensorInfo& t = *c.info;
-    const std::span<const int64_t> ne(t.ne, static_cast<size_t>(std::max(1, t.n_dims)));
-    if (c.from == c.to) {
-      w.add_tensor(t.name, c.to, ne, [&](const GgufWriter::TensorSink& sink) {
-        for (size_t at = 0; at < t.nbytes; at += kCopyPiece) {
-          check_cancel(o);
-          sink(c.data + at, std::min(kCopyPiece, t.nbytes - at));
-        }
-        done += elements(t);
-        report(t.name);
-      });
-      continue;
-    }
-    w.add_tensor(t.name, c.to, ne, [&](const GgufWriter::TensorSink& sink) {
-      const int64_t per_batch = std::clamp<int64_t>(kBatchValues / std::max<int64_t>(1, c.ne0), 1, c.rows);
-      const int64_t grain = std::max<int64_t>(1, kGrainValues / std::max<int64_t>(1, c.ne0));
-      batch.resize(static_cast<size_t>(per_batch) * c.out_row);
-      for (int64_t r0 = 0; r0 < c.rows; r0 += per_batch) {
-        check_cancel(o);
-        const int64_t n = std::min(per_batch, c.rows - r0);
-        pool.run(n, grain, [&](int64_t b, int64_t e, int th) {
-          if (o.cancel && o.cancel->load(std::memory_order_relaxed)) return;
-          for (int64_t r = b; r < e; ++r)
-            convert_row(c, r0 + r, batch.data() + static_cast<size_t>(r) * c.out_row, scratch[static_cast<size_t>(th)].data());
-        });
-        check_cancel(o);
-        sink(batch.data(), static_cast<size_t>(n) * c.out_row);
-        done += n * c.ne0;
-        report(t.name);
-      }
-    });
-  }
+  std::vector<size_t> job_tensor;
+  detail::RowPipeline pipeline(row_jobs(conv, job_tensor), threads, [&](size_t job, int64_t row, uint8_t* out, int th) {
+    convert_row(conv[job_tensor[job]], row, out, scratch[static_cast<size_t>(th)].data());
+  }, o.cancel);
+  TensorFeed feed{conv, job_tensor, pipeline, o, stats.weights};
+  add_tensors(w, feed);
   write_output(w, *in, out_path, o, stats);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;

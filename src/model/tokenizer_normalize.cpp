@@ -1,4 +1,5 @@
-// Lookups in the generated mapping tables of tokenizer_unicode_norm.cpp.
+// Lookups in the generated mapping tables of tokenizer_unicode_lower.cpp and
+// tokenizer_unicode_nfd.cpp.
 #include <algorithm>
 
 #include "tokenizer_unicode_norm.h"

@@ -1,6 +1,7 @@
 // Unicode mappings for the normalizers of BERT (lowercasing, accent
 // stripping by canonical decomposition), from the generated tables in
-// tokenizer_unicode_norm.cpp. Not part of the public API.
+// tokenizer_unicode_lower.cpp and tokenizer_unicode_nfd.cpp (written by
+// tests/model/tokenizer_data/make_unicode_norm.js). Not part of the public API.
 #pragma once
 
 #include <cstddef>

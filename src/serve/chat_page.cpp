@@ -298,15 +298,9 @@ function promptText(timings) {
   return s;
 }
 
-async function send() {
-  const text = ui.input.value;
-  if (!ready || busy || !text.trim()) return;
-  ui.input.value = '';
-  autosize();
-  const userMsg = addUser(text);
-  const turn = {role: 'user', content: text};
-  history.push(turn);
-  const chat = history;
+// The request for the conversation in history (its last turn the question
+// just asked): the system prompt and the settings' sampling fields.
+function requestBody() {
   const messages = [];
   if (fields.system.value.trim()) messages.push({role: 'system', content: fields.system.value});
   messages.push(...history);
@@ -315,77 +309,116 @@ async function send() {
   if (isFinite(t)) body.temperature = t;
   const n = parseInt(fields.maxTokens.value, 10);
   if (isFinite(n)) body.max_tokens = n;
+  return body;
+}
 
-  const view = addAssistant();
-  scrollDown();
-  const controller = new AbortController();
-  busy = {controller};
-  updateControls();
-  let reply = '', finish = null, timings = null, usage = null, error = null, sawDone = false;
-  let first = 0;
+// One streamed event's data taken into reply, its text shown in view as it
+// grows (kept in sight when the view was scrolled to the bottom). Returns
+// false to end the stream: at [DONE] or an error event.
+function takeChunk(reply, view, data) {
+  if (data === '[DONE]') { reply.sawDone = true; return false; }
+  let j;
+  try { j = JSON.parse(data); } catch (e) { return true; }
+  if (j.error) {
+    reply.error = (typeof j.error === 'object' && j.error.message) || String(j.error);
+    return false;
+  }
+  const c = Array.isArray(j.choices) ? j.choices[0] : null;
+  if (c) {
+    const d = c.delta && c.delta.content;
+    if (typeof d === 'string' && d) {
+      if (!reply.first) reply.first = performance.now();
+      const pinned = nearBottom();
+      reply.text += d;
+      view.text.textContent = reply.text;
+      if (pinned) scrollDown();
+    }
+    if (c.finish_reason) reply.finish = c.finish_reason;
+  }
+  if (j.timings) reply.timings = j.timings;
+  if (j.usage) reply.usage = j.usage;
+  return true;
+}
+
+// Posts body and streams the answer into view until it ends, fails or
+// controller aborts it. Resolves to the reply: its text, finish reason,
+// timings, usage, error (a message, or null), sawDone and first (when the
+// first text came, 0 if none). A 503 or a network failure sends the page
+// back to waiting for /health.
+async function streamReply(body, view, controller) {
+  const reply = {text: '', finish: null, timings: null, usage: null, error: null, sawDone: false, first: 0};
   try {
     const r = await fetch('v1/chat/completions', {
       method: 'POST', headers: headers(true), body: JSON.stringify(body), signal: controller.signal});
     if (!r.ok) {
-      error = await httpError(r);
+      reply.error = await httpError(r);
       if (r.status === 503) { ready = false; pollHealth(); }
     } else {
-      await readEvents(r.body, (data) => {
-        if (data === '[DONE]') { sawDone = true; return false; }
-        let j;
-        try { j = JSON.parse(data); } catch (e) { return true; }
-        if (j.error) {
-          error = (typeof j.error === 'object' && j.error.message) || String(j.error);
-          return false;
-        }
-        const c = Array.isArray(j.choices) ? j.choices[0] : null;
-        if (c) {
-          const d = c.delta && c.delta.content;
-          if (typeof d === 'string' && d) {
-            if (!first) first = performance.now();
-            const pinned = nearBottom();
-            reply += d;
-            view.text.textContent = reply;
-            if (pinned) scrollDown();
-          }
-          if (c.finish_reason) finish = c.finish_reason;
-        }
-        if (j.timings) timings = j.timings;
-        if (j.usage) usage = j.usage;
-        return true;
-      });
+      await readEvents(r.body, (data) => takeChunk(reply, view, data));
     }
   } catch (e) {
     if (!controller.signal.aborted) {
-      error = 'Network error: ' + (e && e.message ? e.message : e);
+      reply.error = 'Network error: ' + (e && e.message ? e.message : e);
       ready = false;  // Send waits for /health again
       pollHealth();
     }
   }
-  if (busy && busy.controller === controller) busy = null;
-  updateControls();
-  if (chat !== history) return;  // New chat was pressed meanwhile
+  return reply;
+}
 
-  let state;
-  if (error) state = 'error';
-  else if (controller.signal.aborted) state = 'stopped';
-  else if (finish || sawDone) state = 'done';
-  else { state = 'error'; error = 'The connection closed before the reply finished'; }
+// How a turn ended: 'error', 'stopped' or 'done'. A stream that closed
+// before its end is an error, set in reply.error.
+function turnState(reply, aborted) {
+  if (reply.error) return 'error';
+  if (aborted) return 'stopped';
+  if (reply.finish || reply.sawDone) return 'done';
+  reply.error = 'The connection closed before the reply finished';
+  return 'error';
+}
+
+// The turn's end in the page and the history: the answer joins the history
+// when done or when any text came; otherwise the question leaves it (its
+// message marked dropped). The meta line gets the speed and the note.
+function finishTurn(reply, view, userMsg, aborted) {
+  const state = turnState(reply, aborted);
   const pinned = nearBottom();
-  if (error) showError(view, error);
-  if (state === 'done' || reply) {
-    history.push({role: 'assistant', content: reply});
+  if (reply.error) showError(view, reply.error);
+  if (state === 'done' || reply.text) {
+    history.push({role: 'assistant', content: reply.text});
   } else {
     history.pop();  // no reply: the question leaves the context
     userMsg.classList.add('dropped');
     userMsg.title = 'not part of the conversation sent next';
   }
-  const speed = speedText(timings, usage, first ? (performance.now() - first) / 1000 : 0);
-  view.speed.textContent = speed;
-  view.speed.title = promptText(timings);
-  view.note.textContent = state === 'stopped' ? 'stopped' : finish === 'length' ? 'max tokens reached' : '';
+  const seconds = reply.first ? (performance.now() - reply.first) / 1000 : 0;
+  view.speed.textContent = speedText(reply.timings, reply.usage, seconds);
+  view.speed.title = promptText(reply.timings);
+  view.note.textContent = state === 'stopped' ? 'stopped' : reply.finish === 'length' ? 'max tokens reached' : '';
   view.m.dataset.state = state;
   if (pinned) scrollDown();
+}
+
+// Sends the input as the next question and streams the answer; Stop aborts
+// it, New chat meanwhile leaves the old conversation's page and history be.
+async function send() {
+  const text = ui.input.value;
+  if (!ready || busy || !text.trim()) return;
+  ui.input.value = '';
+  autosize();
+  const userMsg = addUser(text);
+  history.push({role: 'user', content: text});
+  const chat = history;
+  const body = requestBody();
+  const view = addAssistant();
+  scrollDown();
+  const controller = new AbortController();
+  busy = {controller};
+  updateControls();
+  const reply = await streamReply(body, view, controller);
+  if (busy && busy.controller === controller) busy = null;
+  updateControls();
+  if (chat !== history) return;  // New chat was pressed meanwhile
+  finishTurn(reply, view, userMsg, controller.signal.aborted);
   ui.input.focus();
 }
 

@@ -12,18 +12,12 @@
 #
 #   package_test.sh DEB SOURCE_DIR
 set -euo pipefail
-if (($# != 2)); then
-  echo "usage: $0 DEB SOURCE_DIR" >&2
-  exit 2
-fi
+source "$(dirname "$0")/../lib/shell_helpers.sh"
+expect_args 2 "DEB SOURCE_DIR" "$@"
 deb=$1
 src=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
 [[ -f $deb ]] || fail "no package at $deb (make package)"
 
 field() { dpkg-deb -f "$deb" "$1"; }

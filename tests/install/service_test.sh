@@ -17,10 +17,8 @@
 #
 #   service_test.sh WEFT_BINARY SOURCE_DIR
 set -euo pipefail
-if (($# != 2)); then
-  echo "usage: $0 WEFT_BINARY SOURCE_DIR" >&2
-  exit 2
-fi
+source "$(dirname "$0")/../lib/shell_helpers.sh"
+expect_args 2 "WEFT_BINARY SOURCE_DIR" "$@"
 weft=$1
 src=$2
 dir=$(mktemp -d)
@@ -30,10 +28,6 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
 command -v systemd-analyze >/dev/null || {
   echo "SKIP: systemd-analyze not found (Debian package systemd)"
   exit 77

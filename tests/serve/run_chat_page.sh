@@ -12,10 +12,8 @@
 # chat_page_server.log. Needs node (18 or newer) and Chromium (CHROMIUM,
 # default /usr/bin/chromium).
 set -euo pipefail
-if (($# != 4)); then
-  echo "usage: $0 WEFT_BINARY WRITE_TEST_MODEL NODE_DIR OUT_DIR" >&2
-  exit 2
-fi
+source "$(dirname "$0")/../lib/shell_helpers.sh"
+expect_args 4 "WEFT_BINARY WRITE_TEST_MODEL NODE_DIR OUT_DIR" "$@"
 weft=$1
 writer=$2
 node_dir=$3
@@ -45,11 +43,7 @@ log_tail() {
     tail -n 40 "$dir/server.log"
   fi
 }
-fail() {
-  echo "FAIL: $*"
-  log_tail
-  exit 1
-}
+on_fail() { log_tail; }  # called by fail (shell_helpers.sh)
 
 command -v node >/dev/null || fail "node not found (install Node.js 18 or newer)"
 [[ -x ${CHROMIUM:-/usr/bin/chromium} ]] || fail "no Chromium at ${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)"

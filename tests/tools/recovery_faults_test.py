@@ -38,7 +38,9 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROXY = os.path.join(HERE, "fault_proxy.py")
+sys.path.insert(0, HERE)
+from fault_run_common import PROXY, Listening, parse_args, write_small_model  # noqa: E402
+
 TOKENS = 64
 PROMPT = "The quick brown fox jumps over the lazy dog"
 LONG_PROMPT = " ".join(["A pooled machine can sleep, drop off the network or reboot at any token."] * 5)
@@ -46,41 +48,6 @@ DETECT_LIMIT_S = 5.0
 # A run whose text was complete before the fault began (this script was not
 # scheduled in time on a loaded machine): it proves nothing, and is run again.
 LATE = "late"
-
-
-class Listening:
-    """A process that prints "listening on HOST:PORT"; its output lines are kept, timed."""
-
-    def __init__(self, argv, log):
-        self.log = open(log, "w")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.lines = []  # (time.monotonic(), line)
-        self.endpoint = None
-        ready = threading.Event()
-
-        def read():
-            for line in self.proc.stdout:
-                self.lines.append((time.monotonic(), line.rstrip("\n")))
-                m = re.search(r"listening on (127\.0\.0\.1:\d+)", line)
-                if m and not self.endpoint:
-                    self.endpoint = m.group(1)
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(15) or not self.endpoint:
-            self.stop()
-            raise RuntimeError(f"{argv[0]} did not start listening (log: {log})")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGCONT)
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        self.log.close()
 
 
 class Stage:
@@ -214,17 +181,16 @@ def one_run(weft, model, folder, prompt, fault, victim, at_chars=None, on_stderr
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__, flush=True)
+    args = parse_args(__doc__)
+    if args is None:
         return 2
-    weft, writer = sys.argv[1], sys.argv[2]
+    weft, writer = args
     folder = tempfile.mkdtemp(prefix="weft_recovery_faults_")
     failures = 0
     late_runs = 0  # runs again because the fault came after the text
     try:
         model = os.path.join(folder, "model.gguf")
-        subprocess.run([writer, model, "--layers", "3", "--embd", "64", "--heads", "4", "--heads-kv", "2", "--ff",
-                        "128", "--vocab", "600", "--ctx", "512"], check=True, stdout=subprocess.DEVNULL)
+        write_small_model(writer, model)
         reference = {}
         for p in (PROMPT, LONG_PROMPT):
             r = subprocess.run([weft, "run", "-m", model, "-p", p, "-n", str(TOKENS), "-t", "1"], capture_output=True,

@@ -22,7 +22,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from recovery_faults_test import Listening  # noqa: E402
+from fault_run_common import Listening  # noqa: E402
 
 SENTENCE = "A pooled machine can sleep, drop off the network or reboot at any token. "
 

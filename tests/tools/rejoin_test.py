@@ -45,7 +45,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from recovery_faults_test import PROXY, Listening  # noqa: E402
+from fault_run_common import PROXY, Listening, parse_args, write_small_model  # noqa: E402
 
 TOKENS = 96
 PROMPT = "The quick brown fox jumps over the lazy dog"
@@ -206,16 +206,15 @@ def soak(weft, model, folder, seconds):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__, flush=True)
+    args = parse_args(__doc__)
+    if args is None:
         return 2
-    weft, writer = sys.argv[1], sys.argv[2]
+    weft, writer = args
     folder = tempfile.mkdtemp(prefix="weft_rejoin_")
     failures = 0
     try:
         model = os.path.join(folder, "model.gguf")
-        subprocess.run([writer, model, "--layers", "3", "--embd", "64", "--heads", "4", "--heads-kv", "2", "--ff",
-                        "128", "--vocab", "600", "--ctx", "512"], check=True, stdout=subprocess.DEVNULL)
+        write_small_model(writer, model)
         want = subprocess.run([weft, "run", "-m", model, "-p", PROMPT, "-n", str(TOKENS), "-t", "1"],
                               capture_output=True, check=True).stdout
         soak_seconds = float(os.environ.get("WEFT_RECOVERY_SOAK", "0") or 0)

@@ -289,7 +289,8 @@ class GgufWriter {
   using TensorProducer = std::function<void(const TensorSink& sink)>;
   void add_tensor(const std::string& name, DType type, std::span<const int64_t> ne, TensorProducer produce);
 
-  // Writes to a temporary file beside path, then renames it over path.
+  // Writes to a temporary file beside path, then renames it over path. The
+  // file gets the mode open(2) with 0666 would give it (0666 & ~umask).
   void write(const std::string& path) const;
   // Writes a split model as llama-gguf-split does: tensors in order, a new
   // part whenever the next tensor would pass a limit, part i named

@@ -7,6 +7,7 @@
 #include "blocks.h"
 #include "kernels.h"
 #include "search.h"
+#include "search_x8.h"
 #include "weft/core/dtype.h"
 
 namespace weft::quant {
@@ -43,17 +44,19 @@ void set_q3_scale(uint8_t* scales, int j, int biased) {  // biased = scale + 32,
 
 void quantize_q2_K_block(const float* x, BlockQ2_K* y) {
   uint8_t L[kSuperBlock];
-  uint8_t laux[16];
-  float weights[16];
+  float weights[kSuperBlock];
   float mins[kGroups];
   float scales[kGroups];
   constexpr float kMaxScale = 15.f;  // 4-bit scales and mins
 
+  for (int v = 0; v < kSuperBlock; ++v) weights[v] = std::fabs(x[v]);
+  static_assert(kGroups == 16, "two sets of eight lanes");
+  for (int half = 0; half < 2; ++half)
+    make_qkx2_quants_x8(16, 3, x + 128 * half, weights + 128 * half, L + 128 * half, scales + 8 * half,
+                        mins + 8 * half, -0.5f, 0.1f, 15, true);
   float max_scale = 0;
   float max_min = 0;
   for (int j = 0; j < kGroups; ++j) {
-    for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-    scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], laux, -0.5f, 0.1f, 15, true);
     max_scale = std::max(max_scale, scales[j]);
     max_min = std::max(max_min, mins[j]);
   }

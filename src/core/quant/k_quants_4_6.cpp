@@ -8,6 +8,7 @@
 #include "blocks.h"
 #include "kernels.h"
 #include "search.h"
+#include "search_x8.h"
 #include "weft/core/dtype.h"
 
 namespace weft::quant {
@@ -24,19 +25,21 @@ constexpr float kGroupMaxEps = 1e-15f;  // ggml GROUP_MAX_EPS
 // levels in [0, nmax].
 template <typename Block>
 void quantize_scales_and_levels(const float* x, int nmax, float rmin, float rdelta, int nstep, Block* y, uint8_t* L) {
-  uint8_t laux[32];
-  float weights[32];
+  float weights[kSuperBlock];
   float mins[kGroups32];
   float scales[kGroups32];
-  float max_scale = 0;
-  float max_min = 0;
   for (int j = 0; j < kGroups32; ++j) {
     const float* xg = x + 32 * j;
     float sum_x2 = 0;
     for (int l = 0; l < 32; ++l) sum_x2 += xg[l] * xg[l];
     const float av_x = std::sqrt(sum_x2 / 32);
-    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xg[l]);
-    scales[j] = make_qkx2_quants(32, nmax, xg, weights, L + 32 * j, &mins[j], laux, rmin, rdelta, nstep, false);
+    for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + std::fabs(xg[l]);
+  }
+  static_assert(kGroups32 == 8, "one group a lane");
+  make_qkx2_quants_x8(32, nmax, x, weights, L, scales, mins, rmin, rdelta, nstep, false);
+  float max_scale = 0;
+  float max_min = 0;
+  for (int j = 0; j < kGroups32; ++j) {
     max_scale = std::max(max_scale, scales[j]);
     max_min = std::max(max_min, mins[j]);
   }
@@ -57,9 +60,7 @@ void quantize_scales_and_levels(const float* x, int nmax, float rmin, float rdel
     const float d = f16_to_f32(y->d) * sc;
     if (!d) continue;
     const float dm = f16_to_f32(y->dmin) * m;
-    for (int ii = 0; ii < 32; ++ii) {
-      L[32 * j + ii] = static_cast<uint8_t>(std::clamp(nearest_int((x[32 * j + ii] + dm) / d), 0, nmax));
-    }
+    levels_with_min_x8(32, x + 32 * j, d, dm, nmax, L + 32 * j);
   }
 }
 
@@ -68,8 +69,9 @@ void quantize_q6_K_block(const float* x, BlockQ6_K* y) {
   float scales[kGroups16];
   float max_scale = 0;  // the scale of largest magnitude, sign kept
   float max_abs_scale = 0;
+  make_qx_quants_x8(16, 32, x, L, scales);  // groups 0..7, then 8..15
+  make_qx_quants_x8(16, 32, x + 128, L + 128, scales + 8);
   for (int ib = 0; ib < kGroups16; ++ib) {
-    scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
     const float abs_scale = std::fabs(scales[ib]);
     if (abs_scale > max_abs_scale) {
       max_abs_scale = abs_scale;
@@ -88,9 +90,7 @@ void quantize_q6_K_block(const float* x, BlockQ6_K* y) {
   for (int j = 0; j < kGroups16; ++j) {
     const float d = f16_to_f32(y->d) * y->scales[j];
     if (!d) continue;
-    for (int ii = 0; ii < 16; ++ii) {
-      L[16 * j + ii] = static_cast<int8_t>(std::clamp(nearest_int(x[16 * j + ii] / d), -32, 31) + 32);
-    }
+    levels_symmetric_x8(16, x + 16 * j, d, 32, L + 16 * j);
   }
   // Per 128-value half: ql byte l holds values l (low) and l + 64 (high),
   // byte l + 32 values l + 32 and l + 96; qh byte l their top two bits.

@@ -1,8 +1,10 @@
 // The type table and the checked entry points of include/weft/core/quant.h.
 #include "weft/core/quant.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "blocks.h"
@@ -96,11 +98,19 @@ void dequantize_row(uint32_t gguf_id, const void* blocks, float* out, int64_t n)
 
 void quantize_row_reference(uint32_t gguf_id, const float* in, void* blocks, int64_t n) {
   const QuantCodec& c = checked_codec("quantize_row_reference", gguf_id, n);
-  for (int64_t i = 0; i < n; ++i) {  // the searches assume finite values
-    if (!std::isfinite(in[i])) {
-      fail(ErrorKind::invalid_input, "quantize_row_reference",
-           std::string(c.info.name) + ": input value " + std::to_string(i) + " is not finite");
-    }
+  // The searches assume finite values. An OR of "exponent all ones" over
+  // the bits, a reduction the compiler vectorizes; the position is found
+  // only for the message.
+  uint32_t non_finite = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &in[i], sizeof bits);
+    non_finite |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  if (non_finite) {
+    const int64_t i = std::find_if(in, in + n, [](float v) { return !std::isfinite(v); }) - in;
+    fail(ErrorKind::invalid_input, "quantize_row_reference",
+         std::string(c.info.name) + ": input value " + std::to_string(i) + " is not finite");
   }
   c.quantize(in, blocks, n / c.info.block_values);
 }
