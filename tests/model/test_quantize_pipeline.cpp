@@ -86,7 +86,9 @@ TEST(QuantizePipeline, AWorkersErrorReachesTheCaller) {
     // At most jobs 0 and 1 (4 and 1 batches) and job 2's batches before row
     // 40: the error may end the run before the caller takes them all.
     EXPECT_LE(batches, 4 + 1 + 2) << threads << " threads";
-    if (threads == 1) EXPECT_EQ(batches, 4 + 1 + 2);  // one worker converts in order
+    if (threads == 1) {
+      EXPECT_EQ(batches, 4 + 1 + 2);  // one worker converts in order
+    }
   }
 }
 
