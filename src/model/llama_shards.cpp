@@ -29,8 +29,12 @@ namespace {
 
 constexpr const char* kWhere = "model";
 
+// Appended in place: GCC 12 misreads "[" + std::string&& as an overlapping
+// copy (-Wrestrict, GCC bug 105329).
 std::string range(int64_t first, int64_t count) {
-  return "[" + std::to_string(first) + ", " + std::to_string(first + count) + ")";
+  std::string r = "[";
+  r.append(std::to_string(first)).append(", ").append(std::to_string(first + count)).append(")");
+  return r;
 }
 
 // Elements [first, first + count) of each row's run start on a block of
