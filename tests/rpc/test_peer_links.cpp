@@ -9,7 +9,6 @@
 // worker to worker without passing through the host.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -18,10 +17,10 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "rpc_client_fixture.h"
+#include "server/worker_testing.h"
 #include "weft/backend/cpu.h"
 #include "weft/backend/sched.h"
 #include "weft/core/context.h"
@@ -334,7 +333,12 @@ TEST(PeerLinkWire, PeerConnectToNobodyFailsButKeepsTheSession) {
 }
 
 // 3. The pushing worker dies while the receiver waits: the wait ends, the
-// host hears why at its next reply, and B's link session goes.
+// host hears why at its next reply, and B's link session goes. A is stopped
+// only once B's session is seen inside the wait (WorkerTestAccess::
+// busy_sessions), so the link ends under a blocked wait on every run. The
+// error's text shows what ended it: the link ("ended before"), not the wait's
+// deadline (B's idle timeout, 600 s: "did not arrive in time", and the
+// host's read would time out first) nor a cancel ("cancelled while waiting").
 TEST(PeerLinkWire, AWaitEndsWhenThePushingWorkerStops) {
   PeerWorker b;
   auto a = std::make_unique<PeerWorker>();
@@ -346,14 +350,12 @@ TEST(PeerLinkWire, AWaitEndsWhenThePushingWorkerStops) {
   h2->call(PeerConnectRequest{1, 3, b.endpoint(), ticket, "worker A"});
   ASSERT_TRUE(eventually([&] { return b.worker->active_sessions() == 2; })) << b.worker->active_sessions();
 
-  const auto start = std::chrono::steady_clock::now();
   h1->send(PeerWaitRequest{3, 99});
-  std::this_thread::sleep_for(100ms);  // B's session is now blocked in the wait
+  ASSERT_TRUE(eventually([&] { return WorkerTestAccess::busy_sessions(*b.worker) == 1; }))
+      << "B's session never entered the wait";
   a->worker->stop();
   h1->send(PingRequest{});
   expect_error(*h1, ErrorKind::disconnected, "ended before event 99");
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 3.0) << "the wait outlived its link by " << seconds << " s";
   EXPECT_TRUE(eventually([&] { return b.worker->active_sessions() == 1; }))
       << b.worker->active_sessions() << " sessions on B: the link's is still there";
   h1->ping();  // the host's session on B is still usable

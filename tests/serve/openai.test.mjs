@@ -10,6 +10,8 @@
 //   --workers N   the main server splits its layers over N workers: its
 //                 /metrics must show traffic to each
 //   --queue-base  a server started with --parallel 1 --max-queue 1 (the 429 checks)
+//                 on the same model file, all on this CPU: the reference the
+//                 main server's greedy text must equal
 //   --auth-base   a server started with --host 0.0.0.0 --api-key-file FILE
 //                 --max-tokens 64 (reached at 127.0.0.1), FILE given as --key-file
 //   --weft, --model  run `weft serve --host 0.0.0.0` without a key file, which
@@ -20,8 +22,10 @@
 //
 // Run from a folder where `openai` resolves (scripts/install-test-node.sh;
 // tests/serve/run_openai.sh does it all). The model is a tiny random-weight
-// one: its text is gibberish, so every check compares the server with
-// itself (stream against whole, batched against alone, seed against seed).
+// one: its text is gibberish, so the checks compare the server with itself
+// (stream against whole, batched against alone, seed against seed) and,
+// given --queue-base, its greedy text with the queue server's: with
+// --workers, the split server with an unsplit one on the same model.
 // Prints one line per check; exits 1 when any fails (2 on bad usage).
 import {spawnSync} from 'node:child_process';
 import fs from 'node:fs';
@@ -206,6 +210,33 @@ await part('models and health', async () => {
 const chatBody = (content, extra = {}) => ({
   model: MODEL, messages: [{role: 'system', content: 'You are terse.'}, {role: 'user', content}], ...extra,
 });
+
+// Against another server, not itself: the queue server loads the same model
+// file with all its layers on this CPU, one slot and a smaller context.
+// Greedy text (16 tokens, chat and completions) must be the same token for
+// token, so a split (--workers) that computes wrong numbers yet agrees with
+// itself fails here (a worker reading rms_norm's eps wrongly did). One
+// request at a time, while no other part loads either server.
+if (opt['queue-base']) {
+  await part(WORKERS ? 'the split server against a local one' : 'the server against another local one', async () => {
+    const local = client(opt['queue-base'].replace(/\/$/, ''));
+    const same = async (what, create, textOf) => {
+      const mine = await create(api);
+      const theirs = await create(local);
+      const [a, b] = [textOf(mine), textOf(theirs)];
+      check(a === b && mine.usage?.completion_tokens === 16 && theirs.usage?.completion_tokens === 16,
+            `${what}: 16 greedy tokens, the same text as the local server's`, `${show(a)} vs ${show(b)}`);
+    };
+    for (const content of ['Say hello.', 'Tell me a story about a fox.', 'Count to ten.']) {
+      const body = chatBody(content, {temperature: 0, max_tokens: 16, ignore_eos: true});
+      await same(`chat ${show(content)}`, (c) => c.chat.completions.create(body), (r) => r.choices?.[0]?.message?.content);
+    }
+    for (const prompt of ['Once upon a time, in a land far away,', 'The quick brown fox', '1, 2, 3,']) {
+      const body = {model: MODEL, prompt, temperature: 0, max_tokens: 16, ignore_eos: true};
+      await same(`completion ${show(prompt)}`, (c) => c.completions.create(body), (r) => r.choices?.[0]?.text);
+    }
+  });
+}
 
 await part('chat completions', async () => {
   const r = await api.chat.completions.create(chatBody('Say hello.', {temperature: 0, max_tokens: 24}));

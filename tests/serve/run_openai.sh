@@ -4,7 +4,8 @@
 # three servers on free loopback ports --
 #   main:  --parallel 4 --ctx-size 16384 --alias weft-test (with --workers: its
 #          layers split over this CPU and two `weft worker`s on loopback)
-#   queue: --parallel 1 --max-queue 1 (the 429 checks)
+#   queue: --parallel 1 --max-queue 1 (the 429 checks; and, never split, the
+#          reference the main server's greedy text must equal)
 #   auth:  --host 0.0.0.0 --api-key-file KEY --max-tokens 64 (reached at 127.0.0.1)
 #   tools: --parallel 2 --chat-template chat_templates/qwen2_5.jinja (a real
 #          template that renders tools; its prompts checked against

@@ -394,6 +394,14 @@ void WorkerTestAccess::serve(Worker& worker, Stream& stream) {
   w.changed.notify_all();
 }
 
+int WorkerTestAccess::busy_sessions(Worker& worker) {
+  Worker::Impl& w = *worker.impl_;
+  std::lock_guard lock(w.mutex);
+  int busy = 0;
+  for (const Worker::Impl::Slot& s : w.slots) busy += s.status.computing.load() ? 1 : 0;
+  return busy;
+}
+
 bool make_self_signed_certificate(const std::filesystem::path& cert, const std::filesystem::path& key) {
   return TlsServer::make_self_signed(cert, key);
 }

@@ -20,6 +20,11 @@ struct WorkerTestAccess {
   // Serves one already-connected stream on the calling thread until it ends
   // (in-memory tests). Never throws.
   static void serve(Worker& worker, Stream& stream);
+  // How many sessions of worker are inside a compute or a PEER_WAIT now (the
+  // flag its disconnect monitor watches). Nothing on the wire tells a session
+  // blocked in a wait from one that has not read the request yet: a test
+  // that must act on the blocked wait polls this instead of sleeping.
+  static int busy_sessions(Worker& worker);
 };
 
 }  // namespace weft::rpc
