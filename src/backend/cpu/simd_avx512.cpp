@@ -19,6 +19,14 @@ __mmask16 tail_mask(int64_t r) {
   return static_cast<__mmask16>((1u << r) - 1u);
 }
 
+// Decode reads each weight once, in order: asked for 16 KiB ahead into L2,
+// as simd_avx2.cpp and the quantized kernels do. The address is formed as
+// an integer: it may lie past the tensor (a prefetch never faults).
+constexpr uintptr_t kDecodePrefetchBytes = 16384;
+void prefetch_decode(const void* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kDecodePrefetchBytes), _MM_HINT_T1);
+}
+
 // Weight loaders: 16 values, or the first r (< 16) with the rest zero.
 struct F32 {
   using W = float;
@@ -55,6 +63,8 @@ struct Plain {
         for (int u = 0; u < U; ++u) acc[r][j][u] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 * U <= n; i += 16 * U) {
+      if constexpr (NX == 1)  // decode: stream the weights (prefetch_decode)
+        for (int r = 0; r < NW; ++r) prefetch_decode(w[r] + i);
       for (int u = 0; u < U; ++u) {
         __m512 wk[NW];
         for (int r = 0; r < NW; ++r) wk[r] = L::load16(w[r] + i + 16 * u);
