@@ -81,16 +81,24 @@ void Engine::embed_queued() {
       embed_queue_.pop_front();
       metrics_.queue_length = queue_.size() + embed_queue_.size();
     }
+    EmbedResult result;
     try {
-      next.second->set(embed(next.first));
+      result = embed(next.first);
     } catch (const std::exception& e) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++metrics_.requests_failed;
+      }
       next.second->set(EmbedResult{.error = e.what()});
-      std::lock_guard<std::mutex> lock(mu_);
-      ++metrics_.requests_failed;
       throw;  // run() recovers the model or fails the running requests
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    ++metrics_.embeddings;
+    {
+      // Counted before the client hears: metrics() read after the answer
+      // includes it.
+      std::lock_guard<std::mutex> lock(mu_);
+      ++metrics_.embeddings;
+    }
+    next.second->set(std::move(result));
   }
 }
 
