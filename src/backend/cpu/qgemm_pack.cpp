@@ -16,8 +16,6 @@
 namespace weft::cpu {
 namespace {
 
-constexpr int kBlock = 32;
-
 // The 32 nibbles of 16 bytes as bytes 0..15: value j < 16 is the low nibble
 // of byte j, value j >= 16 the high nibble of byte j - 16.
 inline __m256i nibbles(const uint8_t* qs) {
