@@ -2,7 +2,9 @@
 // (Stream::set_write_stall_bound, docs/recovery.md "Detection"): a stopped
 // `weft worker` process (SIGSTOP) whose socket buffers fill fails a large
 // upload after about the silence bound, naming the stall, instead of
-// blocking the host.
+// blocking the host. Under load the keepalive's PING (sent after a second
+// idle, before the upload starts) may hit the silence bound first: that
+// failure names the stop too and comes as soon, so either is the contract.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -58,16 +60,18 @@ TEST(RpcWriteStall, AnUploadToAStoppedWorkerFailsWithinTheBound) {
   ASSERT_TRUE(child.start({weft, "worker", "--port", "0", "--threads", "1"}, "")) << "the worker did not start";
   auto connection = rpc::get_connection(child.endpoint(), RpcOptions{});
   ASSERT_TRUE(connection && connection->has(rpc::kCapHeartbeat));
+  const std::vector<uint8_t> bytes(kWriteStallBytes, 7);
+  // The last byte from the worker comes after this: no bound can end sooner.
+  const auto before_last_reply = Clock::now();
   const uint64_t handle = connection->call(rpc::AllocBufferRequest{0, kWriteStallBytes}).handle;
   ASSERT_NE(handle, 0u);
   ASSERT_EQ(::kill(child.pid(), SIGSTOP), 0);
   for (int i = 0; i < 500 && write_stall_process_state(child.pid()) != 'T'; ++i) std::this_thread::sleep_for(2ms);
   ASSERT_EQ(write_stall_process_state(child.pid()), 'T') << "the worker did not stop";
-  const std::vector<uint8_t> bytes(kWriteStallBytes, 7);
   const auto t0 = Clock::now();
   auto outcome = std::async(std::launch::async, [&] { return write_stall_upload(*connection, handle, bytes); });
   const bool done = outcome.wait_for(15s) == std::future_status::ready;
-  const auto waited = Clock::now() - t0;
+  const auto failed_at = Clock::now();
   ::kill(child.pid(), SIGCONT);
   if (!done) {
     child.kill();  // its socket closes: the blocked write ends
@@ -76,10 +80,12 @@ TEST(RpcWriteStall, AnUploadToAStoppedWorkerFailsWithinTheBound) {
   }
   const std::string what = outcome.get();
   EXPECT_EQ(what.rfind("disconnected: ", 0), 0u) << what;
-  EXPECT_NE(what.find("stalled"), std::string::npos) << what;
+  const bool stalled = what.find("stalled") != std::string::npos;
+  const bool silent = what.find("no reply and no heartbeat") != std::string::npos;
+  EXPECT_TRUE(stalled || silent) << what;
   EXPECT_NE(what.find(child.endpoint()), std::string::npos) << what;
-  EXPECT_GE(waited, rpc::Connection::kMinSilence - 50ms);
-  EXPECT_LT(waited, rpc::Connection::kMinSilence + 1500ms);
+  EXPECT_GE(failed_at - before_last_reply, rpc::Connection::kMinSilence - 50ms);
+  EXPECT_LT(failed_at - t0, rpc::Connection::kMinSilence + 1500ms);
   EXPECT_TRUE(connection->broken());
 }
 
