@@ -392,6 +392,25 @@ bool BatchEngine::recover(const std::exception& cause) {
   return true;
 }
 
+bool BatchEngine::rejoin() {
+  if (!eval_.rejoin || busy() || stepping()) return false;
+  int model_slots = 0;
+  try {
+    model_slots = eval_.rejoin();
+  } catch (const std::exception& e) {
+    if (!recover(e))
+      fail(ErrorKind::disconnected, kWhere,
+           "taking a worker back failed: " + std::string(e.what()) +
+               (recovery_error_.empty() ? "" : "; recovery failed: " + recovery_error_));
+    return false;
+  }
+  if (model_slots < 1) return false;
+  for (auto& s : slots_) s->cached.clear();  // the model's cache is new
+  set_groups_recovering(model_slots);
+  ++counters_.rejoins;
+  return true;
+}
+
 void BatchEngine::cancel_all() {
   drain();
   for (auto& s : slots_)

@@ -112,7 +112,8 @@ bool Session::recover(const Error& cause, std::span<const int32_t> history, std:
 
 int Session::recover_batched(const std::exception& cause) {
   const auto* error = dynamic_cast<const Error*>(&cause);
-  if (!options_.recover || !executor_ || !error || error->kind() != ErrorKind::disconnected) return 0;
+  // No executor: a rejoin's load failed part-way; the last load's context is placed again.
+  if (!options_.recover || n_ctx_loaded_ <= 0 || !error || error->kind() != ErrorKind::disconnected) return 0;
   RecoveryReport report;  // the engine re-evaluates each sequence: no tokens here
   if (!replace_lost(*error, report)) return 0;
   ++recoveries_;

@@ -86,6 +86,28 @@ bool Session::try_rejoin(int64_t remaining, std::vector<float>& logits) {
   return report.moved;
 }
 
+int Session::rejoin_batched() {
+  if (!watch_ || specs_.size() == all_specs_.size()) return 0;
+  RejoinReport report;
+  report.idle = true;
+  size_t k = 0;
+  for (const DeviceSpec& spec : all_specs_) {
+    if (k < specs_.size() && specs_[k].text == spec.text) {
+      ++k;
+      continue;
+    }
+    if (!watch_->answered(spec.endpoint)) return 0;
+    report.rejoined.push_back(spec.label());
+  }
+  forget_history();  // the batch's slots held the cache; the move empties it
+  report.moved = move_back(report);
+  if (!report.moved && rejoin_noted_) return 0;
+  rejoin_noted_ = !report.moved;
+  if (report.moved) ++rejoins_;
+  if (options_.on_rejoin) options_.on_rejoin(report);
+  return report.moved ? executor_->batch_slots() : 0;
+}
+
 bool Session::move_back(RejoinReport& report) {
   const Clock::time_point t0 = Clock::now();
   // The returning devices are opened first: one gone again changes nothing.

@@ -29,6 +29,7 @@ BatchedEval Session::batched_eval() {
       .finish = [this](int slot, std::vector<float>& logits) { finish_batch(slot, logits); },
       .reserve = [this](int64_t n_tokens, int64_t n_out) { reserve_batch(n_tokens, n_out); },
       .recover = [this](const std::exception& cause) { return recover_batched(cause); },
+      .rejoin = [this] { return rejoin_batched(); },
       .hidden = [this](std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& rows) {
         eval_batch(batch, n_seq, rows, model::LogitRows::hidden);
       },

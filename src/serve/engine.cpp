@@ -13,6 +13,8 @@ namespace weft::serve {
 namespace {
 
 constexpr const char* kWhere = "serve";
+// How often an idle engine with a device missing asks whether it is back.
+constexpr auto kRejoinPoll = std::chrono::milliseconds(500);
 
 using Clock = std::chrono::steady_clock;
 
@@ -246,8 +248,17 @@ void Engine::run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !embed_queue_.empty() || batch_.busy(); });
+      const auto work = [&] { return stop_ || !queue_.empty() || !embed_queue_.empty() || batch_.busy(); };
+      // While a device is missing, the idle engine looks for it again
+      // every kRejoinPoll (the probes themselves run on the Session's watch).
+      if (metrics_.devices_lost.empty()) cv_.wait(lock, work);
+      else cv_.wait_for(lock, kRejoinPoll, work);
       if (stop_) break;
+      if (!work()) {
+        lock.unlock();
+        rejoin();
+        continue;
+      }
     }
     // A step that throws (a worker died; an allocation failed) ends the
     // busy requests, not the process, unless the model recovers; the
@@ -273,6 +284,23 @@ void Engine::run() {
   }
   batch_.cancel_all();
   reap();
+}
+
+void Engine::rejoin() {
+  bool moved = false;
+  std::string error;
+  const uint64_t recoveries = batch_.counters().recoveries;  // a move that fails part-way recovers
+  try {
+    moved = batch_.rejoin();
+  } catch (const std::exception& e) {  // the move and the recovery after it failed: the model is gone
+    error = e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error.empty()) metrics_.last_error = error;
+  if (moved) ++metrics_.rejoins;
+  metrics_.recoveries += batch_.counters().recoveries - recoveries;
+  metrics_.groups = batch_.groups();
+  metrics_.devices_lost = session_.lost_devices();
 }
 
 void Engine::step() {

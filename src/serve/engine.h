@@ -185,6 +185,7 @@ struct EngineMetrics {
   std::string last_error;     // the last step that failed, "" if none
   uint64_t recoveries = 0;    // failed steps the model recovered from (SessionOptions::recover)
   std::vector<std::string> devices_lost;  // what those recoveries dropped (Session::lost_devices)
+  uint64_t rejoins = 0;       // lost workers taken back while idle (BatchEngine::rejoin)
 };
 
 class Engine {
@@ -225,6 +226,9 @@ class Engine {
   };
   void run();
   void step();   // one round: collect, admit, launch
+  // With a device lost and nothing to do: lost workers that answer again
+  // are taken back (BatchEngine::rejoin), the placement as started restored.
+  void rejoin();
   void admit();  // queued requests into free slots; drops the cancelled and expired ones
   void reap();   // forgets the requests that finished
   void count_finish(const std::string& reason);  // metrics_, under mu_

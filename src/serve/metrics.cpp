@@ -79,6 +79,8 @@ std::string Server::Impl::metrics_text() {
   single(o, "weft_draft_accepted_total", "counter", "Draft tokens kept (of weft_draft_tokens_total).", m.accepted);
   single(o, "weft_recoveries_total", "counter", "Failed steps the model recovered from (a lost worker's share placed again).",
          m.recoveries);
+  single(o, "weft_rejoins_total", "counter", "Lost workers taken back while idle (the placement as started restored).",
+         m.rejoins);
   single(o, "weft_busy_seconds_total", "counter", "Seconds spent in batched steps.",
          m.busy_seconds);
   single(o, "weft_grammar_seconds_total", "counter",

@@ -63,6 +63,7 @@ Json engine_json(const EngineMetrics& m) {
           {"draft_tokens", m.drafted},
           {"draft_accepted", m.accepted},
           {"recoveries", m.recoveries},
+          {"rejoins", m.rejoins},
           {"devices_lost", m.devices_lost},
           {"last_error", m.last_error}};
 }

@@ -17,12 +17,14 @@ namespace weft::testing {
 
 class LocalWorkers {
  public:
-  // n workers, started; make(i) makes worker i's device.
-  explicit LocalWorkers(int n, const std::function<std::unique_ptr<Device>(int)>& make = {}) {
+  // n workers, started; make(i) makes worker i's device; worker 0 at
+  // first_port (0: any free port; the others always any).
+  explicit LocalWorkers(int n, const std::function<std::unique_ptr<Device>(int)>& make = {}, uint16_t first_port = 0) {
     for (int i = 0; i < n; ++i) {
       devices_.push_back(make ? make(i) : make_cpu_device(1));
       rpc::WorkerOptions o;
       o.log = false;
+      if (i == 0) o.port = first_port;
       workers_.push_back(std::make_unique<rpc::Worker>(std::vector<Device*>{devices_.back().get()}, o));
       workers_.back()->start();
     }

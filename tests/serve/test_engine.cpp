@@ -2,7 +2,7 @@
 // the same request run alone (Session::generate), queueing beyond the
 // slots, cancellation, the queue bound, stop strings, prefix reuse and
 // deadlines; over two stages, the slots' groups pipelined, each request
-// still equal to its run alone, and a dead stage an error, not a hang.
+// still equal to its run alone (a dead stage: test_engine_recovery.cpp).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine_fixture.h"
 #include "rpc/local_workers.h"
 #include "serve/engine.h"
 #include "weft/core/error.h"
@@ -24,78 +25,8 @@
 
 namespace {
 
-namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-using weft::serve::Engine;
-using weft::serve::Event;
-using weft::serve::Job;
-using weft::serve::Request;
+using namespace weft::serve_test;
 
-class EngineTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    path_ = new std::string((fs::temp_directory_path() / ("weft_engine_" + std::to_string(::getpid()) + ".gguf")).string());
-    weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
-    spec.n_layer = 2;
-    weft::model::write_demo_model(*path_, spec);
-  }
-  static void TearDownTestSuite() {
-    fs::remove(*path_);
-    delete path_;
-  }
-
-  static std::unique_ptr<weft::Session> session(int64_t n_ctx) {
-    auto s = std::make_unique<weft::Session>(weft::SessionOptions{.model = *path_});
-    s->load(n_ctx);
-    return s;
-  }
-
-  // The i-th test prompt: distinct token ids from the vocabulary.
-  static std::vector<int32_t> prompt(int i, int n = 6) {
-    std::vector<int32_t> p{1};
-    for (int k = 0; k < n; ++k) p.push_back(static_cast<int32_t>(300 + (i * 53 + k * 17) % 290));
-    return p;
-  }
-
-  // Greedy tokens of prompt run alone through Session::generate.
-  static std::vector<int32_t> alone(const std::vector<int32_t>& p, int max_tokens) {
-    auto s = session(128);
-    weft::GenerateOptions o{.max_tokens = max_tokens, .stop_at_end_of_generation = true};
-    return s->generate(p, o).tokens;
-  }
-
-  static Job greedy_job(std::vector<int32_t> p, int max_tokens) {
-    Job j;
-    j.prompt = std::move(p);
-    j.max_tokens = max_tokens;
-    return j;
-  }
-
-  // Every event until the finished one (tokens and text concatenated).
-  struct Outcome {
-    std::vector<int32_t> tokens;
-    std::string text;
-    Event finish;
-  };
-  static Outcome drain(Request& r) {
-    Outcome o;
-    for (int waited = 0; waited < 600; ++waited) {
-      std::optional<Event> e = r.next(100ms);
-      if (!e) continue;
-      o.tokens.insert(o.tokens.end(), e->tokens.begin(), e->tokens.end());
-      o.text += e->text;
-      if (e->finished) {
-        o.finish = *e;
-        return o;
-      }
-    }
-    ADD_FAILURE() << "no finished event within 60 s";
-    return o;
-  }
-
-  static std::string* path_;
-};
-std::string* EngineTest::path_ = nullptr;
 
 TEST_F(EngineTest, OneRequestEqualsGenerate) {
   auto s = session(256);
@@ -386,95 +317,6 @@ TEST_F(EngineTest, OneStageBatchesConcurrentRequestsIntoSharedSteps) {
   const weft::serve::EngineMetrics m = engine.metrics();
   EXPECT_EQ(m.generated_tokens, 2u * kTokens);
   EXPECT_LE(m.steps, static_cast<uint64_t>(kTokens + 3)) << "the requests took turns instead of sharing steps";
-}
-
-// A stage that dies while steps are in flight ends every busy request with
-// an error naming it; the engine then takes requests again (which fail the
-// same way) and shuts down without a hang.
-TEST_F(EngineTest, ADeadStageEndsTheRequestsWithAnError) {
-  weft::testing::LocalWorkers workers(1);
-  weft::SessionOptions o{.model = *path_, .devices = {"cpu:1", "rpc://" + workers.endpoint(0)}};
-  o.split = "1,1";
-  weft::Session s(o);
-  s.load(4 * 128);
-  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
-  std::vector<std::shared_ptr<Request>> requests;
-  for (int i = 0; i < 4; ++i) {
-    Job j = greedy_job(prompt(i), 120);
-    j.ignore_eos = true;
-    requests.push_back(engine.submit(std::move(j)));
-  }
-  // Once every request has a token, the worker goes.
-  for (auto& r : requests) {
-    ASSERT_NE(r, nullptr);
-    std::optional<Event> first;
-    for (int waited = 0; waited < 300 && !first; ++waited) first = r->next(100ms);
-    ASSERT_TRUE(first.has_value());
-  }
-  const std::string dead = workers.endpoint(0);
-  workers.worker(0).stop();
-  for (auto& r : requests) {
-    const Outcome out = drain(*r);
-    EXPECT_EQ(out.finish.finish_reason, "error");
-    EXPECT_NE(out.finish.error.find(dead), std::string::npos) << out.finish.error;
-  }
-  const Outcome later = drain(*engine.submit(greedy_job(prompt(5), 4)));
-  EXPECT_EQ(later.finish.finish_reason, "error");
-  EXPECT_EQ(engine.metrics().requests_failed, 5u);
-}
-
-// With SessionOptions::recover (`weft serve --recover`), the same death
-// places the model again on this host; every request goes on and gives the
-// tokens it gives alone, and the engine serves the next one.
-TEST_F(EngineTest, WithRecoverADeadStageIsPlacedAgainAndTheRequestsGoOn) {
-  constexpr int kMax = 120;  // long enough that the worker stops mid-way
-  std::vector<std::vector<int32_t>> want;
-  {
-    auto ref = session(256);
-    for (int i = 0; i < 3; ++i)
-      want.push_back(ref->generate(prompt(i), {.max_tokens = kMax, .stop_at_end_of_generation = false}).tokens);
-  }
-  weft::testing::LocalWorkers workers(1);
-  weft::SessionOptions o{.model = *path_, .devices = {"cpu:1", "rpc://" + workers.endpoint(0)}};
-  o.split = "1,1";
-  o.recover = true;
-  int recoveries = 0;
-  o.on_recovery = [&](const weft::RecoveryReport& r) {
-    ++recoveries;
-    EXPECT_EQ(r.lost, std::vector<std::string>{workers.endpoint(0)});
-  };
-  weft::Session s(o);
-  s.load(4 * 256);
-  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
-  EXPECT_EQ(engine.metrics().groups, 2);
-  std::vector<std::shared_ptr<Request>> requests;
-  for (int i = 0; i < 3; ++i) {
-    Job j = greedy_job(prompt(i), kMax);
-    j.ignore_eos = true;
-    requests.push_back(engine.submit(std::move(j)));
-  }
-  std::vector<Outcome> got(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    ASSERT_NE(requests[i], nullptr);
-    std::optional<Event> first;
-    for (int waited = 0; waited < 300 && !first; ++waited) first = requests[i]->next(100ms);
-    ASSERT_TRUE(first.has_value());
-    got[i].tokens = first->tokens;
-  }
-  workers.worker(0).stop();
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const Outcome rest = drain(*requests[i]);
-    got[i].tokens.insert(got[i].tokens.end(), rest.tokens.begin(), rest.tokens.end());
-    EXPECT_NE(rest.finish.finish_reason, "error") << rest.finish.error;
-    EXPECT_EQ(got[i].tokens, want[static_cast<size_t>(i)]) << "request " << i;
-  }
-  EXPECT_EQ(recoveries, 1);
-  EXPECT_EQ(engine.metrics().recoveries, 1u);
-  EXPECT_EQ(engine.metrics().groups, 1);  // one stage left
-  EXPECT_EQ(engine.metrics().devices_lost, std::vector<std::string>{workers.endpoint(0)});  // /health: degraded
-  const Outcome later = drain(*engine.submit(greedy_job(prompt(5), 4)));
-  EXPECT_NE(later.finish.finish_reason, "error") << later.finish.error;
-  EXPECT_EQ(engine.metrics().requests_failed, 0u);
 }
 
 // `weft run --parallel` (Session::generate_parallel) and `weft serve`

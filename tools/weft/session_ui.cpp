@@ -148,10 +148,11 @@ void print_rejoin(const RejoinReport& r) {
   std::string back, now;
   for (const std::string& l : r.rejoined) back += (back.empty() ? "" : ", ") + l;
   const RejoinEstimate& e = r.estimate;
-  char rule[200];
-  std::snprintf(rule, sizeof rule, "%.1f ms/token now, %.1f ms with it, %lld tokens left: saves %.2f s, move %.2f s",
-                1e3 * e.seconds_per_token_now, 1e3 * e.seconds_per_token_with,
-                static_cast<long long>(e.remaining_tokens), e.gain_seconds(), e.move_seconds);
+  char rule[200] = "idle: no request in flight";  // `weft serve` between requests: no rule weighed
+  if (!r.idle)
+    std::snprintf(rule, sizeof rule, "%.1f ms/token now, %.1f ms with it, %lld tokens left: saves %.2f s, move %.2f s",
+                  1e3 * e.seconds_per_token_now, 1e3 * e.seconds_per_token_with,
+                  static_cast<long long>(e.remaining_tokens), e.gain_seconds(), e.move_seconds);
   if (!r.moved) {
     std::fprintf(stderr, "\n[rejoin declined] %s answers again; stays out: %s (%s)\n", back.c_str(), r.declined.c_str(),
                  rule);

@@ -118,6 +118,7 @@ struct BatchCounters {
   double busy_seconds = 0;        // in advance(): finishing, sampling, submitting
   double grammar_seconds = 0;     // of which masking by and following grammars (jobs finished)
   uint64_t recoveries = 0;        // recover() that recovered
+  uint64_t rejoins = 0;           // rejoin() that moved the model back over its lost workers
   uint64_t replayed_tokens = 0;   // tokens evaluated again after them (also in prompt_tokens)
   uint64_t speculative_steps = 0; // steps that were speculative rounds (also in steps)
   uint64_t drafted = 0;           // draft tokens the target judged in them
@@ -177,6 +178,13 @@ class BatchEngine {
   // why a recovery that was tried failed is recovery_error() (else empty).
   bool recover(const std::exception& cause);
   const std::string& recovery_error() const { return recovery_error_; }
+  // Between jobs (none busy, nothing in flight): BatchedEval::rejoin takes
+  // back lost workers that answer again; every slot's cache is forgotten
+  // and the groups follow the model's slots. true when the model moved.
+  // When the move fails part-way it recovers (recover()) and returns false;
+  // throws Error(disconnected) naming why when that recovery fails too
+  // (the model is then unloaded: the next steps fail their jobs).
+  bool rejoin();
   // Ends every job with StopReason::cancelled after finishing the steps in
   // flight (a driver shutting down).
   void cancel_all();

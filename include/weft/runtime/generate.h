@@ -110,6 +110,13 @@ struct BatchedEval {
   // once), or 0 when it did not recover (cause stands). submit and finish
   // reach the recovered model from then on.
   std::function<int(const std::exception& cause)> recover;
+  // Optional: with nothing in flight and every slot's cache given up, takes
+  // back lost workers that answer again (Session with
+  // SessionOptions::recover: the model placed and loaded over every device
+  // again, its KV cache empty). Returns the model's slots after a move, 0
+  // when nothing moved. May throw as submit does (a returning worker gone
+  // again part-way): then recover.
+  std::function<int()> rejoin;
   // Optional: evaluates batch at once (nothing in flight) and writes the
   // hidden states after the output norm of the tokens marked `logits`
   // (n_embd floats each, in batch order) instead of logits: embeddings

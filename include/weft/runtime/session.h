@@ -152,7 +152,8 @@ struct RecoveryReport {
 struct RejoinReport {
   std::vector<std::string> rejoined;  // DeviceSpec::label() of each worker that answered again
   RejoinEstimate estimate;            // the rule's inputs
-  bool moved = false;                 // estimate.pays(): the model was placed again with them
+  bool moved = false;                 // estimate.pays() (or idle): the model was placed again with them
+  bool idle = false;                  // weighed between batched steps with nothing in flight: no rule, moved when it fits
   std::string declined;               // why not, when not moved ("" when moved)
   LoadPlan plan;                      // when moved: the placement over every device
   int64_t tokens_reevaluated = 0;
@@ -307,6 +308,14 @@ class Session {
   // evaluate next) into logits; true then. false, changing nothing, when
   // there is no rejoin to make or it does not pay.
   bool try_rejoin(int64_t remaining, std::vector<float>& logits);
+  // BatchedEval::rejoin for batched_eval(): called with nothing in flight
+  // and every slot's cache given up (`weft serve` idle). When every lost
+  // worker answers again, places and loads the model over every device
+  // again (no rule to weigh: no request waits on the move, and nothing is
+  // re-evaluated); the new model's slots then, else 0. Throws what the load
+  // throws (a returning worker gone again part-way: the model is unloaded,
+  // BatchedEval::recover places it again).
+  int rejoin_batched();
   bool move_back(RejoinReport& report);  // try_rejoin's move; false when the devices cannot be opened or fit
   RejoinEstimate rejoin_estimate(int64_t remaining) const;
   void note_decode_seconds(double seconds);  // one decoded token's eval on the current placement

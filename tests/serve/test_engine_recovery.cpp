@@ -1,0 +1,177 @@
+// The serving engine when a stage dies (docs/recovery.md): without
+// recover, every busy request ends with an error naming it and the engine
+// goes on taking requests; with it, the model is placed again and the
+// requests go on with their tokens unchanged; and a worker back at its
+// port is taken back while the engine is idle.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine_fixture.h"
+#include "rpc/local_workers.h"
+#include "serve/engine.h"
+#include "weft/runtime/session.h"
+
+namespace {
+
+using namespace weft::serve_test;
+
+// A stage that dies while steps are in flight ends every busy request with
+// an error naming it; the engine then takes requests again (which fail the
+// same way) and shuts down without a hang.
+TEST_F(EngineTest, ADeadStageEndsTheRequestsWithAnError) {
+  weft::testing::LocalWorkers workers(1);
+  weft::SessionOptions o{.model = *path_, .devices = {"cpu:1", "rpc://" + workers.endpoint(0)}};
+  o.split = "1,1";
+  weft::Session s(o);
+  s.load(4 * 128);
+  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 4; ++i) {
+    Job j = greedy_job(prompt(i), 120);
+    j.ignore_eos = true;
+    requests.push_back(engine.submit(std::move(j)));
+  }
+  // Once every request has a token, the worker goes.
+  for (auto& r : requests) {
+    ASSERT_NE(r, nullptr);
+    std::optional<Event> first;
+    for (int waited = 0; waited < 300 && !first; ++waited) first = r->next(100ms);
+    ASSERT_TRUE(first.has_value());
+  }
+  const std::string dead = workers.endpoint(0);
+  workers.worker(0).stop();
+  for (auto& r : requests) {
+    const Outcome out = drain(*r);
+    EXPECT_EQ(out.finish.finish_reason, "error");
+    EXPECT_NE(out.finish.error.find(dead), std::string::npos) << out.finish.error;
+  }
+  const Outcome later = drain(*engine.submit(greedy_job(prompt(5), 4)));
+  EXPECT_EQ(later.finish.finish_reason, "error");
+  EXPECT_EQ(engine.metrics().requests_failed, 5u);
+}
+
+// With SessionOptions::recover (`weft serve --recover`), the same death
+// places the model again on this host; every request goes on and gives the
+// tokens it gives alone, and the engine serves the next one.
+TEST_F(EngineTest, WithRecoverADeadStageIsPlacedAgainAndTheRequestsGoOn) {
+  constexpr int kMax = 120;  // long enough that the worker stops mid-way
+  std::vector<std::vector<int32_t>> want;
+  {
+    auto ref = session(256);
+    for (int i = 0; i < 3; ++i)
+      want.push_back(ref->generate(prompt(i), {.max_tokens = kMax, .stop_at_end_of_generation = false}).tokens);
+  }
+  weft::testing::LocalWorkers workers(1);
+  weft::SessionOptions o{.model = *path_, .devices = {"cpu:1", "rpc://" + workers.endpoint(0)}};
+  o.split = "1,1";
+  o.recover = true;
+  int recoveries = 0;
+  o.on_recovery = [&](const weft::RecoveryReport& r) {
+    ++recoveries;
+    EXPECT_EQ(r.lost, std::vector<std::string>{workers.endpoint(0)});
+  };
+  weft::Session s(o);
+  s.load(4 * 256);
+  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
+  EXPECT_EQ(engine.metrics().groups, 2);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (int i = 0; i < 3; ++i) {
+    Job j = greedy_job(prompt(i), kMax);
+    j.ignore_eos = true;
+    requests.push_back(engine.submit(std::move(j)));
+  }
+  std::vector<Outcome> got(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_NE(requests[i], nullptr);
+    std::optional<Event> first;
+    for (int waited = 0; waited < 300 && !first; ++waited) first = requests[i]->next(100ms);
+    ASSERT_TRUE(first.has_value());
+    got[i].tokens = first->tokens;
+  }
+  workers.worker(0).stop();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Outcome rest = drain(*requests[i]);
+    got[i].tokens.insert(got[i].tokens.end(), rest.tokens.begin(), rest.tokens.end());
+    EXPECT_NE(rest.finish.finish_reason, "error") << rest.finish.error;
+    EXPECT_EQ(got[i].tokens, want[static_cast<size_t>(i)]) << "request " << i;
+  }
+  EXPECT_EQ(recoveries, 1);
+  EXPECT_EQ(engine.metrics().recoveries, 1u);
+  EXPECT_EQ(engine.metrics().groups, 1);  // one stage left
+  EXPECT_EQ(engine.metrics().devices_lost, std::vector<std::string>{workers.endpoint(0)});  // /health: degraded
+  const Outcome later = drain(*engine.submit(greedy_job(prompt(5), 4)));
+  EXPECT_NE(later.finish.finish_reason, "error") << later.finish.error;
+  EXPECT_EQ(engine.metrics().requests_failed, 0u);
+}
+
+// A worker lost and recovered from is back at its port: the idle engine
+// takes it back (BatchEngine::rejoin; no request in flight, nothing to
+// re-evaluate), the placement as started restored: two stages again,
+// nothing missing (/health), the rejoin counted and reported; the same
+// prompt again (its slot's cache was on the old placement: it must not be
+// reused) gives its tokens alone, and a loss after the move recovers again.
+TEST_F(EngineTest, WithRecoverAWorkerBackAtItsPortIsTakenBackWhileIdle) {
+  constexpr int kMax = 120;
+  const std::vector<int32_t> want = alone(prompt(0), 40);
+  weft::SessionOptions o{.model = *path_};
+  auto worker = std::make_unique<weft::testing::LocalWorkers>(1);
+  const std::string endpoint = worker->endpoint(0);
+  const uint16_t port = static_cast<uint16_t>(worker->worker(0).port());
+  o.devices = {"cpu:1", "rpc://" + endpoint};
+  o.split = "1,1";
+  o.recover = true;
+  std::vector<weft::RejoinReport> rejoins;
+  o.on_rejoin = [&](const weft::RejoinReport& r) { rejoins.push_back(r); };
+  weft::Session s(o);
+  s.load(4 * 256);
+  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
+  Job j = greedy_job(prompt(0), kMax);
+  j.ignore_eos = true;
+  auto r = engine.submit(std::move(j));
+  ASSERT_NE(r, nullptr);
+  std::optional<Event> first;
+  for (int waited = 0; waited < 300 && !first; ++waited) first = r->next(100ms);
+  ASSERT_TRUE(first.has_value());
+  worker.reset();  // gone: the request recovers onto this host
+  EXPECT_NE(drain(*r).finish.finish_reason, "error");
+  ASSERT_EQ(engine.metrics().devices_lost, std::vector<std::string>{endpoint});
+  EXPECT_EQ(engine.metrics().groups, 1);
+  EXPECT_EQ(engine.metrics().rejoins, 0u);
+
+  worker = std::make_unique<weft::testing::LocalWorkers>(1, std::function<std::unique_ptr<weft::Device>(int)>{}, port);
+  ASSERT_EQ(worker->endpoint(0), endpoint);
+  bool back = false;
+  for (int waited = 0; waited < 300 && !back; ++waited) {  // the watch's probe, then the engine's poll
+    back = engine.metrics().rejoins == 1;
+    if (!back) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(back) << "the worker back at " << endpoint << " was not taken back within 30 s";
+  const weft::serve::EngineMetrics m = engine.metrics();
+  EXPECT_TRUE(m.devices_lost.empty());
+  EXPECT_EQ(m.groups, 2);  // two stages again
+  EXPECT_EQ(m.recoveries, 1u);
+  ASSERT_EQ(rejoins.size(), 1u);
+  EXPECT_TRUE(rejoins[0].moved && rejoins[0].idle);
+  EXPECT_EQ(rejoins[0].rejoined, std::vector<std::string>{endpoint});
+  EXPECT_EQ(rejoins[0].plan.devices.size(), 2u);
+  EXPECT_EQ(s.rejoins(), 1);
+  const Outcome after = drain(*engine.submit(greedy_job(prompt(0), 40)));
+  EXPECT_NE(after.finish.finish_reason, "error") << after.finish.error;
+  EXPECT_EQ(after.tokens, want);
+  EXPECT_GT(worker->worker(0).memory_in_use(), 0u) << "the worker taken back holds no part of the model";
+
+  worker.reset();  // and lost again: recovered again
+  const Outcome last = drain(*engine.submit(greedy_job(prompt(0), 40)));
+  EXPECT_NE(last.finish.finish_reason, "error") << last.finish.error;
+  EXPECT_EQ(last.tokens, want);
+  EXPECT_EQ(engine.metrics().recoveries, 2u);
+  EXPECT_EQ(engine.metrics().requests_failed, 0u);
+}
+
+}  // namespace
