@@ -215,8 +215,12 @@ const chatBody = (content, extra = {}) => ({
 // file with all its layers on this CPU, one slot and a smaller context.
 // Greedy text (16 tokens, chat and completions) must be the same token for
 // token, so a split (--workers) that computes wrong numbers yet agrees with
-// itself fails here (a worker reading rms_norm's eps wrongly did). One
-// request at a time, while no other part loads either server.
+// itself fails here (a worker reading rms_norm's eps wrongly did). The
+// chats' logprobs too, within LOGPROB_TOLERANCE: on a tiny random model a
+// wrong number can leave every greedy choice alone (a worker reading rope's
+// freq_base doubled did) while it moves the probabilities. One request at a
+// time, while no other part loads either server.
+const LOGPROB_TOLERANCE = 1e-3;  // room for f32 sums in another order; measured 0 (local and split)
 if (opt['queue-base']) {
   await part(WORKERS ? 'the split server against a local one' : 'the server against another local one', async () => {
     const local = client(opt['queue-base'].replace(/\/$/, ''));
@@ -226,9 +230,15 @@ if (opt['queue-base']) {
       const [a, b] = [textOf(mine), textOf(theirs)];
       check(a === b && mine.usage?.completion_tokens === 16 && theirs.usage?.completion_tokens === 16,
             `${what}: 16 greedy tokens, the same text as the local server's`, `${show(a)} vs ${show(b)}`);
+      const [la, lb] = [mine.choices?.[0]?.logprobs?.content, theirs.choices?.[0]?.logprobs?.content];
+      if (la === undefined && lb === undefined) return;  // completions: text only
+      const worst = la?.length === 16 && lb?.length === 16
+        ? Math.max(...la.map((t, i) => Math.abs(t.logprob - lb[i].logprob))) : Infinity;
+      check(worst <= LOGPROB_TOLERANCE, `${what}: each token's logprob within ${LOGPROB_TOLERANCE} of the local server's`,
+            `largest difference ${worst}`);
     };
     for (const content of ['Say hello.', 'Tell me a story about a fox.', 'Count to ten.']) {
-      const body = chatBody(content, {temperature: 0, max_tokens: 16, ignore_eos: true});
+      const body = chatBody(content, {temperature: 0, max_tokens: 16, ignore_eos: true, logprobs: true});
       await same(`chat ${show(content)}`, (c) => c.chat.completions.create(body), (r) => r.choices?.[0]?.message?.content);
     }
     for (const prompt of ['Once upon a time, in a land far away,', 'The quick brown fox', '1, 2, 3,']) {
