@@ -50,11 +50,12 @@ void Session::drop_devices(const std::vector<size_t>& lost) {
   const size_t n = devices_.size();
   options_.split = without(options_.split, n, lost, "--split", options_.split_mode == SessionOptions::SplitMode::tensor);
   options_.experts_split = without(options_.experts_split, n, lost, "--experts-split", false);
+  const bool with_speeds = speeds_.size() == n;  // asked once: each erase below shortens it
   for (size_t k = lost.size(); k-- > 0;) {
     const auto at = static_cast<std::ptrdiff_t>(lost[k]);
     devices_.erase(devices_.begin() + at);
     specs_.erase(specs_.begin() + at);
-    if (speeds_.size() == n) speeds_.erase(speeds_.begin() + at);
+    if (with_speeds) speeds_.erase(speeds_.begin() + at);
   }
 }
 

@@ -54,14 +54,10 @@ RejoinEstimate Session::rejoin_estimate(int64_t remaining) const {
 bool Session::try_rejoin(int64_t remaining, std::vector<float>& logits) {
   if (!watch_ || !history_known_ || specs_.size() == all_specs_.size()) return false;
   RejoinReport report;
-  size_t k = 0;  // specs_ is all_specs_ less the lost, in order
-  for (const DeviceSpec& spec : all_specs_) {
-    if (k < specs_.size() && specs_[k].text == spec.text) {
-      ++k;
-      continue;
-    }
-    if (!watch_->answered(spec.endpoint)) return false;
-    report.rejoined.push_back(spec.label());
+  const std::vector<size_t> back = missing_devices();
+  for (size_t i : back) {
+    if (!watch_->answered(all_specs_[i].endpoint)) return false;  // all of them: the rule's time is theirs together
+    report.rejoined.push_back(all_specs_[i].label());
   }
   if (full_seconds_per_token_ >= 0 && decode_tokens_ < kMinMeasuredTokens) return false;  // measure first
   // Weighed at every token while they answer (times change: a link turns
@@ -72,7 +68,7 @@ bool Session::try_rejoin(int64_t remaining, std::vector<float>& logits) {
   else if (!report.estimate.pays())
     report.declined = "the time it would save does not exceed the cost of the move";
   else
-    report.moved = move_back(report);
+    report.moved = move_back(report, back);
   if (!report.moved && rejoin_noted_) return false;
   rejoin_noted_ = !report.moved;
   if (report.moved) {
@@ -90,17 +86,15 @@ int Session::rejoin_batched() {
   if (!watch_ || specs_.size() == all_specs_.size()) return 0;
   RejoinReport report;
   report.idle = true;
-  size_t k = 0;
-  for (const DeviceSpec& spec : all_specs_) {
-    if (k < specs_.size() && specs_[k].text == spec.text) {
-      ++k;
-      continue;
-    }
-    if (!watch_->answered(spec.endpoint)) return 0;
-    report.rejoined.push_back(spec.label());
+  std::vector<size_t> back;  // each that answers, the others left out still
+  for (size_t i : missing_devices()) {
+    if (!watch_->answered(all_specs_[i].endpoint)) continue;
+    back.push_back(i);
+    report.rejoined.push_back(all_specs_[i].label());
   }
+  if (back.empty()) return 0;
   forget_history();  // the batch's slots held the cache; the move empties it
-  report.moved = move_back(report);
+  report.moved = move_back(report, back);
   if (!report.moved && rejoin_noted_) return 0;
   rejoin_noted_ = !report.moved;
   if (report.moved) ++rejoins_;
@@ -108,17 +102,23 @@ int Session::rejoin_batched() {
   return report.moved ? executor_->batch_slots() : 0;
 }
 
-bool Session::move_back(RejoinReport& report) {
+std::vector<size_t> Session::missing_devices() const {
+  std::vector<size_t> missing;
+  size_t k = 0;  // specs_ is all_specs_ less the lost, in order
+  for (size_t i = 0; i < all_specs_.size(); ++i) {
+    if (k < specs_.size() && specs_[k].text == all_specs_[i].text)
+      ++k;
+    else
+      missing.push_back(i);
+  }
+  return missing;
+}
+
+bool Session::move_back(RejoinReport& report, const std::vector<size_t>& back) {
   const Clock::time_point t0 = Clock::now();
   // The returning devices are opened first: one gone again changes nothing.
   std::vector<std::unique_ptr<Device>> opened;
-  std::vector<size_t> returned;  // their places in all_specs_
-  size_t k = 0;
-  for (size_t i = 0; i < all_specs_.size(); ++i) {
-    if (k < specs_.size() && specs_[k].text == all_specs_[i].text) {
-      ++k;
-      continue;
-    }
+  for (size_t i : back) {
     try {
       opened.push_back(open_device(all_specs_[i], options_.device_options));
     } catch (const Error& e) {
@@ -126,18 +126,32 @@ bool Session::move_back(RejoinReport& report) {
       watch_->watch(all_specs_[i].endpoint);  // back to probing
       return false;
     }
-    returned.push_back(i);
   }
+  // The devices as constructed, a gap for each still missing, then the
+  // gaps dropped again: drop_devices cuts the shares and speeds to match.
   std::vector<std::unique_ptr<Device>> devices;
-  k = 0;
-  size_t o = 0;
-  for (size_t i = 0; i < all_specs_.size(); ++i)
-    devices.push_back(o < returned.size() && returned[o] == i ? std::move(opened[o++]) : std::move(devices_[k++]));
+  std::vector<size_t> still_missing;
+  size_t k = 0, o = 0;
+  for (size_t i = 0; i < all_specs_.size(); ++i) {
+    if (k < specs_.size() && specs_[k].text == all_specs_[i].text) {
+      devices.push_back(std::move(devices_[k++]));
+    } else if (o < back.size() && back[o] == i) {
+      devices.push_back(std::move(opened[o++]));
+    } else {
+      devices.push_back(nullptr);
+      still_missing.push_back(i);
+    }
+  }
   devices_ = std::move(devices);
   specs_ = all_specs_;
   speeds_ = all_speeds_;
   options_.split = all_split_;
   options_.experts_split = all_experts_split_;
+  drop_devices(still_missing);
+  std::vector<size_t> returned;  // the places of back in devices_ now
+  for (size_t i : back)
+    returned.push_back(i - static_cast<size_t>(std::count_if(still_missing.begin(), still_missing.end(),
+                                                             [i](size_t m) { return m < i; })));
   file_ = GgufFile::open(options_.model);
   report.plan = plan(n_ctx_loaded_);
   // Free memory is asked while the model is still loaded where it is: a
@@ -148,7 +162,7 @@ bool Session::move_back(RejoinReport& report) {
     file_.reset();
     return false;
   }
-  for (size_t i : returned) {
+  for (size_t i : back) {
     watch_->forget(all_specs_[i].endpoint);
     const std::string label = all_specs_[i].label();
     std::erase(lost_devices_, label);  // missing no more (`weft serve`'s /health)

@@ -2,7 +2,7 @@
 // recover, every busy request ends with an error naming it and the engine
 // goes on taking requests; with it, the model is placed again and the
 // requests go on with their tokens unchanged; and a worker back at its
-// port is taken back while the engine is idle.
+// port is taken back while the engine is idle, each on its own.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -171,6 +171,70 @@ TEST_F(EngineTest, WithRecoverAWorkerBackAtItsPortIsTakenBackWhileIdle) {
   EXPECT_NE(last.finish.finish_reason, "error") << last.finish.error;
   EXPECT_EQ(last.tokens, want);
   EXPECT_EQ(engine.metrics().recoveries, 2u);
+  EXPECT_EQ(engine.metrics().requests_failed, 0u);
+}
+
+// Two workers lost together come back one at a time: the idle engine takes
+// each back as it answers (the other stays out, still missing), so the
+// stages go 3 -> 1 -> 2 -> 3, and a request on the placement as started
+// gives its tokens alone.
+TEST_F(EngineTest, WithRecoverEachWorkerBackIsTakenBackOnItsOwn) {
+  // Three layers, one per stage (the suite's model has two).
+  const std::string model = *path_ + ".3layers.gguf";
+  weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
+  spec.n_layer = 3;
+  weft::model::write_demo_model(model, spec);
+  struct Remove {
+    std::string path;
+    ~Remove() { fs::remove(path); }
+  } remove{model};
+  std::vector<int32_t> want;
+  {
+    weft::Session one(weft::SessionOptions{.model = model});
+    one.load(128);
+    want = one.generate(prompt(1), {.max_tokens = 24, .stop_at_end_of_generation = true}).tokens;
+  }
+  auto a = std::make_unique<weft::testing::LocalWorkers>(1);
+  auto b = std::make_unique<weft::testing::LocalWorkers>(1);
+  const std::string ea = a->endpoint(0), eb = b->endpoint(0);
+  const auto pa = static_cast<uint16_t>(a->worker(0).port()), pb = static_cast<uint16_t>(b->worker(0).port());
+  weft::SessionOptions o{.model = model, .devices = {"cpu:1", "rpc://" + ea, "rpc://" + eb}};
+  o.split = "1,1,1";
+  o.recover = true;
+  std::vector<weft::RejoinReport> rejoins;
+  o.on_rejoin = [&](const weft::RejoinReport& r) { rejoins.push_back(r); };
+  weft::Session s(o);
+  s.load(4 * 256);
+  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
+  ASSERT_EQ(engine.metrics().groups, 3);
+  a.reset();
+  b.reset();
+  const Outcome lost = drain(*engine.submit(greedy_job(prompt(0), 8)));
+  EXPECT_NE(lost.finish.finish_reason, "error") << lost.finish.error;
+  EXPECT_EQ(engine.metrics().devices_lost, (std::vector<std::string>{ea, eb}));
+  EXPECT_EQ(engine.metrics().groups, 1);
+  const auto rejoined = [&](uint64_t n) {  // the watch's probe, then the engine's poll: within 30 s
+    for (int waited = 0; waited < 300 && engine.metrics().rejoins < n; ++waited) std::this_thread::sleep_for(100ms);
+    return engine.metrics().rejoins == n;
+  };
+  b = std::make_unique<weft::testing::LocalWorkers>(1, std::function<std::unique_ptr<weft::Device>(int)>{}, pb);
+  ASSERT_TRUE(rejoined(1)) << eb << " was not taken back on its own";
+  EXPECT_EQ(engine.metrics().devices_lost, std::vector<std::string>{ea});
+  EXPECT_EQ(engine.metrics().groups, 2);
+  ASSERT_EQ(rejoins.size(), 1u);
+  EXPECT_EQ(rejoins[0].rejoined, std::vector<std::string>{eb});
+  EXPECT_EQ(rejoins[0].plan.devices.size(), 2u);
+  a = std::make_unique<weft::testing::LocalWorkers>(1, std::function<std::unique_ptr<weft::Device>(int)>{}, pa);
+  ASSERT_TRUE(rejoined(2)) << ea << " was not taken back after " << eb;
+  EXPECT_TRUE(engine.metrics().devices_lost.empty());
+  EXPECT_EQ(engine.metrics().groups, 3);
+  ASSERT_EQ(rejoins.size(), 2u);
+  EXPECT_EQ(rejoins[1].plan.devices.size(), 3u);
+  const Outcome after = drain(*engine.submit(greedy_job(prompt(1), 24)));
+  EXPECT_NE(after.finish.finish_reason, "error") << after.finish.error;
+  EXPECT_EQ(after.tokens, want);
+  EXPECT_GT(a->worker(0).memory_in_use(), 0u);
+  EXPECT_GT(b->worker(0).memory_in_use(), 0u);
   EXPECT_EQ(engine.metrics().requests_failed, 0u);
 }
 

@@ -309,14 +309,20 @@ class Session {
   // there is no rejoin to make or it does not pay.
   bool try_rejoin(int64_t remaining, std::vector<float>& logits);
   // BatchedEval::rejoin for batched_eval(): called with nothing in flight
-  // and every slot's cache given up (`weft serve` idle). When every lost
-  // worker answers again, places and loads the model over every device
-  // again (no rule to weigh: no request waits on the move, and nothing is
-  // re-evaluated); the new model's slots then, else 0. Throws what the load
+  // and every slot's cache given up (`weft serve` idle). Each lost worker
+  // that answers again is taken back (the others stay out, probed still):
+  // the model is placed and loaded over the devices then present (no rule
+  // to weigh: no request waits on the move, and nothing is re-evaluated);
+  // the new model's slots then, else 0. Throws what the load
   // throws (a returning worker gone again part-way: the model is unloaded,
   // BatchedEval::recover places it again).
   int rejoin_batched();
-  bool move_back(RejoinReport& report);  // try_rejoin's move; false when the devices cannot be opened or fit
+  // The move: the lost devices at back (places in all_specs_, ascending)
+  // join the present ones, the shares and speeds as constructed less those
+  // still missing; false, changing nothing, when one cannot be opened or
+  // the placement with them does not fit.
+  bool move_back(RejoinReport& report, const std::vector<size_t>& back);
+  std::vector<size_t> missing_devices() const;  // places in all_specs_ of the devices lost now
   RejoinEstimate rejoin_estimate(int64_t remaining) const;
   void note_decode_seconds(double seconds);  // one decoded token's eval on the current placement
 
