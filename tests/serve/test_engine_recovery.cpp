@@ -21,6 +21,18 @@ namespace {
 
 using namespace weft::serve_test;
 
+// A worker at port (0: any free one).
+std::unique_ptr<weft::testing::LocalWorkers> worker_at(uint16_t port) {
+  return std::make_unique<weft::testing::LocalWorkers>(1, std::function<std::unique_ptr<weft::Device>(int)>{}, port);
+}
+
+// Whether the engine has taken back n workers within 30 s (the watch's
+// probe, then the idle engine's poll).
+bool rejoins_reach(const Engine& engine, uint64_t n) {
+  for (int waited = 0; waited < 300 && engine.metrics().rejoins < n; ++waited) std::this_thread::sleep_for(100ms);
+  return engine.metrics().rejoins == n;
+}
+
 // A stage that dies while steps are in flight ends every busy request with
 // an error naming it; the engine then takes requests again (which fail the
 // same way) and shuts down without a hang.
@@ -120,7 +132,7 @@ TEST_F(EngineTest, WithRecoverAWorkerBackAtItsPortIsTakenBackWhileIdle) {
   constexpr int kMax = 120;
   const std::vector<int32_t> want = alone(prompt(0), 40);
   weft::SessionOptions o{.model = *path_};
-  auto worker = std::make_unique<weft::testing::LocalWorkers>(1);
+  auto worker = worker_at(0);
   const std::string endpoint = worker->endpoint(0);
   const uint16_t port = static_cast<uint16_t>(worker->worker(0).port());
   o.devices = {"cpu:1", "rpc://" + endpoint};
@@ -144,14 +156,9 @@ TEST_F(EngineTest, WithRecoverAWorkerBackAtItsPortIsTakenBackWhileIdle) {
   EXPECT_EQ(engine.metrics().groups, 1);
   EXPECT_EQ(engine.metrics().rejoins, 0u);
 
-  worker = std::make_unique<weft::testing::LocalWorkers>(1, std::function<std::unique_ptr<weft::Device>(int)>{}, port);
+  worker = worker_at(port);
   ASSERT_EQ(worker->endpoint(0), endpoint);
-  bool back = false;
-  for (int waited = 0; waited < 300 && !back; ++waited) {  // the watch's probe, then the engine's poll
-    back = engine.metrics().rejoins == 1;
-    if (!back) std::this_thread::sleep_for(100ms);
-  }
-  ASSERT_TRUE(back) << "the worker back at " << endpoint << " was not taken back within 30 s";
+  ASSERT_TRUE(rejoins_reach(engine, 1)) << "the worker back at " << endpoint << " was not taken back within 30 s";
   const weft::serve::EngineMetrics m = engine.metrics();
   EXPECT_TRUE(m.devices_lost.empty());
   EXPECT_EQ(m.groups, 2);  // two stages again
@@ -194,8 +201,7 @@ TEST_F(EngineTest, WithRecoverEachWorkerBackIsTakenBackOnItsOwn) {
     one.load(128);
     want = one.generate(prompt(1), {.max_tokens = 24, .stop_at_end_of_generation = true}).tokens;
   }
-  auto a = std::make_unique<weft::testing::LocalWorkers>(1);
-  auto b = std::make_unique<weft::testing::LocalWorkers>(1);
+  auto a = worker_at(0), b = worker_at(0);
   const std::string ea = a->endpoint(0), eb = b->endpoint(0);
   const auto pa = static_cast<uint16_t>(a->worker(0).port()), pb = static_cast<uint16_t>(b->worker(0).port());
   weft::SessionOptions o{.model = model, .devices = {"cpu:1", "rpc://" + ea, "rpc://" + eb}};
@@ -213,19 +219,15 @@ TEST_F(EngineTest, WithRecoverEachWorkerBackIsTakenBackOnItsOwn) {
   EXPECT_NE(lost.finish.finish_reason, "error") << lost.finish.error;
   EXPECT_EQ(engine.metrics().devices_lost, (std::vector<std::string>{ea, eb}));
   EXPECT_EQ(engine.metrics().groups, 1);
-  const auto rejoined = [&](uint64_t n) {  // the watch's probe, then the engine's poll: within 30 s
-    for (int waited = 0; waited < 300 && engine.metrics().rejoins < n; ++waited) std::this_thread::sleep_for(100ms);
-    return engine.metrics().rejoins == n;
-  };
-  b = std::make_unique<weft::testing::LocalWorkers>(1, std::function<std::unique_ptr<weft::Device>(int)>{}, pb);
-  ASSERT_TRUE(rejoined(1)) << eb << " was not taken back on its own";
+  b = worker_at(pb);
+  ASSERT_TRUE(rejoins_reach(engine, 1)) << eb << " was not taken back on its own";
   EXPECT_EQ(engine.metrics().devices_lost, std::vector<std::string>{ea});
   EXPECT_EQ(engine.metrics().groups, 2);
   ASSERT_EQ(rejoins.size(), 1u);
   EXPECT_EQ(rejoins[0].rejoined, std::vector<std::string>{eb});
   EXPECT_EQ(rejoins[0].plan.devices.size(), 2u);
-  a = std::make_unique<weft::testing::LocalWorkers>(1, std::function<std::unique_ptr<weft::Device>(int)>{}, pa);
-  ASSERT_TRUE(rejoined(2)) << ea << " was not taken back after " << eb;
+  a = worker_at(pa);
+  ASSERT_TRUE(rejoins_reach(engine, 2)) << ea << " was not taken back after " << eb;
   EXPECT_TRUE(engine.metrics().devices_lost.empty());
   EXPECT_EQ(engine.metrics().groups, 3);
   ASSERT_EQ(rejoins.size(), 2u);
