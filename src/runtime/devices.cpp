@@ -1,7 +1,9 @@
 // Device specs: parsing and opening (include/weft/runtime/devices.h).
 #include "weft/runtime/devices.h"
 
+#include <algorithm>
 #include <charconv>
+#include <fstream>
 
 #include "weft/backend/cpu.h"
 #include "weft/core/error.h"
@@ -111,6 +113,43 @@ DeviceSpec worker_device_spec(std::string_view endpoint) {
   const std::string_view e = trim(endpoint);
   if (e.find("://") != std::string_view::npos) return parse_device_spec(e);  // already a spec
   return parse_device_spec("rpc://" + std::string(e));
+}
+
+std::vector<DeviceSpec> parse_workers_file(std::string_view text, const std::string& name) {
+  if (text.size() > kMaxWorkersFileBytes)
+    fail(ErrorKind::invalid_input, name, std::to_string(text.size()) + " bytes: a workers file holds at most " +
+                                             std::to_string(kMaxWorkersFileBytes));
+  std::vector<DeviceSpec> specs;
+  size_t line_no = 0;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // a file written on Windows
+    line = trim(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    DeviceSpec spec;
+    try {
+      spec = worker_device_spec(line);  // a worker or an error: `--worker` takes no other device
+    } catch (const Error& e) {
+      fail(ErrorKind::invalid_input, name + ":" + std::to_string(line_no), e.what());
+    }
+    if (std::any_of(specs.begin(), specs.end(), [&](const DeviceSpec& s) { return s.text == spec.text; })) continue;
+    if (specs.size() == kMaxWorkersInFile)
+      fail(ErrorKind::invalid_input, name, "more than " + std::to_string(kMaxWorkersInFile) + " workers");
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+std::vector<DeviceSpec> read_workers_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorKind::invalid_input, path, "cannot read the workers file");
+  std::string text(kMaxWorkersFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return parse_workers_file(text, path);
 }
 
 std::unique_ptr<Device> open_device(const DeviceSpec& spec, const DeviceOptions& options) {

@@ -90,6 +90,21 @@ void Session::probe_devices() {
   speeds_ = std::move(speeds);
 }
 
+void Session::probe_joined(const std::vector<size_t>& places) {
+  if (speeds_.empty()) return;  // placed without speeds: nothing to match
+  const ProbeOptions o = probe_options(*file_, params_, options_.device_options.rpc);
+  for (size_t i : places) {
+    if (speeds_[i].measured()) continue;
+    try {
+      speeds_[i] = probe_device(*devices_[i], o);
+    } catch (const Error& e) {
+      probe_failure_ = "the probe of " + specs_[i].label() + " failed: " + e.what();
+      speeds_.clear();
+      return;
+    }
+  }
+}
+
 PlacementInput Session::placement_input(const std::vector<size_t>& free_bytes, int64_t n_ctx) const {
   PlacementInput in{.n_layer = params_.n_layer, .free_bytes = free_bytes};
   if (speeds_.empty()) return in;

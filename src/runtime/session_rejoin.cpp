@@ -102,6 +102,31 @@ int Session::rejoin_batched() {
   return report.moved ? executor_->batch_slots() : 0;
 }
 
+std::vector<std::string> Session::add_workers(const std::vector<DeviceSpec>& specs) {
+  std::vector<const DeviceSpec*> fresh;
+  for (const DeviceSpec& spec : specs) {
+    if (spec.kind != DeviceSpecKind::rpc)
+      fail(ErrorKind::invalid_input, options_.name, "'" + spec.text + "' is not a worker");
+    const bool known = std::any_of(all_specs_.begin(), all_specs_.end(), [&](const DeviceSpec& s) { return s.text == spec.text; }) ||
+                       std::any_of(fresh.begin(), fresh.end(), [&](const DeviceSpec* s) { return s->text == spec.text; });
+    if (!known) fresh.push_back(&spec);
+  }
+  if (!fresh.empty() && (!all_split_.empty() || !all_experts_split_.empty()))
+    fail(ErrorKind::invalid_input, options_.name,
+         "cannot add " + fresh.front()->label() + ": --split / --experts-split give a share to every device "
+         "(restart with its share)");
+  if (!fresh.empty() && !watch_) watch_ = std::make_unique<RejoinWatch>(options_.device_options.rpc);
+  std::vector<std::string> added;
+  for (const DeviceSpec* spec : fresh) {
+    all_specs_.push_back(*spec);
+    if (!all_speeds_.empty()) all_speeds_.push_back(DeviceSpeed{});  // probed when it joins
+    joining_devices_.push_back(spec->label());
+    watch_->watch(spec->endpoint);
+    added.push_back(spec->label());
+  }
+  return added;
+}
+
 std::vector<size_t> Session::missing_devices() const {
   std::vector<size_t> missing;
   size_t k = 0;  // specs_ is all_specs_ less the lost, in order
@@ -153,6 +178,7 @@ bool Session::move_back(RejoinReport& report, const std::vector<size_t>& back) {
     returned.push_back(i - static_cast<size_t>(std::count_if(still_missing.begin(), still_missing.end(),
                                                              [i](size_t m) { return m < i; })));
   file_ = GgufFile::open(options_.model);
+  probe_joined(returned);  // a worker added since construction has no speed yet
   report.plan = plan(n_ctx_loaded_);
   // Free memory is asked while the model is still loaded where it is: a
   // plan that fits only once that is freed is not tried.
@@ -166,7 +192,10 @@ bool Session::move_back(RejoinReport& report, const std::vector<size_t>& back) {
     watch_->forget(all_specs_[i].endpoint);
     const std::string label = all_specs_[i].label();
     std::erase(lost_devices_, label);  // missing no more (`weft serve`'s /health)
+    std::erase(joining_devices_, label);
   }
+  all_speeds_ = speeds_.empty() ? speeds_ : all_speeds_;  // a failed probe of a new worker: none kept
+  for (size_t j = 0; j < back.size() && !speeds_.empty(); ++j) all_speeds_[back[j]] = speeds_[returned[j]];
   executor_.reset();
   load(report.plan);
   report.reload_seconds = seconds_since(t0);

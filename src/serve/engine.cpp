@@ -207,6 +207,8 @@ void Engine::shutdown() {
   for (auto& [job, request] : embed_queue_) request->set(EmbedResult{.error = "cancelled"});
   embed_queue_.clear();
   metrics_.queue_length = 0;
+  for (WorkersToAdd& w : workers_to_add_) w.done.set_value("the server stopped: nothing added");
+  workers_to_add_.clear();
 }
 
 std::shared_ptr<Request> Engine::submit(Job job) {
@@ -249,13 +251,17 @@ void Engine::run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       const auto work = [&] { return stop_ || !queue_.empty() || !embed_queue_.empty() || batch_.busy(); };
-      // While a device is missing, the idle engine looks for it again
-      // every kRejoinPoll (the probes themselves run on the Session's watch).
-      if (metrics_.devices_lost.empty()) cv_.wait(lock, work);
-      else cv_.wait_for(lock, kRejoinPoll, work);
+      const auto woken = [&] { return work() || !workers_to_add_.empty(); };
+      // While a device is missing (lost, or added and not yet in), the idle
+      // engine looks for it every kRejoinPoll (the probes themselves run on
+      // the Session's watch).
+      if (metrics_.devices_lost.empty() && metrics_.devices_joining.empty()) cv_.wait(lock, woken);
+      else cv_.wait_for(lock, kRejoinPoll, woken);
       if (stop_) break;
-      if (!work()) {
-        lock.unlock();
+      const bool idle = !work();
+      lock.unlock();
+      add_pending_workers();
+      if (idle) {
         rejoin();
         continue;
       }
@@ -286,6 +292,43 @@ void Engine::run() {
   reap();
 }
 
+std::future<std::string> Engine::add_workers(std::vector<DeviceSpec> specs) {
+  WorkersToAdd w{std::move(specs), {}};
+  std::future<std::string> done = w.done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) {
+      w.done.set_value("the server is stopping: nothing added");
+      return done;
+    }
+    workers_to_add_.push_back(std::move(w));
+  }
+  cv_.notify_all();
+  return done;
+}
+
+void Engine::add_pending_workers() {
+  std::vector<WorkersToAdd> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.swap(workers_to_add_);
+  }
+  if (pending.empty()) return;
+  for (WorkersToAdd& w : pending) {
+    try {
+      const std::vector<std::string> added = session_.add_workers(w.specs);
+      std::string names;
+      for (const std::string& a : added) names += (names.empty() ? "" : ", ") + a;
+      w.done.set_value(added.empty() ? "no new worker (each is a device already)"
+                                     : std::to_string(added.size()) + " new worker(s), taken in when idle once they answer: " + names);
+    } catch (const std::exception& e) {
+      w.done.set_value(std::string("nothing added: ") + e.what());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_.devices_joining = session_.joining_devices();
+}
+
 void Engine::rejoin() {
   bool moved = false;
   std::string error;
@@ -301,6 +344,7 @@ void Engine::rejoin() {
   metrics_.recoveries += batch_.counters().recoveries - recoveries;
   metrics_.groups = batch_.groups();
   metrics_.devices_lost = session_.lost_devices();
+  metrics_.devices_joining = session_.joining_devices();
 }
 
 void Engine::step() {

@@ -32,6 +32,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -186,6 +187,7 @@ struct EngineMetrics {
   uint64_t recoveries = 0;    // failed steps the model recovered from (SessionOptions::recover)
   std::vector<std::string> devices_lost;  // what those recoveries dropped (Session::lost_devices)
   uint64_t rejoins = 0;       // lost workers taken back while idle (BatchEngine::rejoin)
+  std::vector<std::string> devices_joining;  // workers added (add_workers) and not yet taken in
 };
 
 class Engine {
@@ -211,6 +213,13 @@ class Engine {
   // naming the input that is empty, too long for a slot or outside the
   // vocabulary, or for no inputs; Error(disconnected) after shutdown().
   std::shared_ptr<EmbedRequest> submit_embed(EmbedJob job);
+  // Hands workers to the model (`weft serve`'s workers file on SIGHUP):
+  // the engine's thread gives them to Session::add_workers between steps,
+  // and they are taken in like lost workers back (when the engine is idle
+  // and they answer). The future says what was added or why nothing was
+  // (--split shares, a spec that is not a worker); after shutdown(), that
+  // the engine stopped.
+  std::future<std::string> add_workers(std::vector<DeviceSpec> specs);
   // Stops the thread; requests still queued or running finish with
   // "cancelled". Idempotent; the engine stays valid (submit refuses).
   void shutdown();
@@ -248,7 +257,13 @@ class Engine {
 
   mutable std::mutex mu_;  // guards queue_, embed_queue_, stop_, metrics_
   std::condition_variable cv_;
+  struct WorkersToAdd {
+    std::vector<DeviceSpec> specs;
+    std::promise<std::string> done;
+  };
+  void add_pending_workers();  // engine thread: workers_to_add_ into the Session
   std::deque<Pending> queue_;
+  std::vector<WorkersToAdd> workers_to_add_;  // under mu_
   std::deque<std::pair<EmbedJob, std::shared_ptr<EmbedRequest>>> embed_queue_;
   bool stop_ = false;
   bool shut_down_ = false;  // engine thread joined (caller's thread only)

@@ -65,6 +65,7 @@ Json engine_json(const EngineMetrics& m) {
           {"recoveries", m.recoveries},
           {"rejoins", m.rejoins},
           {"devices_lost", m.devices_lost},
+          {"devices_joining", m.devices_joining},
           {"last_error", m.last_error}};
 }
 

@@ -204,6 +204,21 @@ void Server::wait_ready() {
   if (impl_->state == ServerState::failed) std::rethrow_exception(impl_->load_exception);
 }
 
+std::string Server::add_workers(const std::vector<DeviceSpec>& specs) {
+  Engine* engine = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->state == ServerState::loading) return "the model is still loading: nothing added (send it again once ready)";
+    if (impl_->state == ServerState::failed) return "the model failed to load: nothing added";
+    if (impl_->stop_requested) return "the server is stopping: nothing added";
+    engine = impl_->engine.get();
+  }
+  std::future<std::string> done = engine->add_workers(specs);
+  if (done.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
+    return "the engine did not take the list within 30 s (it takes it after the step it runs)";
+  return done.get();
+}
+
 void Server::wait() {
   std::unique_lock<std::mutex> lock(impl_->mu);
   impl_->cv.wait(lock, [&] { return impl_->stop_requested; });

@@ -101,4 +101,49 @@ TEST(DeviceSpec, OpensLocalAndRemoteDevices) {
             std::string::npos);
 }
 
+// A workers file: one worker per line, comments and blank lines skipped,
+// each once, in order; a bad line named by file and line number.
+TEST(WorkersFile, ParsesWorkersCommentsAndBlankLines) {
+  const std::string text =
+      "# the pool\n"
+      "10.0.0.2:50052\n"
+      "\n"
+      "   10.0.0.3:50052   # the desk box\n"
+      "10.0.0.2:50052\n"
+      "tls://10.0.0.4:50052\r\n"
+      "rpc://10.0.0.5:50052/1";
+  const std::vector<DeviceSpec> w = weft::parse_workers_file(text, "pool.txt");
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[0].endpoint, "10.0.0.2:50052");
+  EXPECT_EQ(w[1].endpoint, "10.0.0.3:50052");
+  EXPECT_EQ(w[2].kind, DeviceSpecKind::rpc);
+  EXPECT_EQ(w[2].endpoint, "tls://10.0.0.4:50052");
+  EXPECT_EQ(w[3].index, 1);
+  EXPECT_TRUE(weft::parse_workers_file("# nobody yet\n\n", "empty.txt").empty());
+}
+
+TEST(WorkersFile, BadEntriesAreNamedByLine) {
+  const auto message = [](const std::string& text) {
+    try {
+      (void)weft::parse_workers_file(text, "pool.txt");
+    } catch (const weft::Error& e) {
+      EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("10.0.0.2:50052\n10.0.0.3\n").find("pool.txt:2"), std::string::npos) << message("10.0.0.2:50052\n10.0.0.3\n");
+  EXPECT_NE(message("# x\nasync\n").find("pool.txt:2"), std::string::npos) << message("# x\nasync\n");
+  std::string many;
+  for (size_t i = 0; i <= weft::kMaxWorkersInFile; ++i) many += "10.0.1." + std::to_string(i % 250) + ":" + std::to_string(1000 + i) + "\n";
+  EXPECT_NE(message(many).find("more than 256 workers"), std::string::npos) << message(many);
+  EXPECT_NE(message(std::string(weft::kMaxWorkersFileBytes + 1, '#')).find("at most"), std::string::npos);
+  try {
+    (void)weft::read_workers_file("/nonexistent/weft-workers.txt");
+    ADD_FAILURE() << "a missing file was read";
+  } catch (const weft::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/weft-workers.txt"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace

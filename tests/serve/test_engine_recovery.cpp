@@ -26,6 +26,26 @@ std::unique_ptr<weft::testing::LocalWorkers> worker_at(uint16_t port) {
   return std::make_unique<weft::testing::LocalWorkers>(1, std::function<std::unique_ptr<weft::Device>(int)>{}, port);
 }
 
+// A demo model of three layers beside the suite's (two), one per stage
+// over this host and two workers; removed with this object.
+struct ThreeLayerModel {
+  explicit ThreeLayerModel(const std::string& beside) : path(beside + ".3layers.gguf") {
+    weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
+    spec.n_layer = 3;
+    weft::model::write_demo_model(path, spec);
+  }
+  ~ThreeLayerModel() { fs::remove(path); }
+  ThreeLayerModel(const ThreeLayerModel&) = delete;
+  ThreeLayerModel& operator=(const ThreeLayerModel&) = delete;
+  // Greedy tokens of p run alone on this CPU.
+  std::vector<int32_t> alone(const std::vector<int32_t>& p, int max_tokens) const {
+    weft::Session one(weft::SessionOptions{.model = path});
+    one.load(128);
+    return one.generate(p, {.max_tokens = max_tokens, .stop_at_end_of_generation = true}).tokens;
+  }
+  std::string path;
+};
+
 // Whether the engine has taken back n workers within 30 s (the watch's
 // probe, then the idle engine's poll).
 bool rejoins_reach(const Engine& engine, uint64_t n) {
@@ -186,21 +206,9 @@ TEST_F(EngineTest, WithRecoverAWorkerBackAtItsPortIsTakenBackWhileIdle) {
 // stages go 3 -> 1 -> 2 -> 3, and a request on the placement as started
 // gives its tokens alone.
 TEST_F(EngineTest, WithRecoverEachWorkerBackIsTakenBackOnItsOwn) {
-  // Three layers, one per stage (the suite's model has two).
-  const std::string model = *path_ + ".3layers.gguf";
-  weft::model::DemoModelSpec spec = weft::model::tiny_demo_spec();
-  spec.n_layer = 3;
-  weft::model::write_demo_model(model, spec);
-  struct Remove {
-    std::string path;
-    ~Remove() { fs::remove(path); }
-  } remove{model};
-  std::vector<int32_t> want;
-  {
-    weft::Session one(weft::SessionOptions{.model = model});
-    one.load(128);
-    want = one.generate(prompt(1), {.max_tokens = 24, .stop_at_end_of_generation = true}).tokens;
-  }
+  const ThreeLayerModel file(*path_);
+  const std::string& model = file.path;
+  const std::vector<int32_t> want = file.alone(prompt(1), 24);
   auto a = worker_at(0), b = worker_at(0);
   const std::string ea = a->endpoint(0), eb = b->endpoint(0);
   const auto pa = static_cast<uint16_t>(a->worker(0).port()), pb = static_cast<uint16_t>(b->worker(0).port());
@@ -238,6 +246,57 @@ TEST_F(EngineTest, WithRecoverEachWorkerBackIsTakenBackOnItsOwn) {
   EXPECT_GT(a->worker(0).memory_in_use(), 0u);
   EXPECT_GT(b->worker(0).memory_in_use(), 0u);
   EXPECT_EQ(engine.metrics().requests_failed, 0u);
+}
+
+// A worker named while serving (`weft serve --workers-file`, re-read on
+// SIGHUP: Engine::add_workers) joins the devices and is taken in once it
+// answers and the engine is idle, without --recover: three stages, the
+// worker holding its share; a request then gives its tokens alone.
+TEST_F(EngineTest, AWorkerAddedWhileServingIsTakenInWhenIdle) {
+  const ThreeLayerModel file(*path_);
+  const std::vector<int32_t> want = file.alone(prompt(3), 24);
+  auto a = worker_at(0), b = worker_at(0);
+  weft::SessionOptions o{.model = file.path, .devices = {"cpu:1", "rpc://" + a->endpoint(0)}};
+  o.probe = false;  // placed by memory: a layer each
+  std::vector<weft::RejoinReport> rejoins;
+  o.on_rejoin = [&](const weft::RejoinReport& r) { rejoins.push_back(r); };
+  weft::Session s(o);
+  s.load(4 * 256);
+  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
+  ASSERT_EQ(engine.metrics().groups, 2);
+  const std::string added = engine.add_workers({weft::worker_device_spec(b->endpoint(0))}).get();
+  EXPECT_NE(added.find("1 new worker"), std::string::npos) << added;
+  EXPECT_NE(added.find(b->endpoint(0)), std::string::npos) << added;
+  ASSERT_TRUE(rejoins_reach(engine, 1)) << b->endpoint(0) << " was not taken in";
+  EXPECT_TRUE(engine.metrics().devices_joining.empty());
+  EXPECT_TRUE(engine.metrics().devices_lost.empty());
+  EXPECT_EQ(engine.metrics().groups, 3);
+  ASSERT_EQ(rejoins.size(), 1u);
+  EXPECT_EQ(rejoins[0].rejoined, std::vector<std::string>{b->endpoint(0)});
+  ASSERT_EQ(rejoins[0].plan.devices.size(), 3u);
+  EXPECT_GT(rejoins[0].plan.devices[2].part.last_layer, rejoins[0].plan.devices[2].part.first_layer);
+  const std::string again = engine.add_workers({weft::worker_device_spec(b->endpoint(0))}).get();
+  EXPECT_NE(again.find("no new worker"), std::string::npos) << again;
+  const Outcome after = drain(*engine.submit(greedy_job(prompt(3), 24)));
+  EXPECT_NE(after.finish.finish_reason, "error") << after.finish.error;
+  EXPECT_EQ(after.tokens, want);
+  EXPECT_GT(b->worker(0).memory_in_use(), 0u);
+}
+
+// --split gives every device its share: a worker added later has none, so
+// nothing is added, and the answer says why; the engine serves on.
+TEST_F(EngineTest, AWorkerAddedToSplitSharesIsRefused) {
+  auto a = worker_at(0), b = worker_at(0);
+  weft::SessionOptions o{.model = *path_, .devices = {"cpu:1", "rpc://" + a->endpoint(0)}};
+  o.split = "1,1";
+  weft::Session s(o);
+  s.load(4 * 128);
+  Engine engine(s, {.slots = 4});
+  const std::string answer = engine.add_workers({weft::worker_device_spec(b->endpoint(0))}).get();
+  EXPECT_NE(answer.find("nothing added"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("--split"), std::string::npos) << answer;
+  EXPECT_TRUE(engine.metrics().devices_joining.empty());
+  EXPECT_NE(drain(*engine.submit(greedy_job(prompt(0), 4))).finish.finish_reason, "error");
 }
 
 }  // namespace

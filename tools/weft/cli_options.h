@@ -21,6 +21,7 @@ struct ModelHostArgs {
   std::string model;                 // GGUF file
   int threads = 0;                   // host CPU threads; 0 = hardware threads
   std::vector<std::string> workers;  // HOST:PORT, one device each
+  std::string workers_file;          // more workers, one per line (weft/runtime/devices.h; serve re-reads it on SIGHUP)
   std::vector<std::string> devices;  // more device specs (weft/runtime/devices.h)
   std::string split;                 // layer proportions host,worker1,...; empty: by placement
   double worker_timeout_s = 0;       // a worker silent this long while awaited is dead; 0: no limit

@@ -43,11 +43,32 @@ struct ServeArgs {
   int draft_max = 8;                  // --draft-max: tokens it proposes per round
 };
 
+namespace {
+
+// SIGHUP: the workers file's new entries go to the model's devices, taken
+// in when the server is idle and they answer (docs/recovery.md).
+void reread_workers_file(serve::Server& server, const std::string& path) {
+  if (path.empty()) {
+    std::fprintf(stderr, "weft serve: SIGHUP: no --workers-file to read again\n");
+    return;
+  }
+  std::string outcome;
+  try {
+    outcome = server.add_workers(read_workers_file(path));
+  } catch (const std::exception& e) {  // unreadable or malformed: the devices stay as they are
+    outcome = std::string("nothing added: ") + e.what();
+  }
+  std::fprintf(stderr, "weft serve: SIGHUP: %s: %s\n", path.c_str(), outcome.c_str());
+}
+
+}  // namespace
+
 int cmd_serve(const ServeArgs& args) {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // not a stop: the workers file is read again
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client or worker gone is an error on its socket, not a signal
 
@@ -108,8 +129,10 @@ int cmd_serve(const ServeArgs& args) {
       kill(getpid(), SIGTERM);
     }
   });
-  int sig = 0;
-  while (sigwait(&stop_signals, &sig) != 0) {
+  for (int sig = 0;;) {
+    if (sigwait(&stop_signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    reread_workers_file(server, args.host.workers_file);
   }
   watcher.join();  // after the load ends (it is not interruptible)
   server.stop();

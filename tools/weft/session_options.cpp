@@ -19,6 +19,9 @@ void add_model_host_options(CLI::App* cmd, ModelHostArgs& host) {
   cmd->add_option("-m,--model", host.model, "GGUF model file")->required();
   cmd->add_option("-t,--threads", host.threads, "host CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--worker", host.workers, "HOST:PORT of a weft worker (repeatable)");
+  cmd->add_option("--workers-file", host.workers_file,
+                  "a file of workers, one HOST:PORT per line (# comments); `weft serve` reads it again on SIGHUP "
+                  "and takes in the new ones");
   cmd->add_option("--auth-token-file", host.auth_token_file, "file holding the workers' shared secret");
   cmd->add_option("--device", host.devices, "another device after the workers: rpc://HOST:PORT/N, cpu:THREADS, ... (repeatable)");
   cmd->add_option("--split", host.split,
@@ -77,6 +80,10 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   if (!args.auth_token_file.empty()) o.device_options.rpc.auth_secret = read_secret_file(args.auth_token_file, what);
   o.devices = {"cpu"};
   for (const std::string& w : args.workers) o.devices.push_back(worker_device_spec(w).text);
+  if (!args.workers_file.empty()) {
+    for (const DeviceSpec& w : read_workers_file(args.workers_file))
+      if (std::find(o.devices.begin(), o.devices.end(), w.text) == o.devices.end()) o.devices.push_back(w.text);
+  }
   if (args.discover) {
     rpc::DiscoveryOptions d;
     d.port = static_cast<uint16_t>(args.discover_port);

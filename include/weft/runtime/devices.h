@@ -46,6 +46,17 @@ std::vector<DeviceSpec> parse_device_specs(std::string_view list);
 // "HOST:PORT" of `--worker HOST:PORT` as the spec "rpc://HOST:PORT".
 DeviceSpec worker_device_spec(std::string_view endpoint);
 
+// A workers file (`--workers-file`, re-read by `weft serve` on SIGHUP): one
+// worker per line as `--worker` takes it (HOST:PORT, or a tls:// spec);
+// `#` starts a comment, blank lines are skipped. The specs in file order,
+// each once. Throws Error(invalid_input) naming the file and line of a
+// malformed entry, or for more than kMaxWorkersInFile entries or a file
+// over kMaxWorkersFileBytes; read_workers_file also when it cannot be read.
+inline constexpr size_t kMaxWorkersInFile = 256;
+inline constexpr size_t kMaxWorkersFileBytes = size_t{1} << 20;
+std::vector<DeviceSpec> parse_workers_file(std::string_view text, const std::string& name);
+std::vector<DeviceSpec> read_workers_file(const std::string& path);
+
 struct DeviceOptions {
   int cpu_threads = 0;      // threads of a "cpu" spec without :THREADS; 0: hardware threads
   RpcOptions rpc;           // connections this opens

@@ -267,6 +267,17 @@ class Session {
   const std::vector<std::string>& lost_devices() const { return lost_devices_; }
   // Rejoins that moved the model back onto returning workers.
   int rejoins() const { return rejoins_; }
+  // Workers named after construction (`weft serve`'s workers file, re-read
+  // on SIGHUP): each rpc spec not among the devices as constructed joins
+  // them as one not yet placed; the rejoin watch probes it, and the model
+  // moves onto it as onto a lost worker back (rejoin_batched: `weft serve`
+  // when idle; its speed is probed then). Returns the labels added (none
+  // for specs known already). Throws Error(invalid_input) for a spec that
+  // is not a worker, and with --split or --experts-split (their shares
+  // name every device), adding none. Not thread-safe (the model's thread).
+  std::vector<std::string> add_workers(const std::vector<DeviceSpec>& specs);
+  // Workers added and not yet taken in (DeviceSpec::label()).
+  const std::vector<std::string>& joining_devices() const { return joining_devices_; }
 
   // Per device, in device order.
   std::vector<DeviceStats> stats() const;
@@ -336,6 +347,10 @@ class Session {
   std::string probe_failure_;        // why not, when a probe failed
   int recoveries_ = 0;
   std::vector<std::string> lost_devices_;
+  std::vector<std::string> joining_devices_;  // add_workers' not yet taken in
+  // Probes the devices at places (in devices_) whose speed is not measured
+  // (workers added since construction); a failure drops every speed.
+  void probe_joined(const std::vector<size_t>& places);
   // What a rejoin restores: the devices, speeds and shares as constructed.
   std::vector<DeviceSpec> all_specs_;
   std::vector<DeviceSpeed> all_speeds_;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "weft/runtime/session.h"
 
@@ -76,6 +77,13 @@ class Server {
   int port() const;
   // Until the model is loaded and the engine runs; rethrows a load error.
   void wait_ready();
+  // Workers to add to the model's devices (`weft serve --workers-file`,
+  // re-read on SIGHUP): taken in when the engine is idle and they answer
+  // (docs/recovery.md "Workers added while serving"). Waits up to 30 s for
+  // the engine's thread to take the list; returns what it did ("N new
+  // worker(s) ...", or why nothing was added: the model not loaded yet,
+  // --split shares). Not concurrently with stop().
+  std::string add_workers(const std::vector<DeviceSpec>& specs);
   // Until request_stop() or stop().
   void wait();
   void request_stop();
