@@ -162,6 +162,7 @@ void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
     executor_ = std::make_unique<Executor>(*file_, placement, n_ctx, progress, load);
   }
   n_ctx_loaded_ = n_ctx;
+  loaded_plan_ = p;
   decode_seconds_ = 0;  // a new placement: its own time per token
   decode_tokens_ = 0;
   file_.reset();  // the model and the tokenizer hold copies (or the mapping, for mapped weights)

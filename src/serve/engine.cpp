@@ -182,6 +182,7 @@ Engine::Engine(Session& session, EngineOptions options)
       trie_(model::TokenTrie::from_tokenizer(session.tokenizer())) {
   metrics_.slots = options_.slots;
   metrics_.groups = batch_.groups();
+  copy_placement();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -283,7 +284,7 @@ void Engine::run() {
       if (recovered) {
         ++metrics_.recoveries;
         metrics_.groups = batch_.groups();
-        metrics_.devices_lost = session_.lost_devices();
+        copy_placement();
       }
     }
     reap();
@@ -326,7 +327,7 @@ void Engine::add_pending_workers() {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  metrics_.devices_joining = session_.joining_devices();
+  copy_placement();
 }
 
 void Engine::rejoin() {
@@ -343,8 +344,14 @@ void Engine::rejoin() {
   if (moved) ++metrics_.rejoins;
   metrics_.recoveries += batch_.counters().recoveries - recoveries;
   metrics_.groups = batch_.groups();
+  copy_placement();
+}
+
+void Engine::copy_placement() {
   metrics_.devices_lost = session_.lost_devices();
   metrics_.devices_joining = session_.joining_devices();
+  metrics_.plan = session_.loaded_plan();
+  metrics_.device_specs = session_.device_specs();
 }
 
 void Engine::step() {

@@ -188,6 +188,11 @@ struct EngineMetrics {
   std::vector<std::string> devices_lost;  // what those recoveries dropped (Session::lost_devices)
   uint64_t rejoins = 0;       // lost workers taken back while idle (BatchEngine::rejoin)
   std::vector<std::string> devices_joining;  // workers added (add_workers) and not yet taken in
+  // The placement in force and its devices (Session::loaded_plan,
+  // device_specs), copied when it changes: HTTP threads read these, never
+  // the Session, which the engine's thread changes in a recovery or rejoin.
+  LoadPlan plan;
+  std::vector<DeviceSpec> device_specs;
 };
 
 class Engine {
@@ -242,6 +247,7 @@ class Engine {
   void reap();   // forgets the requests that finished
   void count_finish(const std::string& reason);  // metrics_, under mu_
   void copy_counters();  // the BatchEngine's counters into metrics_; engine thread, mu_ held
+  void copy_placement();  // the Session's plan, devices and missing ones into metrics_; engine thread, mu_ held
   // engine_embed.cpp: with embeddings queued, finishes the steps in flight
   // and serves the first live one while a slot is free (its result set,
   // whatever happens; a model error rethrown to run()).

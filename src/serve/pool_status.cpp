@@ -1,8 +1,10 @@
 // GET /v1/pool (docs/serve.md, "The pool"): this host and each worker as
-// the session's plan placed the model on them, their traffic so far, and
+// the placement in force holds the model (then any a recovery dropped,
+// marked lost), their traffic so far, and
 // the engine's counters, as one JSON document the chat page's pool view
 // polls. Counters are totals since start: a client takes rates (tokens/s,
 // link bytes/s) from two polls and `uptime_seconds`.
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -74,24 +76,28 @@ Json engine_json(const EngineMetrics& m) {
 Json pool_status(Server::Impl& s) {
   Engine& engine = loaded_engine(s);  // throws 503 while loading
   const EngineMetrics m = engine.metrics();
-  // The plan and the options list every device the model was loaded on,
-  // in order; stats() only those still in use (by label).
-  const std::vector<DeviceStats> stats = s.session->stats();
-  const SessionOptions& o = s.session->options();
+  // The placement in force (the engine's copy: a recovery or a rejoin
+  // changes it), each device's link totals, then the devices a recovery
+  // dropped as the load placed them, marked lost.
+  const SessionOptions& o = s.session->options();  // device_options only: never changed after construction
   Json devices = Json::array();
+  for (size_t i = 0; i < m.plan.devices.size() && i < m.device_specs.size(); ++i) {
+    const DeviceSpec& spec = m.device_specs[i];
+    const DeviceStats st{.label = spec.label(), .remote = spec.kind == DeviceSpecKind::rpc,
+                         .rpc = spec.kind == DeviceSpecKind::rpc ? rpc_stats(spec.endpoint) : RpcStats{}};
+    devices.push_back(device_json(m.plan.devices[i], spec, &st, o));
+  }
   for (size_t i = 0; i < s.plan.devices.size() && i < o.devices.size(); ++i) {
     const DevicePlan& d = s.plan.devices[i];
-    const DeviceStats* st = nullptr;
-    for (const DeviceStats& x : stats)
-      if (x.label == d.label) st = &x;
-    devices.push_back(device_json(d, parse_device_spec(o.devices[i]), st, o));
+    if (std::find(m.devices_lost.begin(), m.devices_lost.end(), d.label) != m.devices_lost.end())
+      devices.push_back(device_json(d, parse_device_spec(o.devices[i]), nullptr, o));
   }
   const double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
   return {{"model", s.model_name},
           {"uptime_seconds", uptime},
-          {"policy", s.plan.policy},
-          {"n_ctx", s.plan.n_ctx},
-          {"predicted_ms_per_token", s.plan.predicted_seconds * 1e3},
+          {"policy", m.plan.policy},
+          {"n_ctx", m.plan.n_ctx},
+          {"predicted_ms_per_token", m.plan.predicted_seconds * 1e3},
           {"devices", std::move(devices)},
           {"engine", engine_json(m)}};
 }

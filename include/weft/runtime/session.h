@@ -276,6 +276,10 @@ class Session {
   // is not a worker, and with --split or --experts-split (their shares
   // name every device), adding none. Not thread-safe (the model's thread).
   std::vector<std::string> add_workers(const std::vector<DeviceSpec>& specs);
+  // The placement in force (the last load's: after a recovery or a rejoin,
+  // theirs) and the devices it places, in its order.
+  const LoadPlan& loaded_plan() const { return loaded_plan_; }
+  const std::vector<DeviceSpec>& device_specs() const { return specs_; }
   // Workers added and not yet taken in (DeviceSpec::label()).
   const std::vector<std::string>& joining_devices() const { return joining_devices_; }
 
@@ -356,6 +360,7 @@ class Session {
   std::vector<DeviceSpeed> all_speeds_;
   std::string all_split_, all_experts_split_;
   int64_t n_ctx_loaded_ = 0;  // the last load's
+  LoadPlan loaded_plan_;      // the last load's
   // Decoded tokens' eval time on the current placement, a moving average
   // (reset by load()), and on every device (kept from before the first
   // loss: -1 unknown).
