@@ -11,6 +11,8 @@ with no --worker-timeout. At a fixed point of the text, one fault:
              push (the host waits on a live worker)
   half-open  the last stage's proxy drops everything and closes nothing
              (a peer gone without FIN)
+  stall      the last stage's proxy reads nothing more and closes nothing
+             (a link that hangs: writes block once the buffers fill)
   prompt-kill  the middle stage is killed (SIGKILL) while a 251-token
              prompt goes through the stages in micro-batches
   prompt-stop  the middle stage is stopped (SIGSTOP) in the same place
@@ -223,6 +225,7 @@ def main():
         check("sigstop of the last stage", PROMPT, "sigstop", 1, at_chars=at_token_20)
         check("sigstop of the middle stage", PROMPT, "sigstop", 0, at_chars=at_token_20)
         check("half-open cut of the last stage", PROMPT, "half-open", 1, at_chars=at_token_20)
+        check("stalled link of the last stage", PROMPT, "stall", 1, at_chars=at_token_20)
         # Killed 30 ms after loading, while the paced micro-batches of the prompt go through.
         check("kill -9 during prompt processing", LONG_PROMPT, "kill", 0, on_stderr=r"^loaded ", in_prompt=True)
         # The host waits on the last stage's logits while the stopped middle
