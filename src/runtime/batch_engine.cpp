@@ -313,7 +313,9 @@ void BatchEngine::take_row(Slot& s, std::span<const float> row) {
   try {
     const int32_t next = s.grammar->sample(*s.sampler, row);
     BatchSink* sink = s.sink;
-    const TokenCallback emit = [sink, row](int32_t t) { return sink->on_token(t, row); };
+    // Two pointers: held inside the std::function, no allocation per token.
+    const std::span<const float>* row_at = &row;
+    const TokenCallback emit = [sink, row_at](int32_t t) { return sink->on_token(t, *row_at); };
     // The position the token would be evaluated at is the next free row.
     const int64_t n_past = static_cast<int64_t>(s.cached.size());
     stop = detail::take_token(next, n_past, slot_ctx_, model_, s.job.options, *s.sampler, s.result, emit);
