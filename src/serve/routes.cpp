@@ -8,6 +8,7 @@
 #include <random>
 
 #include "serve/chat_page.h"
+#include "serve/json_brackets.h"
 #include "serve/route_helpers.h"
 #include "serve/server_impl.h"
 #include "weft/core/error.h"
@@ -24,20 +25,13 @@ constexpr int kMaxJsonDepth = 64;
 // nested deeper than kMaxJsonDepth is refused before the parser sees it.
 int json_depth(const std::string& text) {
   int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
+  scan_json_brackets(text, [&](size_t, char c) {
+    if (c == '[' || c == '{')
       deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
+    else
       --depth;
-    }
-  }
+    return true;
+  });
   return deepest;
 }
 

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/json_brackets.h"
+
 namespace weft::serve {
 
 namespace {
@@ -347,24 +349,19 @@ std::string new_tool_call_id(ToolFamily family) {
 size_t json_value_end(std::string_view text) {
   if (text.empty() || (text[0] != '{' && text[0] != '[')) return 0;
   std::vector<char> open;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (open.size() >= static_cast<size_t>(kMaxDepth)) return 0;
+  size_t end = 0;
+  scan_json_brackets(text, [&](size_t i, char c) {
+    if (c == '{' || c == '[') {
+      if (open.size() >= static_cast<size_t>(kMaxDepth)) return false;
       open.push_back(c == '{' ? '}' : ']');
-    } else if (c == '}' || c == ']') {
-      if (c != open.back()) return 0;
-      open.pop_back();
-      if (open.empty()) return i + 1;
+      return true;
     }
-  }
-  return 0;
+    if (c != open.back()) return false;
+    open.pop_back();
+    if (open.empty()) end = i + 1;
+    return !open.empty();
+  });
+  return end;
 }
 
 }  // namespace weft::serve
