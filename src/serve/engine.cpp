@@ -183,6 +183,7 @@ Engine::Engine(Session& session, EngineOptions options)
   metrics_.slots = options_.slots;
   metrics_.groups = batch_.groups();
   copy_placement();
+  rebase_device_times();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -248,6 +249,7 @@ EngineMetrics Engine::metrics() const {
 }
 
 void Engine::run() {
+  uint64_t recovered_at = batch_.counters().recoveries;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -287,7 +289,12 @@ void Engine::run() {
         copy_placement();
       }
     }
+    if (recovered_at != batch_.counters().recoveries) {  // a new placement: its own times
+      rebase_device_times();
+      recovered_at = batch_.counters().recoveries;
+    }
     reap();
+    if (!batch_.busy() && !batch_.stepping()) measure_device_times();  // nothing in flight: a round trip each
   }
   batch_.cancel_all();
   reap();
@@ -339,12 +346,34 @@ void Engine::rejoin() {
   } catch (const std::exception& e) {  // the move and the recovery after it failed: the model is gone
     error = e.what();
   }
+  if (moved || batch_.counters().recoveries != recoveries) rebase_device_times();  // a new placement
   std::lock_guard<std::mutex> lock(mu_);
   if (!error.empty()) metrics_.last_error = error;
   if (moved) ++metrics_.rejoins;
   metrics_.recoveries += batch_.counters().recoveries - recoveries;
   metrics_.groups = batch_.groups();
   copy_placement();
+}
+
+void Engine::rebase_device_times() {
+  compute_base_ = session_.compute_stats();
+  compute_base_steps_ = measured_at_steps_ = batch_.counters().steps;
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_.device_ms_per_step.clear();
+}
+
+void Engine::measure_device_times() {
+  const uint64_t steps = batch_.counters().steps;
+  if (steps == measured_at_steps_) return;  // nothing ran since the last measure
+  measured_at_steps_ = steps;
+  const std::vector<DeviceCompute> now = session_.compute_stats();
+  if (now.size() != compute_base_.size() || steps <= compute_base_steps_) return;
+  std::vector<double> ms(now.size(), -1.0);
+  for (size_t i = 0; i < now.size(); ++i)
+    if (now[i].seconds >= 0 && compute_base_[i].seconds >= 0)
+      ms[i] = (now[i].seconds - compute_base_[i].seconds) * 1e3 / static_cast<double>(steps - compute_base_steps_);
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_.device_ms_per_step = std::move(ms);
 }
 
 void Engine::copy_placement() {

@@ -193,6 +193,11 @@ struct EngineMetrics {
   // the Session, which the engine's thread changes in a recovery or rejoin.
   LoadPlan plan;
   std::vector<DeviceSpec> device_specs;
+  // Per device of plan: its compute time per step (ms) since the placement
+  // began, measured at the engine's last idle moment (Session::
+  // compute_stats, a round trip to each worker, made only with nothing in
+  // flight); -1 where the device does not report it; empty until a step ran.
+  std::vector<double> device_ms_per_step;
 };
 
 class Engine {
@@ -248,6 +253,13 @@ class Engine {
   void count_finish(const std::string& reason);  // metrics_, under mu_
   void copy_counters();  // the BatchEngine's counters into metrics_; engine thread, mu_ held
   void copy_placement();  // the Session's plan, devices and missing ones into metrics_; engine thread, mu_ held
+  // Engine thread: the devices' compute totals at a new placement (nothing
+  // in flight), and, when idle after steps, the time per step since then
+  // into metrics_.device_ms_per_step.
+  void rebase_device_times();
+  void measure_device_times();
+  std::vector<DeviceCompute> compute_base_;
+  uint64_t compute_base_steps_ = 0, measured_at_steps_ = 0;
   // engine_embed.cpp: with embeddings queued, finishes the steps in flight
   // and serves the first live one while a slot is free (its result set,
   // whatever happens; a model error rethrown to run()).

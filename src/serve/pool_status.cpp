@@ -18,7 +18,8 @@ namespace {
 // One device of the plan: where it is, what it holds, what it was
 // predicted to take per token, and its link's totals (null once a
 // recovery dropped it: then "lost").
-Json device_json(const DevicePlan& d, const DeviceSpec& spec, const DeviceStats* stats, const SessionOptions& o) {
+Json device_json(const DevicePlan& d, const DeviceSpec& spec, const DeviceStats* stats, const SessionOptions& o,
+                 double measured_ms = -1) {
   const bool remote = spec.kind == DeviceSpecKind::rpc;
   const int threads = spec.threads > 0 ? spec.threads
                       : o.device_options.cpu_threads > 0 ? o.device_options.cpu_threads
@@ -37,7 +38,9 @@ Json device_json(const DevicePlan& d, const DeviceSpec& spec, const DeviceStats*
             {"used_bytes", d.need_bytes()},
             {"free_bytes", d.free_bytes},
             {"predicted_ms_per_token", d.predicted_seconds * 1e3},
-            {"predicted_link_ms_per_token", d.predicted_link_seconds * 1e3}};
+            {"predicted_link_ms_per_token", d.predicted_link_seconds * 1e3},
+            // Its compute per step since the placement began, as of the engine's last idle moment.
+            {"measured_ms_per_step", measured_ms >= 0 ? Json(measured_ms) : Json(nullptr)}};
   j["lost"] = stats == nullptr;
   if (stats)
     j["link"] = {{"bytes_sent", stats->rpc.bytes_sent},
@@ -85,7 +88,8 @@ Json pool_status(Server::Impl& s) {
     const DeviceSpec& spec = m.device_specs[i];
     const DeviceStats st{.label = spec.label(), .remote = spec.kind == DeviceSpecKind::rpc,
                          .rpc = spec.kind == DeviceSpecKind::rpc ? rpc_stats(spec.endpoint) : RpcStats{}};
-    devices.push_back(device_json(m.plan.devices[i], spec, &st, o));
+    const double measured = i < m.device_ms_per_step.size() ? m.device_ms_per_step[i] : -1;
+    devices.push_back(device_json(m.plan.devices[i], spec, &st, o, measured));
   }
   for (size_t i = 0; i < s.plan.devices.size() && i < o.devices.size(); ++i) {
     const DevicePlan& d = s.plan.devices[i];

@@ -39,7 +39,8 @@ stat('pool-recoveries', 'recoveries');
 const chart = el('canvas', {id: 'pool-chart', width: '600', height: '90', 'data-points': '0'});
 const table = el('table', {id: 'pool-devices'});
 const head = el('tr');
-for (const h of ['device', 'kernels / threads', 'layers', 'memory used / free', 'predicted ms/token', 'link B/s'])
+for (const h of ['device', 'kernels / threads', 'layers', 'memory used / free', 'predicted ms/token', 'link B/s',
+                 'measured ms/step'])
   head.append(el('th', {}, h));
 table.append(el('thead'), el('tbody'));
 table.tHead.append(head);
@@ -82,7 +83,8 @@ function rows(doc, dt) {
                    d.experts > 0 ? ' ' + d.experts + ' experts' : ''];
     const cells = [d.label + (d.lost ? ' (lost)' : ''), (d.simd ?? 'worker') + ' / ' + (d.threads ?? '?'),
                    layers + parts.join(''), bytes(d.used_bytes) + ' / ' + (d.free_bytes ? bytes(d.free_bytes) : '?'),
-                   d.predicted_ms_per_token.toFixed(2), d.remote ? bytes(Math.round(rate)) + '/s' : '-'];
+                   d.predicted_ms_per_token.toFixed(2), d.remote ? bytes(Math.round(rate)) + '/s' : '-',
+                   d.measured_ms_per_step != null ? d.measured_ms_per_step.toFixed(2) : '-'];
     for (const c of cells) tr.append(el('td', {}, c));
     body.append(tr);
   }

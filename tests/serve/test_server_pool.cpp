@@ -125,6 +125,18 @@ TEST(ServerPool, ShowsThePlacementInForceThroughALossAndARejoin) {
   const serve_test::Response r = request(http, "POST", "/v1/chat/completions",
                                          R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":4})");
   EXPECT_EQ(r.status, 200) << r.body;
+  // Idle after it: each device's compute per step since the rejoin, measured.
+  const json measured = pool_when(http, [](const json& p) {
+    for (const json& d : p["devices"])
+      if (!d["measured_ms_per_step"].is_number() || d["measured_ms_per_step"].get<double>() <= 0) return false;
+    return true;
+  });
+  if (measured.is_null()) {
+    json p = pool(http);
+    std::string ms;
+    for (const json& d : p["devices"]) ms += d["measured_ms_per_step"].dump() + " ";
+    ADD_FAILURE() << "no device's time per step measured: " << ms << " steps " << p["engine"]["steps"];
+  }
   server.stop();
 }
 
