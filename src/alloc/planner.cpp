@@ -19,7 +19,6 @@ bool op_can_run_in_place(Op op) { return op_is_known(static_cast<int>(op)) && op
 
 namespace {
 
-const Tensor* root_of(const Tensor* t) { return t->view_src ? t->view_src : t; }
 
 // The splits that touched each byte range of one buffer while its last
 // occupant lived: that occupant's writer and all its readers. Readers on
@@ -97,10 +96,10 @@ class Planner {
 
   void count_readers() {
     for (Tensor* node : g_.nodes()) {
-      if (node->has_flag(kFlagOutput)) state_[root_of(node)].keep = true;
+      if (node->has_flag(kFlagOutput)) state_[node->view_root()].keep = true;
       if (op_is_view(node->op)) continue;  // a view reads nothing; its readers read the root
       for (Tensor* s : node->src) {
-        if (s) ++state_[root_of(s)].readers;
+        if (s) ++state_[s->view_root()].readers;
       }
     }
     for (Tensor* node : g_.nodes()) {
@@ -155,7 +154,7 @@ class Planner {
       return false;
     }
     for (int i = 1; i < kMaxSrc; ++i) {  // another operand aliasing the same memory would be overwritten mid-read
-      if (node->src[i] && root_of(node->src[i]) == src) return false;
+      if (node->src[i] && node->src[i]->view_root() == src) return false;
     }
     plan_.slots[node] = slot->second;
     st.moved = true;
@@ -181,13 +180,13 @@ class Planner {
     if (op_is_view(node->op)) return;
     for (Tensor* s : node->src) {  // leafs first written by this split arrive now
       if (s == nullptr) continue;
-      const Tensor* r = root_of(s);
+      const Tensor* r = s->view_root();
       if (planned(r) && !plan_.slots.count(r)) place(r, layout_.split_of(*r));
     }
     if (planned(node) && !try_in_place(node, split)) place(node, split);
     for (Tensor* s : node->src) {
       if (s == nullptr) continue;
-      const Tensor* r = root_of(s);
+      const Tensor* r = s->view_root();
       State& st = state_[r];
       if (split >= 0) add_toucher(st, split);
       if (--st.readers == 0 && planned(r) && !st.keep && !st.moved) release(r);

@@ -10,7 +10,7 @@
 namespace weft::model::detail {
 namespace {
 
-constexpr const char* kWhere = "model";
+constexpr const char* kLlamaMlaWeightsWhere = "model";
 
 }  // namespace
 
@@ -31,7 +31,7 @@ void describe_mla(Context& ctx, const GgufFile& file, const LlamaParams& p, cons
   l.wkv_a_mqa = describe_weight(ctx, file, b + "attn_kv_a_mqa.weight", {p.n_embd, p.n_lora_kv + p.n_rot});
   l.kv_a_norm = describe_weight(ctx, file, b + "attn_kv_a_norm.weight", {p.n_lora_kv});
   if (!file.find_tensor(b + "attn_k_b.weight") && !file.find_tensor(b + "attn_kv_b.weight"))
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaMlaWeightsWhere,
          file.path() + ": missing tensor " + b + "attn_k_b.weight (or " + b + "attn_kv_b.weight, which holds it)");
   if (file.find_tensor(b + "attn_k_b.weight")) {
     l.wk_b = describe_weight(ctx, file, b + "attn_k_b.weight", {nope, p.n_lora_kv, p.n_head});
@@ -59,7 +59,7 @@ void describe_mla(Context& ctx, const GgufFile& file, const LlamaParams& p, cons
 // + nope + j) ([kv_lora, v, n_head]).
 std::vector<uint8_t> cut_kv_b(const GgufFile& file, const std::string& source, bool key, const Tensor& t) {
   const GgufTensorInfo* info = file.find_tensor(source);
-  if (info == nullptr) fail(ErrorKind::internal, kWhere, file.path() + ": " + source + " went missing");
+  if (info == nullptr) fail(ErrorKind::internal, kLlamaMlaWeightsWhere, file.path() + ": " + source + " went missing");
   const int64_t rank = info->ne[0];
   const int64_t n_head = t.ne[2];
   const int64_t per_head = info->ne[1] / n_head;

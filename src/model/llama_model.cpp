@@ -13,7 +13,7 @@
 namespace weft::model {
 namespace {
 
-constexpr const char* kWhere = "model";
+constexpr const char* kLlamaModelWhere = "model";
 
 }  // namespace
 
@@ -28,10 +28,10 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
   // The unfused products read the values transposed, which a block type
   // cannot be: a quantized cache is attended to by flash_attn only.
   if (layout_.cache_type != DType::f16 && !layout_.fused_attention)
-    fail(ErrorKind::unsupported, kWhere,
+    fail(ErrorKind::unsupported, kLlamaModelWhere,
          "a " + std::string(dtype_name(layout_.cache_type)) + " KV cache needs fused attention");
   if (!layout_.routes_rows.empty() && layout_.routes_rows.size() != static_cast<size_t>(n_parts_))
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaModelWhere,
          "routes_rows has " + std::to_string(layout_.routes_rows.size()) + " entries for " +
              std::to_string(n_parts_) + " parts");
 
@@ -41,7 +41,7 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
     detail::split_experts(w, p, layout_.expert_split, static_cast<size_t>(n_parts_), ctx_);
   if (!layout_.tensor_shares.empty()) {
     if (layout_.tensor_shares.size() != static_cast<size_t>(n_parts_))
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kLlamaModelWhere,
            "tensor_shares has " + std::to_string(layout_.tensor_shares.size()) + " entries for " +
                std::to_string(n_parts_) + " parts");
     detail::split_tensor_parallel(w, p, layer_part_, layout_.tensor_shares, ctx_);
@@ -56,7 +56,7 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
   // KV caches; sliding layers keep a ring where it is smaller
   // (LoadOptions::sliding_ring_step).
   if (layout_.sliding_ring_step < 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaModelWhere,
          "sliding_ring_step " + std::to_string(layout_.sliding_ring_step) + " is negative");
   ring_rows_ = model::sliding_ring_rows(p, n_ctx_, layout_.sliding_ring_step);
   for (int64_t i = 0; i < p.n_layer; ++i) {
@@ -136,15 +136,15 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
   const int64_t n = in.tokens->ne[0];
   const int64_t n_kv = in.mask->ne[0];  // n_past + n, padded (padded_kv)
   if (n <= 0 || n_past < 0 || n_kv < n_past + n || n_kv > n_ctx_)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaModelWhere,
          "tokens [" + std::to_string(n_past) + ", " + std::to_string(n_kv) + ") do not fit the context of " +
              std::to_string(n_ctx_));
   if (in.positions->ne[0] != n || in.mask->ne[1] < n)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaModelWhere,
          "positions " + shape_string(*in.positions) + " or mask " + shape_string(*in.mask) + " do not fit " +
              std::to_string(n) + " tokens after " + std::to_string(n_past));
   if ((p.any_swa() && !in.mask_swa) || (!rope_factors_.empty() && !in.rope_factors))
-    fail(ErrorKind::invalid_input, kWhere, "the inputs lack the sliding-window mask or rope factors (new_inputs)");
+    fail(ErrorKind::invalid_input, kLlamaModelWhere, "the inputs lack the sliding-window mask or rope factors (new_inputs)");
 
   Forward f;
   f.segment_begin.push_back(ctx.size());
@@ -195,7 +195,7 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
 
 void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past, int64_t window) {
   if (n_kv < 0 || n < 0 || static_cast<uint64_t>(n_kv) * static_cast<uint64_t>(n) != mask.size())
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaModelWhere,
          "mask of " + std::to_string(mask.size()) + " floats is not [" + std::to_string(n_kv) + ", " +
              std::to_string(n) + "]");
   for (int64_t i = 0; i < n; ++i) {

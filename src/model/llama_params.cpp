@@ -10,7 +10,7 @@
 namespace weft::model {
 namespace {
 
-constexpr const char* kWhere = "model";
+constexpr const char* kLlamaParamsWhere = "model";
 
 // What the file's architecture name selects.
 struct ArchInfo {
@@ -54,12 +54,12 @@ const ArchInfo* find_arch(const std::string& name) {
 }
 
 [[noreturn]] void bad_key(const GgufFile& f, const std::string& key, const std::string& what) {
-  fail(ErrorKind::invalid_input, kWhere, f.path() + ": key " + key + " " + what);
+  fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": key " + key + " " + what);
 }
 
 int64_t require_positive(const GgufFile& f, const std::string& key) {
   std::optional<int64_t> v = f.get_i64(key);
-  if (!v) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + key);
+  if (!v) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + key);
   if (*v <= 0 || *v > (int64_t{1} << 31)) bad_key(f, key, "= " + std::to_string(*v) + " is out of range");
   return *v;
 }
@@ -96,7 +96,7 @@ void read_experts(const GgufFile& f, const std::string& pre, LlamaParams& p) {
     if (used.value_or(0) != 0) bad_key(f, used_key, "= " + std::to_string(*used) + " in a model without " + count_key);
     return;
   }
-  if (!used) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + used_key);
+  if (!used) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + used_key);
   if (*used <= 0 || *used > count)
     bad_key(f, used_key,
             "= " + std::to_string(*used) + " is outside [1, " + count_key + " = " + std::to_string(count) + "]");
@@ -130,7 +130,7 @@ void read_sliding_layers(const GgufFile& f, const std::string& key, int64_t fami
 // 1 + 0.1 ln(factor), which multiplies the rotated values.
 void read_yarn(const GgufFile& f, const std::string& pre, LlamaParams& p) {
   p.rope_scaling = RopeScalingType::yarn;
-  if (!f.has(pre + "rope.scaling.factor")) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
+  if (!f.has(pre + "rope.scaling.factor")) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
   if (p.rope_scaling_factor < 1.f) bad_key(f, pre + "rope.scaling.factor", "must be at least 1 for yarn");
   p.rope_yarn_beta_fast = optional_positive_f32(f, pre + "rope.scaling.yarn_beta_fast", 32.f);
   p.rope_yarn_beta_slow = optional_positive_f32(f, pre + "rope.scaling.yarn_beta_slow", 1.f);
@@ -163,7 +163,7 @@ void read_rope_scaling(const GgufFile& f, const std::string& pre, LlamaParams& p
     p.rope_freq_scale = 1.f / p.rope_scaling_factor;
   } else if (type == "llama3") {
     p.rope_scaling = RopeScalingType::llama3;
-    if (!f.has(pre + "rope.scaling.factor")) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
+    if (!f.has(pre + "rope.scaling.factor")) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
     p.rope_low_freq_factor = optional_positive_f32(f, pre + "rope.scaling.low_freq_factor", 1.f);
     p.rope_high_freq_factor = optional_positive_f32(f, pre + "rope.scaling.high_freq_factor", 4.f);
     if (!(p.rope_high_freq_factor > p.rope_low_freq_factor))
@@ -199,12 +199,12 @@ float attention_scale(const GgufFile& f, const std::string& pre, const LlamaPara
 // n_embd / n_head), equal value heads, and the rotated dims.
 void read_head_shape(const GgufFile& f, const std::string& pre, LlamaParams& p) {
   if (p.n_head % p.n_head_kv != 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaParamsWhere,
          f.path() + ": head_count " + std::to_string(p.n_head) + " is not a multiple of head_count_kv " +
              std::to_string(p.n_head_kv));
   const bool has_key_length = f.has(pre + "attention.key_length");
   if (!has_key_length && p.n_embd % p.n_head != 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaParamsWhere,
          f.path() + ": embedding_length " + std::to_string(p.n_embd) + " is not a multiple of head_count " +
              std::to_string(p.n_head) + " (and the file has no attention.key_length)");
   p.head_dim = optional_positive(f, pre + "attention.key_length", p.n_embd / p.n_head);
@@ -318,10 +318,10 @@ bool is_known_architecture(const std::string& name) { return find_arch(name) != 
 LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   LlamaParams p;
   std::optional<std::string> arch = f.get_string("general.architecture");
-  if (!arch) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key general.architecture");
+  if (!arch) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key general.architecture");
   const ArchInfo* info = find_arch(*arch);
   if (!info)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaParamsWhere,
          f.path() + ": general.architecture '" + *arch + "' is not one weft runs (" + known_architectures() + ")");
   p.arch = info->arch;
   p.arch_name = *arch;
@@ -343,13 +343,13 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   p.n_ctx_train = require_positive(f, pre + "context_length");
   p.pooling_type = read_pooling_type(f, pre + "pooling_type");
   std::optional<float> eps = f.get_f32(pre + "attention.layer_norm_rms_epsilon");
-  if (!eps) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + pre + "attention.layer_norm_rms_epsilon");
+  if (!eps) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "attention.layer_norm_rms_epsilon");
   if (!(*eps > 0)) bad_key(f, pre + "attention.layer_norm_rms_epsilon", "must be > 0");
   p.rms_eps = *eps;
   p.rope_base = optional_positive_f32(f, pre + "rope.freq_base", 10000.f);
   read_experts(f, pre, p);
   if (info->moe && p.n_expert == 0)
-    fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing key " + pre + "expert_count (" + *arch + " routes experts)");
+    fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "expert_count (" + *arch + " routes experts)");
   p.n_ff_expert = optional_positive(f, pre + "expert_feed_forward_length", p.n_ff);
   if (p.arch == Arch::qwen2moe) p.n_ff_shared = require_positive(f, pre + "expert_shared_feed_forward_length");
   if (f.has(pre + "expert_weights_norm")) {
@@ -384,9 +384,9 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   if (p.n_swa > 0) read_sliding_layers(f, pre + "attention.sliding_window_pattern", info->swa_pattern, p);
 
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
-  if (!embd) fail(ErrorKind::invalid_input, kWhere, f.path() + ": missing tensor token_embd.weight");
+  if (!embd) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing tensor token_embd.weight");
   if (embd->n_dims != 2 || embd->ne[0] != p.n_embd)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaParamsWhere,
          f.path() + ": tensor token_embd.weight must be [" + std::to_string(p.n_embd) + ", n_vocab]");
   p.n_vocab = embd->ne[1];
   return p;

@@ -27,7 +27,7 @@ std::vector<int64_t> ffn_bounds(std::span<const int64_t> kv_bounds, int64_t n_he
 namespace detail {
 namespace {
 
-constexpr const char* kWhere = "model";
+constexpr const char* kLlamaShardsWhere = "model";
 
 // Appended in place: GCC 12 misreads "[" + std::string&& as an overlapping
 // copy (-Wrestrict, GCC bug 105329).
@@ -42,7 +42,7 @@ std::string range(int64_t first, int64_t count) {
 void check_blocks(const Tensor* whole, int64_t first, int64_t count, const char* what) {
   const int64_t block = traits(whole->type).block_size;
   if (first % block != 0 || count % block != 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaShardsWhere,
          "tensor parallelism: " + whole->name + " (" + std::string(dtype_name(whole->type)) + ", blocks of " +
              std::to_string(block) + " values) cannot be cut at " + what + " " + range(first, count) +
              ": a share must start and end on a block (move the split)");
@@ -94,13 +94,13 @@ void check_tiles(std::span<const TensorShare> shares, const std::vector<int>& pa
   for (int q : parts) {
     const auto [first, last] = of(shares[static_cast<size_t>(q)]);
     if (first != next || last < first)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kLlamaShardsWhere,
            "tensor parallelism: part " + std::to_string(q) + "'s " + what + " [" + std::to_string(first) + ", " +
                std::to_string(last) + ") do not continue at " + std::to_string(next) + " of " + std::to_string(n));
     next = last;
   }
   if (next != n)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaShardsWhere,
          std::string("tensor parallelism: the ") + what + " end at " + std::to_string(next) + " of " +
              std::to_string(n));
 }
@@ -147,11 +147,11 @@ void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<cons
     const std::vector<int> parts = run_parts(shares, home);
     if (parts.size() < 2) continue;
     if (p.mla())
-      fail(ErrorKind::unsupported, kWhere,
+      fail(ErrorKind::unsupported, kLlamaShardsWhere,
            "tensor parallelism of " + p.arch_name +
                ": multi-head latent attention caches one key/value head for all (split by layers)");
     if (std::find(parts.begin(), parts.end(), home) == parts.end())
-      fail(ErrorKind::invalid_input, kWhere, "tensor parallelism: layer " + std::to_string(il) + "'s part has no share");
+      fail(ErrorKind::invalid_input, kLlamaShardsWhere, "tensor parallelism: layer " + std::to_string(il) + "'s part has no share");
     LlamaLayer& l = w.layers[il];
     const bool dense = l.w_down != nullptr && l.ffn_gate_inp == nullptr;
     check_tiles(shares, parts, p.n_head_kv, "key/value heads",
@@ -163,7 +163,7 @@ void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<cons
     for (int q : parts) {
       const TensorShare& share = shares[static_cast<size_t>(q)];
       if (share.last_kv == share.first_kv)
-        fail(ErrorKind::invalid_input, kWhere,
+        fail(ErrorKind::invalid_input, kLlamaShardsWhere,
              "tensor parallelism: part " + std::to_string(q) + " has no key/value head of layer " + std::to_string(il));
       LlamaLayer::Shard s;
       s.part = q;
@@ -187,7 +187,7 @@ void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<cons
 std::vector<uint8_t> cut_columns(const GgufFile& file, const std::string& source, int64_t first, const Tensor& t) {
   const GgufTensorInfo* info = file.find_tensor(source);
   if (info == nullptr || info->n_dims != 2 || first < 0 || first + t.ne[0] > info->ne[0] || info->ne[1] != t.ne[1])
-    fail(ErrorKind::internal, kWhere, file.path() + ": " + source + " does not hold the columns of " + t.name);
+    fail(ErrorKind::internal, kLlamaShardsWhere, file.path() + ": " + source + " does not hold the columns of " + t.name);
   const size_t whole_row = row_bytes(info->dtype(), info->ne[0]);
   const size_t skip = row_bytes(info->dtype(), first);
   const size_t row = row_bytes(t.type, t.ne[0]);

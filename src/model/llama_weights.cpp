@@ -17,7 +17,7 @@ namespace weft::model {
 namespace detail {
 namespace {
 
-constexpr const char* kWhere = "model";
+constexpr const char* kLlamaWeightsWhere = "model";
 
 std::string dims_string(std::span<const int64_t> ne) {
   std::string s = "[";
@@ -30,13 +30,13 @@ Tensor* describe(Context& ctx, const GgufFile& file, const std::string& name, st
   const GgufTensorInfo* info = file.find_tensor(name);
   if (!info) {
     if (optional) return nullptr;
-    fail(ErrorKind::invalid_input, kWhere, file.path() + ": missing tensor " + name);
+    fail(ErrorKind::invalid_input, kLlamaWeightsWhere, file.path() + ": missing tensor " + name);
   }
   std::span<const int64_t> want(ne.begin(), ne.size());
   bool ok = info->n_dims == static_cast<int>(ne.size());
   for (size_t i = 0; ok && i < ne.size(); ++i) ok = info->ne[i] == want[i];
   if (!ok)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
          file.path() + ": tensor " + name + " has shape " +
              dims_string(std::span<const int64_t>(info->ne, static_cast<size_t>(info->n_dims))) + ", expected " +
              dims_string(want));
@@ -157,15 +157,15 @@ std::vector<float> rope_factors(const GgufFile& file, const LlamaParams& p, int6
     return {};
   }
   const GgufTensorInfo* info = file.find_tensor(name);
-  if (!info) fail(ErrorKind::invalid_input, kWhere, file.path() + ": missing tensor " + name);
+  if (!info) fail(ErrorKind::invalid_input, kLlamaWeightsWhere, file.path() + ": missing tensor " + name);
   if (info->dtype() != DType::f32 || info->n_dims != 1 || info->ne[0] != half)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
          file.path() + ": tensor " + name + " must be f32 [" + std::to_string(half) + "] (rope.dimension_count / 2)");
   std::vector<float> f(static_cast<size_t>(half));
   std::memcpy(f.data(), file.tensor_data(*info), f.size() * sizeof(float));
   for (size_t i = 0; i < f.size(); ++i)
     if (!(std::isfinite(f[i]) && f[i] > 0))
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
            file.path() + ": tensor " + name + "[" + std::to_string(i) + "] = " + std::to_string(f[i]) +
                " is not a positive frequency factor");
   return f;
@@ -228,32 +228,32 @@ const uint8_t* ModelWeights::data(const GgufFile& file, const Tensor& t) const {
   const auto it = slice_offset.find(&t);
   const size_t offset = it == slice_offset.end() ? 0 : it->second;
   if (info == nullptr || offset > info->nbytes || t.nbytes() > info->nbytes - offset)
-    fail(ErrorKind::internal, kWhere, file.path() + ": weight " + t.name + " is not where it was described");
+    fail(ErrorKind::internal, kLlamaWeightsWhere, file.path() + ": weight " + t.name + " is not where it was described");
   return static_cast<const uint8_t*>(file.tensor_data(*info)) + offset;
 }
 
 void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_t> counts, size_t n_parts,
                    Context& ctx) {
   if (counts.size() != n_parts)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
          "an expert split of " + std::to_string(counts.size()) + " counts for " + std::to_string(n_parts) +
              " placements");
-  if (p.n_expert == 0) fail(ErrorKind::invalid_input, kWhere, "an expert split of a model without experts");
+  if (p.n_expert == 0) fail(ErrorKind::invalid_input, kLlamaWeightsWhere, "an expert split of a model without experts");
   // A slice's pairs routed elsewhere come back as zeros from mul_mat_id,
   // but a bias row added to them would not stay zero.
   if (p.expert_biases)
-    fail(ErrorKind::unsupported, kWhere,
+    fail(ErrorKind::unsupported, kLlamaWeightsWhere,
          "an expert split of a model with expert biases (" + p.arch_name + ") is not supported: split by layers");
   int64_t sum = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     if (counts[i] < 0 || counts[i] > p.n_expert)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
            "expert split: part " + std::to_string(i) + " holds " + std::to_string(counts[i]) + " of " +
                std::to_string(p.n_expert) + " experts");
     sum += counts[i];
   }
   if (sum != p.n_expert)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
          "expert split: the parts hold " + std::to_string(sum) + " experts; the model has " +
              std::to_string(p.n_expert));
   for (LlamaLayer& l : w.layers) {
@@ -277,21 +277,21 @@ void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_
 
 std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer) {
   if (bounds.size() < 2)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
          "a split model needs at least one part (" + std::to_string(bounds.size()) + " layer boundaries)");
   std::vector<int> part(static_cast<size_t>(n_layer), 0);
   int64_t next = 0;
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     const int64_t first = bounds[i], last = bounds[i + 1];
     if (first != next || last < first || last > n_layer)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
            "placement " + std::to_string(i) + " [" + std::to_string(first) + ", " + std::to_string(last) +
                ") does not continue at layer " + std::to_string(next) + " of " + std::to_string(n_layer));
     for (int64_t l = first; l < last; ++l) part[static_cast<size_t>(l)] = static_cast<int>(i);
     next = last;
   }
   if (next != n_layer)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
          "placement covers " + std::to_string(next) + " of " + std::to_string(n_layer) + " layers");
   return part;
 }
@@ -326,17 +326,17 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
 
 void check_n_ctx(int64_t n_ctx) {
   if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
-    fail(ErrorKind::invalid_input, kWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
+    fail(ErrorKind::invalid_input, kLlamaWeightsWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
 }
 
 }  // namespace detail
 
 void check_cache_type(const LlamaParams& p, DType cache_type) {
   if (cache_type != DType::f16 && cache_type != DType::q8_0)
-    fail(ErrorKind::unsupported, detail::kWhere,
+    fail(ErrorKind::unsupported, detail::kLlamaWeightsWhere,
          "KV cache type " + std::string(dtype_name(cache_type)) + " is not one of f16, q8_0");
   if (p.head_dim % traits(cache_type).block_size != 0 || p.value_dim() % traits(cache_type).block_size != 0)
-    fail(ErrorKind::unsupported, detail::kWhere,
+    fail(ErrorKind::unsupported, detail::kLlamaWeightsWhere,
          "a " + std::string(dtype_name(cache_type)) + " KV cache needs a head size that is a multiple of " +
              std::to_string(traits(cache_type).block_size) + "; this model's is " + std::to_string(p.head_dim));
 }
@@ -418,7 +418,7 @@ std::vector<PartPlan> LlamaModel::plan(const GgufFile& file, std::span<const int
   const int n_parts = static_cast<int>(bounds.size() - 1);
   if (!tensor_shares.empty()) {
     if (tensor_shares.size() != static_cast<size_t>(n_parts))
-      fail(ErrorKind::invalid_input, detail::kWhere,
+      fail(ErrorKind::invalid_input, detail::kLlamaWeightsWhere,
            std::to_string(tensor_shares.size()) + " tensor shares for " + std::to_string(n_parts) + " parts");
     detail::split_tensor_parallel(w, p, layer_part, tensor_shares, ctx);
   }

@@ -19,7 +19,7 @@
 namespace weft::model {
 namespace {
 
-constexpr const char* kWhere = "quantize";
+constexpr const char* kQuantizeFileWhere = "quantize";
 constexpr int64_t kBatchValues = int64_t{1} << 20;  // input values converted per batch (of whole rows)
 constexpr int64_t kGrainValues = 16384;              // values a thread claims at a time (whole rows)
 constexpr size_t kCopyPiece = size_t{16} << 20;      // bytes of a copied tensor written between cancel checks
@@ -39,7 +39,7 @@ int64_t elements(const GgufTensorInfo& t) {
 std::optional<int64_t> int_or_first(const GgufFile& f, const std::string& key) {
   const GgufValue* v = f.find(key);
   if (v && v->type == GgufType::array) {
-    if (v->arr.empty()) fail(ErrorKind::invalid_input, kWhere, f.path() + ": " + key + " is an empty array");
+    if (v->arr.empty()) fail(ErrorKind::invalid_input, kQuantizeFileWhere, f.path() + ": " + key + " is an empty array");
     const GgufValue e = v->arr.element(0);
     return e.type == GgufType::i8 || e.type == GgufType::i16 || e.type == GgufType::i32 || e.type == GgufType::i64
                ? e.i
@@ -49,7 +49,7 @@ std::optional<int64_t> int_or_first(const GgufFile& f, const std::string& key) {
 }
 
 void check_cancel(const QuantizeOptions& o) {
-  if (o.cancel && o.cancel->load(std::memory_order_relaxed)) fail(ErrorKind::disconnected, kWhere, "cancelled");
+  if (o.cancel && o.cancel->load(std::memory_order_relaxed)) fail(ErrorKind::disconnected, kQuantizeFileWhere, "cancelled");
 }
 
 // What one converted tensor needs while its rows are produced.
@@ -81,7 +81,7 @@ void convert_row(const Conversion& c, int64_t r, uint8_t* out, float* scratch) {
   }
   if (amax_bits >= 0x7f800000u) {
     const int64_t i = std::find_if(x, x + c.ne0, [](float v) { return !std::isfinite(v); }) - x;
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kQuantizeFileWhere,
          tensor_label(c.info->name) + " row " + std::to_string(r) + " column " + std::to_string(i) + " holds " +
              (std::isnan(x[i]) ? "NaN" : "an infinity"));
   }
@@ -93,7 +93,7 @@ void convert_row(const Conversion& c, int64_t r, uint8_t* out, float* scratch) {
   to_f32(c.to, out, y, c.ne0);
   for (int64_t i = 0; i < c.ne0; ++i) {
     if (!std::isfinite(y[i]))
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kQuantizeFileWhere,
            tensor_label(c.info->name) + " row " + std::to_string(r) + ": values up to " + std::to_string(amax) +
                " do not fit " + std::string(dtype_name(c.to)) + " (its result is not finite)");
   }
@@ -108,13 +108,13 @@ QuantModelFacts quant_model_facts(const GgufFile& f) {
   // which every family weft runs shares; only the 70B rule asks for llama or
   // qwen2 by name.
   if (!is_known_architecture(facts.arch))
-    fail(ErrorKind::unsupported, kWhere,
+    fail(ErrorKind::unsupported, kQuantizeFileWhere,
          f.path() + ": general.architecture '" + facts.arch + "' is not one weft runs (" + known_architectures() +
              ")");
   const std::string pre = facts.arch + ".";
   facts.n_layer = int_or_first(f, pre + "block_count").value_or(0);
   if (facts.n_layer <= 0 || facts.n_layer > 100000)
-    fail(ErrorKind::invalid_input, kWhere, f.path() + ": " + pre + "block_count missing or out of range");
+    fail(ErrorKind::invalid_input, kQuantizeFileWhere, f.path() + ": " + pre + "block_count missing or out of range");
   facts.n_head = int_or_first(f, pre + "attention.head_count").value_or(0);
   facts.n_head_kv = int_or_first(f, pre + "attention.head_count_kv").value_or(facts.n_head);
   facts.n_expert = int_or_first(f, pre + "expert_count").value_or(0);
@@ -140,10 +140,10 @@ std::vector<Conversion> plan_conversions(const GgufFile& in, const std::vector<Q
     stats.weights += elements(t);
     if (from == to) continue;
     if (from == DType::i32)
-      fail(ErrorKind::unsupported, kWhere, tensor_label(t.name) + " is i32, which does not convert to " +
+      fail(ErrorKind::unsupported, kQuantizeFileWhere, tensor_label(t.name) + " is i32, which does not convert to " +
                                                std::string(dtype_name(to)));
     if (traits(from).quantized && !o.allow_requantize)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kQuantizeFileWhere,
            tensor_label(t.name) + " is " + std::string(dtype_name(from)) + ": requantizing to " +
                std::string(dtype_name(to)) + " loses more than quantizing from 16 or 32 bits; allow it with "
                "--allow-requantize");
@@ -221,7 +221,7 @@ void add_tensors(GgufWriter& w, TensorFeed& feed) {
         const detail::RowPipeline::Batch b = feed.pipeline.next();
         check_cancel(feed.o);
         if (feed.job_tensor[b.job] != i || b.first_row != rows)
-          fail(ErrorKind::internal, kWhere, tensor_label(t.name) + ": its rows came out of order");
+          fail(ErrorKind::internal, kQuantizeFileWhere, tensor_label(t.name) + ": its rows came out of order");
         sink(b.data, b.bytes);
         rows += b.rows;
         feed.done += b.rows * c.ne0;

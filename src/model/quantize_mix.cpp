@@ -15,7 +15,7 @@
 namespace weft::model {
 namespace {
 
-constexpr const char* kWhere = "quantize";
+constexpr const char* kQuantizeMixWhere = "quantize";
 
 constexpr std::array<QuantMixInfo, 19> kMixes = {{
     {QuantMix::F32, "F32", 0, DType::f32},
@@ -221,7 +221,7 @@ class Planner {
     if (f_.n_expert <= 1) return counter;
     const int64_t il = layer_of(t.name);
     if (il < 0 || il >= f_.n_layer)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kQuantizeMixWhere,
            "tensor '" + t.name + "': no layer in [0, " + std::to_string(f_.n_layer) + ") in its name");
     return il;
   }
@@ -240,7 +240,7 @@ class Planner {
       case DType::q5_K: to = DType::q5_1; break;
       case DType::q6_K: to = DType::q8_0; break;
       default:
-        fail(ErrorKind::invalid_input, kWhere,
+        fail(ErrorKind::invalid_input, kQuantizeMixWhere,
              "tensor '" + t.name + "': a row of " + std::to_string(t.ne[0]) + " values is not a multiple of " +
                  std::to_string(traits(p.type).block_size) + " (the " + std::string(dtype_name(p.type)) +
                  " block) and " + std::string(dtype_name(p.type)) + " has no fallback type");
@@ -269,7 +269,7 @@ std::span<const QuantMixInfo> quant_mixes() { return kMixes; }
 const QuantMixInfo& quant_mix_info(QuantMix mix) {
   for (const QuantMixInfo& m : kMixes)
     if (m.mix == mix) return m;
-  fail(ErrorKind::internal, kWhere, "unknown mix " + std::to_string(static_cast<int>(mix)));
+  fail(ErrorKind::internal, kQuantizeMixWhere, "unknown mix " + std::to_string(static_cast<int>(mix)));
 }
 
 std::optional<QuantMix> quant_mix_from_name(std::string_view name) {

@@ -19,14 +19,14 @@ using detail::TokenType;
 
 namespace {
 
-constexpr const char* kWhere = "tokenizer";
+constexpr const char* kTokenizerWhere = "tokenizer";
 
 int32_t read_id(const GgufFile& f, const std::string& key, size_t n_vocab) {
   const GgufValue* v = f.find(key);
   if (!v) return -1;
   std::optional<int64_t> id = f.get_i64(key);
   if (!id || *id < 0 || static_cast<uint64_t>(*id) >= n_vocab)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kTokenizerWhere,
          key + " = " + (id ? std::to_string(*id) : "?") + " is outside the vocabulary of " + std::to_string(n_vocab));
   return static_cast<int32_t>(*id);
 }
@@ -135,14 +135,14 @@ void load_wpm_ugm(const GgufFile& f, TokenizerData& d) {
     d.remove_extra_whitespaces = f.get_bool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
     if (const GgufValue* v = f.find("tokenizer.ggml.precompiled_charsmap")) {
       if (v->type != GgufType::array || (v->arr.elem_type() != GgufType::u8 && v->arr.elem_type() != GgufType::i8))
-        fail(ErrorKind::invalid_input, kWhere, "tokenizer.ggml.precompiled_charsmap is not an array of bytes");
+        fail(ErrorKind::invalid_input, kTokenizerWhere, "tokenizer.ggml.precompiled_charsmap is not an array of bytes");
       const auto bytes = v->arr.bytes();
       d.charsmap.assign(reinterpret_cast<const char*>(bytes.data()),
                         reinterpret_cast<const char*>(bytes.data()) + bytes.size());
     }
   }
   if (d.unk < 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kTokenizerWhere,
          std::string("a ") + (bert ? "bert" : "t5") + " tokenizer needs tokenizer.ggml.unknown_token_id");
   d.add_sep = f.get_bool("tokenizer.ggml.add_sep_token").value_or(bert) && d.sep >= 0;
   d.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(!bert) && d.eos >= 0;
@@ -162,26 +162,26 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   } else if (model == "t5") {
     d->kind = TokenizerKind::ugm;
   } else {
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kTokenizerWhere,
          "tokenizer.ggml.model '" + model + "' is not supported (llama, gpt2, bert, t5)");
   }
 
   auto tokens = f.get_array_strings("tokenizer.ggml.tokens");
   if (!tokens || tokens->empty())
-    fail(ErrorKind::invalid_input, kWhere, "tokenizer.ggml.tokens is missing or empty in " + f.path());
+    fail(ErrorKind::invalid_input, kTokenizerWhere, "tokenizer.ggml.tokens is missing or empty in " + f.path());
   if (tokens->size() > static_cast<size_t>(INT32_MAX))
-    fail(ErrorKind::invalid_input, kWhere, "tokenizer.ggml.tokens has too many entries");
+    fail(ErrorKind::invalid_input, kTokenizerWhere, "tokenizer.ggml.tokens has too many entries");
   d->tokens = std::move(*tokens);
   const size_t n = d->tokens.size();
 
   d->scores = f.get_array_f32("tokenizer.ggml.scores").value_or(std::vector<float>(n, 0.f));
   if (d->scores.size() != n)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kTokenizerWhere,
          "tokenizer.ggml.scores has " + std::to_string(d->scores.size()) + " entries, tokens " + std::to_string(n));
   d->types = f.get_array_i32("tokenizer.ggml.token_type")
                  .value_or(std::vector<int32_t>(n, static_cast<int32_t>(TokenType::normal)));
   if (d->types.size() != n)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kTokenizerWhere,
          "tokenizer.ggml.token_type has " + std::to_string(d->types.size()) + " entries, tokens " + std::to_string(n));
 
   d->ids.reserve(n);
@@ -195,7 +195,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
 
   if (d->kind == TokenizerKind::bpe) {
     auto merges = f.get_array_strings("tokenizer.ggml.merges");
-    if (!merges) fail(ErrorKind::invalid_input, kWhere, "tokenizer.ggml.merges is missing for a gpt2 tokenizer");
+    if (!merges) fail(ErrorKind::invalid_input, kTokenizerWhere, "tokenizer.ggml.merges is missing for a gpt2 tokenizer");
     detail::bpe_load(*d, *merges, f.get_string("tokenizer.ggml.pre").value_or(""));
   }
 

@@ -12,26 +12,26 @@ namespace weft::model::detail {
 
 namespace {
 
-constexpr const char* kWhere = "tokenizer.regex";
+constexpr const char* kTokenizerRegexWhere = "tokenizer.regex";
 constexpr int32_t kUnbounded = -1;
 constexpr int32_t kMaxRepeat = 1024;  // {n,m} bounds: the program holds m copies
 
-struct Node {
+struct RegexNode {
   enum Kind { cls, seq, alt, repeat, look, end } kind;
   int32_t cls_index = 0;
-  std::vector<Node> kids;
+  std::vector<RegexNode> kids;
   int32_t min = 0, max = 0;  // repeat
   bool negative = false;     // look
 };
 
-bool nullable(const Node& n) {
+bool nullable(const RegexNode& n) {
   switch (n.kind) {
-    case Node::cls: return false;
-    case Node::seq: return std::all_of(n.kids.begin(), n.kids.end(), nullable);
-    case Node::alt: return std::any_of(n.kids.begin(), n.kids.end(), nullable);
-    case Node::repeat: return n.min == 0 || nullable(n.kids[0]);
-    case Node::look:
-    case Node::end: return true;
+    case RegexNode::cls: return false;
+    case RegexNode::seq: return std::all_of(n.kids.begin(), n.kids.end(), nullable);
+    case RegexNode::alt: return std::any_of(n.kids.begin(), n.kids.end(), nullable);
+    case RegexNode::repeat: return n.min == 0 || nullable(n.kids[0]);
+    case RegexNode::look:
+    case RegexNode::end: return true;
   }
   return true;
 }
@@ -42,15 +42,15 @@ class Parser {
     for (const Cp& c : split_utf8(pattern)) cps_.push_back(c.cp);
   }
 
-  Node parse() {
-    Node n = alternation();
+  RegexNode parse() {
+    RegexNode n = alternation();
     if (pos_ != cps_.size()) bad("unbalanced ')'");
     return n;
   }
 
  private:
   [[noreturn]] void bad(const std::string& what) const {
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kTokenizerRegexWhere,
          "pattern '" + std::string(pattern_) + "': " + what + " at code point " + std::to_string(pos_));
   }
   bool at_end() const { return pos_ >= cps_.size(); }
@@ -69,17 +69,17 @@ class Parser {
     classes_.push_back(std::move(c));
     return static_cast<int32_t>(classes_.size() - 1);
   }
-  Node class_node(CpRegex::Class c) { return Node{Node::cls, add_class(std::move(c)), {}, 0, 0, false}; }
+  RegexNode class_node(CpRegex::Class c) { return RegexNode{RegexNode::cls, add_class(std::move(c)), {}, 0, 0, false}; }
 
-  Node alternation() {
-    Node alt{Node::alt, 0, {}, 0, 0, false};
+  RegexNode alternation() {
+    RegexNode alt{RegexNode::alt, 0, {}, 0, 0, false};
     alt.kids.push_back(sequence());
     while (eat('|')) alt.kids.push_back(sequence());
     return alt.kids.size() == 1 ? std::move(alt.kids[0]) : alt;
   }
 
-  Node sequence() {
-    Node seq{Node::seq, 0, {}, 0, 0, false};
+  RegexNode sequence() {
+    RegexNode seq{RegexNode::seq, 0, {}, 0, 0, false};
     while (!at_end() && peek() != '|' && peek() != ')') seq.kids.push_back(quantified(atom()));
     return seq;
   }
@@ -95,7 +95,7 @@ class Parser {
     return v;
   }
 
-  Node quantified(Node atom) {
+  RegexNode quantified(RegexNode atom) {
     int32_t min = 0, max = 0;
     if (eat('?')) {
       min = 0, max = 1;
@@ -111,22 +111,22 @@ class Parser {
       return atom;
     }
     if (peek() == '?' || peek() == '+' || peek() == '*') bad("lazy or possessive quantifiers are not supported");
-    if (atom.kind == Node::look || atom.kind == Node::end) bad("a quantified assertion");
+    if (atom.kind == RegexNode::look || atom.kind == RegexNode::end) bad("a quantified assertion");
     if (max == kUnbounded && nullable(atom)) bad("a repeated part that can match nothing");
-    Node r{Node::repeat, 0, {}, min, max, false};
+    RegexNode r{RegexNode::repeat, 0, {}, min, max, false};
     r.kids.push_back(std::move(atom));
     return r;
   }
 
-  Node atom() {
+  RegexNode atom() {
     const uint32_t c = next();
     switch (c) {
       case '(': {
-        Node n{Node::seq, 0, {}, 0, 0, false};
+        RegexNode n{RegexNode::seq, 0, {}, 0, 0, false};
         if (eat('?')) {
           const uint32_t k = next();
           if (k == '=' || k == '!') {
-            n = Node{Node::look, 0, {}, 0, 0, k == '!'};
+            n = RegexNode{RegexNode::look, 0, {}, 0, 0, k == '!'};
             n.kids.push_back(alternation());
           } else if (k == ':') {
             n = alternation();
@@ -140,7 +140,7 @@ class Parser {
         return n;
       }
       case '[': return class_node(bracket());
-      case '$': return Node{Node::end, 0, {}, 0, 0, false};
+      case '$': return RegexNode{RegexNode::end, 0, {}, 0, 0, false};
       case '\\': return class_node(escape(false));
       case '.':
       case '^':
@@ -247,14 +247,14 @@ class Emitter {
  public:
   explicit Emitter(std::vector<CpRegex::Inst>& prog) : prog_(prog) {}
 
-  void emit(const Node& n) {
+  void emit(const RegexNode& n) {
     using Op = CpRegex::Op;
     switch (n.kind) {
-      case Node::cls: add({Op::cls, false, n.cls_index, 0}); break;
-      case Node::seq:
-        for (const Node& k : n.kids) emit(k);
+      case RegexNode::cls: add({Op::cls, false, n.cls_index, 0}); break;
+      case RegexNode::seq:
+        for (const RegexNode& k : n.kids) emit(k);
         break;
-      case Node::alt: {
+      case RegexNode::alt: {
         std::vector<size_t> jumps;
         for (size_t i = 0; i < n.kids.size(); ++i) {
           size_t split = 0;
@@ -268,8 +268,8 @@ class Emitter {
         for (size_t j : jumps) prog_[j].x = here();
         break;
       }
-      case Node::repeat: {
-        const Node& body = n.kids[0];
+      case RegexNode::repeat: {
+        const RegexNode& body = n.kids[0];
         for (int32_t i = 0; i < n.min; ++i) emit(body);
         if (n.max == kUnbounded) {
           const size_t split = add({Op::split, false, here() + 1, 0});
@@ -286,14 +286,14 @@ class Emitter {
         }
         break;
       }
-      case Node::look: {
+      case RegexNode::look: {
         const size_t look = add({Op::look, n.negative, here() + 1, 0});
         emit(n.kids[0]);
         add({Op::match, false, 0, 0});
         prog_[look].y = here();
         break;
       }
-      case Node::end: add({Op::end, false, 0, 0}); break;
+      case RegexNode::end: add({Op::end, false, 0, 0}); break;
     }
   }
 
@@ -316,7 +316,7 @@ bool CpRegex::Class::contains(uint32_t cp, uint8_t props) const {
 }
 
 CpRegex::CpRegex(std::string_view pattern) {
-  Node root = Parser(pattern, classes_).parse();
+  RegexNode root = Parser(pattern, classes_).parse();
   Emitter(prog_).emit(root);
   prog_.push_back({Op::match, false, 0, 0});
 }

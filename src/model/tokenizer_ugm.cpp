@@ -26,14 +26,14 @@ namespace weft::model::detail {
 
 namespace {
 
-constexpr const char* kWhere = "tokenizer";
+constexpr const char* kTokenizerUgmWhere = "tokenizer";
 // Pieces longer than this are never matched: Viterbi tries every length up
 // to the longest piece at every byte, and a hostile file could name a huge
 // one. (SentencePiece's own limit is 16 code points a piece.)
 constexpr size_t kMaxPieceBytes = 1024;
 
 [[noreturn]] void bad_charsmap(const std::string& what) {
-  fail(ErrorKind::invalid_input, kWhere, "tokenizer.ggml.precompiled_charsmap: " + what);
+  fail(ErrorKind::invalid_input, kTokenizerUgmWhere, "tokenizer.ggml.precompiled_charsmap: " + what);
 }
 
 struct CharsMap {

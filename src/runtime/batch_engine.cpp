@@ -13,7 +13,7 @@ namespace weft {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kWhere = "batch";
+constexpr const char* kBatchEngineWhere = "batch";
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -30,12 +30,12 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 BatchEngine::BatchEngine(BatchedEval eval, GenerationModel model, BatchEngineOptions options)
     : eval_(std::move(eval)), model_(std::move(model)), options_(options) {
   if (options_.slots < 1 || model_.n_ctx <= 0 || model_.n_ctx % options_.slots != 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kBatchEngineWhere,
          std::to_string(options_.slots) + " sequences do not divide the context of " + std::to_string(model_.n_ctx));
-  if (options_.batch_tokens < 1) fail(ErrorKind::invalid_input, kWhere, "batch_tokens must be at least 1");
-  if (model_.n_vocab <= 0) fail(ErrorKind::invalid_input, kWhere, "a model without a vocabulary");
+  if (options_.batch_tokens < 1) fail(ErrorKind::invalid_input, kBatchEngineWhere, "batch_tokens must be at least 1");
+  if (model_.n_vocab <= 0) fail(ErrorKind::invalid_input, kBatchEngineWhere, "a model without a vocabulary");
   if (eval_.slots < 1 || !eval_.submit || !eval_.finish)
-    fail(ErrorKind::invalid_input, kWhere, "a batched eval without slots");
+    fail(ErrorKind::invalid_input, kBatchEngineWhere, "a batched eval without slots");
   slot_ctx_ = model_.n_ctx / options_.slots;
   check_draft();
   for (int i = 0; i < options_.slots; ++i) {
@@ -73,19 +73,19 @@ BatchEngine::~BatchEngine() {
 }
 
 void BatchEngine::check(const BatchJob& job) const {
-  if (job.prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty");
+  if (job.prompt.empty()) fail(ErrorKind::invalid_input, kBatchEngineWhere, "the prompt is empty");
   if (static_cast<int64_t>(job.prompt.size()) > slot_ctx_)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kBatchEngineWhere,
          "the prompt's " + std::to_string(job.prompt.size()) + " tokens do not fit a slot's context of " +
              std::to_string(slot_ctx_) + " positions");
   for (int32_t t : job.prompt)
     if (t < 0 || t >= model_.n_vocab)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kBatchEngineWhere,
            "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(model_.n_vocab));
   if (job.options.max_tokens < 0)
-    fail(ErrorKind::invalid_input, kWhere, "max_tokens " + std::to_string(job.options.max_tokens) + " (>= 0)");
+    fail(ErrorKind::invalid_input, kBatchEngineWhere, "max_tokens " + std::to_string(job.options.max_tokens) + " (>= 0)");
   if (job.options.start != 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kBatchEngineWhere,
          "start " + std::to_string(job.options.start) + ": a batched sequence begins at its slot's position 0");
   model::Sampler sampler(job.options.sampler);  // throws naming an impossible option
   detail::GrammarStep grammar(job.options, model_.n_vocab);  // throws for a grammar without the model's trie
@@ -97,7 +97,7 @@ bool BatchEngine::has_free_slot() const {
 
 void BatchEngine::start(BatchJob job, BatchSink* sink) {
   check(job);
-  if (!sink) fail(ErrorKind::invalid_input, kWhere, "a job without a sink");
+  if (!sink) fail(ErrorKind::invalid_input, kBatchEngineWhere, "a job without a sink");
   // The free slot sharing the longest prefix with the prompt; among equals
   // the one with the fewest cached tokens to lose, then the lowest.
   Slot* best = nullptr;
@@ -108,7 +108,7 @@ void BatchEngine::start(BatchJob job, BatchSink* sink) {
     if (!best || common > best_common || (common == best_common && s->cached.size() < best->cached.size()))
       best = s.get(), best_common = common;
   }
-  if (!best) fail(ErrorKind::invalid_input, kWhere, "no slot is free");
+  if (!best) fail(ErrorKind::invalid_input, kBatchEngineWhere, "no slot is free");
   Slot& s = *best;
   s.job = std::move(job);
   s.sink = sink;
@@ -134,12 +134,12 @@ std::vector<float> BatchEngine::hidden_states(std::span<const int32_t> tokens) {
   BatchJob probe;
   probe.prompt.assign(tokens.begin(), tokens.end());
   check(probe);  // empty, too long, outside the vocabulary
-  if (!eval_.hidden) fail(ErrorKind::invalid_input, kWhere, "this model's batched eval gives no hidden states");
-  if (!in_flight_.empty()) fail(ErrorKind::invalid_input, kWhere, "hidden states while a step is in flight");
+  if (!eval_.hidden) fail(ErrorKind::invalid_input, kBatchEngineWhere, "this model's batched eval gives no hidden states");
+  if (!in_flight_.empty()) fail(ErrorKind::invalid_input, kBatchEngineWhere, "hidden states while a step is in flight");
   Slot* best = nullptr;
   for (auto& s : slots_)
     if (!s->busy() && !s->stepping && (!best || s->cached.size() < best->cached.size())) best = s.get();
-  if (!best) fail(ErrorKind::invalid_input, kWhere, "no slot is free");
+  if (!best) fail(ErrorKind::invalid_input, kBatchEngineWhere, "no slot is free");
   best->cached.clear();  // overwritten below; unknown if a step throws
   std::vector<float> out, part;
   std::vector<model::BatchToken> batch;
@@ -151,7 +151,7 @@ std::vector<float> BatchEngine::hidden_states(std::span<const int32_t> tokens) {
       batch.push_back({tokens[i], static_cast<int32_t>(i), best->index, true});
     eval_.hidden(batch, options_.slots, part);  // throws to the driver
     if (part.empty() || part.size() % m != 0)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kBatchEngineWhere,
            "a step returned " + std::to_string(part.size()) + " hidden values for " + std::to_string(m) + " tokens");
     out.insert(out.end(), part.begin(), part.end());
     counters_.prompt_tokens += m;
@@ -185,7 +185,7 @@ bool BatchEngine::collect() {
     eval_.finish(k, logits_);  // throws to the driver
     const size_t vocab = static_cast<size_t>(model_.n_vocab);
     if (logits_.size() != g.rows.size() * vocab)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kBatchEngineWhere,
            "a step returned " + std::to_string(logits_.size()) + " logits for " + std::to_string(g.rows.size()) +
                " rows of a " + std::to_string(vocab) + "-token vocabulary");
     if (speculating_) {
@@ -401,7 +401,7 @@ bool BatchEngine::rejoin() {
     model_slots = eval_.rejoin();
   } catch (const std::exception& e) {
     if (!recover(e))
-      fail(ErrorKind::disconnected, kWhere,
+      fail(ErrorKind::disconnected, kBatchEngineWhere,
            "taking a worker back failed: " + std::string(e.what()) +
                (recovery_error_.empty() ? "" : "; recovery failed: " + recovery_error_));
     return false;

@@ -24,7 +24,7 @@
 namespace weft {
 namespace {
 
-constexpr const char* kWhere = "batch";
+constexpr const char* kBatchSpeculativeWhere = "batch";
 constexpr int kMaxDraft = static_cast<int>(model::kSlidingRingStep) - 1;  // as run_speculative_generation
 
 using detail::draw_from;
@@ -36,14 +36,14 @@ void BatchEngine::check_draft() const {
   const BatchDraft& d = options_.draft;
   if (!d.eval) return;
   if (d.draft_max < 1 || d.draft_max > kMaxDraft)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kBatchSpeculativeWhere,
          "draft_max " + std::to_string(d.draft_max) + " (1 to " + std::to_string(kMaxDraft) + ")");
   if (d.model.n_vocab != model_.n_vocab)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kBatchSpeculativeWhere,
          "the draft model has " + std::to_string(d.model.n_vocab) + " logits per token, the target " +
              std::to_string(model_.n_vocab));
   if (d.model.n_ctx < slot_ctx_)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kBatchSpeculativeWhere,
          "the draft's context of " + std::to_string(d.model.n_ctx) + " positions is smaller than a slot's " +
              std::to_string(slot_ctx_));
 }
@@ -82,7 +82,7 @@ void BatchEngine::propose(Slot& s, int k) {
   const size_t vocab = static_cast<size_t>(model_.n_vocab);
   auto check_row = [&] {
     if (draft_logits_.size() != vocab)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kBatchSpeculativeWhere,
            "the draft's eval returned " + std::to_string(draft_logits_.size()) + " logits for one row of a " +
                std::to_string(vocab) + "-token vocabulary");
   };

@@ -12,7 +12,7 @@
 namespace weft {
 namespace {
 
-constexpr const char* kWhere = "device";
+constexpr const char* kDevicesWhere = "device";
 constexpr const char* kKnownForms =
     "cpu, cpu:THREADS, rpc://HOST:PORT[/N], tls://HOST:PORT[#sha256:HEX][/N], async, async-copy";
 constexpr int kMaxThreads = 4096;
@@ -34,7 +34,7 @@ int parse_int(std::string_view s, int lo, int hi) {
 }
 
 [[noreturn]] void bad_spec(std::string_view spec, const std::string& why) {
-  fail(ErrorKind::invalid_input, kWhere, "device spec '" + std::string(spec) + "': " + why);
+  fail(ErrorKind::invalid_input, kDevicesWhere, "device spec '" + std::string(spec) + "': " + why);
 }
 
 // "HOST:PORT" or "[v6addr]:PORT" with a port in 1..65535.
@@ -64,7 +64,7 @@ DeviceSpec parse_device_spec(std::string_view given) {
   const std::string_view spec = trim(given);
   DeviceSpec d;
   d.text = std::string(spec);
-  if (spec.empty()) fail(ErrorKind::invalid_input, kWhere, std::string("empty device spec (known: ") + kKnownForms + ")");
+  if (spec.empty()) fail(ErrorKind::invalid_input, kDevicesWhere, std::string("empty device spec (known: ") + kKnownForms + ")");
   if (spec == "cpu") return d;
   if (spec.substr(0, 4) == "cpu:") {
     d.threads = parse_int(spec.substr(4), 1, kMaxThreads);
@@ -93,7 +93,7 @@ DeviceSpec parse_device_spec(std::string_view given) {
     d.endpoint = (tls ? "tls://" : "") + std::string(rest);
     return d;
   }
-  fail(ErrorKind::invalid_input, kWhere,
+  fail(ErrorKind::invalid_input, kDevicesWhere,
        "unknown device spec '" + std::string(spec) + "' (known: " + kKnownForms + ")");
 }
 
@@ -167,13 +167,13 @@ std::unique_ptr<Device> open_device(const DeviceSpec& spec, const DeviceOptions&
     case DeviceSpecKind::rpc: {
       std::vector<std::unique_ptr<Device>> devices = make_rpc_devices(spec.endpoint, options.rpc);
       if (static_cast<size_t>(spec.index) >= devices.size())
-        fail(ErrorKind::invalid_input, kWhere,
+        fail(ErrorKind::invalid_input, kDevicesWhere,
              "device spec '" + spec.text + "': the worker serves " + std::to_string(devices.size()) + " device" +
                  (devices.size() == 1 ? "" : "s"));
       return std::move(devices[static_cast<size_t>(spec.index)]);
     }
   }
-  fail(ErrorKind::internal, kWhere, "unknown device spec kind");
+  fail(ErrorKind::internal, kDevicesWhere, "unknown device spec kind");
 }
 
 }  // namespace weft

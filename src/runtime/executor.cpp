@@ -11,7 +11,7 @@
 namespace weft::detail {
 namespace {
 
-constexpr const char* kWhere = "model";
+constexpr const char* kExecutorWhere = "model";
 
 using model::LogitRows;
 
@@ -26,7 +26,7 @@ model::ModelLayout layout_for(const GgufFile& file, const Placement& placement, 
   layout.layer_bounds = placement.layer_bounds();
   if (placement.splits_heads()) {
     if (!options.expert_split.empty())
-      fail(ErrorKind::unsupported, kWhere, "an expert split with a placement cut by heads (split one or the other)");
+      fail(ErrorKind::unsupported, kExecutorWhere, "an expert split with a placement cut by heads (split one or the other)");
     layout.tensor_shares = tensor_shares(file, placement);
   }
   layout.expert_split = options.expert_split;
@@ -43,7 +43,7 @@ model::ModelLayout layout_for(const GgufFile& file, const Placement& placement, 
   // The unfused products read the values transposed, which a block type
   // cannot be: a quantized cache is attended to by flash_attn only.
   if (options.cache_type != DType::f16 && !layout.fused_attention)
-    fail(ErrorKind::unsupported, kWhere,
+    fail(ErrorKind::unsupported, kExecutorWhere,
          "a " + std::string(dtype_name(options.cache_type)) + " KV cache needs fused attention, which " +
              (options.fused_attention ? "a device of the placement does not run (an older worker?)"
                                       : std::string("LoadOptions::fused_attention turns off")));
@@ -124,21 +124,21 @@ ExecutorState::~ExecutorState() {
 
 void ExecutorState::check_idle() const {
   for (char busy : slot_in_flight_)
-    if (busy) fail(ErrorKind::invalid_input, kWhere, "an eval while a submit_batch step is in flight (finish_batch first)");
+    if (busy) fail(ErrorKind::invalid_input, kExecutorWhere, "an eval while a submit_batch step is in flight (finish_batch first)");
 }
 
 void ExecutorState::check_tokens(std::span<const int32_t> tokens, int64_t n_past) const {
   check_idle();
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t n_ctx = model_->n_ctx();
-  if (n == 0) fail(ErrorKind::invalid_input, kWhere, "eval needs at least one token");
+  if (n == 0) fail(ErrorKind::invalid_input, kExecutorWhere, "eval needs at least one token");
   if (n_past < 0 || n_past > n_ctx || n > n_ctx - n_past)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kExecutorWhere,
          std::to_string(n) + " tokens after " + std::to_string(n_past) + " do not fit the context of " +
              std::to_string(n_ctx));
   for (int32_t t : tokens)
     if (t < 0 || t >= params().n_vocab)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kExecutorWhere,
            "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(params().n_vocab));
 }
 
@@ -248,7 +248,7 @@ void ExecutorState::check_ring(int64_t n_past, int64_t n) {
   if (n_past == 0) ring_high_ = 0;
   const int64_t oldest = std::max<int64_t>(0, n_past - params().n_swa + 1);
   if (n_past < ring_high_ && oldest + ring_rows < ring_high_)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kExecutorWhere,
          "an eval from position " + std::to_string(n_past) + " after positions up to " +
              std::to_string(ring_high_ - 1) + " were written: the sliding-window ring of " +
              std::to_string(ring_rows) + " rows no longer holds positions from " + std::to_string(oldest) +
@@ -258,7 +258,7 @@ void ExecutorState::check_ring(int64_t n_past, int64_t n) {
 
 void ExecutorState::check_no_ring(const char* what) const {
   if (sliding_ring_rows() > 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kExecutorWhere,
          std::string(what) + " over sequences needs full KV caches, and this model keeps a sliding-window ring of " +
              std::to_string(sliding_ring_rows()) + " rows (load with LoadOptions::sliding_ring_step = 0)");
 }

@@ -11,7 +11,7 @@
 namespace weft::detail {
 namespace {
 
-constexpr const char* kWhere = "model";
+constexpr const char* kExecutorBatchWhere = "model";
 
 using model::BatchToken;
 using model::LogitRows;
@@ -21,24 +21,24 @@ using model::LogitRows;
 std::pair<int64_t, int64_t> ExecutorState::check_batch(std::span<const BatchToken> batch, int64_t n_seq) const {
   check_no_ring("a batch");
   const int64_t n_ctx = model_->n_ctx();
-  if (batch.empty()) fail(ErrorKind::invalid_input, kWhere, "eval_batch needs at least one token");
+  if (batch.empty()) fail(ErrorKind::invalid_input, kExecutorBatchWhere, "eval_batch needs at least one token");
   if (n_seq <= 0 || n_seq > n_ctx || n_ctx % n_seq != 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kExecutorBatchWhere,
          std::to_string(n_seq) + " sequences do not divide the context of " + std::to_string(n_ctx));
   const int64_t seq_ctx = n_ctx / n_seq;
   int64_t n_out = 0, top = 0;
   for (const BatchToken& b : batch) {
     if (b.seq < 0 || b.seq >= n_seq || b.pos < 0 || b.pos >= seq_ctx)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kExecutorBatchWhere,
            "token at position " + std::to_string(b.pos) + " of sequence " + std::to_string(b.seq) + " is outside " +
                std::to_string(n_seq) + " sequences of " + std::to_string(seq_ctx) + " positions");
     if (b.token < 0 || b.token >= params().n_vocab)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kExecutorBatchWhere,
            "token id " + std::to_string(b.token) + " is outside the vocabulary of " + std::to_string(params().n_vocab));
     n_out += b.logits ? 1 : 0;
     top = std::max(top, b.seq * seq_ctx + b.pos + 1);
   }
-  if (n_out == 0) fail(ErrorKind::invalid_input, kWhere, "no token of the batch asks for logits");
+  if (n_out == 0) fail(ErrorKind::invalid_input, kExecutorBatchWhere, "no token of the batch asks for logits");
   return {n_out, top};
 }
 
@@ -57,14 +57,14 @@ int ExecutorState::batch_slots() const { return sched_ ? n_copies_ : 1; }
 
 void ExecutorState::submit_batch(int slot, std::span<const BatchToken> batch, int64_t n_seq) {
   if (slot < 0 || slot >= batch_slots())
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kExecutorBatchWhere,
          "slot " + std::to_string(slot) + " is outside [0, " + std::to_string(batch_slots()) + ")");
   const size_t k = static_cast<size_t>(slot);
   slot_graphs_.resize(static_cast<size_t>(batch_slots()));
   slot_in_flight_.resize(slot_graphs_.size());
   slot_logits_.resize(slot_graphs_.size());
   if (slot_in_flight_[k])
-    fail(ErrorKind::invalid_input, kWhere, "slot " + std::to_string(slot) + " has a step in flight (finish_batch first)");
+    fail(ErrorKind::invalid_input, kExecutorBatchWhere, "slot " + std::to_string(slot) + " has a step in flight (finish_batch first)");
   if (!sched_) {  // one device: the step runs now
     eval_batch(batch, n_seq, slot_logits_[k]);
     slot_in_flight_[k] = 1;
@@ -106,7 +106,7 @@ void ExecutorState::reserve_batch(int64_t n_tokens, int64_t n_out) {
 
 void ExecutorState::finish_batch(int slot, std::vector<float>& logits) {
   if (slot < 0 || slot >= static_cast<int>(slot_in_flight_.size()) || !slot_in_flight_[static_cast<size_t>(slot)])
-    fail(ErrorKind::invalid_input, kWhere, "slot " + std::to_string(slot) + " has no step in flight");
+    fail(ErrorKind::invalid_input, kExecutorBatchWhere, "slot " + std::to_string(slot) + " has no step in flight");
   const size_t k = static_cast<size_t>(slot);
   if (!sched_) {
     logits.swap(slot_logits_[k]);

@@ -6,22 +6,19 @@
 #include <string>
 
 #include "generate_step.h"
+#include "seconds_since.h"
 #include "weft/core/error.h"
 
 namespace weft {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kWhere = "generate";
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+constexpr const char* kGenerateWhere = "generate";
 
 // Checks the eval's answer: the last token's logits.
 std::span<const float> checked(const std::vector<float>& logits, int64_t n_vocab) {
   if (logits.size() != static_cast<size_t>(n_vocab))
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kGenerateWhere,
          "eval returned " + std::to_string(logits.size()) + " logits for the last token of a " +
              std::to_string(n_vocab) + "-token vocabulary");
   return logits;
@@ -34,14 +31,14 @@ namespace detail {
 void check_generation_arguments(const GenerationModel& model, std::span<const int32_t> prompt,
                                 const GenerateOptions& options) {
   if (options.max_tokens < 0)
-    fail(ErrorKind::invalid_input, kWhere, "max_tokens " + std::to_string(options.max_tokens) + " (>= 0)");
-  if (prompt.empty()) fail(ErrorKind::invalid_input, kWhere, "the prompt is empty");
-  if (model.n_vocab <= 0) fail(ErrorKind::invalid_input, kWhere, "a model without a vocabulary");
+    fail(ErrorKind::invalid_input, kGenerateWhere, "max_tokens " + std::to_string(options.max_tokens) + " (>= 0)");
+  if (prompt.empty()) fail(ErrorKind::invalid_input, kGenerateWhere, "the prompt is empty");
+  if (model.n_vocab <= 0) fail(ErrorKind::invalid_input, kGenerateWhere, "a model without a vocabulary");
   if (options.start < 0 || options.start > model.n_ctx)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kGenerateWhere,
          "start " + std::to_string(options.start) + " is outside the context of " + std::to_string(model.n_ctx));
   if (static_cast<int64_t>(prompt.size()) > model.n_ctx - options.start)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kGenerateWhere,
          "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
              std::to_string(model.n_ctx) + (options.start > 0 ? " after " + std::to_string(options.start) + " positions" : ""));
 }

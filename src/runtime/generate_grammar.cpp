@@ -5,12 +5,12 @@
 #include <string>
 
 #include "generate_step.h"
+#include "seconds_since.h"
 #include "weft/core/error.h"
 
 namespace weft::detail {
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
 
 GrammarStep::GrammarStep(const GenerateOptions& options, int64_t n_vocab) {

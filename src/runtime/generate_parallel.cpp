@@ -11,7 +11,7 @@
 namespace weft {
 namespace {
 
-constexpr const char* kWhere = "generate";
+constexpr const char* kGenerateParallelWhere = "generate";
 
 // One sequence's result, filled as the engine calls back.
 class SequenceSink final : public BatchSink {
@@ -41,7 +41,7 @@ std::vector<GenerateResult> run_parallel_generation(const BatchedEval& eval, con
                                                     std::span<const std::vector<int32_t>> prompts,
                                                     const GenerateOptions& options,
                                                     const SequenceTokenCallback& on_token) {
-  if (prompts.empty()) fail(ErrorKind::invalid_input, kWhere, "no prompts");
+  if (prompts.empty()) fail(ErrorKind::invalid_input, kGenerateParallelWhere, "no prompts");
   const int n_seq = static_cast<int>(prompts.size());
   // Every group's first step carries its sequences' whole prompts.
   int64_t prompt_tokens = 0;
@@ -71,14 +71,14 @@ std::vector<GenerateResult> run_parallel_generation(const BatchedEval& eval, con
       if (engine.recover(e)) continue;  // every sequence re-evaluates what it had, then goes on
       engine.fail_all(e.what());
       if (!engine.recovery_error().empty())
-        fail(ErrorKind::disconnected, kWhere, std::string(e.what()) + "; recovery failed: " + engine.recovery_error());
+        fail(ErrorKind::disconnected, kGenerateParallelWhere, std::string(e.what()) + "; recovery failed: " + engine.recovery_error());
       throw;
     }
   }
   std::vector<GenerateResult> out;
   out.reserve(sinks.size());
   for (SequenceSink& q : sinks) {
-    if (q.result.stop == StopReason::failed) fail(ErrorKind::invalid_input, kWhere, q.error);
+    if (q.result.stop == StopReason::failed) fail(ErrorKind::invalid_input, kGenerateParallelWhere, q.error);
     out.push_back(std::move(q.result));
   }
   return out;

@@ -16,7 +16,7 @@ extern char** environ;
 namespace weft {
 namespace {
 
-constexpr const char* kWhere = "child process";
+constexpr const char* kListeningProcessWhere = "child process";
 constexpr const char* kKey = "listening on ";
 
 // The address on the key's line once that line is complete, else "".
@@ -45,7 +45,7 @@ ListeningProcess::ListeningProcess(ListeningProcessOptions options) : options_(s
   for (std::string& s : options_.argv) args.push_back(s.data());
   args.push_back(nullptr);
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) fail(ErrorKind::out_of_memory, kWhere, std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) fail(ErrorKind::out_of_memory, kListeningProcessWhere, std::string("pipe: ") + std::strerror(errno));
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ == 0) {
@@ -62,7 +62,7 @@ ListeningProcess::ListeningProcess(ListeningProcessOptions options) : options_(s
   ::close(fds[1]);
   if (pid_ < 0) {
     ::close(fds[0]);
-    fail(ErrorKind::out_of_memory, kWhere, std::string("fork: ") + std::strerror(errno));
+    fail(ErrorKind::out_of_memory, kListeningProcessWhere, std::string("fork: ") + std::strerror(errno));
   }
   out_ = fds[0];
   std::string out;
@@ -84,7 +84,7 @@ ListeningProcess::ListeningProcess(ListeningProcessOptions options) : options_(s
   address_ = address_in(out);
   if (address_.empty()) {
     const int status = stop();
-    fail(ErrorKind::disconnected, kWhere,
+    fail(ErrorKind::disconnected, kListeningProcessWhere,
          options_.program + " did not report where it listens (status " + std::to_string(status) + ", printed '" +
              out.substr(0, 500) + "')");
   }

@@ -11,14 +11,14 @@
 namespace weft {
 namespace {
 
-constexpr const char* kWhere = "placement";
+constexpr const char* kPlacementWhere = "placement";
 
 class WeightsPolicy final : public PlacementPolicy {
  public:
   explicit WeightsPolicy(std::vector<double> w) : w_(std::move(w)) { (void)weft::layer_bounds(w_, 0); }  // validates
   std::vector<int64_t> layer_bounds(const PlacementInput& in) const override {
     if (!in.free_bytes.empty() && in.free_bytes.size() != w_.size())
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kPlacementWhere,
            "the split has " + std::to_string(w_.size()) + " weights for " + std::to_string(in.free_bytes.size()) +
                " devices");
     return weft::layer_bounds(w_, in.n_layer);
@@ -40,7 +40,7 @@ class WeightsPolicy final : public PlacementPolicy {
 class FreeMemoryPolicy final : public PlacementPolicy {
  public:
   std::vector<int64_t> layer_bounds(const PlacementInput& in) const override {
-    if (in.free_bytes.empty()) fail(ErrorKind::invalid_input, kWhere, "no devices to place layers on");
+    if (in.free_bytes.empty()) fail(ErrorKind::invalid_input, kPlacementWhere, "no devices to place layers on");
     std::vector<double> w;
     double total = 0;
     for (size_t f : in.free_bytes) {
@@ -72,14 +72,14 @@ std::vector<double> parse_split(const std::string& spec, size_t n_parts, const s
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
     if (item.empty() || *end != '\0' || !(v >= 0) || v > 1e18)
-      fail(ErrorKind::invalid_input, kWhere, flag + " '" + spec + "': '" + item + "' is not a weight >= 0");
+      fail(ErrorKind::invalid_input, kPlacementWhere, flag + " '" + spec + "': '" + item + "' is not a weight >= 0");
     w.push_back(v);
     start = comma + 1;
   }
   double total = 0;
   for (double v : w) total += v;
   if (w.size() != n_parts || !(total > 0))
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kPlacementWhere,
          flag + " '" + spec + "' needs " + std::to_string(n_parts) +
              " weights (one per device, the host first), not all zero");
   return w;
@@ -98,22 +98,22 @@ std::vector<std::vector<double>> parse_split_groups(const std::string& spec, siz
     start = slash + 1;
   }
   if (count != n_parts)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kPlacementWhere,
          flag + " '" + spec + "' has " + std::to_string(count) + " weights for " + std::to_string(n_parts) +
              " devices (one per device, the host first; '/' between groups)");
   return groups;
 }
 
 std::vector<int64_t> layer_bounds(const std::vector<double>& w, int64_t n_layer) {
-  if (w.empty()) fail(ErrorKind::invalid_input, kWhere, "no devices to place layers on");
-  if (n_layer < 0) fail(ErrorKind::invalid_input, kWhere, "negative layer count " + std::to_string(n_layer));
+  if (w.empty()) fail(ErrorKind::invalid_input, kPlacementWhere, "no devices to place layers on");
+  if (n_layer < 0) fail(ErrorKind::invalid_input, kPlacementWhere, "negative layer count " + std::to_string(n_layer));
   double total = 0;
   for (double v : w) {
     if (!(v >= 0) || !std::isfinite(v))
-      fail(ErrorKind::invalid_input, kWhere, "a layer weight of " + std::to_string(v) + " (finite, >= 0)");
+      fail(ErrorKind::invalid_input, kPlacementWhere, "a layer weight of " + std::to_string(v) + " (finite, >= 0)");
     total += v;
   }
-  if (!(total > 0) || !std::isfinite(total)) fail(ErrorKind::invalid_input, kWhere, "every layer weight is zero");
+  if (!(total > 0) || !std::isfinite(total)) fail(ErrorKind::invalid_input, kPlacementWhere, "every layer weight is zero");
   std::vector<int64_t> bounds{0};
   double sum = 0;
   for (double v : w) {

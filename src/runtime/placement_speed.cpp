@@ -14,7 +14,7 @@
 namespace weft {
 namespace {
 
-constexpr const char* kWhere = "placement";
+constexpr const char* kPlacementSpeedWhere = "placement";
 constexpr int kHost = -1;          // this host, in a chain of hops
 constexpr size_t kTokenBytes = 4;  // what goes to device 0: the token id
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -105,7 +105,7 @@ void add_expert_split(TimePrediction& t, std::span<const int64_t> bounds, const 
   for (int64_t e : experts) sum += e >= 0 ? e : -1;
   if (experts.size() != n || c.n_expert <= 0 || sum != c.n_expert ||
       c.layer_expert_read_bytes.size() != static_cast<size_t>(in.n_layer))
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kPlacementSpeedWhere,
          "cannot predict an expert split of " + std::to_string(experts.size()) + " counts for " + std::to_string(n) +
              " devices and a model of " + std::to_string(c.n_expert) + " experts");
   std::vector<double> part(n);
@@ -155,14 +155,14 @@ double stage_seconds(const TimePrediction& t) {
 
 TimePrediction predict_time(std::span<const int64_t> bounds, const PlacementInput& in, std::span<const int64_t> experts) {
   if (const std::string why = missing(in); !why.empty())
-    fail(ErrorKind::invalid_input, kWhere, "cannot predict the time per token: " + why);
+    fail(ErrorKind::invalid_input, kPlacementSpeedWhere, "cannot predict the time per token: " + why);
   const size_t n = in.speeds.size();
   if (bounds.size() != n + 1 || bounds.front() != 0 || bounds.back() != in.n_layer)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kPlacementSpeedWhere,
          std::to_string(bounds.size()) + " layer bounds for " + std::to_string(n) + " devices");
   for (size_t d = 0; d < n; ++d)
     if (bounds[d] > bounds[d + 1])
-      fail(ErrorKind::invalid_input, kWhere, "layer bounds decrease at device " + std::to_string(d));
+      fail(ErrorKind::invalid_input, kPlacementSpeedWhere, "layer bounds decrease at device " + std::to_string(d));
   const Prefix p(in.costs);
   const int o = output_device(in);
   TimePrediction t;

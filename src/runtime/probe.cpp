@@ -18,7 +18,7 @@
 namespace weft {
 namespace {
 
-constexpr const char* kWhere = "probe";
+constexpr const char* kProbeWhere = "probe";
 constexpr int kMaxRoundTrips = 5;
 constexpr int kMaxComputes = 8;  // products in one timed batch
 constexpr int kBatches = 3;      // timed batches of products, at least; the fastest kept
@@ -154,12 +154,12 @@ DeviceSpeed probe_device(Device& device, const ProbeOptions& o) {
   const size_t free = device.memory().free;
   const size_t bytes = free > 0 ? std::min(o.weight_bytes, free / 4) : o.weight_bytes;
   if (bytes < kMinWeightBytes)
-    fail(ErrorKind::out_of_memory, kWhere,
+    fail(ErrorKind::out_of_memory, kProbeWhere,
          name + " reports " + format_bytes(free) + " free: too little to measure its speed");
   std::unique_ptr<Product> p = build(device, o.weight_type, o.row_length, bytes);
   if (!p) p = build(device, DType::f32, o.row_length, bytes);
   if (!p)
-    fail(ErrorKind::unsupported, kWhere,
+    fail(ErrorKind::unsupported, kProbeWhere,
          name + " runs no matrix-vector product of rows of " + std::to_string(o.row_length) + " (" +
              std::string(dtype_name(o.weight_type)) + " or f32)");
   std::vector<Tensor*> tensors;
@@ -169,7 +169,7 @@ DeviceSpeed probe_device(Device& device, const ProbeOptions& o) {
   buf->clear(kFill);
   s.seconds_per_byte = compute_seconds(*backend, p->graph, rtt, o.seconds) / static_cast<double>(p->w->nbytes());
   if (!(s.seconds_per_byte > 0) || !std::isfinite(s.seconds_per_byte))
-    fail(ErrorKind::internal, kWhere, name + ": measured " + std::to_string(s.seconds_per_byte) + " s per byte");
+    fail(ErrorKind::internal, kProbeWhere, name + ": measured " + std::to_string(s.seconds_per_byte) + " s per byte");
   return s;
 }
 

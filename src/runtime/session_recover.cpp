@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "seconds_since.h"
 #include "weft/core/error.h"
 #include "weft/rpc/client.h"
 #include "weft/runtime/session.h"
@@ -16,8 +17,6 @@ namespace weft {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // spec ("a,b,c", one weight per device; with groups, "a,b/c": see
 // parse_split_groups) without the entries at lost; a group left empty goes.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "seconds_since.h"
 #include "weft/core/error.h"
 #include "weft/runtime/session.h"
 
@@ -17,8 +18,6 @@ namespace weft {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Decoded tokens measured on the placement without the lost workers before
 // the rule is weighed: one token's time alone is too noisy.

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "generate_step.h"
+#include "seconds_since.h"
 #include "speculative_draw.h"
 #include "weft/core/error.h"
 #include "weft/runtime/session.h"
@@ -23,17 +24,15 @@ namespace weft {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kWhere = "speculative";
+constexpr const char* kSpeculativeWhere = "speculative";
 constexpr int kMaxDraft = static_cast<int>(model::kSlidingRingStep) - 1;  // a round's step fits a sliding ring
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 using detail::draw_from;
 using detail::speculative_uniform;
 
 void check_rows(const std::vector<float>& logits, size_t rows, int64_t n_vocab, const char* who) {
   if (logits.size() != rows * static_cast<size_t>(n_vocab))
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kSpeculativeWhere,
          std::string(who) + "'s eval returned " + std::to_string(logits.size()) + " logits for " +
              std::to_string(rows) + " rows of a " + std::to_string(n_vocab) + "-token vocabulary");
 }
@@ -41,13 +40,13 @@ void check_rows(const std::vector<float>& logits, size_t rows, int64_t n_vocab, 
 void check_arguments(const GenerationModel& target, const GenerationModel& draft, const GenerateOptions& options,
                      const SpeculativeOptions& speculative) {
   if (speculative.draft_max < 1 || speculative.draft_max > kMaxDraft)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kSpeculativeWhere,
          "draft_max " + std::to_string(speculative.draft_max) + " (1 to " + std::to_string(kMaxDraft) + ")");
   if (target.n_vocab != draft.n_vocab)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kSpeculativeWhere,
          "the draft model has " + std::to_string(draft.n_vocab) + " logits per token, the target " +
              std::to_string(target.n_vocab));
-  if (options.grammar) fail(ErrorKind::invalid_input, kWhere, "a grammar with a draft model (not supported)");
+  if (options.grammar) fail(ErrorKind::invalid_input, kSpeculativeWhere, "a grammar with a draft model (not supported)");
 }
 
 // One speculative generation: the state the rounds share.

@@ -19,7 +19,6 @@ int BackendSet::backend_for_buffer(const BufferType& bt) const {
 
 namespace {
 
-const Tensor* root_of(const Tensor* t) { return t->view_src ? t->view_src : t; }
 
 class Passes {
  public:
@@ -61,15 +60,15 @@ class Passes {
         a_[node] = pin->second;
         continue;
       }
-      const Tensor* root = root_of(node);
+      const Tensor* root = node->view_root();
       if (root != node && root->buffer != nullptr) {  // writes or views bound memory
         const int b = set_.backend_for_buffer(root->buffer->type());
         if (b >= 0 && (op_is_view(node->op) || set_.supports(b, *node))) a_[node] = b;
         continue;
       }
       for (const Tensor* s : node->src) {
-        if (s == nullptr || !root_of(s)->has_flag(kFlagWeight) || root_of(s)->buffer == nullptr) continue;
-        const int b = set_.backend_for_buffer(root_of(s)->buffer->type());
+        if (s == nullptr || !s->view_root()->has_flag(kFlagWeight) || s->view_root()->buffer == nullptr) continue;
+        const int b = set_.backend_for_buffer(s->view_root()->buffer->type());
         if (b >= 0 && set_.supports(b, *node)) {
           a_[node] = b;
           break;
@@ -105,7 +104,7 @@ class Passes {
   void upgrade() {
     for (Tensor* node : g_.nodes()) {
       auto it = a_.find(node);
-      if (it == a_.end() || pins_.count(node) || op_is_view(node->op) || root_of(node) != node) continue;
+      if (it == a_.end() || pins_.count(node) || op_is_view(node->op) || node->view_root() != node) continue;
       for (int b = 0; b < it->second; ++b) {
         if (set_.buffer_of_backend[static_cast<size_t>(b)] == set_.buffer_of_backend[static_cast<size_t>(it->second)] &&
             set_.supports(b, *node)) {
@@ -129,7 +128,7 @@ class Passes {
     for (Tensor* node : g_.nodes()) {
       if (op_is_view(node->op)) continue;
       for (const Tensor* s : node->src) {
-        if (s != nullptr && !assigned(root_of(s))) a_[root_of(s)] = a_.at(node);
+        if (s != nullptr && !assigned(s->view_root())) a_[s->view_root()] = a_.at(node);
       }
     }
     for (Tensor* leaf : g_.leafs()) {
@@ -137,7 +136,7 @@ class Passes {
     }
     place_writers_with_their_memory();
     for (Tensor* node : g_.nodes()) {
-      if (op_is_view(node->op)) a_[node] = a_.at(root_of(node));
+      if (op_is_view(node->op)) a_[node] = a_.at(node->view_root());
     }
   }
 
@@ -146,7 +145,7 @@ class Passes {
   // a leaf not yet placed, else the writer moves to the memory.
   void place_writers_with_their_memory() {
     for (Tensor* node : g_.nodes()) {
-      const Tensor* root = root_of(node);
+      const Tensor* root = node->view_root();
       if (op_is_view(node->op) || root == node) continue;
       const int b = a_.at(node);
       const BufferType& memory = root->buffer ? root->buffer->type()

@@ -11,7 +11,6 @@
 namespace weft::detail {
 namespace {
 
-const Tensor* root_of(const Tensor* t) { return t->view_src ? t->view_src : t; }
 
 class SplitBuilder {
  public:
@@ -43,7 +42,7 @@ class SplitBuilder {
       if (!view) {
         for (const Tensor* src : node->src) {
           if (src == nullptr) continue;
-          const auto it = run_of.find(root_of(src));
+          const auto it = run_of.find(src->view_root());
           if (it != run_of.end() && runs[static_cast<size_t>(it->second)].first != b) reads.push_back(it->second);
         }
       }
@@ -59,7 +58,7 @@ class SplitBuilder {
       runs.back().second.push_back(node);
       if (!view) {
         computes = true;
-        run_of[root_of(node)] = static_cast<int>(runs.size()) - 1;
+        run_of[node->view_root()] = static_cast<int>(runs.size()) - 1;
       }
     }
     for (const auto& [backend, nodes] : runs) {
@@ -69,7 +68,7 @@ class SplitBuilder {
       for (Tensor* node : nodes) {
         if (op_is_view(node->op)) continue;
         for (Tensor* s : node->src) {
-          if (s != nullptr && !set_.can_read(backend, memory_of(root_of(s)))) copy_for(s);
+          if (s != nullptr && !set_.can_read(backend, memory_of(s->view_root()))) copy_for(s);
         }
       }
       for (Tensor* node : nodes) add_node(node);
@@ -96,7 +95,7 @@ class SplitBuilder {
 
   // What the current split's clones use in place of the caller's tensor s.
   Tensor* resolve(Tensor* s) {
-    const Tensor* root = root_of(s);
+    const Tensor* root = s->view_root();
     const int producer = last_writer_.count(root) ? last_writer_.at(root) : -1;
     const int producer_backend = producer >= 0 ? plan_.splits[static_cast<size_t>(producer)].backend : a_.at(root);
     // Read after its split's graph ran, directly or by a copy: an output of
@@ -129,7 +128,7 @@ class SplitBuilder {
 
   // The current split's copy of s's root, made on first request.
   Tensor* copy_for(const Tensor* s) {
-    Tensor* root = const_cast<Tensor*>(root_of(s));
+    Tensor* root = const_cast<Tensor*>(s->view_root());
     const int producer = last_writer_.count(root) ? last_writer_.at(root) : -1;
     const int producer_backend = producer >= 0 ? plan_.splits[static_cast<size_t>(producer)].backend : a_.at(root);
     auto [it, fresh] = copies_.try_emplace(root, nullptr);
@@ -173,7 +172,7 @@ class SplitBuilder {
     if (node->view_src != nullptr) clone->view_src = exec_tensor(node->view_src);
     plan_.clone_of[node] = clone;
     append(clone);
-    if (!op_is_view(node->op)) last_writer_[root_of(node)] = current();
+    if (!op_is_view(node->op)) last_writer_[node->view_root()] = current();
   }
 
   static void add_unique(std::vector<int>& v, int x) {

@@ -9,7 +9,7 @@
 namespace weft::serve {
 namespace {
 
-constexpr const char* kWhere = "chat";
+constexpr const char* kConversationWhere = "chat";
 
 nlohmann::ordered_json message(const char* role, std::string_view content) {
   nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -26,7 +26,7 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 
 Conversation::Conversation(Session& session, const ChatTemplate& tpl, ConversationOptions options)
     : session_(session), template_(tpl), options_(std::move(options)) {
-  if (!session_.loaded()) fail(ErrorKind::invalid_input, kWhere, "the session's model is not loaded");
+  if (!session_.loaded()) fail(ErrorKind::invalid_input, kConversationWhere, "the session's model is not loaded");
   if (!options_.system.empty()) messages_.push_back(message("system", options_.system));
 }
 
@@ -48,7 +48,7 @@ std::string Conversation::render(const nlohmann::ordered_json& messages) const {
   try {
     return template_.render(vars);
   } catch (const Error& e) {
-    fail(e.kind(), kWhere, std::string("the chat template: ") + e.what());
+    fail(e.kind(), kConversationWhere, std::string("the chat template: ") + e.what());
   }
 }
 
@@ -69,7 +69,7 @@ std::vector<int32_t> Conversation::encode_turn(std::string_view text, std::strin
   const bool spells_special = !content.empty() && tok.encode(content, false, true) != tok.encode(content, false, false);
   const size_t at = spells_special ? text.rfind(content) : std::string_view::npos;
   if (spells_special && at == std::string_view::npos)
-    fail(ErrorKind::invalid_input, kWhere, "the message spells a special token in text the chat template rewrites");
+    fail(ErrorKind::invalid_input, kConversationWhere, "the message spells a special token in text the chat template rewrites");
   if (at == std::string_view::npos) {
     append(text, true);
   } else {
@@ -97,7 +97,7 @@ Reply Conversation::say(std::string_view user, const TokenCallback& on_token) {
     const std::vector<int32_t> more = encode_turn(std::string_view(prompt).substr(covered_.size()), user, false);
     fresh.insert(fresh.end(), more.begin(), more.end());
   }
-  if (fresh.empty()) fail(ErrorKind::invalid_input, kWhere, "the chat template rendered nothing new for this turn");
+  if (fresh.empty()) fail(ErrorKind::invalid_input, kConversationWhere, "the chat template rendered nothing new for this turn");
   const int64_t start = restart ? 0 : static_cast<int64_t>(cached_.size());
   // The new tokens and at least one of the reply must fit.
   if (start + static_cast<int64_t>(fresh.size()) >= capacity()) {

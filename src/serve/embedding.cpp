@@ -10,7 +10,7 @@
 namespace weft::serve {
 
 namespace {
-constexpr const char* kWhere = "embeddings";
+constexpr const char* kEmbeddingWhere = "embeddings";
 }  // namespace
 
 std::optional<Pooling> pooling_of_file(int64_t pooling_type) {
@@ -40,7 +40,7 @@ const char* pooling_name(Pooling p) {
 
 std::vector<float> pool_normalized(std::span<const float> rows, size_t n_embd, Pooling pooling) {
   if (n_embd == 0 || rows.empty() || rows.size() % n_embd != 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kEmbeddingWhere,
          std::to_string(rows.size()) + " hidden values are not whole rows of " + std::to_string(n_embd));
   const size_t n = rows.size() / n_embd;
   std::vector<double> sum(n_embd, 0.0);

@@ -12,7 +12,7 @@ namespace weft::serve {
 
 namespace {
 
-constexpr const char* kWhere = "serve";
+constexpr const char* kEngineWhere = "serve";
 // How often an idle engine with a device missing asks whether it is back.
 constexpr auto kRejoinPoll = std::chrono::milliseconds(500);
 
@@ -138,7 +138,7 @@ class Engine::Active final : public BatchSink {
 namespace {
 
 Session& loaded(Session& s) {
-  if (!s.loaded()) fail(ErrorKind::invalid_input, kWhere, "the engine needs a loaded session");
+  if (!s.loaded()) fail(ErrorKind::invalid_input, kEngineWhere, "the engine needs a loaded session");
   return s;
 }
 
@@ -149,7 +149,7 @@ BatchEngineOptions batch_options(const EngineOptions& o) {
   b.pipelined = o.pipelined;
   b.decode_together = true;
   if (o.draft) {
-    if (!o.draft->loaded()) fail(ErrorKind::invalid_input, kWhere, "the engine needs a loaded draft session");
+    if (!o.draft->loaded()) fail(ErrorKind::invalid_input, kEngineWhere, "the engine needs a loaded draft session");
     Session* draft = o.draft;
     b.draft.eval = [draft](std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits) {
       logits = draft->eval(tokens, n_past, model::LogitRows::last);
@@ -221,12 +221,12 @@ std::shared_ptr<Request> Engine::submit(Job job) {
 }
 
 std::vector<std::shared_ptr<Request>> Engine::submit_group(std::vector<Job> jobs) {
-  if (jobs.empty()) fail(ErrorKind::invalid_input, kWhere, "a group of no jobs");
+  if (jobs.empty()) fail(ErrorKind::invalid_input, kEngineWhere, "a group of no jobs");
   for (const Job& job : jobs) batch_.check(batch_job(job, trie_));  // throws naming what is wrong
   std::vector<std::shared_ptr<Request>> requests;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) fail(ErrorKind::disconnected, kWhere, "the server is stopping");
+    if (stop_) fail(ErrorKind::disconnected, kEngineWhere, "the server is stopping");
     // Free slots take requests at once; beyond them max_queue may wait.
     const size_t free_slots = static_cast<size_t>(metrics_.slots - metrics_.slots_busy);
     if (queue_.size() + embed_queue_.size() + jobs.size() > options_.max_queue + free_slots) {

@@ -8,7 +8,7 @@
 namespace weft::serve {
 
 namespace {
-constexpr const char* kWhere = "embeddings";
+constexpr const char* kEngineEmbedWhere = "embeddings";
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
@@ -28,20 +28,20 @@ void EmbedRequest::set(EmbedResult r) {
 }
 
 std::shared_ptr<EmbedRequest> Engine::submit_embed(EmbedJob job) {
-  if (job.inputs.empty()) fail(ErrorKind::invalid_input, kWhere, "no inputs to embed");
+  if (job.inputs.empty()) fail(ErrorKind::invalid_input, kEngineEmbedWhere, "no inputs to embed");
   for (size_t i = 0; i < job.inputs.size(); ++i) {
     BatchJob probe;
     probe.prompt = job.inputs[i];
     try {
       batch_.check(probe);
     } catch (const Error& e) {
-      fail(ErrorKind::invalid_input, kWhere, "input " + std::to_string(i) + ": " + e.what());
+      fail(ErrorKind::invalid_input, kEngineEmbedWhere, "input " + std::to_string(i) + ": " + e.what());
     }
   }
   auto request = std::make_shared<EmbedRequest>();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) fail(ErrorKind::disconnected, kWhere, "the server is stopping");
+    if (stop_) fail(ErrorKind::disconnected, kEngineEmbedWhere, "the server is stopping");
     const size_t free_slots = static_cast<size_t>(metrics_.slots - metrics_.slots_busy);
     if (queue_.size() + embed_queue_.size() + 1 > options_.max_queue + free_slots) {
       ++metrics_.requests_rejected;
@@ -108,7 +108,7 @@ EmbedResult Engine::embed(const EmbedJob& job) {
   for (const std::vector<int32_t>& tokens : job.inputs) {
     const std::vector<float> rows = batch_.hidden_states(tokens);
     if (rows.size() != tokens.size() * n_embd)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kEngineEmbedWhere,
            std::to_string(rows.size()) + " hidden values for " + std::to_string(tokens.size()) + " tokens of width " +
                std::to_string(n_embd));
     r.vectors.push_back(pool_normalized(rows, n_embd, job.pooling));

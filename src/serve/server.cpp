@@ -18,7 +18,7 @@ namespace weft::serve {
 
 namespace {
 
-constexpr const char* kWhere = "serve";
+constexpr const char* kServerWhere = "serve";
 
 std::string sha256(const std::string& s) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -40,11 +40,11 @@ namespace {
 // HTTPS when the options name a certificate and key, else HTTP.
 std::unique_ptr<httplib::Server> make_http(const ServeOptions& o) {
   if (o.tls_cert.empty() != o.tls_key.empty())
-    fail(ErrorKind::invalid_input, kWhere, "--tls-cert and --tls-key go together");
+    fail(ErrorKind::invalid_input, kServerWhere, "--tls-cert and --tls-key go together");
   if (o.tls_cert.empty()) return std::make_unique<httplib::Server>();
   auto https = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
   if (!https->is_valid())
-    fail(ErrorKind::invalid_input, kWhere, "cannot serve HTTPS with " + o.tls_cert + " and " + o.tls_key +
+    fail(ErrorKind::invalid_input, kServerWhere, "cannot serve HTTPS with " + o.tls_cert + " and " + o.tls_key +
                                                " (not a readable PEM certificate and its key)");
   return https;
 }
@@ -55,29 +55,29 @@ Server::Impl::Impl(ServeOptions o) : options(std::move(o)), http_owner(make_http
 
 Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   const ServeOptions& o = impl_->options;
-  if (o.parallel < 1 || o.parallel > 256) fail(ErrorKind::invalid_input, kWhere, "--parallel must be in [1, 256]");
+  if (o.parallel < 1 || o.parallel > 256) fail(ErrorKind::invalid_input, kServerWhere, "--parallel must be in [1, 256]");
   if (o.ctx_size < o.parallel || o.ctx_size % o.parallel != 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kServerWhere,
          "--ctx-size " + std::to_string(o.ctx_size) + " must be a positive multiple of --parallel " +
              std::to_string(o.parallel) + " (each slot gets ctx-size / parallel positions)");
-  if (o.port < 0 || o.port > 65535) fail(ErrorKind::invalid_input, kWhere, "--port must be in [0, 65535]");
-  if (o.http_threads < 2) fail(ErrorKind::invalid_input, kWhere, "http_threads must be at least 2");
-  if (o.max_tokens < 0) fail(ErrorKind::invalid_input, kWhere, "--max-tokens must not be negative");
-  if (o.max_queue > 1024) fail(ErrorKind::invalid_input, kWhere, "--max-queue must be at most 1024");
-  if (o.max_choices < 1 || o.max_choices > 128) fail(ErrorKind::invalid_input, kWhere, "--max-choices must be in [1, 128]");
+  if (o.port < 0 || o.port > 65535) fail(ErrorKind::invalid_input, kServerWhere, "--port must be in [0, 65535]");
+  if (o.http_threads < 2) fail(ErrorKind::invalid_input, kServerWhere, "http_threads must be at least 2");
+  if (o.max_tokens < 0) fail(ErrorKind::invalid_input, kServerWhere, "--max-tokens must not be negative");
+  if (o.max_queue > 1024) fail(ErrorKind::invalid_input, kServerWhere, "--max-queue must be at most 1024");
+  if (o.max_choices < 1 || o.max_choices > 128) fail(ErrorKind::invalid_input, kServerWhere, "--max-choices must be in [1, 128]");
   if (!(o.request_timeout_seconds > 0 && o.request_timeout_seconds <= 1e7))
-    fail(ErrorKind::invalid_input, kWhere, "--timeout must be in (0, 1e7] seconds");
+    fail(ErrorKind::invalid_input, kServerWhere, "--timeout must be in (0, 1e7] seconds");
   if (!o.draft.model.empty() && (o.draft_max < 1 || o.draft_max > 64))
-    fail(ErrorKind::invalid_input, kWhere, "--draft-max must be in [1, 64]");
-  if (o.read_timeout_seconds < 1) fail(ErrorKind::invalid_input, kWhere, "read_timeout_seconds must be at least 1");
+    fail(ErrorKind::invalid_input, kServerWhere, "--draft-max must be in [1, 64]");
+  if (o.read_timeout_seconds < 1) fail(ErrorKind::invalid_input, kServerWhere, "read_timeout_seconds must be at least 1");
   if (!is_loopback_host(o.host) && o.api_key.empty() && !o.insecure)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kServerWhere,
          "serving on " + o.host + " (not loopback) needs --api-key-file, or --insecure to serve without a key");
   // cpp-httplib percent-decodes header values: a key with '%' (or bytes a
   // client would have to escape) could never match as sent.
   for (unsigned char c : o.api_key)
     if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '+' || c == '/' || c == '='))
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kServerWhere,
            "the API key (--api-key-file) may hold letters, digits and - _ . ~ + / = only");
   impl_->model_name = o.model_name.empty() ? std::filesystem::path(o.session.model).stem().string() : o.model_name;
   if (!o.api_key.empty()) impl_->key_digest = sha256(o.api_key);
@@ -101,10 +101,10 @@ void Server::start() {
   s.http.set_keep_alive_timeout(5);
   if (o.port == 0) {
     s.port = s.http.bind_to_any_port(o.host);
-    if (s.port <= 0) fail(ErrorKind::invalid_input, kWhere, "cannot bind " + o.host + " to any port");
+    if (s.port <= 0) fail(ErrorKind::invalid_input, kServerWhere, "cannot bind " + o.host + " to any port");
   } else {
     if (!s.http.bind_to_port(o.host, o.port))
-      fail(ErrorKind::invalid_input, kWhere, "cannot bind " + o.host + ":" + std::to_string(o.port));
+      fail(ErrorKind::invalid_input, kServerWhere, "cannot bind " + o.host + ":" + std::to_string(o.port));
     s.port = o.port;
   }
   s.watchdog.start(s.port, std::chrono::seconds(o.read_timeout_seconds));

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/quant_any.h"
 #include "quant_vectors.h"
 #include "weft/core/dtype.h"
 #include "weft/core/quant.h"
@@ -39,19 +40,8 @@ constexpr const char* kRowKinds[] = {"zeros and signed zeros",    "constant posi
                                      "alternating signs",         "rounding midpoints, zero sub-blocks"};
 constexpr size_t kRowCount = sizeof kRowKinds / sizeof kRowKinds[0];
 
-// q4_0 and q8_0 are weft dtypes (the KV cache's and the weights' codecs);
-// every other type goes through quant.h.
-void quantize_any(uint32_t id, const float* in, void* blocks, int64_t n) {
-  if (id == 2) return from_f32(DType::q4_0, in, blocks, n);
-  if (id == 8) return from_f32(DType::q8_0, in, blocks, n);
-  quantize_row_reference(id, in, blocks, n);
-}
-
-void dequantize_any(uint32_t id, const void* blocks, float* out, int64_t n) {
-  if (id == 2) return to_f32(DType::q4_0, blocks, out, n);
-  if (id == 8) return to_f32(DType::q8_0, blocks, out, n);
-  dequantize_row(id, blocks, out, n);
-}
+using test::dequantize_any;
+using test::quantize_any;
 
 TEST(QuantEdgeCases, CoverEveryWrittenTypeAndEveryCase) {
   std::set<uint32_t> ids;

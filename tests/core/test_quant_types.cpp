@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/quant/blocks.h"
+#include "core/quant_any.h"
 #include "quant_vectors.h"
 #include "weft/core/dtype.h"
 #include "weft/core/error.h"
@@ -34,18 +35,8 @@ using test::quant_vectors;
 using test::VectorRow;
 using test::VectorType;
 
-// q4_0 and q8_0 are weft dtypes; every other type goes through quant.h.
-void dequantize_any(uint32_t id, const void* blocks, float* out, int64_t n) {
-  if (id == 2) return to_f32(DType::q4_0, blocks, out, n);
-  if (id == 8) return to_f32(DType::q8_0, blocks, out, n);
-  dequantize_row(id, blocks, out, n);
-}
-
-void quantize_any(uint32_t id, const float* in, void* blocks, int64_t n) {
-  if (id == 2) return from_f32(DType::q4_0, in, blocks, n);
-  if (id == 8) return from_f32(DType::q8_0, in, blocks, n);
-  quantize_row_reference(id, in, blocks, n);
-}
+using test::dequantize_any;
+using test::quantize_any;
 
 uint32_t bits(float f) {
   uint32_t u;

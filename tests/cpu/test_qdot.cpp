@@ -135,7 +135,7 @@ std::vector<double> act_error_bound(ActType a, const float* x, int64_t n) {
 
 // One tile's operands: 4 weight rows spaced `stride` bytes (not a multiple of
 // 4 past the row), 4 activation rows at odd (but legal) alignments.
-struct Operands {
+struct DotOperands {
   int64_t n = 0;
   size_t stride = 0;
   std::vector<uint8_t> w_raw;
@@ -145,8 +145,8 @@ struct Operands {
   const void* xq[kTileCols] = {};
 };
 
-Operands make_operands(DType t, int64_t n, uint32_t seed) {
-  Operands o;
+DotOperands make_dot_operands(DType t, int64_t n, uint32_t seed) {
+  DotOperands o;
   o.n = n;
   const size_t row = row_bytes(t, n);
   o.stride = row + 34;
@@ -173,7 +173,7 @@ Operands make_operands(DType t, int64_t n, uint32_t seed) {
 
 // Checks every tile shape of every level's kernel for one type and length.
 void check_tiles(Level l, DType t, int64_t n, uint32_t seed) {
-  const Operands o = make_operands(t, n, seed);
+  const DotOperands o = make_dot_operands(t, n, seed);
   const ActType a = act_of(t);
   // want_q: with the quantized activations the kernels see; the products of
   // integers and scales are exact, so only float summation (relative ~1e-7 of

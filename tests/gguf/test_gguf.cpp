@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sanitized.h"
+#include "temp_dir.h"
 #include "weft/core/dtype.h"
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
@@ -27,16 +28,7 @@ using namespace weft;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("weft_gguf_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using weft::test::TempDir;
 
 std::vector<uint8_t> read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

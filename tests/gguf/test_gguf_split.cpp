@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 
@@ -21,16 +22,7 @@ using namespace weft;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("weft_gguf_split_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using weft::test::TempDir;
 
 // Opening must fail with invalid_input and a message containing every needle.
 void expect_refused(const std::string& path, const std::vector<std::string>& needles) {
@@ -111,10 +103,10 @@ TEST(GgufSplit, ReadsIndependentPythonSplitSet) {
 }
 
 // A writer with 5 f32 tensors of 32, 64, 160, 96 and 32 bytes.
-struct Model {
+struct SplitModel {
   std::vector<std::vector<float>> data;
   GgufWriter w;
-  Model() {
+  SplitModel() {
     w.set_string("general.architecture", "llama");
     w.set_u32("llama.block_count", 2);
     w.set_u16("split.count", 9);  // a stale split key: replaced, not copied
@@ -154,7 +146,7 @@ void expect_standard_layout(const std::vector<std::string>& paths, const std::ve
 
 TEST(GgufSplit, WriterCutsAsTheStandardTool) {
   TempDir dir;
-  Model m;
+  SplitModel m;
   const std::string prefix = dir.file("m");
   // --split-max-tensors 2: a new part at tensors 2 and 4.
   std::vector<std::string> paths = m.w.write_split(prefix, GgufSplitLimits{0, 2});

@@ -29,10 +29,10 @@ using weft::LayerPlacement;
 using weft::model::LlamaModel;
 using weft::Executor;
 
-constexpr double kTolerance = 1e-4;  // as test_families.cpp: f32 through a few layers
+constexpr double kDeepseekTolerance = 1e-4;  // as test_families.cpp: f32 through a few layers
 
 // Every eval of the case's reference through m, each token's logits within
-// kTolerance; returns the largest normalized error.
+// kDeepseekTolerance; returns the largest normalized error.
 double check_against_reference(Executor& m, const family_files::Reference& ref) {
   double worst = 0;
   for (const family_files::Eval& ev : ref.evals) {
@@ -43,18 +43,18 @@ double check_against_reference(Executor& m, const family_files::Reference& ref) 
       const size_t at = t * static_cast<size_t>(ref.n_vocab);
       const double err = family_files::normalized_error(&logits[at], &ev.logits[at], ref.n_vocab);
       worst = std::max(worst, err);
-      EXPECT_LE(err, kTolerance) << "n_past " << ev.n_past << ", token " << t;
+      EXPECT_LE(err, kDeepseekTolerance) << "n_past " << ev.n_past << ", token " << t;
     }
   }
   return worst;
 }
 
-struct Case {
+struct MlaCase {
   std::unique_ptr<weft::GgufFile> file;
   family_files::Reference ref;
 };
 
-Case open_case(const std::string& name) {
+MlaCase open_case(const std::string& name) {
   const auto dir = family_files::dir();
   return {weft::GgufFile::open((dir / (name + ".gguf")).string()), family_files::read_reference(dir / (name + ".ref"))};
 }
@@ -64,7 +64,7 @@ class Deepseek2 : public ::testing::TestWithParam<std::string> {};
 // One cache tensor per layer, a row of latent and rope key per position; no
 // value cache.
 TEST_P(Deepseek2, CachesTheLatentOnly) {
-  Case c = open_case(GetParam());
+  MlaCase c = open_case(GetParam());
   auto cpu = weft::make_cpu_device(2);
   Executor m(*c.file, *cpu, c.ref.n_ctx);
   const auto& p = m.params();
@@ -82,7 +82,7 @@ TEST_P(Deepseek2, CachesTheLatentOnly) {
 // file's attn_k_b / attn_v_b, cut from its attn_kv_b at load (f32 copies):
 // per layer 4 heads x (16 x 32 + 32 x 12) floats for deepseek2_lite.
 TEST_P(Deepseek2, WeightsCutAtLoadAreCopiedBesideTheMapping) {
-  Case c = open_case(GetParam());
+  MlaCase c = open_case(GetParam());
   auto cpu = weft::make_cpu_device(2);
   Executor m(*c.file, *cpu, c.ref.n_ctx);
   const auto plan = LlamaModel::plan(*c.file, std::vector<int64_t>{0, m.params().n_layer}, c.ref.n_ctx);
@@ -93,7 +93,7 @@ TEST_P(Deepseek2, WeightsCutAtLoadAreCopiedBesideTheMapping) {
 // The unfused products (soft_max over mul_mat, values a packed transposed
 // copy of the latent columns) match the reference as flash_attn does.
 TEST_P(Deepseek2, UnfusedAttentionMatchesReference) {
-  Case c = open_case(GetParam());
+  MlaCase c = open_case(GetParam());
   auto cpu = weft::make_cpu_device(2);
   weft::model::LoadOptions o;
   o.fused_attention = false;
@@ -106,7 +106,7 @@ TEST_P(Deepseek2, UnfusedAttentionMatchesReference) {
 // Routed experts cut between this CPU and a worker (the leading dense layer
 // has none to cut), with the layers after the first on the worker too.
 TEST_P(Deepseek2, ExpertSplitOverAWorkerMatchesReference) {
-  Case c = open_case(GetParam());
+  MlaCase c = open_case(GetParam());
   auto cpu = weft::make_cpu_device(2);
   weft::testing::LocalWorkers workers{1};
   auto remote = weft::make_rpc_devices(workers.endpoint(0));
@@ -130,7 +130,7 @@ TEST_P(Deepseek2, ExpertSplitOverAWorkerMatchesReference) {
 // latent rows in its own part of the cache, every token's logits as the
 // reference's for that prompt.
 TEST_P(Deepseek2, BatchOfTwoSequencesMatchesReference) {
-  Case c = open_case(GetParam());
+  MlaCase c = open_case(GetParam());
   auto cpu = weft::make_cpu_device(2);
   Executor m(*c.file, *cpu, c.ref.n_ctx);
   const family_files::Eval& prompt = c.ref.evals.front();
@@ -144,7 +144,7 @@ TEST_P(Deepseek2, BatchOfTwoSequencesMatchesReference) {
   ASSERT_EQ(logits.size(), 2 * n * vocab);
   for (size_t b = 0; b < 2 * n; ++b)
     EXPECT_LE(family_files::normalized_error(&logits[b * vocab], &prompt.logits[(b % n) * vocab], c.ref.n_vocab),
-              kTolerance)
+              kDeepseekTolerance)
         << "batch token " << b;
 }
 

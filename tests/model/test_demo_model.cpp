@@ -13,6 +13,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "model/llama_reference.h"
+#include "temp_dir.h"
 #include "weft/backend/cpu.h"
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
@@ -27,17 +29,8 @@ namespace fs = std::filesystem;
 using weft::model::DemoModelSpec;
 using weft::model::Tokenizer;
 
-struct TempFile {
-  std::string path;
-  explicit TempFile(const std::string& name)
-      : path((fs::temp_directory_path() / ("weft_demo_" + std::to_string(::getpid()) + "_" + name)).string()) {}
-  ~TempFile() { fs::remove(path); }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using llama_reference::TempFile;
+using weft::test::read_bytes;
 
 // A written model's file, tokenizer and vocabulary strings.
 struct Written {

@@ -22,7 +22,7 @@ using weft::model::LlamaModel;
 using weft::Executor;
 namespace fs = std::filesystem;
 
-constexpr double kTolerance = 1e-4;  // as test_families.cpp
+constexpr double kGptOssTolerance = 1e-4;  // as test_families.cpp
 
 fs::path gguf() { return family_files::dir() / "gptoss.gguf"; }
 
@@ -75,7 +75,7 @@ TEST(GptOss, BothAttentionPathsMatchTheReference) {
     Executor m(*file, *cpu, ref.n_ctx, {}, o);
     EXPECT_EQ(m.fused_attention(), fused);
     const double worst = worst_error(m, ref);
-    EXPECT_LE(worst, kTolerance);
+    EXPECT_LE(worst, kGptOssTolerance);
     std::printf("gptoss %s: largest normalized error %.3g\n", fused ? "fused" : "unfused", worst);
   }
 }

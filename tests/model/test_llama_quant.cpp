@@ -26,8 +26,8 @@ using llama_reference::TempFile;
 using weft::DType;
 
 // Rows of 256 values so the 256-value types fit every product.
-constexpr int64_t kVocab = 64, kDim = 256, kLayers = 2, kHeads = 4, kHeadsKv = 2, kFf = 512;
-constexpr int64_t kHeadDim = kDim / kHeads;
+constexpr int64_t kQuantVocab = 64, kQuantDim = 256, kQuantLayers = 2, kQuantHeads = 4, kQuantHeadsKv = 2, kQuantFf = 512;
+constexpr int64_t kQuantHeadDim = kQuantDim / kQuantHeads;
 
 // The product weights take these types in turn (the 14 matrices of two
 // layers plus the output cover all 12 at least once); the embedding is q4_K.
@@ -36,7 +36,7 @@ constexpr DType kRotation[] = {DType::q4_K, DType::q6_K,  DType::q5_K, DType::q3
                                DType::q5_1, DType::iq4_nl};
 
 struct MixedModel {
-  llama_reference::Shape shape{"llama", kVocab, kDim, kLayers, kHeads, kHeadsKv, kFf};
+  llama_reference::Shape shape{"llama", kQuantVocab, kQuantDim, kQuantLayers, kQuantHeads, kQuantHeadsKv, kQuantFf};
   llama_reference::RefTensors t;
   std::vector<DType> used;
 
@@ -55,21 +55,21 @@ struct MixedModel {
     auto weight = [&](const std::string& name, std::vector<int64_t> ne) {
       add(name, std::move(ne), false, kRotation[next++ % std::size(kRotation)]);
     };
-    add("token_embd.weight", {kDim, kVocab}, false, DType::q4_K);
-    add("output_norm.weight", {kDim}, true, DType::f32);
-    for (int64_t i = 0; i < kLayers; ++i) {
+    add("token_embd.weight", {kQuantDim, kQuantVocab}, false, DType::q4_K);
+    add("output_norm.weight", {kQuantDim}, true, DType::f32);
+    for (int64_t i = 0; i < kQuantLayers; ++i) {
       const std::string b = "blk." + std::to_string(i) + ".";
-      add(b + "attn_norm.weight", {kDim}, true, DType::f32);
-      weight(b + "attn_q.weight", {kDim, kHeads * kHeadDim});
-      weight(b + "attn_k.weight", {kDim, kHeadsKv * kHeadDim});
-      weight(b + "attn_v.weight", {kDim, kHeadsKv * kHeadDim});
-      weight(b + "attn_output.weight", {kHeads * kHeadDim, kDim});
-      add(b + "ffn_norm.weight", {kDim}, true, DType::f32);
-      weight(b + "ffn_gate.weight", {kDim, kFf});
-      weight(b + "ffn_up.weight", {kDim, kFf});
-      weight(b + "ffn_down.weight", {kFf, kDim});
+      add(b + "attn_norm.weight", {kQuantDim}, true, DType::f32);
+      weight(b + "attn_q.weight", {kQuantDim, kQuantHeads * kQuantHeadDim});
+      weight(b + "attn_k.weight", {kQuantDim, kQuantHeadsKv * kQuantHeadDim});
+      weight(b + "attn_v.weight", {kQuantDim, kQuantHeadsKv * kQuantHeadDim});
+      weight(b + "attn_output.weight", {kQuantHeads * kQuantHeadDim, kQuantDim});
+      add(b + "ffn_norm.weight", {kQuantDim}, true, DType::f32);
+      weight(b + "ffn_gate.weight", {kQuantDim, kQuantFf});
+      weight(b + "ffn_up.weight", {kQuantDim, kQuantFf});
+      weight(b + "ffn_down.weight", {kQuantFf, kQuantDim});
     }
-    weight("output.weight", {kDim, kVocab});
+    weight("output.weight", {kQuantDim, kQuantVocab});
     llama_reference::write_model(path, shape, t);
   }
 
@@ -78,9 +78,9 @@ struct MixedModel {
   std::vector<std::vector<double>> forward(const std::vector<int32_t>& tokens) const {
     return llama_reference::forward(shape, t, tokens, [&](int64_t l, const std::vector<double>& h) {
       const std::string b = "blk." + std::to_string(l) + ".";
-      auto g = llama_reference::matvec(v(b + "ffn_gate.weight"), h, kFf);
-      llama_reference::swiglu(g, llama_reference::matvec(v(b + "ffn_up.weight"), h, kFf));
-      return llama_reference::matvec(v(b + "ffn_down.weight"), g, kDim);
+      auto g = llama_reference::matvec(v(b + "ffn_gate.weight"), h, kQuantFf);
+      llama_reference::swiglu(g, llama_reference::matvec(v(b + "ffn_up.weight"), h, kQuantFf));
+      return llama_reference::matvec(v(b + "ffn_down.weight"), g, kQuantDim);
     });
   }
 };
@@ -118,7 +118,7 @@ TEST(LlamaQuant, SplitOverWorkerMatchesCpu) {
   weft::rpc::Worker worker(std::vector<weft::Device*>{worker_cpu.get()}, o);
   worker.start();
   auto remote = weft::make_rpc_devices("127.0.0.1:" + std::to_string(worker.port()));
-  std::vector<weft::LayerPlacement> placement = {{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kLayers}};
+  std::vector<weft::LayerPlacement> placement = {{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kQuantLayers}};
   weft::Executor m(*file, placement, 16);
   const std::vector<float> split = m.eval(tokens, 0);
   ASSERT_EQ(split.size(), local.size());

@@ -30,12 +30,12 @@ using weft::model::LlamaModel;
 using weft::Executor;
 using weft::model::LogitRows;
 
-constexpr int64_t kCtx = 64;
-constexpr int kSteps = 4;
+constexpr int64_t kLinkCtx = 64;
+constexpr int kLinkSteps = 4;
 
 struct Traffic {
   std::vector<int32_t> tokens;
-  // Per generated token, averaged over kSteps: what the host read from the
+  // Per generated token, averaged over kLinkSteps: what the host read from the
   // first worker, sent to the second, and its round trips to both.
   double from_first = 0, to_second = 0, round_trips = 0;
 };
@@ -48,7 +48,7 @@ Traffic run(const weft::GgufFile& file, bool peer_links) {
   auto wa = weft::make_rpc_devices(a, o);
   auto wb = weft::make_rpc_devices(b, o);
   const std::vector<LayerPlacement> pl{{wa.at(0).get(), 0, 1}, {wb.at(0).get(), 1, 2}};
-  Executor m(file, pl, kCtx);
+  Executor m(file, pl, kLinkCtx);
   const int vocab = static_cast<int>(m.params().n_vocab);
   Traffic t;
   std::vector<float> logits;
@@ -57,15 +57,15 @@ Traffic run(const weft::GgufFile& file, bool peer_links) {
   int32_t next = weft::model::greedy(logits.data(), vocab);
   m.eval({&next, 1}, n_past++, logits, LogitRows::last);  // the first single-token graphs are sent whole
   const weft::RpcStats a0 = weft::rpc_stats(a), b0 = weft::rpc_stats(b);
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < kLinkSteps; ++step) {
     next = weft::model::greedy(logits.data(), vocab);
     t.tokens.push_back(next);
     m.eval({&next, 1}, n_past++, logits, LogitRows::last);
   }
   const weft::RpcStats a1 = weft::rpc_stats(a), b1 = weft::rpc_stats(b);
-  t.from_first = static_cast<double>(a1.bytes_received - a0.bytes_received) / kSteps;
-  t.to_second = static_cast<double>(b1.bytes_sent - b0.bytes_sent) / kSteps;
-  t.round_trips = static_cast<double>(a1.round_trips - a0.round_trips + b1.round_trips - b0.round_trips) / kSteps;
+  t.from_first = static_cast<double>(a1.bytes_received - a0.bytes_received) / kLinkSteps;
+  t.to_second = static_cast<double>(b1.bytes_sent - b0.bytes_sent) / kLinkSteps;
+  t.round_trips = static_cast<double>(a1.round_trips - a0.round_trips + b1.round_trips - b0.round_trips) / kLinkSteps;
   EXPECT_EQ(a1.peer_link_failure, "");
   return t;
 }

@@ -30,9 +30,9 @@ using weft::model::LlamaModel;
 using weft::Executor;
 using weft::model::LogitRows;
 
-constexpr int64_t kCtx = 128;
+constexpr int64_t kPromptCtx = 128;
 constexpr int kPromptTokens = 45;  // 5 micro-batches of 8, then 5 tokens
-constexpr int kSteps = 5;
+constexpr int kPromptSteps = 5;
 
 struct Generated {
   std::vector<int32_t> tokens;             // greedy after the prompt
@@ -47,7 +47,7 @@ Generated generate(Executor& m) {
   std::vector<float> logits;
   m.eval(prompt, 0, logits, LogitRows::last);
   int64_t n_past = kPromptTokens;
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < kPromptSteps; ++step) {
     r.logits.push_back(logits);
     const int32_t next = weft::model::greedy(logits.data() + logits.size() - static_cast<size_t>(vocab), vocab);
     r.tokens.push_back(next);
@@ -79,7 +79,7 @@ TEST_F(PipelinedPrompt, MicroBatchesMatchOneBatchOnEveryMix) {
   auto cpu = weft::make_cpu_device(2);
   Generated ref;
   {
-    Executor m(*file, *cpu, kCtx);
+    Executor m(*file, *cpu, kPromptCtx);
     ref = generate(m);
   }
   auto w0 = weft::make_rpc_devices(endpoint(0));
@@ -102,7 +102,7 @@ TEST_F(PipelinedPrompt, MicroBatchesMatchOneBatchOnEveryMix) {
                    pl[0].device->name());
       weft::model::LoadOptions o;
       o.pipeline_micro_batch = micro;
-      Executor m(*file, pl, kCtx, {}, o);
+      Executor m(*file, pl, kPromptCtx, {}, o);
       const Generated got = generate(m);
       EXPECT_EQ(got.tokens, ref.tokens);
       ASSERT_EQ(got.logits.size(), ref.logits.size());
@@ -147,7 +147,7 @@ TEST_F(PipelinedPrompt, MicroBatchesKeepBothStagesBusyAtOnce) {
       const std::vector<LayerPlacement> pl{{r0.at(0).get(), 0, 2}, {r1.at(0).get(), 2, 4}};
       weft::model::LoadOptions o;
       o.pipeline_micro_batch = micro;
-      Executor m(*file, pl, kCtx, {}, o);
+      Executor m(*file, pl, kPromptCtx, {}, o);
       std::vector<float> logits;
       m.eval(prompt, 0, logits, LogitRows::last);
       ASSERT_EQ(logits.size(), 600u);
@@ -171,13 +171,13 @@ TEST_F(PipelinedPrompt, MicroBatchesKeepBothStagesBusyAtOnce) {
 TEST_F(PipelinedPrompt, NoLogitRowsFillTheCacheOnly) {
   auto file = weft::GgufFile::open(path_);
   auto cpu = weft::make_cpu_device(2);
-  Executor m(*file, *cpu, kCtx);
+  Executor m(*file, *cpu, kPromptCtx);
   const std::vector<int32_t> prompt{1, 9, 17, 33, 65};
   std::vector<float> logits{1.0f};
   m.eval(std::span(prompt).first(4), 0, logits, LogitRows::none);
   EXPECT_TRUE(logits.empty());
   m.eval(std::span(prompt).last(1), 4, logits, LogitRows::last);
-  Executor whole(*file, *cpu, kCtx);
+  Executor whole(*file, *cpu, kPromptCtx);
   std::vector<float> ref;
   whole.eval(prompt, 0, ref, LogitRows::last);
   ASSERT_EQ(logits.size(), ref.size());

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sanitized.h"
+#include "temp_dir.h"
 #include "weft/core/error.h"
 #include "weft/core/quant.h"
 #include "weft/core/splitmix64.h"
@@ -37,27 +38,9 @@ using weft::model::QuantizeOptions;
 using weft::model::QuantMix;
 
 // A fresh folder per test, removed with everything in it.
-struct TempDir {
-  fs::path dir;
-  explicit TempDir(const std::string& name)
-      : dir(fs::temp_directory_path() / ("weft_quantize_" + std::to_string(::getpid()) + "_" + name)) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& f) const { return (dir / f).string(); }
-  std::vector<std::string> files() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
+using weft::test::TempDir;
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using weft::test::read_bytes;
 
 struct ModelSpec {
   int64_t n_layer = 2, n_embd = 256, n_ff = 352, n_vocab = 300, n_head = 4, n_head_kv = 1;

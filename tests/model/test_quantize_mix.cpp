@@ -27,7 +27,7 @@ using weft::model::QuantModelFacts;
 using weft::model::QuantTensorDesc;
 using weft::model::QuantTensorPlan;
 
-struct Spec {
+struct MixSpec {
   std::string arch = "llama";
   int64_t n_layer = 32, n_embd = 4096, n_ff = 11008, n_vocab = 32000;
   int64_t n_head = 32, n_head_kv = 32;
@@ -36,7 +36,7 @@ struct Spec {
   bool qkv_bias = false;  // qwen2
 };
 
-QuantModelFacts facts_of(const Spec& s) { return {s.arch, s.n_layer, s.n_head, s.n_head_kv, s.n_expert}; }
+QuantModelFacts facts_of(const MixSpec& s) { return {s.arch, s.n_layer, s.n_head, s.n_head_kv, s.n_expert}; }
 
 QuantTensorDesc desc(const std::string& name, std::initializer_list<int64_t> ne) {
   QuantTensorDesc d;
@@ -47,7 +47,7 @@ QuantTensorDesc desc(const std::string& name, std::initializer_list<int64_t> ne)
 }
 
 // The tensors of a llama-family GGUF, in the order converters write them.
-std::vector<QuantTensorDesc> tensors_of(const Spec& s) {
+std::vector<QuantTensorDesc> tensors_of(const MixSpec& s) {
   const int64_t kv = s.n_embd / s.n_head * s.n_head_kv;
   std::vector<QuantTensorDesc> t;
   t.push_back(desc("token_embd.weight", {s.n_embd, s.n_vocab}));
@@ -107,7 +107,7 @@ struct Plan {
   std::map<std::string, QuantTensorPlan> by_name;
   int64_t n_layer = 0;
 
-  Plan(const Spec& s, QuantMix mix, bool pure = false, bool shuffle = false) : n_layer(s.n_layer) {
+  Plan(const MixSpec& s, QuantMix mix, bool pure = false, bool shuffle = false) : n_layer(s.n_layer) {
     std::vector<QuantTensorDesc> t = tensors_of(s);
     if (shuffle) std::shuffle(t.begin(), t.end(), std::mt19937(7));
     const std::vector<QuantTensorPlan> p = weft::model::plan_quant_types(facts_of(s), t, mix, pure);
@@ -130,7 +130,7 @@ struct Row {
   std::string q, k, v, o, gate, up, down;
 };
 
-void expect_rows(const Spec& s, const std::vector<Row>& rows, const std::string& moe_infix = "") {
+void expect_rows(const MixSpec& s, const std::vector<Row>& rows, const std::string& moe_infix = "") {
   for (const Row& r : rows) {
     SCOPED_TRACE(std::string(weft::model::quant_mix_info(r.mix).name));
     const Plan p(s, r.mix);
@@ -163,7 +163,7 @@ const std::string kMore32_6_4 = "6666446446446446446446446446" "6666";
 const std::string kMore32_6_5 = "6666556556556556556556556556" "6666";
 
 TEST(QuantizeMix, Llama2_7B) {  // 32 layers, no GQA, rows of 4096 and 11008 (both multiples of 256)
-  const Spec s;
+  const MixSpec s;
   expect_rows(s, {
       // mix            embd out  q    k    v                        o    gate up   down
       {QuantMix::Q2_K,   '2', '6', "2", "2", "3",                      "3", "2", "2", "3"},
@@ -191,7 +191,7 @@ TEST(QuantizeMix, Llama2_7B) {  // 32 layers, no GQA, rows of 4096 and 11008 (bo
 }
 
 TEST(QuantizeMix, Llama3_8B_GroupedQueryAttention) {  // n_gqa 4 changes attn_v in Q2_K and the IQ4 mixes
-  Spec s;
+  MixSpec s;
   s.n_head_kv = 8;
   s.n_ff = 14336;
   s.n_vocab = 128256;
@@ -204,7 +204,7 @@ TEST(QuantizeMix, Llama3_8B_GroupedQueryAttention) {  // n_gqa 4 changes attn_v 
 }
 
 TEST(QuantizeMix, Llama70B_RaisesAttnV) {  // 80 layers with GQA: attn_v q3_K/q4_K become q5_K
-  Spec s;
+  MixSpec s;
   s.n_layer = 80;
   s.n_embd = 8192;
   s.n_ff = 28672;
@@ -234,7 +234,7 @@ TEST(QuantizeMix, Llama70B_RaisesAttnV) {  // 80 layers with GQA: attn_v q3_K/q4
 }
 
 TEST(QuantizeMix, Qwen2TiedEmbeddingsAndFallbacks) {  // 24 layers, rows of 896: K-quants fall back
-  Spec s;
+  MixSpec s;
   s.arch = "qwen2";
   s.n_layer = 24;
   s.n_embd = 896;
@@ -265,7 +265,7 @@ TEST(QuantizeMix, Qwen2TiedEmbeddingsAndFallbacks) {  // 24 layers, rows of 896:
 }
 
 TEST(QuantizeMix, Mixtral8Experts) {  // 8 experts: attn_v/attn_k q8_0, attn_output q5_K in the low mixes
-  Spec s;
+  MixSpec s;
   s.n_head_kv = 8;
   s.n_ff = 14336;
   s.n_expert = 8;
@@ -285,7 +285,7 @@ TEST(QuantizeMix, Mixtral8Experts) {  // 8 experts: attn_v/attn_k q8_0, attn_out
 }
 
 TEST(QuantizeMix, FourExpertsUseTheDenseRulesByLayerName) {
-  Spec s;
+  MixSpec s;
   s.n_layer = 16;
   s.n_head_kv = 8;
   s.n_expert = 4;
@@ -295,14 +295,14 @@ TEST(QuantizeMix, FourExpertsUseTheDenseRulesByLayerName) {
 }
 
 TEST(QuantizeMix, DecisionsDoNotDependOnFileOrder) {
-  for (const Spec& s : {Spec{}, Spec{"llama", 32, 4096, 14336, 32000, 32, 8, 8, false, false}}) {
+  for (const MixSpec& s : {MixSpec{}, MixSpec{"llama", 32, 4096, 14336, 32000, 32, 8, 8, false, false}}) {
     const Plan a(s, QuantMix::Q4_K_M), b(s, QuantMix::Q4_K_M, false, true);
     for (const auto& [name, plan] : a.by_name) EXPECT_EQ(code(plan), b.of(name)) << name;
   }
 }
 
 TEST(QuantizeMix, TwoLayers) {  // the shape of the file tests' model: rows of 256 and 512
-  Spec s;
+  MixSpec s;
   s.n_layer = 2;
   s.n_embd = 256;
   s.n_ff = 512;
@@ -319,7 +319,7 @@ TEST(QuantizeMix, TwoLayers) {  // the shape of the file tests' model: rows of 2
 }
 
 TEST(QuantizeMix, PureGivesTheBaseTypeThenTheFallback) {
-  Spec s;
+  MixSpec s;
   const Plan p(s, QuantMix::Q4_K_M, /*pure=*/true);
   for (const auto& [name, plan] : p.by_name) {
     const bool kept = name.find("norm") != std::string::npos;

@@ -40,7 +40,7 @@ using weft::model::LlamaModel;
 using weft::Executor;
 using weft::model::LoadOptions;
 
-constexpr int64_t kCtx = 256;
+constexpr int64_t kCacheCtx = 256;
 const LoadOptions kQ8{.cache_type = DType::q8_0};
 
 using family_files::normalized_error;
@@ -57,7 +57,7 @@ class QuantizedCache : public ::testing::Test {
     spec.n_head = 4;
     spec.n_head_kv = 2;
     spec.n_ff = 256;
-    spec.n_ctx = kCtx;
+    spec.n_ctx = kCacheCtx;
     weft::model::write_demo_model((*dir_ / "hd32.gguf").string(), spec);
   }
   static void TearDownTestSuite() {
@@ -85,8 +85,8 @@ fs::path* QuantizedCache::dir_ = nullptr;
 TEST_F(QuantizedCache, PerplexityAndLogitsFollowTheF16Cache) {
   auto file = weft::GgufFile::open(path());
   auto cpu = weft::make_cpu_device(2);
-  Executor f16(*file, *cpu, kCtx);
-  Executor q8(*file, *cpu, kCtx, {}, kQ8);
+  Executor f16(*file, *cpu, kCacheCtx);
+  Executor q8(*file, *cpu, kCacheCtx, {}, kQ8);
   ASSERT_EQ(q8.cache_type(), DType::q8_0);
   ASSERT_EQ(q8.model().layer(0).k_cache->type, DType::q8_0);
   const int64_t vocab = f16.params().n_vocab;
@@ -237,9 +237,9 @@ TEST_F(QuantizedCache, SplitOverAWorkerAndAnIsolatedDeviceMatchesOneCpu) {
   ao.isolated_memory = true;
   auto isolated = weft::make_async_device(ao);
 
-  Executor one(*file, *cpu, kCtx, {}, kQ8);
+  Executor one(*file, *cpu, kCacheCtx, {}, kQ8);
   const std::vector<LayerPlacement> pl{{remote.at(0).get(), 0, 1}, {isolated.get(), 1, 2}};
-  Executor split(*file, pl, kCtx, {}, kQ8);
+  Executor split(*file, pl, kCacheCtx, {}, kQ8);
   ASSERT_TRUE(split.fused_attention());
   const int64_t vocab = one.params().n_vocab;
   std::vector<int32_t> seq = tokens(12, vocab);
@@ -259,14 +259,14 @@ TEST_F(QuantizedCache, SplitOverAWorkerAndAnIsolatedDeviceMatchesOneCpu) {
 TEST_F(QuantizedCache, HoldsThirtyFourBytesPerThirtyTwoValues) {
   auto file = weft::GgufFile::open(path());
   const std::vector<int64_t> bounds{0, 2};
-  const size_t f16 = LlamaModel::plan(*file, bounds, kCtx)[0].kv_cache_bytes;
-  const size_t q8 = LlamaModel::plan(*file, bounds, kCtx, DType::q8_0)[0].kv_cache_bytes;
-  // 2 layers x (K and V) x 2 kv heads x kCtx positions x one 32-value head.
-  EXPECT_EQ(f16, size_t{2} * 2 * 2 * kCtx * 32 * 2);
-  EXPECT_EQ(q8, size_t{2} * 2 * 2 * kCtx * 34);
+  const size_t f16 = LlamaModel::plan(*file, bounds, kCacheCtx)[0].kv_cache_bytes;
+  const size_t q8 = LlamaModel::plan(*file, bounds, kCacheCtx, DType::q8_0)[0].kv_cache_bytes;
+  // 2 layers x (K and V) x 2 kv heads x kCacheCtx positions x one 32-value head.
+  EXPECT_EQ(f16, size_t{2} * 2 * 2 * kCacheCtx * 32 * 2);
+  EXPECT_EQ(q8, size_t{2} * 2 * 2 * kCacheCtx * 34);
   auto cpu = weft::make_cpu_device(1);
-  Executor m(*file, *cpu, kCtx, {}, kQ8);
-  EXPECT_EQ(m.model().layer(1).v_cache->nbytes(), size_t{2} * kCtx * 34);
+  Executor m(*file, *cpu, kCacheCtx, {}, kQ8);
+  EXPECT_EQ(m.model().layer(1).v_cache->nbytes(), size_t{2} * kCacheCtx * 34);
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -284,10 +284,10 @@ TEST_F(QuantizedCache, RefusesWhatItCannotHold) {
   auto file = weft::GgufFile::open(path());
   auto cpu = weft::make_cpu_device(1);
   const LoadOptions unfused{.fused_attention = false, .cache_type = DType::q8_0};
-  EXPECT_NE(error_of([&] { Executor m(*file, *cpu, kCtx, {}, unfused); }).find("needs fused attention"),
+  EXPECT_NE(error_of([&] { Executor m(*file, *cpu, kCacheCtx, {}, unfused); }).find("needs fused attention"),
             std::string::npos);
   const LoadOptions q4{.cache_type = DType::q4_0};
-  EXPECT_NE(error_of([&] { Executor m(*file, *cpu, kCtx, {}, q4); }).find("q4_0 is not one of f16, q8_0"),
+  EXPECT_NE(error_of([&] { Executor m(*file, *cpu, kCacheCtx, {}, q4); }).find("q4_0 is not one of f16, q8_0"),
             std::string::npos);
 
   // Head size 16: half a block per head.

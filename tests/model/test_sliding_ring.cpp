@@ -29,14 +29,14 @@ using weft::Executor;
 using weft::model::LoadOptions;
 using weft::model::LogitRows;
 
-constexpr int64_t kCtx = 256;
+constexpr int64_t kRingCtx = 256;
 constexpr int64_t kStep = 8;      // ring rows: window + 7 rounded up to 32
 // Normalized error per token. The ring sums a window's rows in another order
 // than full caches, and f32 noise moves the odd cached value to the next
 // f16 step: measured up to 1.5e-4 over these prompts, as much as full
 // caches' fused against unfused attention (1.6e-4). A wrong row seen or
 // missed costs ~1e-1.
-constexpr double kTolerance = 1e-3;
+constexpr double kRingTolerance = 1e-3;
 
 LoadOptions ring_options(int64_t step) {
   LoadOptions o;
@@ -74,21 +74,21 @@ class SlidingRing : public ::testing::TestWithParam<std::string> {
 TEST_P(SlidingRing, MatchesFullCaches) {
   auto f = file();
   auto cpu = weft::make_cpu_device(2);
-  Executor ring(*f, *cpu, kCtx, {}, ring_options(kStep));
-  Executor full(*f, *cpu, kCtx, {}, ring_options(0));
+  Executor ring(*f, *cpu, kRingCtx, {}, ring_options(kStep));
+  Executor full(*f, *cpu, kRingCtx, {}, ring_options(0));
   ASSERT_EQ(ring.sliding_ring_rows(), 32);
   ASSERT_EQ(full.sliding_ring_rows(), 0);
   const int64_t n_vocab = ring.params().n_vocab;
   const std::vector<int32_t> tokens = random_tokens(120, n_vocab, 7);
   const std::span<const int32_t> prompt(tokens.data(), 80);
   const double prompt_error = worst_error(ring.eval(prompt, 0, LogitRows::all), full.eval(prompt, 0, LogitRows::all), n_vocab);
-  EXPECT_LE(prompt_error, kTolerance);
+  EXPECT_LE(prompt_error, kRingTolerance);
   double worst = 0;
   for (int64_t pos = 80; pos < 120; ++pos) {
     const std::span<const int32_t> one(&tokens[static_cast<size_t>(pos)], 1);
     worst = std::max(worst, worst_error(ring.eval(one, pos), full.eval(one, pos), n_vocab));
   }
-  EXPECT_LE(worst, kTolerance);
+  EXPECT_LE(worst, kRingTolerance);
   std::printf("%s: ring of 32 rows vs full caches: prompt %.3g, steps %.3g\n", GetParam().c_str(), prompt_error,
               worst);
 }
@@ -99,14 +99,14 @@ TEST_P(SlidingRing, MatchesFullCaches) {
 TEST_P(SlidingRing, ReusedPrefixWithinTheRingOnly) {
   auto f = file();
   auto cpu = weft::make_cpu_device(2);
-  Executor ring(*f, *cpu, kCtx, {}, ring_options(kStep));
-  Executor full(*f, *cpu, kCtx, {}, ring_options(0));
+  Executor ring(*f, *cpu, kRingCtx, {}, ring_options(kStep));
+  Executor full(*f, *cpu, kRingCtx, {}, ring_options(0));
   const int64_t n_vocab = ring.params().n_vocab;
   const std::vector<int32_t> tokens = random_tokens(100, n_vocab, 11);
   (void)ring.eval(tokens, 0, LogitRows::none);
   (void)full.eval(tokens, 0, LogitRows::none);
   const std::vector<int32_t> other = random_tokens(3, n_vocab, 12);
-  EXPECT_LE(worst_error(ring.eval(other, 97), full.eval(other, 97), n_vocab), kTolerance);
+  EXPECT_LE(worst_error(ring.eval(other, 97), full.eval(other, 97), n_vocab), kRingTolerance);
   try {
     (void)ring.eval(other, 50);
     ADD_FAILURE() << "an eval from position 50 after 100 was accepted";
@@ -114,7 +114,7 @@ TEST_P(SlidingRing, ReusedPrefixWithinTheRingOnly) {
     EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
     EXPECT_NE(std::string(e.what()).find("sliding-window ring of 32 rows"), std::string::npos) << e.what();
   }
-  EXPECT_LE(worst_error(ring.eval(other, 0, LogitRows::all), full.eval(other, 0, LogitRows::all), n_vocab), kTolerance);
+  EXPECT_LE(worst_error(ring.eval(other, 0, LogitRows::all), full.eval(other, 0, LogitRows::all), n_vocab), kRingTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sliding, SlidingRing,
@@ -133,21 +133,21 @@ TEST(SlidingRingSplit, PipelinedOverAWorker) {
   worker.start();
   auto remote = weft::make_rpc_devices("127.0.0.1:" + std::to_string(worker.port()));
   const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, 6}};
-  Executor ring(*f, pl, kCtx, {}, ring_options(kStep));
-  Executor full(*f, pl, kCtx, {}, ring_options(0));
+  Executor ring(*f, pl, kRingCtx, {}, ring_options(kStep));
+  Executor full(*f, pl, kRingCtx, {}, ring_options(0));
   const int64_t n_vocab = ring.params().n_vocab;
   const std::vector<int32_t> tokens = random_tokens(120, n_vocab, 5);
   EXPECT_LE(worst_error(ring.eval(tokens, 0, LogitRows::last), full.eval(tokens, 0, LogitRows::last), n_vocab),
-            kTolerance);
+            kRingTolerance);
   const int32_t next = 42;
-  EXPECT_LE(worst_error(ring.eval({&next, 1}, 120), full.eval({&next, 1}, 120), n_vocab), kTolerance);
+  EXPECT_LE(worst_error(ring.eval({&next, 1}, 120), full.eval({&next, 1}, 120), n_vocab), kRingTolerance);
 }
 
 // A batch over sequences needs full caches: refused by name.
 TEST(SlidingRingBatch, BatchesAreRefused) {
   auto f = weft::GgufFile::open((family_files::dir() / "gemma2.gguf").string());
   auto cpu = weft::make_cpu_device(1);
-  Executor ring(*f, *cpu, kCtx, {}, ring_options(kStep));
+  Executor ring(*f, *cpu, kRingCtx, {}, ring_options(kStep));
   std::vector<weft::model::BatchToken> batch{{5, 0, 0, true}, {6, 0, 1, true}};
   std::vector<float> logits;
   try {

@@ -16,13 +16,14 @@
 #include <vector>
 
 #include "model/family_files.h"
+#include "temp_dir.h"
 #include "weft/backend/cpu.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
-#include "weft/runtime/executor.h"
 #include "weft/model/quantize.h"
 #include "weft/rpc/client.h"
 #include "weft/rpc/worker.h"
+#include "weft/runtime/executor.h"
 
 namespace {
 
@@ -32,18 +33,9 @@ using weft::LayerPlacement;
 using weft::model::LlamaModel;
 using weft::Executor;
 
-constexpr double kTolerance = 1e-4;  // as test_families.cpp: f32 against float64
+constexpr double kSplitTolerance = 1e-4;  // as test_families.cpp: f32 against float64
 
-struct TempDir {
-  fs::path dir;
-  explicit TempDir(const std::string& name)
-      : dir(fs::temp_directory_path() / ("weft_split_gguf_" + std::to_string(::getpid()) + "_" + name)) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& f) const { return (dir / f).string(); }
-};
+using weft::test::TempDir;
 
 // f's metadata and tensors as a split model of at most max_tensors a part.
 std::vector<std::string> write_split_copy(const GgufFile& f, const std::string& prefix, uint64_t max_tensors) {
@@ -54,10 +46,7 @@ std::vector<std::string> write_split_copy(const GgufFile& f, const std::string& 
   return w.write_split(prefix, weft::GgufSplitLimits{0, max_tensors});
 }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using weft::test::read_bytes;
 
 class SplitGguf : public ::testing::TestWithParam<std::string> {};
 
@@ -72,7 +61,7 @@ void expect_same(Executor& single, Executor& split, const family_files::Referenc
     EXPECT_EQ(b, a) << "eval " << e;
     for (size_t t = 0; t < ev.tokens.size(); ++t) {
       const size_t at = t * static_cast<size_t>(ref.n_vocab);
-      EXPECT_LE(family_files::normalized_error(&b[at], &ev.logits[at], ref.n_vocab), kTolerance)
+      EXPECT_LE(family_files::normalized_error(&b[at], &ev.logits[at], ref.n_vocab), kSplitTolerance)
           << "eval " << e << " token " << t;
     }
   }
@@ -191,13 +180,13 @@ TEST(SplitGgufQuantize, CancelLeavesNoPart) {
   size_t temporaries = 0;
   o.progress = [&](int64_t, int64_t, const std::string& tensor) {
     if (tensor != before_last) return;
-    for (const auto& e : fs::directory_iterator(tmp.dir))
+    for (const auto& e : fs::directory_iterator(tmp.path))
       temporaries += e.path().filename().string().find(".gguf.tmp-") != std::string::npos ? 1 : 0;
     cancel = true;
   };
   EXPECT_THROW(weft::model::quantize_file(in, tmp / "out.gguf", o), weft::Error);
   EXPECT_GE(temporaries, 2u);  // earlier parts were written, under temporary names
-  EXPECT_TRUE(fs::is_empty(tmp.dir));
+  EXPECT_TRUE(fs::is_empty(tmp.path));
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ using weft::LayerPlacement;
 using weft::model::LlamaModel;
 using weft::Executor;
 
-constexpr int64_t kVocab = 37, kDim = 32, kLayers = 3, kHeads = 4, kHeadsKv = 2, kFf = 64, kCtx = 16;
+constexpr int64_t kSplitVocab = 37, kSplitDim = 32, kSplitLayers = 3, kSplitHeads = 4, kSplitHeadsKv = 2, kSplitFf = 64, kSplitCtx = 16;
 
 // A tiny llama file (after tests/model/test_llama.cpp): q8_0 matrices, f32
 // norms, a separate output matrix unless tied.
@@ -54,28 +54,28 @@ void write_tiny(const std::string& path, bool tied) {
   };
   w.set_string("general.architecture", "llama");
   w.set_u32("llama.context_length", 64);
-  w.set_u32("llama.embedding_length", kDim);
-  w.set_u32("llama.block_count", kLayers);
-  w.set_u32("llama.feed_forward_length", kFf);
-  w.set_u32("llama.attention.head_count", kHeads);
-  w.set_u32("llama.attention.head_count_kv", kHeadsKv);
+  w.set_u32("llama.embedding_length", kSplitDim);
+  w.set_u32("llama.block_count", kSplitLayers);
+  w.set_u32("llama.feed_forward_length", kSplitFf);
+  w.set_u32("llama.attention.head_count", kSplitHeads);
+  w.set_u32("llama.attention.head_count_kv", kSplitHeadsKv);
   w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_f32("llama.rope.freq_base", 10000.f);
-  add("token_embd.weight", {kDim, kVocab}, false);
-  add("output_norm.weight", {kDim}, true);
-  if (!tied) add("output.weight", {kDim, kVocab}, false);
-  const int64_t hd = kDim / kHeads;
-  for (int64_t i = 0; i < kLayers; ++i) {
+  add("token_embd.weight", {kSplitDim, kSplitVocab}, false);
+  add("output_norm.weight", {kSplitDim}, true);
+  if (!tied) add("output.weight", {kSplitDim, kSplitVocab}, false);
+  const int64_t hd = kSplitDim / kSplitHeads;
+  for (int64_t i = 0; i < kSplitLayers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
-    add(b + "attn_norm.weight", {kDim}, true);
-    add(b + "attn_q.weight", {kDim, hd * kHeads}, false);
-    add(b + "attn_k.weight", {kDim, hd * kHeadsKv}, false);
-    add(b + "attn_v.weight", {kDim, hd * kHeadsKv}, false);
-    add(b + "attn_output.weight", {hd * kHeads, kDim}, false);
-    add(b + "ffn_norm.weight", {kDim}, true);
-    add(b + "ffn_gate.weight", {kDim, kFf}, false);
-    add(b + "ffn_up.weight", {kDim, kFf}, false);
-    add(b + "ffn_down.weight", {kFf, kDim}, false);
+    add(b + "attn_norm.weight", {kSplitDim}, true);
+    add(b + "attn_q.weight", {kSplitDim, hd * kSplitHeads}, false);
+    add(b + "attn_k.weight", {kSplitDim, hd * kSplitHeadsKv}, false);
+    add(b + "attn_v.weight", {kSplitDim, hd * kSplitHeadsKv}, false);
+    add(b + "attn_output.weight", {hd * kSplitHeads, kSplitDim}, false);
+    add(b + "ffn_norm.weight", {kSplitDim}, true);
+    add(b + "ffn_gate.weight", {kSplitDim, kSplitFf}, false);
+    add(b + "ffn_up.weight", {kSplitDim, kSplitFf}, false);
+    add(b + "ffn_down.weight", {kSplitFf, kSplitDim}, false);
   }
   w.write(path);
 }
@@ -86,13 +86,13 @@ std::vector<int32_t> run(Eval&& eval, std::vector<std::vector<float>>& all_logit
   const std::vector<int32_t> prompt{3, 14, 15, 9, 26, 5};
   std::vector<float> logits = eval(std::span<const int32_t>(prompt), 0);
   all_logits.push_back(logits);
-  std::vector<int32_t> out{weft::model::greedy(&logits[(prompt.size() - 1) * kVocab], kVocab)};
+  std::vector<int32_t> out{weft::model::greedy(&logits[(prompt.size() - 1) * kSplitVocab], kSplitVocab)};
   int64_t n_past = static_cast<int64_t>(prompt.size());
   for (int step = 0; step < 4; ++step) {
     const int32_t last = out.back();
     logits = eval(std::span<const int32_t>(&last, 1), n_past++);
     all_logits.push_back(logits);
-    out.push_back(weft::model::greedy(logits.data(), kVocab));
+    out.push_back(weft::model::greedy(logits.data(), kSplitVocab));
   }
   return out;
 }
@@ -128,7 +128,7 @@ TEST_P(SplitModel, OneTwoAndThreeDevicesMatchOneCpu) {
   std::vector<std::vector<float>> ref_logits;
   std::vector<int32_t> ref;
   {
-    Executor m(*file, *cpu, kCtx);
+    Executor m(*file, *cpu, kSplitCtx);
     ref = run([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, ref_logits);
   }
 
@@ -151,7 +151,7 @@ TEST_P(SplitModel, OneTwoAndThreeDevicesMatchOneCpu) {
   };
   for (const auto& pl : placements) {
     SCOPED_TRACE(std::to_string(pl.size()) + " parts, first device " + pl[0].device->name());
-    Executor m(*file, pl, kCtx);
+    Executor m(*file, pl, kSplitCtx);
     std::vector<std::vector<float>> logits;
     const std::vector<int32_t> got =
         run([&](std::span<const int32_t> t, int64_t p) { return m.eval(t, p); }, logits);
@@ -172,8 +172,8 @@ TEST_P(SplitModel, TokensReuseTheWorkersGraphAndWaitOnce) {
   auto cpu = weft::make_cpu_device(2);
   const std::string endpoint = "127.0.0.1:" + std::to_string(worker_->port());
   auto remote = weft::make_rpc_devices(endpoint);
-  const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kLayers}};
-  Executor m(*file, pl, kCtx);
+  const std::vector<LayerPlacement> pl{{cpu.get(), 0, 1}, {remote.at(0).get(), 1, kSplitLayers}};
+  Executor m(*file, pl, kSplitCtx);
   const std::vector<int32_t> prompt{1, 5, 9};
   m.eval(prompt, 0);
   int64_t n_past = 3;
@@ -183,7 +183,7 @@ TEST_P(SplitModel, TokensReuseTheWorkersGraphAndWaitOnce) {
     const weft::RpcStats before = weft::rpc_stats(endpoint);
     m.eval({&token, 1}, n_past++);
     const weft::RpcStats after = weft::rpc_stats(endpoint);
-    // Inputs (the activation row, position, a mask row of kCtx floats) and
+    // Inputs (the activation row, position, a mask row of kSplitCtx floats) and
     // frame headers, but no graph encoding (hundreds of bytes per node).
     EXPECT_LT(after.bytes_sent - before.bytes_sent, 1024u) << "step " << step;
     // One read of its output, which also tells the host the worker's split
@@ -203,15 +203,15 @@ TEST(SplitModelPlacement, RejectsGapsAndShortRanges) {
   const std::vector<LayerPlacement> gap{{cpu.get(), 0, 1}, {cpu.get(), 2, 3}};
   const std::vector<LayerPlacement> short_range{{cpu.get(), 0, 2}};
   const std::vector<LayerPlacement> none;
-  EXPECT_THROW(Executor(*file, gap, kCtx), weft::Error);
-  EXPECT_THROW(Executor(*file, short_range, kCtx), weft::Error);
-  EXPECT_THROW(Executor(*file, none, kCtx), weft::Error);
+  EXPECT_THROW(Executor(*file, gap, kSplitCtx), weft::Error);
+  EXPECT_THROW(Executor(*file, short_range, kSplitCtx), weft::Error);
+  EXPECT_THROW(Executor(*file, none, kSplitCtx), weft::Error);
   // Token ids outside the vocabulary and positions past the context are refused.
   const std::vector<LayerPlacement> two{{cpu.get(), 0, 1}, {cpu.get(), 1, 3}};
-  Executor m(*file, two, kCtx);
+  Executor m(*file, two, kSplitCtx);
   const int32_t bad = 1 << 30, tok = 1;
   EXPECT_THROW(m.eval(std::span<const int32_t>(&bad, 1), 0), weft::Error);
-  EXPECT_THROW(m.eval(std::span<const int32_t>(&tok, 1), kCtx), weft::Error);
+  EXPECT_THROW(m.eval(std::span<const int32_t>(&tok, 1), kSplitCtx), weft::Error);
   fs::remove(path);
 }
 

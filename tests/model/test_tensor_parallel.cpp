@@ -33,7 +33,7 @@ using weft::PlacementPart;
 using weft::model::LlamaModel;
 
 // The family files' tolerance (test_families.cpp): f32 arithmetic against float64.
-constexpr double kTolerance = 1e-4;
+constexpr double kTensorParallelTolerance = 1e-4;
 
 // Parts over layers [0, n_layer) of the query heads in counts (each a
 // multiple of the group), one per device in order.
@@ -111,7 +111,7 @@ TEST_F(TensorParallel, EveryFamilyMatchesTheFloat64Reference) {
         const size_t at = t * static_cast<size_t>(ref.n_vocab);
         const double err = family_files::normalized_error(&logits[at], &ev.logits[at], ref.n_vocab);
         worst = std::max(worst, err);
-        EXPECT_LE(err, kTolerance) << "n_past " << ev.n_past << ", token " << t;
+        EXPECT_LE(err, kTensorParallelTolerance) << "n_past " << ev.n_past << ", token " << t;
       }
     }
     std::printf("%s: heads over 2 devices, largest normalized error %.3g\n", name.c_str(), worst);

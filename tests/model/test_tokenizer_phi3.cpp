@@ -15,7 +15,7 @@ namespace {
 
 using namespace tokenizer_test;
 
-constexpr int32_t kUnk = 0, kBos = 1, kEosText = 2, kEndOfText = 32000, kAssistant = 32001, kEnd = 32007, kUser = 32010;
+constexpr int32_t kPhi3Unk = 0, kPhi3Bos = 1, kPhi3EosText = 2, kPhi3EndOfText = 32000, kPhi3Assistant = 32001, kPhi3End = 32007, kPhi3User = 32010;
 
 // The reference's file: Phi-3 by its name, as the converter wrote it before
 // names came from the model card.
@@ -41,7 +41,7 @@ TEST(TokenizerPhi3, WhitespaceAfterChatTokensByNameOrArchitecture) {
   const SpmRefData& d = phi3_ref();
   ASSERT_EQ(d.rstrip.size(), 11u);
   const std::string chat = "<|user|>\nHello<|end|>\n<|assistant|>\n";
-  const Ids stripped = {kUser, d.id("\xE2\x96\x81Hello"), kEnd, kAssistant};
+  const Ids stripped = {kPhi3User, d.id("\xE2\x96\x81Hello"), kPhi3End, kPhi3Assistant};
   using Names = std::vector<std::pair<const char*, const char*>>;  // general.name, general.architecture
   const Names phi3 = {{"Phi3", ""},
                       {"Phi-3-mini-4k-instruct", "llama"},
@@ -54,7 +54,7 @@ TEST(TokenizerPhi3, WhitespaceAfterChatTokensByNameOrArchitecture) {
     EXPECT_EQ(tok->encode(chat, false, true), stripped) << name << " / " << arch;
     // <s>, <unk> and <|endoftext|> keep the whitespace after them.
     EXPECT_EQ(tok->encode("<s> x<|endoftext|> y", false, true),
-              (Ids{kBos, d.id("\xE2\x96\x81"), d.id("\xE2\x96\x81x"), kEndOfText, d.id("\xE2\x96\x81"),
+              (Ids{kPhi3Bos, d.id("\xE2\x96\x81"), d.id("\xE2\x96\x81x"), kPhi3EndOfText, d.id("\xE2\x96\x81"),
                    d.id("\xE2\x96\x81y")}))
         << name << " / " << arch;
   }
@@ -71,33 +71,33 @@ TEST(TokenizerPhi3, WhitespaceAfterChatTokensByNameOrArchitecture) {
 TEST(TokenizerPhi3, SpecialTokensInPlainText) {
   const SpmRefData& d = phi3_ref();
   auto tok = load(phi3_writer(d), "phi3_plain");
-  EXPECT_EQ(d.types[kEosText], 4);
-  EXPECT_EQ(d.types[kUnk], 3);
+  EXPECT_EQ(d.types[kPhi3EosText], 4);
+  EXPECT_EQ(d.types[kPhi3Unk], 3);
   const Ids plain = tok->encode("<|user|>hi<|end|><s></s>  x", false);
   for (int32_t id : plain) EXPECT_NE(d.types[id], 3) << id;
   EXPECT_EQ(plain.back(), d.id("\xE2\x96\x81x"));
-  EXPECT_EQ(plain[plain.size() - 2], kEosText);
+  EXPECT_EQ(plain[plain.size() - 2], kPhi3EosText);
   EXPECT_EQ(tok->decode(plain), "<|user|>hi<|end|><s></s> x");
-  EXPECT_EQ(tok->decode_token(kEosText), "</s>");
-  EXPECT_EQ(tok->decode_token(kEnd), "");
+  EXPECT_EQ(tok->decode_token(kPhi3EosText), "</s>");
+  EXPECT_EQ(tok->decode_token(kPhi3End), "");
 }
 
 TEST(TokenizerPhi3, EndOfGeneration) {
   const SpmRefData& d = phi3_ref();
   auto check = [&](const Tokenizer& tok, const char* what) {
-    EXPECT_EQ(tok.eos(), kEndOfText) << what;
-    EXPECT_EQ(tok.eot(), kEnd) << what;
-    EXPECT_TRUE(tok.is_end_of_generation(kEnd)) << what;
-    EXPECT_TRUE(tok.is_end_of_generation(kEndOfText)) << what;
-    EXPECT_FALSE(tok.is_end_of_generation(kUser)) << what;
-    EXPECT_FALSE(tok.is_end_of_generation(kAssistant)) << what;
-    EXPECT_FALSE(tok.is_end_of_generation(kBos)) << what;
+    EXPECT_EQ(tok.eos(), kPhi3EndOfText) << what;
+    EXPECT_EQ(tok.eot(), kPhi3End) << what;
+    EXPECT_TRUE(tok.is_end_of_generation(kPhi3End)) << what;
+    EXPECT_TRUE(tok.is_end_of_generation(kPhi3EndOfText)) << what;
+    EXPECT_FALSE(tok.is_end_of_generation(kPhi3User)) << what;
+    EXPECT_FALSE(tok.is_end_of_generation(kPhi3Assistant)) << what;
+    EXPECT_FALSE(tok.is_end_of_generation(kPhi3Bos)) << what;
     EXPECT_FALSE(tok.is_end_of_generation(d.id("\xE2\x96\x81Hello"))) << what;
-    EXPECT_EQ(tok.bos(), kBos) << what;
+    EXPECT_EQ(tok.bos(), kPhi3Bos) << what;
   };
   weft::GgufWriter w = phi3_writer(d);
   check(*load(w, "phi3_eog"), "by name");
-  w.set_u32("tokenizer.ggml.eot_token_id", kEnd);
+  w.set_u32("tokenizer.ggml.eot_token_id", kPhi3End);
   check(*load(w, "phi3_eog_key"), "by key");
 }
 

@@ -74,7 +74,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr uint64_t kPeerCaps = kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks;
 constexpr size_t kPeerBudget = size_t{4} << 20;
 constexpr size_t kPeerSession = size_t{512} << 10;  // the peer's session limit, and so its inbox cap
 constexpr size_t kInboxCap = size_t{256} << 20;     // any inbox's cap (docs/rpc-protocol.md section 8)

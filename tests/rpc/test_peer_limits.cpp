@@ -34,8 +34,6 @@
 namespace weft::rpc::wtest {
 namespace {
 
-constexpr uint64_t kPeerCaps = kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks;
-
 struct LimitedWorker {
   explicit LimitedWorker(WorkerOptions o = {}) : cpu(make_cpu_device(1)) {
     o.log = std::getenv("WEFT_WORKER_TEST_LOG") != nullptr;

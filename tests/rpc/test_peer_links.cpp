@@ -32,8 +32,6 @@
 namespace weft::rpc::wtest {
 namespace {
 
-constexpr uint64_t kPeerCaps = kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks;
-
 // An in-process worker with one CPU device on 127.0.0.1, a free port.
 struct PeerWorker {
   explicit PeerWorker(std::optional<std::string> secret = {}) : cpu(make_cpu_device(1)) {
@@ -89,7 +87,7 @@ void send_push(Conn& c, uint64_t event, uint64_t handle, uint64_t offset, const 
   c.send(Cmd::peer_push, push_payload(event, handle, offset, data, flags));
 }
 
-Bytes pattern_bytes(size_t n, uint8_t seed) {
+Bytes byte_pattern(size_t n, uint8_t seed) {
   Bytes b(n);
   for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 8));
   return b;
@@ -110,14 +108,14 @@ TEST(PeerLinkWire, HappyPathByHand) {
   PeerWorker a, b;
   auto h1 = session(b);
   const uint64_t dst = h1->alloc(0, 4096);
-  const Bytes before = pattern_bytes(4096, 3);
+  const Bytes before = byte_pattern(4096, 3);
   h1->set(dst, 0, before.data(), before.size());
   const Ticket ticket = ticket_of(*h1);
   EXPECT_EQ(ticket_of(*h1), ticket) << "one session hands out one ticket";
 
   auto h2 = session(a);
   const uint64_t src = h2->alloc(0, 4096);
-  const Bytes bytes = pattern_bytes(3000, 101);
+  const Bytes bytes = byte_pattern(3000, 101);
   h2->set(src, 100, bytes.data(), bytes.size());
   h2->call(PeerConnectRequest{1, 7, b.endpoint(), ticket, "worker A"});
   EXPECT_TRUE(eventually([&] { return b.worker->active_sessions() == 2; })) << "no link session on B";
@@ -133,7 +131,7 @@ TEST(PeerLinkWire, HappyPathByHand) {
   h2->ping();
 
   // A second event over the same link.
-  const Bytes again = pattern_bytes(256, 9);
+  const Bytes again = byte_pattern(256, 9);
   h2->set(src, 0, again.data(), again.size());
   h2->send(PushToPeerRequest{1, src, 0, 256, dst, 0, 43});
   h1->send(PeerWaitRequest{7, 43});
@@ -163,7 +161,7 @@ TEST(PeerLinkWire, PeerPushOnANormalSessionIsRefused) {
   auto h1 = session(b);
   const uint64_t dst = h1->alloc(0, 64);
   ticket_of(*h1);
-  send_push(*h1, 1, dst, 0, pattern_bytes(16, 1));
+  send_push(*h1, 1, dst, 0, byte_pattern(16, 1));
   expect_fatal(*h1);
 }
 
@@ -195,18 +193,18 @@ TEST(PeerLinkWire, PushIntoAnotherSessionsBufferIsRefused) {
   PeerWorker b;
   auto h1 = session(b);
   const uint64_t mine = h1->alloc(0, 256);
-  const Bytes mine_before = pattern_bytes(256, 5);
+  const Bytes mine_before = byte_pattern(256, 5);
   h1->set(mine, 0, mine_before.data(), mine_before.size());
   const Ticket ticket = ticket_of(*h1);
 
   auto h3 = session(b);  // a third session: its buffer must stay out of reach
   const uint64_t theirs = h3->alloc(0, 256);
-  const Bytes theirs_before = pattern_bytes(256, 77);
+  const Bytes theirs_before = byte_pattern(256, 77);
   h3->set(theirs, 0, theirs_before.data(), theirs_before.size());
   h3->ping();
 
   auto link = attached_link(b, ticket, 9);
-  const Bytes evil = pattern_bytes(128, 200);
+  const Bytes evil = byte_pattern(128, 200);
   // Event 1: one part, into the other session's buffer.
   send_push(*link, 1, theirs, 0, evil);
   h1->send(PeerWaitRequest{9, 1});
@@ -250,7 +248,7 @@ TEST(PeerLinkWire, UnknownPushFlagsAreRefused) {
   const uint64_t dst = h1->alloc(0, 64);
   const Ticket ticket = ticket_of(*h1);
   auto link = attached_link(b, ticket, 1);
-  send_push(*link, 1, dst, 0, pattern_bytes(16, 1), 4);
+  send_push(*link, 1, dst, 0, byte_pattern(16, 1), 4);
   expect_fatal(*link);
   h1->ping();
 }
@@ -371,7 +369,7 @@ TEST(PeerLinkWire, WhatArrivedBeforeTheLinkEndedIsDelivered) {
   auto h1 = session(b);
   const uint64_t dst = h1->alloc(0, 64);
   const Ticket ticket = ticket_of(*h1);
-  const Bytes bytes = pattern_bytes(64, 33);
+  const Bytes bytes = byte_pattern(64, 33);
   {
     auto link = attached_link(b, ticket, 2);
     send_push(*link, 5, dst, 0, bytes);
@@ -405,9 +403,9 @@ struct TwoWorkerRun {
   int steady_computes = 0;
 };
 
-constexpr int64_t kK = 64, kM = 128, kN = 32;
+constexpr int64_t kK = 64, kM = 128, kLinkN = 32;
 
-std::vector<float> input_for(int i) { return pattern(static_cast<size_t>(kK * kN), 0.13f, 0.7f * static_cast<float>(i)); }
+std::vector<float> input_for(int i) { return pattern(static_cast<size_t>(kK * kLinkN), 0.13f, 0.7f * static_cast<float>(i)); }
 
 // x -> h = mul_mat(W, x) on A -> y = scale(add(h, bias), 0.5) on B; the
 // weights live on their workers, x is uploaded per compute, y read back.
@@ -425,7 +423,7 @@ struct TwoStage {
     tensor_set(*w, w_data.data(), 0, w->nbytes());
     tensor_set(*bias, bias_data.data(), 0, bias->nbytes());
 
-    x = ctx.new_tensor(DType::f32, {kK, kN});
+    x = ctx.new_tensor(DType::f32, {kK, kLinkN});
     x->flags |= kFlagInput;
     h = ops::mul_mat(ctx, w, x);
     sum = ops::add(ctx, h, bias);
@@ -487,8 +485,8 @@ void expect_reference(const std::vector<float>& got, int i) {
   const std::vector<float> w_data = pattern(static_cast<size_t>(kK * kM), 0.37f, 0.5f);
   const std::vector<float> bias_data = pattern(static_cast<size_t>(kM), 0.91f, 2.0f);
   const std::vector<float> xv = input_for(i);
-  ASSERT_EQ(got.size(), static_cast<size_t>(kM * kN));
-  for (int64_t j = 0; j < kN; ++j) {
+  ASSERT_EQ(got.size(), static_cast<size_t>(kM * kLinkN));
+  for (int64_t j = 0; j < kLinkN; ++j) {
     for (int64_t r = 0; r < kM; ++r) {
       double s = 0;
       for (int64_t l = 0; l < kK; ++l) {
@@ -526,7 +524,7 @@ TEST(PeerLinkClient, ActivationsGoFromWorkerToWorker) {
   }
 
   const uint64_t act = on.activation_bytes;
-  ASSERT_EQ(act, static_cast<uint64_t>(kM * kN * 4));
+  ASSERT_EQ(act, static_cast<uint64_t>(kM * kLinkN * 4));
   const uint64_t steady = static_cast<uint64_t>(on.steady_computes);
   std::printf("bytes from A over %llu computes: %llu with peer links, %llu without (activation: %llu bytes)\n",
               static_cast<unsigned long long>(steady), static_cast<unsigned long long>(on.a_received_steady),

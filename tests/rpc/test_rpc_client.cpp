@@ -16,6 +16,7 @@
 #include "client/connection.h"
 #include "conformance/conformance.h"
 #include "rpc_client_fixture.h"
+#include "temp_dir.h"
 #include "weft/core/error.h"
 
 namespace weft {
@@ -36,17 +37,7 @@ ErrorKind kind_of(const std::function<void()>& f, std::string* message = nullptr
 }
 
 // A fresh directory under the test temp dir, removed with the object.
-struct TempDir {
-  TempDir() {
-    std::string tmpl = testing::TempDir() + "weft_rpc_client_XXXXXX";
-    path = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::filesystem::path path;
-};
+using weft::test::TempDir;
 
 TEST(RpcClient, EndpointsAndSpecs) {
   EXPECT_EQ(rpc::parse_endpoint("127.0.0.1:50052").host, "127.0.0.1");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "client/connection.h"
+#include "temp_dir.h"
 #include "transport/tls.h"
 #include "weft/backend/cpu.h"
 #include "weft/rpc/client.h"
@@ -26,18 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kPeerCaps = kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks;
-
 // A scratch directory for certificates and known-workers files.
-struct TempDir {
-  TempDir() {
-    path = fs::temp_directory_path() / ("weft_tls_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path path;
-  static inline int counter = 0;
-};
+using weft::test::TempDir;
 
 // A worker with a certificate of its own (made in dir/name-*.pem), or plain.
 struct TlsWorker {

@@ -28,7 +28,7 @@ using namespace std::chrono_literals;
 
 using test::kSanitized;
 
-constexpr size_t kBudget = size_t{64} << 20;
+constexpr size_t kExhaustionBudget = size_t{64} << 20;
 constexpr size_t kAllowance = size_t{96} << 20;  // threads, tables, allocator slack, the binary itself
 
 // A field of /proc/PID/status in bytes (VmRSS, VmHWM).
@@ -140,7 +140,7 @@ bool start_budget_worker(rpc_test::ChildWorker& child) {
   // binary is a broken tree, not a reason to skip.
   EXPECT_FALSE(weft.empty()) << "no executable weft at tools/weft/weft in this build tree";
   return !weft.empty() && child.start({weft, "worker", "--port", "0", "--threads", "1", "--mem",
-                                       std::to_string(kBudget), "--handshake-timeout", "1", "--max-clients", "16"},
+                                       std::to_string(kExhaustionBudget), "--handshake-timeout", "1", "--max-clients", "16"},
                                       "");
 }
 
@@ -156,10 +156,10 @@ TEST(WorkerExhaustion, FilledBuffersStayInsideTheBudget) {
                 phase.granted_bytes >> 20, phase.refused, phase.growth >> 20, phase.rss_per_byte);
     EXPECT_GT(phase.granted_bytes, kCalibration);
     EXPECT_GT(phase.refused, 0u) << "16 MiB and 32 buffers of 8 MiB all fit a 64 MiB budget";
-    EXPECT_LE(phase.granted_bytes, kBudget) << "the worker granted more buffer bytes than its budget";
-    EXPECT_LE(phase.growth, phase.rss_per_byte * static_cast<double>(kBudget) + static_cast<double>(kRssSlack))
+    EXPECT_LE(phase.granted_bytes, kExhaustionBudget) << "the worker granted more buffer bytes than its budget";
+    EXPECT_LE(phase.growth, phase.rss_per_byte * static_cast<double>(kExhaustionBudget) + static_cast<double>(kRssSlack))
         << "the worker's resident memory grew by " << (phase.growth >> 20) << " MiB while its clients held "
-        << (phase.granted_bytes >> 20) << " MiB of buffers (budget " << (kBudget >> 20)
+        << (phase.granted_bytes >> 20) << " MiB of buffers (budget " << (kExhaustionBudget >> 20)
         << " MiB; a filled byte costs " << phase.rss_per_byte << " resident bytes in this build)";
   }  // all freed on disconnect
   GoodClient good(port, 0, 99);
@@ -244,9 +244,9 @@ TEST(WorkerExhaustion, PeakMemoryStaysInsideTheBudgetAndAValidClientIsServed) {
 
   const size_t peak = status_bytes(child.pid(), "VmHWM");
   std::printf("worker RSS: baseline %zu MiB, peak %zu MiB (budget %zu MiB)\n", baseline >> 20, peak >> 20,
-              kBudget >> 20);
+              kExhaustionBudget >> 20);
   if (!kSanitized) {
-    EXPECT_LE(peak, baseline + kBudget + kAllowance) << "the worker held more than its budget";
+    EXPECT_LE(peak, baseline + kExhaustionBudget + kAllowance) << "the worker held more than its budget";
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "server/tensor_cache.h"
 #include "server/worker_testing.h"
+#include "temp_dir.h"
 #include "weft/backend/cpu.h"
 #include "weft/rpc/worker.h"
 #include "weft/testing/async.h"
@@ -30,20 +31,7 @@ WorkerOptions quiet() {
 }
 
 // A unique, empty directory removed at the end of the test.
-struct TempDir {
-  TempDir() {
-    static std::atomic<int> n{0};
-    path = fs::temp_directory_path() /
-           ("weft_worker_test_" + std::to_string(::getpid()) + "_" + std::to_string(n.fetch_add(1)));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path path;
-};
+using weft::test::TempDir;
 
 TEST(WorkerSessions, SixteenConcurrentClientsGetTheirOwnResults) {
   auto cpu = make_cpu_device(2);

@@ -44,6 +44,9 @@ struct Frame {
   std::string error_message() const { return parse<ErrorReply>(payload).message; }
 };
 
+// What a host that links its workers says it can do (docs/rpc-protocol.md).
+inline constexpr uint64_t kPeerCaps = kCapTensorCache | kCapEvents | kCapOpSupport | kCapPeerLinks;
+
 inline Bytes hello_payload(const char* magic = "WEFT", uint16_t major = kMajor, uint16_t minor = kMinor,
                            uint64_t caps = kCapTensorCache | kCapEvents | kCapOpSupport) {
   HelloRequest m;

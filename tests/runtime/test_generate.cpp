@@ -12,9 +12,9 @@
 
 namespace {
 
-constexpr int64_t kVocab = 10;
+constexpr int64_t kGenerateVocab = 10;
 
-struct FakeModel {
+struct FakeGenerationModel {
   struct Call {
     std::vector<int32_t> tokens;
     int64_t n_past;
@@ -23,17 +23,17 @@ struct FakeModel {
   size_t extra_logits = 0;  // a broken model returns this many more
   void operator()(std::span<const int32_t> tokens, int64_t n_past, std::vector<float>& logits) {
     calls.push_back({{tokens.begin(), tokens.end()}, n_past});
-    logits.assign(kVocab + extra_logits, 0.0f);
-    logits[static_cast<size_t>((tokens.back() + 1) % kVocab)] = 5.0f;
+    logits.assign(kGenerateVocab + extra_logits, 0.0f);
+    logits[static_cast<size_t>((tokens.back() + 1) % kGenerateVocab)] = 5.0f;
   }
 };
 
 weft::GenerationModel fake(int64_t n_ctx, int32_t eog = -1) {
-  return {.n_vocab = kVocab, .n_ctx = n_ctx, .is_end_of_generation = [eog](int32_t t) { return t == eog; }};
+  return {.n_vocab = kGenerateVocab, .n_ctx = n_ctx, .is_end_of_generation = [eog](int32_t t) { return t == eog; }};
 }
 
 TEST(Generate, GreedyTokensAndPositions) {
-  FakeModel m;
+  FakeGenerationModel m;
   const std::vector<int32_t> prompt{3, 1, 4};
   std::vector<int32_t> seen;
   const weft::GenerateResult r = weft::run_generation(std::ref(m), fake(64), prompt, {.max_tokens = 4},
@@ -58,40 +58,40 @@ TEST(Generate, GreedyTokensAndPositions) {
 TEST(Generate, StopConditions) {
   const std::vector<int32_t> prompt{0};
   {
-    FakeModel m;  // 1, 2, then 3 is the end of generation: not emitted
+    FakeGenerationModel m;  // 1, 2, then 3 is the end of generation: not emitted
     const auto r = weft::run_generation(std::ref(m), fake(64, 3), prompt, {.max_tokens = 9});
     EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2}));
     EXPECT_EQ(r.stop, weft::StopReason::end_of_generation);
   }
   {
-    FakeModel m;  // ... unless told to ignore it
+    FakeGenerationModel m;  // ... unless told to ignore it
     weft::GenerateOptions o{.max_tokens = 4, .stop_at_end_of_generation = false};
     const auto r = weft::run_generation(std::ref(m), fake(64, 3), prompt, o);
     EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2, 3, 4}));
   }
   {
-    FakeModel m;
+    FakeGenerationModel m;
     weft::GenerateOptions o{.max_tokens = 9, .stop_tokens = {5, 7}};
     const auto r = weft::run_generation(std::ref(m), fake(64), prompt, o);
     EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2, 3, 4}));
     EXPECT_EQ(r.stop, weft::StopReason::stop_token);
   }
   {
-    FakeModel m;  // the callback's false comes after the token is emitted
+    FakeGenerationModel m;  // the callback's false comes after the token is emitted
     const auto r = weft::run_generation(std::ref(m), fake(64), prompt, {.max_tokens = 9},
                                         [](int32_t t) { return t != 2; });
     EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2}));
     EXPECT_EQ(r.stop, weft::StopReason::callback);
   }
   {
-    FakeModel m;  // 3 positions: the prompt, then tokens at 1 and 2; the third emitted has no room
+    FakeGenerationModel m;  // 3 positions: the prompt, then tokens at 1 and 2; the third emitted has no room
     const auto r = weft::run_generation(std::ref(m), fake(3), prompt, {.max_tokens = 9});
     EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 2, 3}));
     EXPECT_EQ(r.stop, weft::StopReason::context_full);
     for (const auto& c : m.calls) EXPECT_LT(c.n_past + static_cast<int64_t>(c.tokens.size()), 4);
   }
   {
-    FakeModel m;  // nothing to generate: the prompt is evaluated (it fills the cache), nothing sampled
+    FakeGenerationModel m;  // nothing to generate: the prompt is evaluated (it fills the cache), nothing sampled
     const auto r = weft::run_generation(std::ref(m), fake(64), prompt, {.max_tokens = 0});
     EXPECT_TRUE(r.tokens.empty());
     ASSERT_EQ(m.calls.size(), 1u);
@@ -106,7 +106,7 @@ TEST(Generate, SamplingIsSeeded) {
   o.sampler.top_p = 1.0f;
   o.sampler.min_p = 0.0f;
   o.sampler.seed = 7;
-  FakeModel a, b;
+  FakeGenerationModel a, b;
   const auto ra = weft::run_generation(std::ref(a), fake(64), std::vector<int32_t>{0}, o);
   const auto rb = weft::run_generation(std::ref(b), fake(64), std::vector<int32_t>{0}, o);
   EXPECT_EQ(ra.tokens, rb.tokens);
@@ -114,7 +114,7 @@ TEST(Generate, SamplingIsSeeded) {
 }
 
 TEST(Generate, ContinuesAfterStartPositions) {
-  FakeModel m;
+  FakeGenerationModel m;
   weft::GenerateOptions o{.max_tokens = 3};
   o.start = 7;  // positions 0..6 already cached (a conversation's earlier turns)
   const auto r = weft::run_generation(std::ref(m), fake(12), std::vector<int32_t>{2, 3}, o);
@@ -124,7 +124,7 @@ TEST(Generate, ContinuesAfterStartPositions) {
   EXPECT_EQ(m.calls[1].n_past, 9);
   EXPECT_EQ(m.calls[2].n_past, 10);
   // 7 + 2 = 9 positions, then 3 more reach 12: the context ends the third.
-  FakeModel full;
+  FakeGenerationModel full;
   o.max_tokens = 10;
   const auto f = weft::run_generation(std::ref(full), fake(11), std::vector<int32_t>{2, 3}, o);
   EXPECT_EQ(f.stop, weft::StopReason::context_full);
@@ -139,24 +139,24 @@ TEST(Generate, PenaltiesSeeThePromptTail) {
   // The fake model's greedy next token after 4 is 5 (logit 5, the rest 0).
   weft::GenerateOptions o{.max_tokens = 1};
   o.sampler.presence_penalty = 10.f;
-  FakeModel a;
+  FakeGenerationModel a;
   EXPECT_EQ(weft::run_generation(std::ref(a), fake(64), std::vector<int32_t>{3, 4}, o).tokens[0], 5);
   // 5 in the prompt: 5 - 10 < 0, and 4 too: token 0 (the lowest id at 0) wins.
-  FakeModel b;
+  FakeGenerationModel b;
   EXPECT_EQ(weft::run_generation(std::ref(b), fake(64), std::vector<int32_t>{5, 4}, o).tokens[0], 0);
   // A window of one token holds only 4: 5 is not penalized.
   o.sampler.repetition_window = 1;
-  FakeModel c;
+  FakeGenerationModel c;
   EXPECT_EQ(weft::run_generation(std::ref(c), fake(64), std::vector<int32_t>{5, 4}, o).tokens[0], 5);
 }
 
 TEST(Generate, BadInputIsRefused) {
-  FakeModel m;
+  FakeGenerationModel m;
   const std::vector<int32_t> prompt{1, 2, 3};
   EXPECT_THROW(weft::run_generation(std::ref(m), fake(64), std::vector<int32_t>{}, {}), weft::Error);
   EXPECT_THROW(weft::run_generation(std::ref(m), fake(2), prompt, {}), weft::Error);  // prompt past n_ctx
   EXPECT_THROW(weft::run_generation(std::ref(m), fake(64), prompt, {.max_tokens = -1}), weft::Error);
-  FakeModel broken;
+  FakeGenerationModel broken;
   broken.extra_logits = 1;
   try {
     weft::run_generation(std::ref(broken), fake(64), prompt, {});

@@ -24,7 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kTokens = 20;
+constexpr int kRecoveryTokens = 20;
 constexpr int kStopAt = 6;  // the token whose evaluation meets the dead worker
 
 class SessionRecovery : public ::testing::Test {
@@ -58,7 +58,7 @@ class SessionRecovery : public ::testing::Test {
   static std::vector<int32_t> prompt() { return {1, 45, 212, 87, 301, 9, 77}; }
   static weft::GenerateOptions greedy() {
     weft::GenerateOptions g;
-    g.max_tokens = kTokens;
+    g.max_tokens = kRecoveryTokens;
     g.stop_at_end_of_generation = false;
     return g;
   }
@@ -161,7 +161,7 @@ TEST_F(SessionRecovery, AContinuedGenerationRecoversFromTheEarlierTurns) {
   ASSERT_EQ(reports.size(), 1u);
   // Turn 1's prompt and tokens, turn 2's prompt and its first tokens.
   EXPECT_EQ(reports[0].tokens_reevaluated,
-            static_cast<int64_t>(prompt().size()) + kTokens - 1 + 3 + kStopAt);
+            static_cast<int64_t>(prompt().size()) + kRecoveryTokens - 1 + 3 + kStopAt);
 }
 
 TEST_F(SessionRecovery, WithoutRecoverTheDeathEndsTheRunNamingTheWorker) {

@@ -147,14 +147,14 @@ TEST(SchedulerSplits, ARunIsCutWhereItFirstReadsAnotherBackend) {
 }
 
 // A random graph; the same seed builds the same graph.
-struct RandomGraph {
+struct RandomSchedGraph {
   Context ctx;
   Graph graph;
   std::vector<Tensor*> inputs;
   std::vector<Tensor*> outputs;
 };
 
-void build_random(RandomGraph& rg, uint32_t seed) {
+void build_random(RandomSchedGraph& rg, uint32_t seed) {
   std::mt19937 rng(seed);
   Context& ctx = rg.ctx;
   std::vector<Tensor*> pool;
@@ -229,13 +229,13 @@ TEST(SchedulerRandom, RandomGraphsMatchTheCpuAlone) {
     const std::vector<Backend*>& backends = sets[static_cast<size_t>(i) % sets.size()];
     std::mt19937 pick(static_cast<uint32_t>(i) * 7919u);
 
-    RandomGraph ref;
+    RandomSchedGraph ref;
     build_random(ref, static_cast<uint32_t>(i));
     std::vector<Tensor*> all(ref.graph.leafs().begin(), ref.graph.leafs().end());
     all.insert(all.end(), ref.graph.nodes().begin(), ref.graph.nodes().end());
     auto ref_buffer = allocate_tensors(cpu->default_buffer_type(), all);
 
-    RandomGraph rg;
+    RandomSchedGraph rg;
     build_random(rg, static_cast<uint32_t>(i));
     for (Tensor* n : rg.graph.nodes()) {
       if (pick() % 2) sched.set_backend(*n, *backends[pick() % backends.size()]);

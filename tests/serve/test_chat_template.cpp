@@ -69,7 +69,7 @@ ChatTemplate with_limits(std::string_view source, const ChatTemplateLimits& limi
   return tpl;
 }
 
-struct Case {
+struct TemplateCase {
   const char* source;
   const char* variables;
   const char* expected;
@@ -77,7 +77,7 @@ struct Case {
 
 // Expected values rendered by Python Jinja2 3.1 in transformers' configuration
 // (tests/serve/chat_templates/render_jinja2.py).
-const Case kUnitCases[] = {
+const TemplateCase kUnitCases[] = {
     {"{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ -2 ** 2 }}",
      R"json({})json",
      "7 9 3 -4 2 3.5 1024 4"},
@@ -231,7 +231,7 @@ const Case kUnitCases[] = {
 };
 
 TEST(ChatTemplate, UnitCasesMatchJinja2) {
-  for (const Case& c : kUnitCases) {
+  for (const TemplateCase& c : kUnitCases) {
     SCOPED_TRACE(c.source);
     try {
       EXPECT_EQ(render(c.source, Json::parse(c.variables)), c.expected);

@@ -27,7 +27,7 @@ struct BenchModelArgs {
   int parallel = 1;    // > 1: also the generation test over this many sequences at once
 };
 
-constexpr const char* kWhere = "bench model";
+constexpr const char* kCmdBenchModelWhere = "bench model";
 
 // Bytes to and from the workers over a run (an expert split compares them).
 uint64_t worker_bytes(const Session& s) {
@@ -50,7 +50,7 @@ void measure_hops(const BenchModelArgs& args, const LoadPlan& plan, const bench:
   local_args.devices.clear();
   local_args.split.clear();
   std::fprintf(stderr, "the same generation test with every layer on this host:\n");
-  Session local(session_options(local_args, kWhere));
+  Session local(session_options(local_args, kCmdBenchModelWhere));
   (void)load_with_progress(local, bench::model_bench_context(options));
   bench::ModelBenchOptions local_options = options;
   local_options.n_prompt = 0;
@@ -93,7 +93,7 @@ void measure_tensor_split(const BenchModelArgs& args, Session& session, const be
   local_args.split.clear();
   local_args.split_mode = "layer";
   std::fprintf(stderr, "the same tests with every layer on this host:\n");
-  Session local(session_options(local_args, kWhere));
+  Session local(session_options(local_args, kCmdBenchModelWhere));
   (void)load_with_progress(local, bench::model_bench_context(options));
   bench::ModelBenchOptions local_options = options;
   local_options.measure_limits = false;
@@ -109,7 +109,7 @@ void measure_tensor_split(const BenchModelArgs& args, Session& session, const be
 void measure_expert_variants(const BenchModelArgs& args, const bench::ModelWork& work,
                              const bench::ModelBenchOptions& options, bench::ModelBenchResult& r) {
   std::fprintf(stderr, "the same tests with the experts serialised (the host's slice before the others):\n");
-  SessionOptions serial_options = session_options(args.host, kWhere);
+  SessionOptions serial_options = session_options(args.host, kCmdBenchModelWhere);
   serial_options.load.experts_overlap = false;
   Session serial(serial_options);
   (void)load_with_progress(serial, bench::model_bench_context(options));
@@ -122,7 +122,7 @@ void measure_expert_variants(const BenchModelArgs& args, const bench::ModelWork&
   r.serial_tg_seconds_per_token = s.tg_seconds_per_token.mean;
 
   std::fprintf(stderr, "the same tests with every row sent to every slice:\n");
-  SessionOptions rows_options = session_options(args.host, kWhere);
+  SessionOptions rows_options = session_options(args.host, kCmdBenchModelWhere);
   rows_options.load.experts_routed_rows = false;
   Session all_rows(rows_options);
   (void)load_with_progress(all_rows, bench::model_bench_context(options));
@@ -146,9 +146,9 @@ int cmd_bench_model(const BenchModelArgs& args) {
   options.n_threads = args.host.threads;  // the host CPU's threads; 0: hardware threads, as the device
   options.log = stderr;
   if (options.n_prompt == 0 && options.n_gen == 0)
-    fail(ErrorKind::invalid_input, kWhere, "-p 0 and -n 0: nothing to measure");
+    fail(ErrorKind::invalid_input, kCmdBenchModelWhere, "-p 0 and -n 0: nothing to measure");
 
-  Session session(session_options(args.host, kWhere));
+  Session session(session_options(args.host, kCmdBenchModelWhere));
   const LoadPlan plan = load_with_progress(session, bench::model_bench_context(options));
   // The Session closed its file after loading; the tensor table tells what
   // each token reads and computes on this host.

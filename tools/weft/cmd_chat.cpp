@@ -33,7 +33,7 @@ namespace weft::tools {
 
 namespace {
 
-constexpr const char* kWhere = "chat";
+constexpr const char* kCmdChatWhere = "chat";
 constexpr int64_t kDefaultContext = 4096;
 
 void print_turn_stats(const serve::Reply& r, const serve::Conversation& chat) {
@@ -52,16 +52,16 @@ void print_turn_stats(const serve::Reply& r, const serve::Conversation& chat) {
 
 int cmd_chat(const ChatArgs& args) {
   if (args.ctx_size < 0)
-    fail(ErrorKind::invalid_input, kWhere, "--ctx-size " + std::to_string(args.ctx_size) + " (>= 0; 0: 4096)");
+    fail(ErrorKind::invalid_input, kCmdChatWhere, "--ctx-size " + std::to_string(args.ctx_size) + " (>= 0; 0: 4096)");
   if (args.n_tokens < -1 || args.n_tokens == 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kCmdChatWhere,
          "--tokens " + std::to_string(args.n_tokens) + " (at least 1; -1: until the reply or the context ends)");
-  (void)sampler_options(args.sampling, 0, kWhere);  // the flags checked before any worker is dialed
-  const std::string template_text = chat_template_source(args.chat_template, kWhere);
+  (void)sampler_options(args.sampling, 0, kCmdChatWhere);  // the flags checked before any worker is dialed
+  const std::string template_text = chat_template_source(args.chat_template, kCmdChatWhere);
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
   start_signal_thread();
 
-  SessionOptions so = session_options(args.host, kWhere);
+  SessionOptions so = session_options(args.host, kCmdChatWhere);
   so.recover = args.recover;
   so.on_recovery = print_recovery;
   so.on_rejoin = print_rejoin;
@@ -79,7 +79,7 @@ int cmd_chat(const ChatArgs& args) {
   serve::ConversationOptions co;
   co.system = args.system;
   if (args.n_tokens > 0) co.generate.max_tokens = args.n_tokens;
-  co.generate.sampler = sampler_options(args.sampling, n_ctx, kWhere);
+  co.generate.sampler = sampler_options(args.sampling, n_ctx, kCmdChatWhere);
   load_with_progress(session, n_ctx);
   serve::Conversation chat(session, tpl, co);
 

@@ -43,7 +43,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-constexpr const char* kWhere = "demo";
+constexpr const char* kCmdDemoWhere = "demo";
 
 // A `weft worker --port 0` child process (this executable, re-run) on
 // loopback, its per-session log lines discarded (they would drown the demo's).
@@ -85,7 +85,7 @@ GenerateResult generate(Session& s, const LoadPlan& plan, const std::vector<int3
 
 int cmd_demo(const DemoArgs& args) {
   if (args.n_tokens < 1 || args.n_tokens > 4096)
-    fail(ErrorKind::invalid_input, kWhere, "--tokens " + std::to_string(args.n_tokens) + " (1 to 4096)");
+    fail(ErrorKind::invalid_input, kCmdDemoWhere, "--tokens " + std::to_string(args.n_tokens) + " (1 to 4096)");
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 
   const fs::path model_path = demo_model_file(args.cache_dir, args.type, args.threads);
@@ -98,7 +98,7 @@ int cmd_demo(const DemoArgs& args) {
   {
     SessionOptions split_options;
     split_options.model = model_path.string();
-    split_options.name = kWhere;
+    split_options.name = kCmdDemoWhere;
     split_options.devices = {"cpu", "rpc://" + w1.address(), "rpc://" + w2.address()};
     split_options.split = args.split.empty() ? "1,1,1" : args.split;
     split_options.device_options.cpu_threads = args.threads;

@@ -33,18 +33,18 @@ struct PerplexityArgs {
 
 namespace {
 
-constexpr const char* kWhere = "perplexity";
+constexpr const char* kCmdPerplexityWhere = "perplexity";
 
 }  // namespace
 
 int cmd_perplexity(const PerplexityArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
-  const std::string text = read_text_file(args.text_file, kWhere);
-  Session session(session_options(args.host, kWhere));
+  const std::string text = read_text_file(args.text_file, kCmdPerplexityWhere);
+  Session session(session_options(args.host, kCmdPerplexityWhere));
   const model::Tokenizer& tok = session.tokenizer();
   const int64_t ctx = args.ctx;
   if (session.params().n_ctx_train > 0 && ctx > session.params().n_ctx_train)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kCmdPerplexityWhere,
          "--ctx " + std::to_string(ctx) + " exceeds the model's context length " +
              std::to_string(session.params().n_ctx_train));
 
@@ -52,7 +52,7 @@ int cmd_perplexity(const PerplexityArgs& args) {
   int64_t n_chunks = static_cast<int64_t>(tokens.size()) / ctx;
   if (args.max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, args.max_chunks);
   if (n_chunks == 0)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kCmdPerplexityWhere,
          args.text_file + " has " + std::to_string(tokens.size()) + " tokens, fewer than one chunk of --ctx " +
              std::to_string(ctx) + " (use a smaller --ctx or a longer text)");
   std::fprintf(stderr, "%s: %zu tokens, %lld chunks of %lld\n", args.text_file.c_str(), tokens.size(),

@@ -31,7 +31,7 @@ struct QuantizeArgs {
 
 namespace {
 
-constexpr const char* kWhere = "quantize";
+constexpr const char* kCmdQuantizeWhere = "quantize";
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free);  // set from a signal handler
 
@@ -91,7 +91,7 @@ class ProgressBar {
 // bytes; a plain number is bytes.
 uint64_t parse_size(const std::string& text) {
   auto bad = [&]() -> uint64_t {
-    fail(ErrorKind::invalid_input, kWhere, "--split-max-size '" + text + "' is not a positive size such as 500M or 2G");
+    fail(ErrorKind::invalid_input, kCmdQuantizeWhere, "--split-max-size '" + text + "' is not a positive size such as 500M or 2G");
   };
   size_t digits = 0;
   uint64_t n = 0;
@@ -124,7 +124,7 @@ int cmd_quantize(const QuantizeArgs& args) {
   if (!mix) {
     std::string names;
     for (const model::QuantMixInfo& m : model::quant_mixes()) names += (names.empty() ? "" : ", ") + std::string(m.name);
-    fail(ErrorKind::invalid_input, kWhere, "unknown type '" + args.type + "'; one of " + names);
+    fail(ErrorKind::invalid_input, kCmdQuantizeWhere, "unknown type '" + args.type + "'; one of " + names);
   }
   model::QuantizeOptions o;
   o.mix = *mix;

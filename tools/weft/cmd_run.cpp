@@ -25,7 +25,7 @@
 namespace weft::tools {
 namespace {
 
-constexpr const char* kWhere = "run";
+constexpr const char* kCmdRunWhere = "run";
 using Clock = std::chrono::steady_clock;
 
 // The prompts' texts: every non-empty line of --prompts, else the prompt
@@ -33,17 +33,17 @@ using Clock = std::chrono::steady_clock;
 std::vector<std::string> prompt_texts(const RunArgs& args) {
   std::vector<std::string> texts;
   if (!args.prompts_file.empty()) {
-    std::istringstream in(read_text_file(args.prompts_file, kWhere));
+    std::istringstream in(read_text_file(args.prompts_file, kCmdRunWhere));
     for (std::string line; std::getline(in, line);)
       if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
-    if (texts.empty()) fail(ErrorKind::invalid_input, kWhere, "'" + args.prompts_file + "' has no prompt (no non-empty line)");
+    if (texts.empty()) fail(ErrorKind::invalid_input, kCmdRunWhere, "'" + args.prompts_file + "' has no prompt (no non-empty line)");
     if (args.parallel != 1 && args.parallel != static_cast<int>(texts.size()))
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kCmdRunWhere,
            "--parallel " + std::to_string(args.parallel) + " but '" + args.prompts_file + "' has " +
                std::to_string(texts.size()) + " prompts");
     return texts;
   }
-  const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file, kWhere);
+  const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file, kCmdRunWhere);
   return std::vector<std::string>(static_cast<size_t>(args.parallel), text);
 }
 
@@ -147,7 +147,7 @@ int64_t sequence_context(const RunArgs& args, const Session& session, size_t lon
   if (session.params().n_ctx_train > 0) seq_ctx = std::min(seq_ctx, session.params().n_ctx_train);
   if (args.ctx_size > 0) {
     if (args.ctx_size < n_seq)
-      fail(ErrorKind::invalid_input, kWhere,
+      fail(ErrorKind::invalid_input, kCmdRunWhere,
            "--ctx-size " + std::to_string(args.ctx_size) + " is fewer positions than the " + std::to_string(n_seq) +
                " sequences");
     seq_ctx = args.ctx_size / n_seq;
@@ -157,7 +157,7 @@ int64_t sequence_context(const RunArgs& args, const Session& session, size_t lon
                    static_cast<long long>(session.params().n_ctx_train));
   }
   if (static_cast<int64_t>(longest) > seq_ctx)
-    fail(ErrorKind::invalid_input, kWhere,
+    fail(ErrorKind::invalid_input, kCmdRunWhere,
          "prompt of " + std::to_string(longest) + " tokens exceeds the context length " + std::to_string(seq_ctx) +
              (args.ctx_size > 0 ? " (--ctx-size " + std::to_string(args.ctx_size) + ")" : ""));
   return seq_ctx;
@@ -167,14 +167,14 @@ int64_t sequence_context(const RunArgs& args, const Session& session, size_t lon
 
 int cmd_run(const RunArgs& args) {
   if (args.n_tokens < 0)
-    fail(ErrorKind::invalid_input, kWhere, "--tokens " + std::to_string(args.n_tokens) + " (>= 0)");
+    fail(ErrorKind::invalid_input, kCmdRunWhere, "--tokens " + std::to_string(args.n_tokens) + " (>= 0)");
   if (args.ctx_size < 0)
-    fail(ErrorKind::invalid_input, kWhere, "--ctx-size " + std::to_string(args.ctx_size) + " (>= 0; 0: as needed)");
-  (void)sampler_options(args.sampling, 0, kWhere);  // the flags checked before any worker is dialed
+    fail(ErrorKind::invalid_input, kCmdRunWhere, "--ctx-size " + std::to_string(args.ctx_size) + " (>= 0; 0: as needed)");
+  (void)sampler_options(args.sampling, 0, kCmdRunWhere);  // the flags checked before any worker is dialed
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 
   const std::vector<std::string> texts = prompt_texts(args);
-  SessionOptions so = session_options(args.host, kWhere);
+  SessionOptions so = session_options(args.host, kCmdRunWhere);
   so.pipelined = texts.size() > 1;  // by speed: balance the stages, which all work at once
   if (texts.size() > 1) so.load.sliding_ring_step = 0;  // batches over sequences need full caches
   so.recover = args.recover;
@@ -190,18 +190,18 @@ int cmd_run(const RunArgs& args) {
   for (const std::string& text : texts) {
     prompts.push_back(tok.encode(text, tok.add_bos(), args.special));
     if (prompts.back().empty())
-      fail(ErrorKind::invalid_input, kWhere, "a prompt is empty and the model adds no bos token");
+      fail(ErrorKind::invalid_input, kCmdRunWhere, "a prompt is empty and the model adds no bos token");
     longest = std::max(longest, prompts.back().size());
   }
   const int64_t n_seq = static_cast<int64_t>(prompts.size());
   const int64_t seq_ctx = sequence_context(args, session, longest, n_seq);
   GenerateOptions options;
   options.max_tokens = args.n_tokens;
-  options.sampler = sampler_options(args.sampling, seq_ctx, kWhere);  // flags checked before loading
+  options.sampler = sampler_options(args.sampling, seq_ctx, kCmdRunWhere);  // flags checked before loading
   if (!args.grammar_file.empty() || !args.json_schema_file.empty()) {
     options.grammar = args.grammar_file.empty()
-                          ? serve::grammar_from_json_schema(read_text_file(args.json_schema_file, kWhere))
-                          : model::Grammar::parse(read_text_file(args.grammar_file, kWhere));
+                          ? serve::grammar_from_json_schema(read_text_file(args.json_schema_file, kCmdRunWhere))
+                          : model::Grammar::parse(read_text_file(args.grammar_file, kCmdRunWhere));
     options.token_trie = model::TokenTrie::from_tokenizer(tok);
   }
   const std::unique_ptr<Session> draft = args.draft_model.empty() ? nullptr : open_draft(args, session);

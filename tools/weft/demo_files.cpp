@@ -16,13 +16,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-constexpr const char* kWhere = "demo";
+constexpr const char* kDemoFilesWhere = "demo";
 
 fs::path cache_folder(const std::string& given) {
   if (!given.empty()) return given;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "weft";
   if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "weft";
-  fail(ErrorKind::invalid_input, kWhere, "no cache folder: set --cache-dir, XDG_CACHE_HOME or HOME");
+  fail(ErrorKind::invalid_input, kDemoFilesWhere, "no cache folder: set --cache-dir, XDG_CACHE_HOME or HOME");
 }
 
 // The demo model in the mix named `type`, beside it in the cache folder;
@@ -30,7 +30,7 @@ fs::path cache_folder(const std::string& given) {
 // so this requantizes).
 fs::path quantized_copy(const fs::path& path, const std::string& type, int threads) {
   const std::optional<model::QuantMix> mix = model::quant_mix_from_name(type);
-  if (!mix) fail(ErrorKind::invalid_input, kWhere, "--type " + type + ": not a quantization mix (see weft quantize --help)");
+  if (!mix) fail(ErrorKind::invalid_input, kDemoFilesWhere, "--type " + type + ": not a quantization mix (see weft quantize --help)");
   const model::QuantMixInfo& info = model::quant_mix_info(*mix);
   const fs::path out = path.parent_path() / (path.stem().string() + "-" + std::string(info.name) + ".gguf");
   if (fs::exists(out)) {

@@ -68,6 +68,8 @@ struct Tensor {
   bool is_contiguous() const;   // packed in ne order with no gaps
   bool rows_contiguous() const; // each row packed (nb[0] is the unit size)
   bool is_view() const { return view_src != nullptr; }
+  // The tensor whose memory this one is: itself, or what it views.
+  const Tensor* view_root() const { return view_src != nullptr ? view_src : this; }
   bool has_flag(TensorFlag f) const { return (flags & f) != 0; }
 
   int32_t param_i32(int i) const { return op_params[i]; }

@@ -16,11 +16,11 @@
 #include <string>
 
 #include "client/remote.h"
+#include "protocol/graph_codec.h"
 
 namespace weft::rpc {
 namespace {
 
-constexpr int64_t kMaxNominalElements = int64_t{1} << 32;
 constexpr uint8_t kNoSource = 0xFF;
 
 size_t element_alignment(DType type) { return storage_alignment(type); }

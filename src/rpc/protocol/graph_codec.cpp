@@ -31,12 +31,6 @@ namespace {
 constexpr uint32_t kKnownFlags = kFlagInput | kFlagOutput | kFlagWeight;
 constexpr size_t kWireTensorBytes = WireTensor::kBytes;
 
-// The most elements a tensor may span, zero dims counted as 1. It bounds
-// the work one node can ask of a worker (a zero-stride view needs almost no
-// memory however large its shape) while leaving room for any real model
-// tensor (a 150k x 8192 embedding is 1.2e9 elements).
-constexpr int64_t kMaxNominalElements = int64_t{1} << 32;
-
 std::string num(uint64_t v) { return std::to_string(v); }
 
 [[noreturn]] void graph_fail(const std::string& what) { fail(ErrorKind::invalid_input, "rpc graph", what); }

@@ -14,6 +14,13 @@
 
 namespace weft::rpc {
 
+// The most elements a tensor may span, zero dims counted as 1. It bounds
+// the work one node can ask of a worker (a zero-stride view needs almost no
+// memory however large its shape) while leaving room for any real model
+// tensor (a 150k x 8192 embedding is 1.2e9 elements). The client checks it
+// before sending (client/remote_support.cpp), the worker on decoding.
+inline constexpr int64_t kMaxNominalElements = int64_t{1} << 32;
+
 // Where a tensor with memory of its own lives on the worker.
 struct RemoteLocation {
   uint64_t handle = 0;  // 0: none (views and tensors writing into another's memory)

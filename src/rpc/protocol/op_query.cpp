@@ -9,7 +9,6 @@
 namespace weft::rpc {
 namespace {
 
-constexpr int64_t kMaxNominalElements = int64_t{1} << 32;  // as section 4
 constexpr unsigned __int128 kMaxExtent = static_cast<unsigned __int128>(1) << 62;
 
 [[noreturn]] void query_fail(const std::string& what) { fail(ErrorKind::invalid_input, "rpc SUPPORTS_OP", what); }
