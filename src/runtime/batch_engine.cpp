@@ -45,19 +45,6 @@ BatchEngine::BatchEngine(BatchedEval eval, GenerationModel model, BatchEngineOpt
   set_groups_recovering(eval_.slots);
 }
 
-void BatchEngine::set_groups_recovering(int model_slots) {
-  for (;;) {  // each recovery drops a device: when none is left, recover throws
-    try {
-      set_groups(model_slots);
-      return;
-    } catch (const std::exception& e) {
-      const int slots = eval_.recover ? eval_.recover(e) : 0;
-      if (slots < 1) throw;
-      ++counters_.recoveries;
-      model_slots = slots;
-    }
-  }
-}
 
 void BatchEngine::set_groups(int model_slots) {
   n_groups_ = options_.pipelined ? std::max(1, std::min(model_slots, options_.slots)) : 1;
@@ -128,6 +115,7 @@ void BatchEngine::start(BatchJob job, BatchSink* sink) {
   s.result = GenerateResult{};
   s.started = Clock::now();
   s.prompt_done = s.started;
+  s.timed = s.replaying = false;
 }
 
 std::vector<float> BatchEngine::hidden_states(std::span<const int32_t> tokens) {
@@ -326,6 +314,7 @@ void BatchEngine::take_row(Slot& s, std::span<const float> row) {
     return;
   }
   ++counters_.generated_tokens;
+  note_token_time(s);
   if (stop) end(s, *stop);
 }
 
@@ -341,6 +330,7 @@ void BatchEngine::end(Slot& s, StopReason stop, const std::string& error) {
   const Clock::time_point now = Clock::now();
   e.prompt_seconds = seconds_between(s.started, s.prompted ? s.prompt_done : now);
   e.total_seconds = seconds_between(s.started, now);
+  if (s.replaying) note_token_time(s);  // ended before its first token after a replay
   BatchSink* sink = s.sink;
   s.sink = nullptr;
   counters_.grammar_seconds += s.grammar ? s.grammar->seconds() : 0;
@@ -358,59 +348,6 @@ void BatchEngine::fail_all(const std::string& error) {
     s->cached.clear();
     if (s->busy()) end(*s, StopReason::failed, error);
   }
-}
-
-bool BatchEngine::recover(const std::exception& cause) {
-  drain();  // the failed model's steps: their logits are lost with its cache
-  recovery_error_.clear();
-  int model_slots = 0;
-  try {
-    model_slots = eval_.recover ? eval_.recover(cause) : 0;
-  } catch (const std::exception& e) {  // nothing left to run on, or the rest cannot hold the model
-    recovery_error_ = e.what();
-    return false;
-  }
-  if (model_slots < 1) return false;
-  try {
-    set_groups_recovering(model_slots);  // its reserve may meet another loss
-  } catch (const std::exception& e) {
-    recovery_error_ = e.what();
-    return false;
-  }
-  for (auto& s : slots_) {
-    s->stepping = false;
-    s->cached.clear();
-    if (!s->busy()) continue;
-    // Everything the job had evaluated, and the token it sampled last
-    // (fed at its next step): evaluated again, the last row's logits are
-    // the next sample's, as they would have been.
-    s->feed = s->job.prompt;
-    s->feed.insert(s->feed.end(), s->result.tokens.begin(), s->result.tokens.end());
-    s->fed = 0;
-    s->next = -1;
-    counters_.replayed_tokens += s->feed.size();
-  }
-  ++counters_.recoveries;
-  return true;
-}
-
-bool BatchEngine::rejoin() {
-  if (!eval_.rejoin || busy() || stepping()) return false;
-  int model_slots = 0;
-  try {
-    model_slots = eval_.rejoin();
-  } catch (const std::exception& e) {
-    if (!recover(e))
-      fail(ErrorKind::disconnected, kBatchEngineWhere,
-           "taking a worker back failed: " + std::string(e.what()) +
-               (recovery_error_.empty() ? "" : "; recovery failed: " + recovery_error_));
-    return false;
-  }
-  if (model_slots < 1) return false;
-  for (auto& s : slots_) s->cached.clear();  // the model's cache is new
-  set_groups_recovering(model_slots);
-  ++counters_.rejoins;
-  return true;
 }
 
 void BatchEngine::cancel_all() {

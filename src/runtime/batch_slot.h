@@ -32,6 +32,10 @@ struct BatchEngine::Slot {
   GenerateResult result;  // the tokens taken so far (take_token counts them)
   std::chrono::steady_clock::time_point started, prompt_done;
   bool stepping = false;  // its tokens are in a step in flight
+  // The rejoin rule's clock: when its last token came (timed: since the
+  // placement last changed), and whether it is evaluating again what it had.
+  std::chrono::steady_clock::time_point last_token_at;
+  bool timed = false, replaying = false;
   // Speculative rounds: the accept/reject rule's and the drafts' draws
   // (seeded from the job's seed at start), and this job's counts.
   std::mt19937_64 rng;

@@ -151,6 +151,7 @@ void BatchEngine::take_speculative_rows(Slot& s, std::span<const float> logits) 
       // The cache keeps next and the kept drafts before this row's token.
       s.cached.resize(static_cast<size_t>(position));
       s.next = token;
+      note_token_time(s);  // one round, however many tokens it kept
       if (stop) end(s, *stop);
       return;
     }

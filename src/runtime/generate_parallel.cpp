@@ -65,7 +65,10 @@ std::vector<GenerateResult> run_parallel_generation(const BatchedEval& eval, con
   for (int s = 0; s < n_seq; ++s) engine.start(std::move(jobs[static_cast<size_t>(s)]), &sinks[static_cast<size_t>(s)]);
   for (bool done = false; !done;) {
     try {
-      while (engine.busy()) engine.advance();
+      while (engine.busy()) {
+        engine.advance();
+        engine.rejoin_running();  // lost workers that answer again, when taking them back pays
+      }
       done = true;
     } catch (const std::exception& e) {
       if (engine.recover(e)) continue;  // every sequence re-evaluates what it had, then goes on

@@ -81,19 +81,36 @@ bool Session::try_rejoin(int64_t remaining, std::vector<float>& logits) {
   return report.moved;
 }
 
-int Session::rejoin_batched() {
+bool Session::every_lost_worker_answers() const {
+  if (!watch_ || specs_.size() == all_specs_.size()) return false;
+  const std::vector<size_t> missing = missing_devices();
+  return std::all_of(missing.begin(), missing.end(), [&](size_t i) { return watch_->answered(all_specs_[i].endpoint); });
+}
+
+int Session::rejoin_batched(const RejoinEstimate* running) {
   if (!watch_ || specs_.size() == all_specs_.size()) return 0;
+  if (running && !every_lost_worker_answers()) return 0;  // the rule's time is theirs together
   RejoinReport report;
-  report.idle = true;
-  std::vector<size_t> back;  // each that answers, the others left out still
+  report.idle = running == nullptr;
+  report.batched = true;
+  std::vector<size_t> back;  // idle: each that answers, the others left out still
   for (size_t i : missing_devices()) {
     if (!watch_->answered(all_specs_[i].endpoint)) continue;
     back.push_back(i);
     report.rejoined.push_back(all_specs_[i].label());
   }
   if (back.empty()) return 0;
-  forget_history();  // the batch's slots held the cache; the move empties it
-  report.moved = move_back(report, back);
+  if (running) {
+    report.estimate = *running;
+    if (running->seconds_per_token_with < 0)
+      report.declined = "no time per step was measured with every device (the loss came before the second step)";
+    else if (!running->pays())
+      report.declined = "the time it would save does not exceed the cost of the move";
+  }
+  if (report.declined.empty()) {
+    forget_history();  // the batch's slots held the cache; the move empties it
+    report.moved = move_back(report, back);
+  }
   if (!report.moved && rejoin_noted_) return 0;
   rejoin_noted_ = !report.moved;
   if (report.moved) ++rejoins_;

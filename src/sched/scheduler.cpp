@@ -19,24 +19,6 @@ using detail::ExecPlan;
 
 namespace {
 
-// One micro-batch on one memory set: everything that must live until its
-// work is done.
-struct Batch {
-  const Graph* graph = nullptr;  // the caller's graph
-  Assignment assignment;
-  std::unique_ptr<ExecPlan> plan;
-  std::vector<SplitInfo> info;
-  std::vector<std::unique_ptr<Event>> events;   // per split; null where the device has none
-  std::vector<std::vector<uint8_t>> staging;    // host copies the backends may still read
-  std::vector<char> host_synced;                // per split: the host knows it is done
-  std::vector<std::vector<int>> implied;        // per split: earlier splits done once it is done
-  std::vector<int> last_on_backend;             // the latest split submitted to each backend, this run
-  std::vector<std::vector<uint64_t>> tickets;   // per split and input copy: a push compute_head started (0: none)
-  size_t n_submitted = 0;                       // splits of this run submitted (compute_head stops early)
-  bool submitted = false;
-  bool bound = false;  // graph's tensors are bound to this set (a later allocate elsewhere unbinds)
-};
-
 GraphLayout layout_of(const ExecPlan& plan) {
   GraphLayout layout;
   layout.buffer_of = [&plan](const Tensor& t) { return plan.buffer_of.at(&t); };
@@ -47,6 +29,24 @@ GraphLayout layout_of(const ExecPlan& plan) {
 }  // namespace
 
 struct Scheduler::Impl {
+  // One micro-batch on one memory set: everything that must live until its
+  // work is done.
+  struct Batch {
+    const Graph* graph = nullptr;  // the caller's graph
+    Assignment assignment;
+    std::unique_ptr<ExecPlan> plan;
+    std::vector<SplitInfo> info;
+    std::vector<std::unique_ptr<Event>> events;   // per split; null where the device has none
+    std::vector<std::vector<uint8_t>> staging;    // host copies the backends may still read
+    std::vector<char> host_synced;                // per split: the host knows it is done
+    std::vector<std::vector<int>> implied;        // per split: earlier splits done once it is done
+    std::vector<int> last_on_backend;             // the latest split submitted to each backend, this run
+    std::vector<std::vector<uint64_t>> tickets;   // per split and input copy: a push compute_head started (0: none)
+    size_t n_submitted = 0;                       // splits of this run submitted (compute_head stops early)
+    bool submitted = false;
+    bool bound = false;  // graph's tensors are bound to this set (a later allocate elsewhere unbinds)
+  };
+
   BackendSet set;
   SchedulerOptions options;
   bool skip_hazard_waits = false;  // SchedulerTestAccess only
@@ -466,15 +466,15 @@ void Scheduler::compute_tail(const Graph& g) {
 void Scheduler::synchronize() { impl_->synchronize(); }
 
 void Scheduler::wait(const Graph& g) {
-  for (Batch& b : impl_->batches) {
+  for (Impl::Batch& b : impl_->batches) {
     if (b.graph == &g) impl_->finish(b);
   }
 }
 
 void Scheduler::read_output(const Graph& g, const Tensor& t, void* data, size_t size) {
   Impl& s = *impl_;
-  Batch* batch = nullptr;
-  for (Batch& b : s.batches)
+  Impl::Batch* batch = nullptr;
+  for (Impl::Batch& b : s.batches)
     if (b.graph == &g && b.submitted) batch = &b;
   if (batch != nullptr) s.submit_rest(*batch);  // a read waits for its graph's whole run
   Buffer* from = t.buffer;

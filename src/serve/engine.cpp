@@ -258,7 +258,8 @@ void Engine::run() {
       // While a device is missing (lost, or added and not yet in), the idle
       // engine looks for it every kRejoinPoll (the probes themselves run on
       // the Session's watch).
-      if (metrics_.devices_lost.empty() && metrics_.devices_joining.empty()) cv_.wait(lock, woken);
+      if (metrics_.devices_lost.empty() && metrics_.devices_joining.empty() && metrics_.devices_leaving.empty())
+        cv_.wait(lock, woken);
       else cv_.wait_for(lock, kRejoinPoll, woken);
       if (stop_) break;
       const bool idle = !work();
@@ -301,12 +302,20 @@ void Engine::run() {
 }
 
 std::future<std::string> Engine::add_workers(std::vector<DeviceSpec> specs) {
-  WorkersToAdd w{std::move(specs), {}};
+  return change_workers(std::move(specs), false);
+}
+
+std::future<std::string> Engine::remove_workers(std::vector<DeviceSpec> specs) {
+  return change_workers(std::move(specs), true);
+}
+
+std::future<std::string> Engine::change_workers(std::vector<DeviceSpec> specs, bool remove) {
+  WorkersToAdd w{std::move(specs), {}, remove};
   std::future<std::string> done = w.done.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) {
-      w.done.set_value("the server is stopping: nothing added");
+      w.done.set_value(remove ? "the server is stopping: nothing removed" : "the server is stopping: nothing added");
       return done;
     }
     workers_to_add_.push_back(std::move(w));
@@ -323,6 +332,19 @@ void Engine::add_pending_workers() {
   }
   if (pending.empty()) return;
   for (WorkersToAdd& w : pending) {
+    if (w.remove) {
+      try {
+        const std::vector<std::string> removed = session_.remove_workers(w.specs);
+        std::string names;
+        for (const std::string& r : removed) names += (names.empty() ? "" : ", ") + r;
+        w.done.set_value(removed.empty() ? "no worker removed (none is a device)"
+                                         : std::to_string(removed.size()) +
+                                               " worker(s) removed, a placed one taken out when idle: " + names);
+      } catch (const std::exception& e) {
+        w.done.set_value(std::string("nothing removed: ") + e.what());
+      }
+      continue;
+    }
     try {
       const std::vector<std::string> added = session_.add_workers(w.specs);
       std::string names;
@@ -337,7 +359,29 @@ void Engine::add_pending_workers() {
   copy_placement();
 }
 
+void Engine::depart() {
+  std::string error;
+  const uint64_t recoveries = batch_.counters().recoveries;
+  bool moved = false;
+  try {
+    const int slots = session_.depart_idle();
+    if (slots > 0) batch_.placement_replaced(slots);
+    moved = slots > 0;
+  } catch (const std::exception& e) {  // the load without them failed part-way: placed again as after a loss
+    if (!batch_.recover(e))
+      error = "taking a removed worker out failed: " + std::string(e.what()) +
+              (batch_.recovery_error().empty() ? "" : "; recovery failed: " + batch_.recovery_error());
+  }
+  if (moved || batch_.counters().recoveries != recoveries) rebase_device_times();  // a new placement
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error.empty()) metrics_.last_error = error;
+  metrics_.recoveries += batch_.counters().recoveries - recoveries;
+  metrics_.groups = batch_.groups();
+  copy_placement();
+}
+
 void Engine::rejoin() {
+  if (!session_.leaving_devices().empty()) depart();
   bool moved = false;
   std::string error;
   const uint64_t recoveries = batch_.counters().recoveries;  // a move that fails part-way recovers
@@ -379,6 +423,7 @@ void Engine::measure_device_times() {
 void Engine::copy_placement() {
   metrics_.devices_lost = session_.lost_devices();
   metrics_.devices_joining = session_.joining_devices();
+  metrics_.devices_leaving = session_.leaving_devices();
   metrics_.plan = session_.loaded_plan();
   metrics_.device_specs = session_.device_specs();
 }

@@ -188,6 +188,7 @@ struct EngineMetrics {
   std::vector<std::string> devices_lost;  // what those recoveries dropped (Session::lost_devices)
   uint64_t rejoins = 0;       // lost workers taken back while idle (BatchEngine::rejoin)
   std::vector<std::string> devices_joining;  // workers added (add_workers) and not yet taken in
+  std::vector<std::string> devices_leaving;  // workers removed (remove_workers) still in the placement
   // The placement in force and its devices (Session::loaded_plan,
   // device_specs), copied when it changes: HTTP threads read these, never
   // the Session, which the engine's thread changes in a recovery or rejoin.
@@ -230,6 +231,12 @@ class Engine {
   // (--split shares, a spec that is not a worker); after shutdown(), that
   // the engine stopped.
   std::future<std::string> add_workers(std::vector<DeviceSpec> specs);
+  // Takes workers out (the workers file re-read without them): the
+  // engine's thread gives them to Session::remove_workers between steps; a
+  // lost or joining one is forgotten at once, a placed one leaves when the
+  // engine is idle (Session::depart_idle: the model placed again without
+  // it first). The future says what was removed or why nothing was.
+  std::future<std::string> remove_workers(std::vector<DeviceSpec> specs);
   // Stops the thread; requests still queued or running finish with
   // "cancelled". Idempotent; the engine stays valid (submit refuses).
   void shutdown();
@@ -278,8 +285,11 @@ class Engine {
   struct WorkersToAdd {
     std::vector<DeviceSpec> specs;
     std::promise<std::string> done;
+    bool remove = false;  // remove_workers'
   };
+  std::future<std::string> change_workers(std::vector<DeviceSpec> specs, bool remove);
   void add_pending_workers();  // engine thread: workers_to_add_ into the Session
+  void depart();               // engine thread, idle: the leaving workers out (Session::depart_idle)
   std::deque<Pending> queue_;
   std::vector<WorkersToAdd> workers_to_add_;  // under mu_
   std::deque<std::pair<EmbedJob, std::shared_ptr<EmbedRequest>>> embed_queue_;

@@ -71,6 +71,7 @@ Json engine_json(const EngineMetrics& m) {
           {"rejoins", m.rejoins},
           {"devices_lost", m.devices_lost},
           {"devices_joining", m.devices_joining},
+          {"devices_leaving", m.devices_leaving},
           {"last_error", m.last_error}};
 }
 

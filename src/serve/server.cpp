@@ -204,16 +204,21 @@ void Server::wait_ready() {
   if (impl_->state == ServerState::failed) std::rethrow_exception(impl_->load_exception);
 }
 
-std::string Server::add_workers(const std::vector<DeviceSpec>& specs) {
+std::string Server::add_workers(const std::vector<DeviceSpec>& specs) { return change_workers(specs, false); }
+
+std::string Server::remove_workers(const std::vector<DeviceSpec>& specs) { return change_workers(specs, true); }
+
+std::string Server::change_workers(const std::vector<DeviceSpec>& specs, bool remove) {
+  const std::string nothing = remove ? "nothing removed" : "nothing added";
   Engine* engine = nullptr;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (impl_->state == ServerState::loading) return "the model is still loading: nothing added (send it again once ready)";
-    if (impl_->state == ServerState::failed) return "the model failed to load: nothing added";
-    if (impl_->stop_requested) return "the server is stopping: nothing added";
+    if (impl_->state == ServerState::loading) return "the model is still loading: " + nothing + " (send it again once ready)";
+    if (impl_->state == ServerState::failed) return "the model failed to load: " + nothing;
+    if (impl_->stop_requested) return "the server is stopping: " + nothing;
     engine = impl_->engine.get();
   }
-  std::future<std::string> done = engine->add_workers(specs);
+  std::future<std::string> done = remove ? engine->remove_workers(specs) : engine->add_workers(specs);
   if (done.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
     return "the engine did not take the list within 30 s (it takes it after the step it runs)";
   return done.get();

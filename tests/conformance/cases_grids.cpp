@@ -42,7 +42,7 @@ void signed_scales(Rng& rng, int* s, int n, int lo, int hi) {
   s[uni(rng, 0, n - 1)] = lo;
 }
 
-constexpr int kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+constexpr int kCaseIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // 32-value blocks with a min: x = (q - k0) * D, q over [0, nmax] at both
 // ends, so min = -k0 D, d = (max - min) / nmax = D.
@@ -67,7 +67,7 @@ void block_iq4_nl(Rng& rng, float* v) {
   const float s = step(uni(rng, 7, 9)) * (uni(rng, 0, 1) ? 1.0f : -1.0f);
   int j[32];
   ints(rng, j, 32, 0, 15);
-  for (int i = 0; i < 32; ++i) v[i] = s * static_cast<float>(kIq4Levels[j[i]]);
+  for (int i = 0; i < 32; ++i) v[i] = s * static_cast<float>(kCaseIq4Levels[j[i]]);
 }
 
 // mxfp4: D * level, D = 2^-e, levels twice E2M1 (ggml's kvalues_mxfp4) with
@@ -120,7 +120,7 @@ void block_iq4_xs(Rng& rng, float* v) {
   for (int b = 0; b < 8; ++b) {
     int j[32];
     ints(rng, j, 32, 0, 15);
-    for (int i = 0; i < 32; ++i) v[32 * b + i] = d * static_cast<float>(l[b] * kIq4Levels[j[i]]);
+    for (int i = 0; i < 32; ++i) v[32 * b + i] = d * static_cast<float>(l[b] * kCaseIq4Levels[j[i]]);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "tensor_read.h"
 #include "weft/backend/alloc.h"
 #include "weft/backend/cpu.h"
 #include "weft/backend/sched.h"
@@ -33,11 +34,7 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
   return v;
 }
 
-std::vector<float> read(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.nelements()));
-  tensor_get(t, v.data(), 0, t.nbytes());
-  return v;
-}
+using test::read;
 
 struct NormGraph {
   Context ctx;

@@ -250,7 +250,7 @@ TEST(FuzzStructured, Run) {
   std::fflush(stdout);
 }
 
-bool parse(int argc, char** argv, Options& o) {
+bool parse_options(int argc, char** argv, Options& o) {
   o.seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^ std::random_device{}();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -282,7 +282,7 @@ bool parse(int argc, char** argv, Options& o) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (!weft::rpc::fuzz::parse(argc, argv, weft::rpc::fuzz::g_opts)) {
+  if (!weft::rpc::fuzz::parse_options(argc, argv, weft::rpc::fuzz::g_opts)) {
     std::fprintf(stderr,
                  "usage: weft_fuzz_worker [--seconds S] [--seed N] [--workers-threads T] "
                  "[--only valid|mutated|lifetime|racing|dial|push|tls] [--case-seed X] [--max-graph-cost C] "

@@ -35,7 +35,7 @@ struct CacheDir {
   fs::path path;
 };
 
-Bytes random_bytes(size_t n, uint32_t seed) {
+Bytes random_payload(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   Bytes b(n);
   for (auto& x : b) x = static_cast<uint8_t>(rng());
@@ -49,7 +49,7 @@ ContentHash hash_of(const Bytes& b) {
 TEST(TensorCache, StoresVerifiedBytesAndCopiesThemOut) {
   CacheDir dir;
   TensorCache cache(dir.path, 1 << 20);
-  const Bytes a = random_bytes(1000, 1);
+  const Bytes a = random_payload(1000, 1);
   EXPECT_TRUE(cache.store(hash_of(a), a.data(), a.size()));
   EXPECT_TRUE(cache.contains(hash_of(a), a.size()));
   EXPECT_EQ(cache.bytes(), 1000u);
@@ -62,7 +62,7 @@ TEST(TensorCache, StoresVerifiedBytesAndCopiesThemOut) {
 TEST(TensorCache, RefusesBytesThatDoNotMatchTheirHash) {
   CacheDir dir;
   TensorCache cache(dir.path, 1 << 20);
-  const Bytes a = random_bytes(1000, 1), b = random_bytes(1000, 2);
+  const Bytes a = random_payload(1000, 1), b = random_payload(1000, 2);
   EXPECT_FALSE(cache.store(hash_of(a), b.data(), b.size()));
   EXPECT_FALSE(cache.contains(hash_of(a), 1000));
   EXPECT_EQ(cache.entries(), 0u);
@@ -72,8 +72,8 @@ TEST(TensorCache, RefusesBytesThatDoNotMatchTheirHash) {
 TEST(TensorCache, EvictsTheLeastRecentlyUsed) {
   CacheDir dir;
   TensorCache cache(dir.path, 3000);
-  const Bytes a = random_bytes(1000, 1), b = random_bytes(1000, 2), c = random_bytes(1000, 3),
-              d = random_bytes(1000, 4);
+  const Bytes a = random_payload(1000, 1), b = random_payload(1000, 2), c = random_payload(1000, 3),
+              d = random_payload(1000, 4);
   ASSERT_TRUE(cache.store(hash_of(a), a.data(), a.size()));
   ASSERT_TRUE(cache.store(hash_of(b), b.data(), b.size()));
   ASSERT_TRUE(cache.store(hash_of(c), c.data(), c.size()));
@@ -86,14 +86,14 @@ TEST(TensorCache, EvictsTheLeastRecentlyUsed) {
   EXPECT_TRUE(cache.contains(hash_of(c), 1000));
   EXPECT_TRUE(cache.contains(hash_of(d), 1000));
   EXPECT_LE(cache.bytes(), 3000u);
-  const Bytes big = random_bytes(3001, 5);
+  const Bytes big = random_payload(3001, 5);
   EXPECT_FALSE(cache.store(hash_of(big), big.data(), big.size()));  // never fits
   EXPECT_EQ(cache.entries(), 3u);
 }
 
 TEST(TensorCache, IndexIsRebuiltFromTheDirectory) {
   CacheDir dir;
-  const Bytes a = random_bytes(1000, 1), b = random_bytes(1000, 2), c = random_bytes(1000, 3);
+  const Bytes a = random_payload(1000, 1), b = random_payload(1000, 2), c = random_payload(1000, 3);
   {
     TensorCache cache(dir.path, 1 << 20);
     ASSERT_TRUE(cache.store(hash_of(a), a.data(), a.size()));
@@ -125,7 +125,7 @@ TEST(TensorCache, IndexIsRebuiltFromTheDirectory) {
 TEST(TensorCache, DamagedFileIsDropped) {
   CacheDir dir;
   TensorCache cache(dir.path, 1 << 20);
-  const Bytes a = random_bytes(1000, 1);
+  const Bytes a = random_payload(1000, 1);
   ASSERT_TRUE(cache.store(hash_of(a), a.data(), a.size()));
   const fs::path file = dir.path / TensorCache::file_name(hash_of(a), 1000);
   {
@@ -150,7 +150,7 @@ TEST(TensorCache, ThreadsStoreAndLookUpTogether) {
   CacheDir dir;
   TensorCache cache(dir.path, 20 * 4096);
   std::vector<Bytes> blobs;
-  for (uint32_t i = 0; i < 32; ++i) blobs.push_back(random_bytes(4096, i));
+  for (uint32_t i = 0; i < 32; ++i) blobs.push_back(random_payload(4096, i));
   std::vector<std::thread> threads;
   std::atomic<int> wrong{0};
   for (int t = 0; t < 4; ++t) {

@@ -19,7 +19,7 @@ namespace {
 // Four tokens: "a", "b", "c" and an end token (3); the logits never change.
 const std::vector<float> kLogits = {1.f, 5.f, 3.f, 0.f};
 
-weft::GenerationModel model() {
+weft::GenerationModel grammar_model() {
   return {.n_vocab = 4, .n_ctx = 64, .is_end_of_generation = [](int32_t t) { return t == 3; }};
 }
 
@@ -38,13 +38,13 @@ TEST(GenerateGrammar, GreedyTakesTheBestAllowedToken) {
   // "b" is the best token and never allowed; of "a" and "c", "c" is better.
   const weft::GenerateOptions o = constrained(R"(root ::= ("a" | "c") ("a" | "c"))");
   const std::vector<int32_t> prompt = {0};
-  const weft::GenerateResult r = weft::run_generation(eval, model(), prompt, o);
+  const weft::GenerateResult r = weft::run_generation(eval, grammar_model(), prompt, o);
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{2, 2}));
   EXPECT_EQ(r.stop, weft::StopReason::end_of_generation);  // the grammar ended it
   // Unconstrained, "b" every time up to max_tokens.
   weft::GenerateOptions plain;
   plain.max_tokens = 2;
-  EXPECT_EQ(weft::run_generation(eval, model(), prompt, plain).tokens, (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(weft::run_generation(eval, grammar_model(), prompt, plain).tokens, (std::vector<int32_t>{1, 1}));
 }
 
 TEST(GenerateGrammar, SampledTokensFollowTheRestrictedSoftmax) {
@@ -57,7 +57,7 @@ TEST(GenerateGrammar, SampledTokensFollowTheRestrictedSoftmax) {
     weft::GenerateOptions o = constrained(R"(root ::= "a" | "c")");
     o.sampler = {.temperature = 1.f, .top_k = 0, .top_p = 1.f, .min_p = 0.f, .seed = static_cast<uint64_t>(seed)};
     const std::vector<int32_t> prompt = {0};
-    const weft::GenerateResult r = weft::run_generation(eval, model(), prompt, o);
+    const weft::GenerateResult r = weft::run_generation(eval, grammar_model(), prompt, o);
     ASSERT_EQ(r.tokens.size(), 1u);
     ++seen[r.tokens[0]];
   }
@@ -84,11 +84,11 @@ TEST(GenerateGrammar, TheBatchEngineConstrainsAsRunGenerationDoes) {
     rows.erase(rows.begin());
   };
   const std::vector<std::vector<int32_t>> prompts = {{0}, {0, 0}};
-  const auto results = weft::run_parallel_generation(be, model(), prompts, o);
+  const auto results = weft::run_parallel_generation(be, grammar_model(), prompts, o);
   for (size_t s = 0; s < prompts.size(); ++s) {
     weft::GenerateOptions alone = o;
     alone.sampler.seed += s;  // run_parallel_generation's seed + s
-    EXPECT_EQ(results[s].tokens, weft::run_generation(eval, model(), prompts[s], alone).tokens);
+    EXPECT_EQ(results[s].tokens, weft::run_generation(eval, grammar_model(), prompts[s], alone).tokens);
     EXPECT_EQ(results[s].tokens.size(), 3u);
     for (int32_t t : results[s].tokens) EXPECT_TRUE(t == 0 || t == 2);
     EXPECT_EQ(results[s].stop, weft::StopReason::end_of_generation);
@@ -96,7 +96,7 @@ TEST(GenerateGrammar, TheBatchEngineConstrainsAsRunGenerationDoes) {
   // A grammar without the vocabulary's trie is refused before anything runs.
   weft::GenerateOptions bad = o;
   bad.token_trie = nullptr;
-  EXPECT_THROW(weft::run_generation(eval, model(), prompts[0], bad), weft::Error);
+  EXPECT_THROW(weft::run_generation(eval, grammar_model(), prompts[0], bad), weft::Error);
 }
 
 }  // namespace

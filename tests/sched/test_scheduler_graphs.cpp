@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "tensor_read.h"
 #include "weft/backend/cpu.h"
 #include "weft/backend/sched.h"
 #include "weft/core/ops.h"
@@ -16,11 +17,7 @@
 namespace weft {
 namespace {
 
-std::vector<float> read(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.nelements()));
-  tensor_get(t, v.data(), 0, t.nbytes());
-  return v;
-}
+using test::read;
 
 void fill(Tensor& t, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sched/scheduler_testing.h"
+#include "tensor_read.h"
 #include "weft/backend/cpu.h"
 #include "weft/backend/sched.h"
 #include "weft/core/ops.h"
@@ -25,11 +26,7 @@ std::vector<float> random_values(size_t n, std::mt19937& rng) {
   return v;
 }
 
-std::vector<float> read(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.nelements()));
-  tensor_get(t, v.data(), 0, t.nbytes());
-  return v;
-}
+using test::read;
 
 // Split 0 (a delayed async backend) reads u, its last reader; split 1 (the
 // CPU, no inputs from split 0) computes w into memory the allocator reused

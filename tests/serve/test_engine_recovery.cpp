@@ -283,6 +283,51 @@ TEST_F(EngineTest, AWorkerAddedWhileServingIsTakenInWhenIdle) {
   EXPECT_GT(b->worker(0).memory_in_use(), 0u);
 }
 
+// A worker taken out of the workers file while serving (Engine::
+// remove_workers): placed, it is marked leaving and leaves when the engine
+// is idle, the model placed again over this host and the other worker
+// before its session ends (the worker then holds nothing); a request then
+// gives its tokens alone. Removing it again, or a worker that is no
+// device, removes nothing.
+TEST_F(EngineTest, AWorkerRemovedWhileServingLeavesWhenIdle) {
+  const ThreeLayerModel file(*path_);
+  const std::vector<int32_t> want = file.alone(prompt(2), 24);
+  auto a = worker_at(0), b = worker_at(0), c = worker_at(0);
+  weft::SessionOptions o{.model = file.path, .devices = {"cpu:1", "rpc://" + a->endpoint(0), "rpc://" + b->endpoint(0)}};
+  o.probe = false;  // placed by memory: a layer each
+  std::vector<weft::RejoinReport> reports;
+  o.on_rejoin = [&](const weft::RejoinReport& r) { reports.push_back(r); };
+  weft::Session s(o);
+  s.load(4 * 256);
+  Engine engine(s, {.slots = 4, .max_queue = 8, .batch_tokens = 6});
+  ASSERT_EQ(engine.metrics().groups, 3);
+  EXPECT_GT(b->worker(0).memory_in_use(), 0u);
+  const std::string removed = engine.remove_workers({weft::worker_device_spec(b->endpoint(0))}).get();
+  EXPECT_NE(removed.find("1 worker(s) removed"), std::string::npos) << removed;
+  EXPECT_NE(removed.find(b->endpoint(0)), std::string::npos) << removed;
+  for (int waited = 0; waited < 300 && engine.metrics().groups != 2; ++waited) std::this_thread::sleep_for(100ms);
+  const weft::serve::EngineMetrics m = engine.metrics();
+  EXPECT_EQ(m.groups, 2);
+  EXPECT_TRUE(m.devices_leaving.empty());
+  EXPECT_TRUE(m.devices_lost.empty());
+  ASSERT_EQ(m.device_specs.size(), 2u);
+  EXPECT_EQ(m.device_specs[1].label(), a->endpoint(0));
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_TRUE(reports[0].moved) << reports[0].declined;
+  EXPECT_EQ(reports[0].removed, std::vector<std::string>{b->endpoint(0)});
+  EXPECT_TRUE(reports[0].rejoined.empty());
+  EXPECT_EQ(m.rejoins, 0u);  // a departure is not a rejoin
+  for (int waited = 0; waited < 50 && b->worker(0).memory_in_use() > 0; ++waited) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(b->worker(0).memory_in_use(), 0u);  // its session ended with the move
+  const std::string again = engine.remove_workers({weft::worker_device_spec(b->endpoint(0)),
+                                                   weft::worker_device_spec(c->endpoint(0))}).get();
+  EXPECT_NE(again.find("no worker removed"), std::string::npos) << again;
+  const Outcome after = drain(*engine.submit(greedy_job(prompt(2), 24)));
+  EXPECT_NE(after.finish.finish_reason, "error") << after.finish.error;
+  EXPECT_EQ(after.tokens, want);
+  EXPECT_EQ(engine.metrics().requests_failed, 0u);
+}
+
 // --split gives every device its share: a worker added later has none, so
 // nothing is added, and the answer says why; the engine serves on.
 TEST_F(EngineTest, AWorkerAddedToSplitSharesIsRefused) {

@@ -15,6 +15,7 @@
 #include "serve/openai_api.h"
 #include "serve/tool_calls.h"
 #include "serve/tool_request.h"
+#include "temp_dir.h"
 #include "weft/serve/chat_template.h"
 
 namespace {
@@ -27,20 +28,15 @@ using weft::serve::detect_tool_family;
 using weft::serve::parse_tool_calls;
 using weft::serve::tool_call_hold_from;
 
-const std::string kFixtures = WEFT_SOURCE_DIR "/tests/serve/chat_templates/";
+const std::string kTemplateFixtures = WEFT_SOURCE_DIR "/tests/serve/chat_templates/";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using weft::test::read_bytes;
 
 const std::vector<std::string> kWeather = {"get_weather", "get_time"};
 
 // The case named name of template tpl in a fixture file.
 Json fixture_case(const std::string& file, const std::string& tpl, const std::string& name) {
-  for (const Json& c : Json::parse(read_file(kFixtures + file)))
+  for (const Json& c : Json::parse(read_bytes(kTemplateFixtures + file)))
     if ((tpl.empty() || c.value("template", tpl) == tpl) && c["name"] == name) return c;
   ADD_FAILURE() << "no case " << tpl << "/" << name << " in " << file;
   return Json::object();
@@ -73,7 +69,7 @@ TEST(ToolCalls, FamilyDetectedFromTheRealTemplates) {
       {"phi3.jinja", ToolFamily::none},
   };
   for (const auto& [file, family] : cases)
-    EXPECT_EQ(detect_tool_family(read_file(kFixtures + file)), family) << file;
+    EXPECT_EQ(detect_tool_family(read_bytes(kTemplateFixtures + file)), family) << file;
   // DeepSeek's (V3, R1) assistant turn, as its published template spells it.
   EXPECT_EQ(detect_tool_family("{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
                                "'<｜tool▁sep｜>' + tool['function']['name']}}"),
@@ -396,9 +392,9 @@ TEST(ToolRequest, HistoryRendersAsTheTemplatesExpect) {
           stringified = true;
         }
     ASSERT_TRUE(stringified) << tpl;
-    const ToolFamily family = detect_tool_family(read_file(kFixtures + tpl + ".jinja"));
+    const ToolFamily family = detect_tool_family(read_bytes(kTemplateFixtures + tpl + ".jinja"));
     weft::serve::tool_history_for_template(vars["messages"], family);
-    auto t = weft::serve::ChatTemplate::parse(read_file(kFixtures + tpl + ".jinja"));
+    auto t = weft::serve::ChatTemplate::parse(read_bytes(kTemplateFixtures + tpl + ".jinja"));
     std::tm tm{};  // the day gpt_oss_cases.json was rendered on (as test_chat_template.cpp pins it)
     tm.tm_year = 2031 - 1900;
     tm.tm_mon = 5;

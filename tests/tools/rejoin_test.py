@@ -18,6 +18,12 @@ killed one's port. Two runs:
   back, not worth it   nothing slows down: two stages are faster than
                        three, so no move pays. Must say "[rejoin
                        declined] <the worker>" and "0 rejoins".
+  back, worth it, three sequences
+                       as the first, with `--parallel 3` (the batched
+                       engine weighs the move per round while the three
+                       run: BatchEngine::rejoin_running); the kill comes
+                       0.5 s after loading. Must say "[rejoined]" and
+                       "1 rejoins", and print the uninterrupted sequences.
 
 Each must exit 0 with the text of the uninterrupted run, and the restarted
 worker must have been probed (its log shows a session).
@@ -48,6 +54,7 @@ sys.path.insert(0, HERE)
 from fault_run_common import PROXY, Listening, parse_args, write_small_model  # noqa: E402
 
 TOKENS = 96
+PARALLEL_TOKENS = 48  # each of the three sequences
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
 
@@ -71,8 +78,9 @@ def set_mode(control, mode):
     os.replace(control + ".new", control)
 
 
-def one_run(weft, model, folder, slow_survivor, kill_at_chars):
-    """Returns (problem or None, text, stderr)."""
+def one_run(weft, model, folder, slow_survivor, kill_at_chars, parallel=0):
+    """Returns (problem or None, text, stderr). parallel: --parallel N, the
+    kill 0.5 s after loading (the sequences print at the end)."""
     w0, w1 = worker(weft, folder, "w0"), worker(weft, folder, "w1")
     port1 = int(w1.endpoint.rsplit(":", 1)[1])
     # Paced, so that the restart lands mid-generation; the survivor's link
@@ -80,10 +88,14 @@ def one_run(weft, model, folder, slow_survivor, kill_at_chars):
     p0, c0 = proxy(folder, "p0", w0.endpoint, "pass" if slow_survivor else "delay", 30 if slow_survivor else 8)
     p1, _ = proxy(folder, "p1", w1.endpoint, "delay", 8)
     restarted = []
-    argv = [weft, "run", "-m", model, "-p", PROMPT, "-n", str(TOKENS), "-t", "1", "--recover", "--stats",
+    argv = [weft, "run", "-m", model, "-p", PROMPT, "-n", str(PARALLEL_TOKENS if parallel else TOKENS), "-t", "1",
+            "--recover", "--stats",
             "--worker", p0.endpoint, "--worker", p1.endpoint, "--split", "1,1,1"]
+    if parallel:
+        argv += ["--parallel", str(parallel)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     killer = threading.Timer(90, proc.kill)
+    killed_at_load = []
     killer.start()
     err = []
 
@@ -91,6 +103,9 @@ def one_run(weft, model, folder, slow_survivor, kill_at_chars):
         for raw in proc.stderr:
             line = raw.decode(errors="replace").rstrip("\n")
             err.append(line)
+            if parallel and line.startswith("loaded ") and not killed_at_load:
+                killed_at_load.append(threading.Timer(0.5, w1.proc.kill))
+                killed_at_load[0].start()
             if line.startswith("[recovered]") and not restarted:
                 if slow_survivor:
                     set_mode(c0, "delay")
@@ -106,13 +121,16 @@ def one_run(weft, model, folder, slow_survivor, kill_at_chars):
             if not chunk:
                 break
             out += chunk
-            if not killed and len(out) >= kill_at_chars:
+            if not parallel and not killed and len(out) >= kill_at_chars:
                 w1.proc.kill()
                 killed = True
         proc.wait()
         t.join(10)
+        killed = killed or bool(killed_at_load)
     finally:
         killer.cancel()
+        for k in killed_at_load:
+            k.cancel()
         for p in [p0, p1, w0, w1] + restarted:
             p.stop()
     stderr = "\n".join(err)
@@ -220,10 +238,13 @@ def main():
         soak_seconds = float(os.environ.get("WEFT_RECOVERY_SOAK", "0") or 0)
         if soak_seconds > 0:
             return 1 if soak(weft, model, folder, soak_seconds) else 0
+        want_parallel = subprocess.run([weft, "run", "-m", model, "-p", PROMPT, "-n", str(PARALLEL_TOKENS), "-t", "1",
+                                        "--parallel", "3"], capture_output=True, check=True).stdout
         at_token_8 = max(1, len(want) * 8 // TOKENS)
-        for name, slow in (("back, and worth it", True), ("back, not worth it", False)):
-            problem, text, stderr = one_run(weft, model, folder, slow, at_token_8)
-            if problem is None and text != want:
+        for name, slow, parallel in (("back, and worth it", True, 0), ("back, not worth it", False, 0),
+                                     ("back, worth it, three sequences", True, 3)):
+            problem, text, stderr = one_run(weft, model, folder, slow, at_token_8, parallel)
+            if problem is None and text != (want_parallel if parallel else want):
                 problem = f"text differs:\n  want {want!r}\n  got  {text!r}"
             if problem:
                 failures += 1

@@ -8,7 +8,10 @@ appended and SIGHUP: the server says which line and keeps its devices.
 The line replaced by the second worker and SIGHUP again: the server says
 it added one, and once idle takes it in (/v1/pool: 3 devices, none
 joining, the new worker holding layers), and a greedy completion then gives
-the text it gave before. SIGHUP with nothing new: "no new worker".
+the text it gave before. SIGHUP with nothing new: "no new worker". The
+first worker's line removed and SIGHUP: the server takes it out when idle
+("[removed]", /v1/pool: 2 devices, this host and the second worker, none
+leaving), and the completion's text is still the same.
 
 Usage: serve_workers_file_test.py WEFT_BINARY WRITE_TEST_MODEL_BINARY
 """
@@ -109,8 +112,25 @@ def main():
         assert after == before, f"{after!r} != {before!r}"
         server.send_signal(signal.SIGHUP)
         wait_for(said("no new worker"), 30, "a SIGHUP with nothing new")
+
+        with open(workers, "w") as f:
+            f.write(f"{b}\n")
+        server.send_signal(signal.SIGHUP)
+        wait_for(said("1 worker(s) removed"), 30, "the removal acknowledged")
+
+        def two():
+            p = get(base, "/v1/pool")
+            return p if len(p["devices"]) == 2 and not p["engine"]["devices_leaving"] else None
+
+        left = wait_for(two, 30, f"{a} taken out")
+        labels = [d.get("label") for d in left["devices"]]
+        assert a not in labels and b in labels, labels
+        wait_for(said(f"[removed] {a}; now"), 10, "the [removed] notice")
+        assert get(base, "/health")["status"] == "ok"
+        last = get(base, "/v1/completions", BODY)["choices"][0]["text"]
+        assert last == before, f"{last!r} != {before!r}"
         print(f"serve_workers_file: {b} taken in after SIGHUP; devices {[d.get('label') for d in pool['devices']]}; "
-              f"the same text: {after!r}")
+              f"{a} taken out after another; devices {labels}; the same text: {after!r}")
         return 0
     except Exception:
         for name in ("serve.log", "a.worker.log", "b.worker.log"):

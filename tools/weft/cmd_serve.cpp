@@ -4,12 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "commands.h"
 #include "session_ui.h"
@@ -46,19 +48,50 @@ struct ServeArgs {
 namespace {
 
 // SIGHUP: the workers file's new entries go to the model's devices, taken
-// in when the server is idle and they answer (docs/recovery.md).
-void reread_workers_file(serve::Server& server, const std::string& path) {
+// in when the server is idle and they answer; the entries it no longer
+// lists (listed: what it said before) are taken out, unless --worker names
+// them too (docs/recovery.md).
+struct WorkersFileState {
+  std::vector<DeviceSpec> listed;  // what the file said last
+  std::vector<std::string> named;  // the --worker specs, which a file re-read never takes out
+};
+
+WorkersFileState workers_file_at_start(const ModelHostArgs& host) {
+  WorkersFileState w;
+  for (const std::string& spec : host.workers) w.named.push_back(worker_device_spec(spec).text);
+  if (!host.workers_file.empty()) {
+    try {
+      w.listed = read_workers_file(host.workers_file);  // as the session read it
+    } catch (const std::exception&) {  // changed since: nothing to take out later
+    }
+  }
+  return w;
+}
+
+void reread_workers_file(serve::Server& server, const std::string& path, WorkersFileState& state) {
+  const std::vector<DeviceSpec>& listed = state.listed;
+  const std::vector<std::string>& named = state.named;
   if (path.empty()) {
     std::fprintf(stderr, "weft serve: SIGHUP: no --workers-file to read again\n");
     return;
   }
-  std::string outcome;
+  std::vector<DeviceSpec> now;
   try {
-    outcome = server.add_workers(read_workers_file(path));
+    now = read_workers_file(path);
   } catch (const std::exception& e) {  // unreadable or malformed: the devices stay as they are
-    outcome = std::string("nothing added: ") + e.what();
+    std::fprintf(stderr, "weft serve: SIGHUP: %s: nothing changed: %s\n", path.c_str(), e.what());
+    return;
   }
-  std::fprintf(stderr, "weft serve: SIGHUP: %s: %s\n", path.c_str(), outcome.c_str());
+  std::vector<DeviceSpec> gone;
+  for (const DeviceSpec& before : listed) {
+    const auto same = [&](const DeviceSpec& d) { return d.text == before.text; };
+    const bool kept = std::any_of(now.begin(), now.end(), same) ||
+                      std::any_of(named.begin(), named.end(), [&](const std::string& w) { return w == before.text; });
+    if (!kept) gone.push_back(before);
+  }
+  std::fprintf(stderr, "weft serve: SIGHUP: %s: %s\n", path.c_str(), server.add_workers(now).c_str());
+  if (!gone.empty()) std::fprintf(stderr, "weft serve: SIGHUP: %s: %s\n", path.c_str(), server.remove_workers(gone).c_str());
+  state.listed = std::move(now);
 }
 
 }  // namespace
@@ -129,10 +162,11 @@ int cmd_serve(const ServeArgs& args) {
       kill(getpid(), SIGTERM);
     }
   });
+  WorkersFileState workers_file = workers_file_at_start(args.host);
   for (int sig = 0;;) {
     if (sigwait(&stop_signals, &sig) != 0) continue;
     if (sig != SIGHUP) break;
-    reread_workers_file(server, args.host.workers_file);
+    reread_workers_file(server, args.host.workers_file, workers_file);
   }
   watcher.join();  // after the load ends (it is not interruptible)
   server.stop();

@@ -144,15 +144,36 @@ void print_recovery(const RecoveryReport& r) {
                r.reprefill_seconds);
 }
 
+namespace {
+
+// A worker taken out of the pool (Session::depart_idle): the placement
+// without it, or why it stays.
+void print_departure(const RejoinReport& r) {
+  std::string gone, now;
+  for (const std::string& l : r.removed) gone += (gone.empty() ? "" : ", ") + l;
+  if (!r.moved) {
+    std::fprintf(stderr, "\n[removal declined] %s stays: %s\n", gone.c_str(), r.declined.c_str());
+    return;
+  }
+  for (const DevicePlan& d : r.plan.devices)
+    now += (now.empty() ? "" : ", ") + d.label + " layers " + std::to_string(d.part.first_layer) + "-" +
+           std::to_string(d.part.last_layer);
+  std::fprintf(stderr, "\n[removed] %s; now %s; reloaded in %.2f s\n", gone.c_str(), now.c_str(), r.reload_seconds);
+}
+
+}  // namespace
+
 void print_rejoin(const RejoinReport& r) {
+  if (!r.removed.empty()) return print_departure(r);
   std::string back, now;
   for (const std::string& l : r.rejoined) back += (back.empty() ? "" : ", ") + l;
   const RejoinEstimate& e = r.estimate;
   char rule[200] = "idle: no request in flight";  // `weft serve` between requests: no rule weighed
+  const char* unit = r.batched ? "round" : "token";  // a round: each sequence's next token
   if (!r.idle)
-    std::snprintf(rule, sizeof rule, "%.1f ms/token now, %.1f ms with it, %lld tokens left: saves %.2f s, move %.2f s",
-                  1e3 * e.seconds_per_token_now, 1e3 * e.seconds_per_token_with,
-                  static_cast<long long>(e.remaining_tokens), e.gain_seconds(), e.move_seconds);
+    std::snprintf(rule, sizeof rule, "%.1f ms/%s now, %.1f ms with it, %lld %ss left: saves %.2f s, move %.2f s",
+                  1e3 * e.seconds_per_token_now, unit, 1e3 * e.seconds_per_token_with,
+                  static_cast<long long>(e.remaining_tokens), unit, e.gain_seconds(), e.move_seconds);
   if (!r.moved) {
     std::fprintf(stderr, "\n[rejoin declined] %s answers again; stays out: %s (%s)\n", back.c_str(), r.declined.c_str(),
                  rule);
@@ -161,9 +182,12 @@ void print_rejoin(const RejoinReport& r) {
   for (const DevicePlan& d : r.plan.devices)
     now += (now.empty() ? "" : ", ") + d.label + " layers " + std::to_string(d.part.first_layer) + "-" +
            std::to_string(d.part.last_layer);
-  std::fprintf(stderr, "\n[rejoined] %s back; now %s; reloaded in %.2f s, %lld tokens re-evaluated in %.2f s (%s)\n",
-               back.c_str(), now.c_str(), r.reload_seconds, static_cast<long long>(r.tokens_reevaluated),
-               r.reprefill_seconds, rule);
+  char again[120] = "the sequences re-evaluate what they had in the next steps";
+  if (!r.batched)
+    std::snprintf(again, sizeof again, "%lld tokens re-evaluated in %.2f s", static_cast<long long>(r.tokens_reevaluated),
+                  r.reprefill_seconds);
+  std::fprintf(stderr, "\n[rejoined] %s back; now %s; reloaded in %.2f s, %s (%s)\n", back.c_str(), now.c_str(),
+               r.reload_seconds, again, rule);
 }
 
 void print_device_stats(const Session& session) {

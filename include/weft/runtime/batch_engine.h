@@ -44,6 +44,7 @@
 
 #include "weft/model/sampler.h"
 #include "weft/runtime/generate.h"
+#include "weft/runtime/rejoin_estimate.h"
 
 namespace weft {
 
@@ -185,6 +186,29 @@ class BatchEngine {
   // throws Error(disconnected) naming why when that recovery fails too
   // (the model is then unloaded: the next steps fail their jobs).
   bool rejoin();
+  // Between jobs (none busy, nothing in flight): the model was placed again
+  // by its owner (Session::depart_idle, `weft serve` taking a removed worker
+  // out) and keeps model_slots steps in flight: every slot's cache is
+  // forgotten and the groups follow. Throws Error(invalid_input) while a
+  // job runs or a step is in flight; what the reserve throws.
+  void placement_replaced(int model_slots);
+  // While jobs run (`weft run --parallel`, between advance() calls): when
+  // every lost worker answers again (BatchedEval::rejoin_ready), weighs the
+  // move back by the rule of weft/runtime/rejoin.h, per round (a busy
+  // sequence's time between two of its tokens) instead of per token:
+  // measured since the placement last changed, against the same measured
+  // on the placement with every device at the first loss; rounds left, the
+  // most any busy job still has to generate; the move's cost, the last
+  // recovery's reload plus its replay time scaled to the tokens the jobs
+  // hold now (running_estimate()). When it pays, the steps in flight finish
+  // (their tokens kept), BatchedEval::rejoin(&estimate) moves the model,
+  // and every job evaluates again what it had, as after recover(). true
+  // when the model moved. Throws as collect() does, or, when a failed move
+  // cannot be recovered, as rejoin().
+  bool rejoin_running();
+  // The rule's inputs now (see rejoin_running; seconds_per_token_with < 0:
+  // not measured before the first loss).
+  RejoinEstimate running_estimate() const;
   // Ends every job with StopReason::cancelled after finishing the steps in
   // flight (a driver shutting down).
   void cancel_all();
@@ -244,6 +268,27 @@ class BatchEngine {
   // eval_.recover recovers the model, again over the recovered model (a
   // worker dead before the first step). Throws what stands.
   void set_groups_recovering(int model_slots);
+  // batch_recovery.cpp: the placement changed (a loss, a move back): every
+  // busy job evaluates again its prompt and the tokens it generated.
+  void replay_jobs();
+  void placement_lost();  // a recovery: the times measured so far belong to the placement before it
+  void note_token_time(Slot& s);  // s sampled a token (or ended during a replay)
+  // eval_.rejoin(running); a throw recovered (0 then), or, when the
+  // recovery fails too, Error(disconnected) naming both.
+  int call_rejoin(const RejoinEstimate* running);
+
+  // The rejoin rule's measurements (rejoin_running).
+  struct PlacementTimes {
+    double round_seconds = 0;         // a sequence's time between tokens: moving average, the newest 1/4
+    int64_t rounds = 0;               // intervals in it, since the placement last changed
+    double full_round_seconds = -1;   // the same with every device, as it stood at the first loss (-1: unknown)
+    bool full = true;                 // the placement in force holds every device
+    double reload_seconds = 0;        // the last recovery's BatchedEval::recover
+    double replay_seconds = 0;        // from its end until every job had its next token
+    uint64_t replay_tokens = 0;       // what the jobs evaluated again then
+    std::chrono::steady_clock::time_point replay_start;
+    int replaying = 0;                // jobs still evaluating again what they had
+  };
 
   BatchedEval eval_;
   GenerationModel model_;
@@ -263,6 +308,7 @@ class BatchEngine {
   std::vector<float> draft_logits_;
   BatchCounters counters_;
   std::string recovery_error_;
+  PlacementTimes times_;
 };
 
 }  // namespace weft

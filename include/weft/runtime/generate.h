@@ -19,6 +19,8 @@
 
 namespace weft {
 
+struct RejoinEstimate;  // weft/runtime/rejoin.h
+
 struct GenerateOptions {
   int max_tokens = 64;                  // tokens to generate, >= 0 (0: evaluate the prompt only)
   model::SamplerOptions sampler;        // default: greedy
@@ -110,13 +112,20 @@ struct BatchedEval {
   // once), or 0 when it did not recover (cause stands). submit and finish
   // reach the recovered model from then on.
   std::function<int(const std::exception& cause)> recover;
-  // Optional: with nothing in flight and every slot's cache given up, takes
-  // back lost workers that answer again (Session with
-  // SessionOptions::recover: the model placed and loaded over every device
-  // again, its KV cache empty). Returns the model's slots after a move, 0
-  // when nothing moved. May throw as submit does (a returning worker gone
-  // again part-way): then recover.
-  std::function<int()> rejoin;
+  // Optional: with nothing in flight, takes back lost workers that answer
+  // again (Session with SessionOptions::recover: the model placed and
+  // loaded over every device again, its KV cache empty). running null: no
+  // job waits (`weft serve` idle), each worker that answers is taken back.
+  // running set: jobs will re-evaluate what they had after a move
+  // (BatchEngine::rejoin_running), so the move is made only when every lost
+  // worker answers and running->pays(), and a decline is reported once.
+  // Returns the model's slots after a move, 0 when nothing moved (the model
+  // and its cache untouched). May throw as submit does (a returning worker
+  // gone again part-way): then recover.
+  std::function<int(const RejoinEstimate* running)> rejoin;
+  // Optional: whether every lost worker answers again (a rejoin with jobs
+  // running has something to weigh). Cheap: asked between steps.
+  std::function<bool()> rejoin_ready;
   // Optional: evaluates batch at once (nothing in flight) and writes the
   // hidden states after the output norm of the tokens marked `logits`
   // (n_embd floats each, in batch order) instead of logits: embeddings

@@ -154,6 +154,14 @@ struct RejoinReport {
   RejoinEstimate estimate;            // the rule's inputs
   bool moved = false;                 // estimate.pays() (or idle): the model was placed again with them
   bool idle = false;                  // weighed between batched steps with nothing in flight: no rule, moved when it fits
+  // Weighed between batched steps (BatchedEval::rejoin): the estimate is
+  // per round (a busy sequence's time between two of its tokens), and the
+  // sequences re-evaluate what they had in the engine's next steps
+  // (tokens_reevaluated and reprefill_seconds stay 0).
+  bool batched = false;
+  // Workers removed (Session::remove_workers) and taken out in this move:
+  // then rejoined is empty, and declined says why they stay when it fails.
+  std::vector<std::string> removed;
   std::string declined;               // why not, when not moved ("" when moved)
   LoadPlan plan;                      // when moved: the placement over every device
   int64_t tokens_reevaluated = 0;
@@ -282,6 +290,25 @@ class Session {
   const std::vector<DeviceSpec>& device_specs() const { return specs_; }
   // Workers added and not yet taken in (DeviceSpec::label()).
   const std::vector<std::string>& joining_devices() const { return joining_devices_; }
+  // Workers taken out of the devices as constructed (`weft serve`'s
+  // workers file re-read without them; session_depart.cpp). One lost or
+  // not yet taken in is forgotten at once (no longer probed); one in the
+  // placement is marked leaving and leaves at depart_idle(). Returns the
+  // labels removed or leaving (none for specs that are not devices).
+  // Throws Error(invalid_input), removing none, with --split or
+  // --experts-split (their shares name every device). Not thread-safe.
+  std::vector<std::string> remove_workers(const std::vector<DeviceSpec>& specs);
+  const std::vector<std::string>& leaving_devices() const { return leaving_devices_; }
+  // With nothing in flight and no job running (`weft serve` idle): the
+  // model placed and loaded over the devices without the leaving ones,
+  // which are then closed (their workers free what they held); each slot's
+  // cache is lost. SessionOptions::on_rejoin hears of it (RejoinReport::
+  // removed). When the devices left cannot hold the model (free memory is
+  // asked while it is still loaded), or none would be left, nothing
+  // changes, the report says why and they stay (no longer leaving). The
+  // new model's slots after the move, else 0. Throws what the load throws
+  // (a remaining worker lost part-way): then BatchedEval::recover.
+  int depart_idle();
 
   // Per device, in device order.
   std::vector<DeviceStats> stats() const;
@@ -323,15 +350,19 @@ class Session {
   // evaluate next) into logits; true then. false, changing nothing, when
   // there is no rejoin to make or it does not pay.
   bool try_rejoin(int64_t remaining, std::vector<float>& logits);
-  // BatchedEval::rejoin for batched_eval(): called with nothing in flight
-  // and every slot's cache given up (`weft serve` idle). Each lost worker
-  // that answers again is taken back (the others stay out, probed still):
-  // the model is placed and loaded over the devices then present (no rule
-  // to weigh: no request waits on the move, and nothing is re-evaluated);
-  // the new model's slots then, else 0. Throws what the load
-  // throws (a returning worker gone again part-way: the model is unloaded,
-  // BatchedEval::recover places it again).
-  int rejoin_batched();
+  // BatchedEval::rejoin for batched_eval(): called with nothing in flight.
+  // running null (`weft serve` idle): each lost worker that answers again
+  // is taken back (the others stay out, probed still), the model placed and
+  // loaded over the devices then present (no rule to weigh: no request
+  // waits on the move). running set (`weft run --parallel` between steps):
+  // every lost worker must answer, and the move is made when
+  // running->pays(), a decline reported once. The new model's slots after
+  // a move, else 0. Throws what the load throws (a returning worker gone
+  // again part-way: the model is unloaded, BatchedEval::recover places it
+  // again).
+  int rejoin_batched(const RejoinEstimate* running);
+  // BatchedEval::rejoin_ready: every lost worker answers again.
+  bool every_lost_worker_answers() const;
   // The move: the lost devices at back (places in all_specs_, ascending)
   // join the present ones, the shares and speeds as constructed less those
   // still missing; false, changing nothing, when one cannot be opened or
@@ -352,6 +383,7 @@ class Session {
   int recoveries_ = 0;
   std::vector<std::string> lost_devices_;
   std::vector<std::string> joining_devices_;  // add_workers' not yet taken in
+  std::vector<std::string> leaving_devices_;  // remove_workers' still in the placement (labels)
   // Probes the devices at places (in devices_) whose speed is not measured
   // (workers added since construction); a failure drops every speed.
   void probe_joined(const std::vector<size_t>& places);

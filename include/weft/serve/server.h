@@ -79,11 +79,16 @@ class Server {
   void wait_ready();
   // Workers to add to the model's devices (`weft serve --workers-file`,
   // re-read on SIGHUP): taken in when the engine is idle and they answer
-  // (docs/recovery.md "Workers added while serving"). Waits up to 30 s for
+  // (docs/recovery.md "Workers added and removed while serving"). Waits up to 30 s for
   // the engine's thread to take the list; returns what it did ("N new
   // worker(s) ...", or why nothing was added: the model not loaded yet,
   // --split shares). Not concurrently with stop().
   std::string add_workers(const std::vector<DeviceSpec>& specs);
+  // Workers to take out (the workers file re-read without them): one lost
+  // or not yet taken in is forgotten, a placed one leaves when the engine
+  // is idle, the model placed again without it first (Engine::
+  // remove_workers). Waits as add_workers; returns what it did.
+  std::string remove_workers(const std::vector<DeviceSpec>& specs);
   // Until request_stop() or stop().
   void wait();
   void request_stop();
@@ -93,6 +98,7 @@ class Server {
   struct Impl;
 
  private:
+  std::string change_workers(const std::vector<DeviceSpec>& specs, bool remove);
   std::unique_ptr<Impl> impl_;
 };
 
