@@ -22,7 +22,8 @@ killed one's port. Two runs:
                        as the first, with `--parallel 3` (the batched
                        engine weighs the move per round while the three
                        run: BatchEngine::rejoin_running); the kill comes
-                       0.5 s after loading. Must say "[rejoined]" and
+                       once the last stage sent back 6000 bytes (the
+                       prompt and about six rounds). Must say "[rejoined]" and
                        "1 rejoins", and print the uninterrupted sequences.
 
 Each must exit 0 with the text of the uninterrupted run, and the restarted
@@ -55,6 +56,7 @@ from fault_run_common import PROXY, Listening, parse_args, write_small_model  # 
 
 TOKENS = 96
 PARALLEL_TOKENS = 48  # each of the three sequences
+PARALLEL_KILL_BYTES = 6000
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
 
@@ -63,13 +65,15 @@ def worker(weft, folder, name, port=0):
                      os.path.join(folder, name + ".worker.log"))
 
 
-def proxy(folder, name, target, mode, delay_ms):
+def proxy(folder, name, target, mode, delay_ms, after_bytes=None):
+    """A fault proxy in mode (switched through its control file), or with
+    after_bytes, in pass until that many bytes came back, then in mode."""
     control = os.path.join(folder, name + ".control")
     with open(control, "w") as f:
         f.write(mode)
-    p = Listening([sys.executable, PROXY, "--target", target, "--delay-ms", str(delay_ms), "--control", control],
-                  os.path.join(folder, name + ".proxy.log"))
-    return p, control
+    argv = [sys.executable, PROXY, "--target", target, "--delay-ms", str(delay_ms)]
+    argv += ["--control", control] if after_bytes is None else ["--mode", mode, "--after-bytes", str(after_bytes)]
+    return Listening(argv, os.path.join(folder, name + ".proxy.log")), control
 
 
 def set_mode(control, mode):
@@ -80,13 +84,18 @@ def set_mode(control, mode):
 
 def one_run(weft, model, folder, slow_survivor, kill_at_chars, parallel=0):
     """Returns (problem or None, text, stderr). parallel: --parallel N, the
-    kill 0.5 s after loading (the sequences print at the end)."""
+    kill after PARALLEL_KILL_BYTES came back from the last stage."""
     w0, w1 = worker(weft, folder, "w0"), worker(weft, folder, "w1")
     port1 = int(w1.endpoint.rsplit(":", 1)[1])
     # Paced, so that the restart lands mid-generation; the survivor's link
     # carries no delay before the loss when it is to turn slow after it.
     p0, c0 = proxy(folder, "p0", w0.endpoint, "pass" if slow_survivor else "delay", 30 if slow_survivor else 8)
-    p1, _ = proxy(folder, "p1", w1.endpoint, "delay", 8)
+    # With --parallel the sequences print at the end: the kill follows the
+    # bytes the last stage sent back (about 0.8 KB a round of the three
+    # sequences' hidden states), PARALLEL_KILL_BYTES of them: the prompt
+    # and a few rounds measured, most of the rounds still to come, however
+    # fast the build runs.
+    p1, _ = proxy(folder, "p1", w1.endpoint, "delay", 8, PARALLEL_KILL_BYTES if parallel else None)
     restarted = []
     argv = [weft, "run", "-m", model, "-p", PROMPT, "-n", str(PARALLEL_TOKENS if parallel else TOKENS), "-t", "1",
             "--recover", "--stats",
@@ -95,17 +104,24 @@ def one_run(weft, model, folder, slow_survivor, kill_at_chars, parallel=0):
         argv += ["--parallel", str(parallel)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     killer = threading.Timer(90, proc.kill)
-    killed_at_load = []
     killer.start()
     err = []
+    killed_at_bytes = []
+
+    def kill_at_bytes():
+        while proc.poll() is None and not any("fault delay at" in line for _, line in p1.lines):
+            time.sleep(0.01)
+        if proc.poll() is None:
+            w1.proc.kill()
+            killed_at_bytes.append(True)
+
+    if parallel:
+        threading.Thread(target=kill_at_bytes, daemon=True).start()
 
     def read_err():
         for raw in proc.stderr:
             line = raw.decode(errors="replace").rstrip("\n")
             err.append(line)
-            if parallel and line.startswith("loaded ") and not killed_at_load:
-                killed_at_load.append(threading.Timer(0.5, w1.proc.kill))
-                killed_at_load[0].start()
             if line.startswith("[recovered]") and not restarted:
                 if slow_survivor:
                     set_mode(c0, "delay")
@@ -126,11 +142,9 @@ def one_run(weft, model, folder, slow_survivor, kill_at_chars, parallel=0):
                 killed = True
         proc.wait()
         t.join(10)
-        killed = killed or bool(killed_at_load)
+        killed = killed or bool(killed_at_bytes)
     finally:
         killer.cancel()
-        for k in killed_at_load:
-            k.cancel()
         for p in [p0, p1, w0, w1] + restarted:
             p.stop()
     stderr = "\n".join(err)
