@@ -57,9 +57,8 @@ BatchEngine::Slot* BatchEngine::speculative_slot(int& k) const {
     if (lone) return nullptr;  // two sequences: a plain batched step
     lone = s.get();
   }
-  // Generating (its next token sampled), unconstrained: a grammar's
-  // proposals would need the grammar's state per drafted token.
-  if (!lone || lone->stepping || !lone->prefilled() || lone->next < 0 || lone->grammar->active()) return nullptr;
+  // Generating (its next token sampled).
+  if (!lone || lone->stepping || !lone->prefilled() || lone->next < 0) return nullptr;
   // Proposals that can be emitted: one fewer than the tokens left (the
   // target adds its own), and the step's last position must fit the slot.
   const int64_t left = lone->job.options.max_tokens - static_cast<int64_t>(lone->result.tokens.size());
@@ -88,18 +87,28 @@ void BatchEngine::propose(Slot& s, int k) {
   };
   options_.draft.eval(unseen, static_cast<int64_t>(keep), draft_logits_);  // throws to the driver
   model::Sampler proposer = *s.sampler;  // sees the proposals; forgotten after the round
+  // With a grammar, the proposals follow it too (a copy of the sequence's
+  // state, advanced over them): each is drawn from what the sequence's own
+  // step would draw from, so the judge keeps as many as it can. A grammar
+  // that ends, or allows nothing, ends the proposals there.
+  detail::GrammarStep grammar = *s.grammar;
   for (int i = 0; i < k; ++i) {
     check_row();
-    draft_dists_.push_back(proposer.distribution(draft_logits_));
+    try {
+      draft_dists_.push_back(grammar.distribution(proposer, draft_logits_));
+    } catch (const Error&) {
+      break;  // nothing allowed here: the target's row says what comes
+    }
     const int32_t d = draw_from(draft_dists_.back(), speculative_uniform(s.rng));
     proposer.accept(d);
     drafts_.push_back(d);
+    if (grammar.take(d)) break;  // the grammar is finished: nothing else may follow
     if (i + 1 < k)
       options_.draft.eval(std::span<const int32_t>(&drafts_.back(), 1),
                           static_cast<int64_t>(context.size()) + i, draft_logits_);
   }
   draft_cached_ = std::move(context);
-  draft_cached_.insert(draft_cached_.end(), drafts_.begin(), drafts_.end() - 1);
+  if (!drafts_.empty()) draft_cached_.insert(draft_cached_.end(), drafts_.begin(), drafts_.end() - 1);
 }
 
 void BatchEngine::build_speculative(Slot& s, int k) {
@@ -131,16 +140,17 @@ void BatchEngine::take_speculative_rows(Slot& s, std::span<const float> logits) 
     int32_t token = -1;
     try {
       if (j < k) {
-        token = speculative_pick(s.sampler->distribution(row), draft_dists_[j], drafts_[j], speculative_uniform(s.rng),
-                                 speculative_uniform(s.rng));
+        token = speculative_pick(s.grammar->distribution(*s.sampler, row), draft_dists_[j], drafts_[j],
+                                 speculative_uniform(s.rng), speculative_uniform(s.rng));
         ++s.drafted, ++counters_.drafted;
         if (token == drafts_[j]) ++s.accepted, ++counters_.accepted;
       } else {
-        token = s.grammar->sample(*s.sampler, row);  // no grammar here: the sampler's own draw
+        token = s.grammar->sample(*s.sampler, row);  // after a run kept whole: the step's own draw
       }
       BatchSink* sink = s.sink;
       const TokenCallback emit = [sink, row](int32_t t) { return sink->on_token(t, row); };
       stop = detail::take_token(token, position, slot_ctx_, model_, s.job.options, *s.sampler, s.result, emit);
+      if (!stop && s.grammar->take(token)) stop = StopReason::end_of_generation;  // nothing else may follow
     } catch (const std::exception& e) {
       s.cached.resize(static_cast<size_t>(position));
       end(s, StopReason::failed, e.what());

@@ -40,6 +40,13 @@ class GrammarStep {
   // tokens the grammar forbids at -inf. Throws Error(invalid_input) when the
   // grammar allows no token of the vocabulary here.
   int32_t sample(model::Sampler& sampler, std::span<const float> row);
+  // What sample() draws from, as Sampler::distribution gives it (the
+  // sampler untouched): with a grammar, p(t) for the allowed tokens t of
+  // the whole row's p, plus (1 - p(allowed)) times the masked row's
+  // distribution (sample()'s second draw). A speculative round judges a
+  // proposal against this, so that its tokens come from what a plain step
+  // draws from (greedy: the same token). Throws as sample().
+  std::vector<model::Sampler::Choice> distribution(model::Sampler& sampler, std::span<const float> row);
   // After take_token took next and said go on: follows it; true when the
   // grammar is finished (nothing but the end may follow).
   bool take(int32_t next);
@@ -49,6 +56,7 @@ class GrammarStep {
   std::optional<model::GrammarMatcher> matcher_;
   std::vector<uint8_t> allowed_;
   std::vector<float> masked_;
+  std::vector<double> mix_;  // distribution()'s sum of the two draws, by token
   double seconds_ = 0;
 };
 

@@ -46,7 +46,6 @@ void check_arguments(const GenerationModel& target, const GenerationModel& draft
     fail(ErrorKind::invalid_input, kSpeculativeWhere,
          "the draft model has " + std::to_string(draft.n_vocab) + " logits per token, the target " +
              std::to_string(target.n_vocab));
-  if (options.grammar) fail(ErrorKind::invalid_input, kSpeculativeWhere, "a grammar with a draft model (not supported)");
 }
 
 // One speculative generation: the state the rounds share.
@@ -56,7 +55,7 @@ class SpeculativeLoop {
                   const GenerateOptions& options, int draft_max, const TokenCallback& on_token)
       : target_eval_(target_eval), draft_eval_(draft_eval), model_(model), options_(options),
         draft_max_(draft_max), on_token_(on_token), sampler_(options.sampler), draft_sampler_(options.sampler),
-        rng_(options.sampler.seed ^ 0x5eed5eed5eed5eedULL), n_vocab_(model.n_vocab) {}
+        grammar_(options, model.n_vocab), rng_(options.sampler.seed ^ 0x5eed5eed5eed5eedULL), n_vocab_(model.n_vocab) {}
   SpeculativeLoop(const SpeculativeLoop&) = delete;
   SpeculativeLoop& operator=(const SpeculativeLoop&) = delete;
 
@@ -80,6 +79,10 @@ class SpeculativeLoop {
   const TokenCallback& on_token_;
   model::Sampler sampler_;        // the target's chain: every emitted token accepted
   model::Sampler draft_sampler_;  // the draft's chain, the same tokens accepted (its distributions only: no draws)
+  // The output's grammar (GenerateOptions::grammar), following every
+  // emitted token; the draft proposes within it and each proposal is judged
+  // against what a plain step draws from (GrammarStep::distribution).
+  detail::GrammarStep grammar_;
   std::mt19937_64 rng_;           // the drafts' draws, and the rule's two uniforms per judged token
   const int64_t n_vocab_;
   GenerateResult r_;
@@ -95,12 +98,13 @@ class SpeculativeLoop {
 
 std::optional<StopReason> SpeculativeLoop::emit(int32_t token, int64_t position) {
   const size_t before = r_.tokens.size();
-  const std::optional<StopReason> stop =
+  std::optional<StopReason> stop =
       detail::take_token(token, position, model_.n_ctx, model_, options_, sampler_, r_, on_token_);
   if (r_.tokens.size() > before) {
     draft_sampler_.accept(token);
     history_.push_back(token);
   }
+  if (!stop && grammar_.take(token)) stop = StopReason::end_of_generation;  // nothing else may follow
   return stop;
 }
 
@@ -115,9 +119,14 @@ void SpeculativeLoop::propose(int k) {
   draft_eval_(unseen, draft_len_, draft_logits_);
   draft_len_ = n_past_ + 1;
   model::Sampler proposer = draft_sampler_;  // sees the proposals; forgotten after the round
+  detail::GrammarStep grammar = grammar_;     // follows them; forgotten likewise
   for (int i = 0; i < k; ++i) {
     check_rows(draft_logits_, 1, n_vocab_, "the draft");
-    draft_dists_.push_back(proposer.distribution(draft_logits_));
+    try {
+      draft_dists_.push_back(grammar.distribution(proposer, draft_logits_));
+    } catch (const Error&) {
+      break;  // the grammar allows nothing here: the target's row says what comes
+    }
     // A draw from that distribution with this loop's generator: the
     // proposer is a copy made each round, and its own generator would
     // repeat the same draws every round (draws tied to what came before
@@ -125,6 +134,7 @@ void SpeculativeLoop::propose(int k) {
     const int32_t d = draw_from(draft_dists_.back(), speculative_uniform(rng_));
     proposer.accept(d);
     drafts_.push_back(d);
+    if (grammar.take(d)) break;  // the grammar is finished: nothing else may follow
     if (i + 1 < k) draft_eval_(std::span<const int32_t>(&drafts_.back(), 1), draft_len_++, draft_logits_);
   }
 }
@@ -133,8 +143,8 @@ std::optional<StopReason> SpeculativeLoop::round() {
   // Proposals that can be emitted: one fewer than the tokens left (the
   // target adds its own), and the step must fit the context.
   const int64_t left = options_.max_tokens - static_cast<int64_t>(r_.tokens.size());
-  const int k = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({draft_max_, left - 1, model_.n_ctx - n_past_ - 1})));
-  propose(k);
+  propose(static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({draft_max_, left - 1, model_.n_ctx - n_past_ - 1}))));
+  const int k = static_cast<int>(drafts_.size());  // fewer where a grammar ended them
   std::vector<int32_t> step{pending_};
   step.insert(step.end(), drafts_.begin(), drafts_.end());
   target_eval_(step, n_past_, model::LogitRows::all, target_logits_);
@@ -145,12 +155,12 @@ std::optional<StopReason> SpeculativeLoop::round() {
                                      static_cast<size_t>(n_vocab_));
     int32_t token;
     if (j < k) {
-      token = speculative_pick(sampler_.distribution(row), draft_dists_[j], drafts_[j], speculative_uniform(rng_),
-                               speculative_uniform(rng_));
+      token = speculative_pick(grammar_.distribution(sampler_, row), draft_dists_[j], drafts_[j],
+                               speculative_uniform(rng_), speculative_uniform(rng_));
       ++counts_.drafted;
       if (token == drafts_[j]) ++counts_.accepted;
     } else {
-      token = sampler_.sample(row);
+      token = grammar_.sample(sampler_, row);
     }
     const int64_t position = n_past_ + j + 1;
     if (auto stop = emit(token, position)) return stop;
@@ -181,7 +191,7 @@ SpeculativeResult SpeculativeLoop::run(std::span<const int32_t> prompt) {
     r_.total_seconds = r_.prompt_seconds;
     return {r_, counts_};
   }
-  pending_ = sampler_.sample(target_logits_);
+  pending_ = grammar_.sample(sampler_, target_logits_);
   std::optional<StopReason> stop = emit(pending_, n_past_);
   while (!stop) stop = round();
   r_.stop = *stop;

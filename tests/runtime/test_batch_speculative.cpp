@@ -8,7 +8,8 @@
 // slot's end, a stopping sink and cancellation end a round where plain
 // decoding would; sampled tokens follow the target's distribution, not the
 // draft's (the frequencies of 4000 draws against p); the draft's cache follows the sequence it serves; a
-// grammar job takes plain steps; bad drafts are refused.
+// grammar job speculates within its grammar and gives plain decoding's
+// tokens; bad drafts are refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -251,23 +252,71 @@ TEST(BatchSpeculative, TwoBusySequencesTakePlainStepsAndTheLastOneAloneSpeculate
   EXPECT_TRUE(both_seen);
 }
 
-TEST(BatchSpeculative, AGrammarJobTakesPlainSteps) {
-  SpecFakeTarget t;
-  SpecFakeDraft d;
-  BatchEngine e = spec_engine(t, d, 1, 64, 4);
-  // Every token allowed: the grammar is there, and the output is plain's.
+// Token i's text: a letter (i mod 26) and i's digits ("A0", "B1", ...).
+std::shared_ptr<const weft::model::TokenTrie> spec_letters_trie() {
   std::vector<std::string> vocab;
   for (int i = 0; i < kSpecVocab; ++i)
     vocab.push_back(std::string(1, static_cast<char>('A' + (i % 26))) + std::to_string(i));
-  BatchJob j = job({1, 2}, 6);
-  j.options.grammar = weft::model::Grammar::parse(R"(root ::= [A-Za-z0-9]*)");
-  j.options.token_trie = std::make_shared<const weft::model::TokenTrie>(vocab, std::vector<int32_t>{});
+  return std::make_shared<const weft::model::TokenTrie>(vocab, std::vector<int32_t>{});
+}
+
+// The job's tokens with no draft: what a speculative run must give.
+std::vector<int32_t> plain_tokens(const BatchJob& j) {
+  SpecFakeTarget t;
+  BatchEngine e(t.eval(), {.n_vocab = kSpecVocab, .n_ctx = 64}, {.slots = 1});
   Recorder r;
-  e.start(std::move(j), &r);
+  e.start(j, &r);
   run(e);
-  EXPECT_EQ(r.tokens, expected(0, 2, 6));
-  EXPECT_EQ(e.counters().speculative_steps, 0u);
-  EXPECT_EQ(d.evals, 0);
+  return r.tokens;
+}
+
+// A grammar job speculates too: the draft's proposals follow the grammar
+// (a copy of the sequence's state) and each is judged against what the
+// sequence's own step draws from (GrammarStep::distribution), so the tokens
+// are plain decoding's under the same grammar. Grammars that allow every
+// token, that force other tokens than the target's (letters A-M only: the
+// target's one-hot picks N-Z at some positions), with a draft wrong at some
+// positions, and one that ends after three tokens.
+TEST(BatchSpeculative, AGrammarJobSpeculatesWithinItsGrammarAndGivesThePlainTokens) {
+  struct Case {
+    const char* grammar;
+    std::set<int32_t> wrong_at;
+  };
+  const Case cases[] = {{R"(root ::= [A-Za-z0-9]*)", {}},
+                        {R"(root ::= ([A-M] [0-9]+)*)", {}},
+                        {R"(root ::= ([A-M] [0-9]+)*)", {4, 9}},
+                        {R"(root ::= [A-Z] [0-9]+ [A-Z] [0-9]+ [A-Z] [0-9]+)", {}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.grammar) + ", " + std::to_string(c.wrong_at.size()) + " wrong proposals");
+    BatchJob j = job({1, 2}, 12);
+    j.options.grammar = weft::model::Grammar::parse(c.grammar);
+    j.options.token_trie = spec_letters_trie();
+    const std::vector<int32_t> want = plain_tokens(j);
+    SpecFakeTarget t;
+    SpecFakeDraft d;
+    d.wrong_at = c.wrong_at;
+    BatchEngine e = spec_engine(t, d, 1, 64, 4);
+    Recorder r;
+    e.start(std::move(j), &r);
+    run(e);
+    EXPECT_EQ(r.tokens, want);
+    EXPECT_GT(e.counters().speculative_steps, 0u);
+    EXPECT_GT(e.counters().drafted, 0u);
+    if (c.wrong_at.empty()) {
+      EXPECT_EQ(e.counters().accepted, e.counters().drafted);  // the draft's row is the target's: every one kept
+    } else {
+      EXPECT_LT(e.counters().accepted, e.counters().drafted);
+    }
+  }
+  // The forcing grammar did change the text: the test is not vacuous.
+  BatchJob free = job({1, 2}, 12), forced = job({1, 2}, 12);
+  forced.options.grammar = weft::model::Grammar::parse(R"(root ::= ([A-M] [0-9]+)*)");
+  forced.options.token_trie = spec_letters_trie();
+  EXPECT_NE(plain_tokens(free), plain_tokens(forced));
+  BatchJob three = job({1, 2}, 12);
+  three.options.grammar = weft::model::Grammar::parse(R"(root ::= [A-Z] [0-9]+ [A-Z] [0-9]+ [A-Z] [0-9]+)");
+  three.options.token_trie = spec_letters_trie();
+  EXPECT_EQ(plain_tokens(three).size(), 3u);
 }
 
 // Logits whose softmax over tokens 0..3 is p (the rest never drawn).

@@ -19,6 +19,7 @@
 #include "weft/backend/cpu.h"
 #include "weft/core/error.h"
 #include "weft/model/demo_model.h"
+#include "weft/model/grammar.h"
 #include "weft/rpc/worker.h"
 #include "weft/runtime/session.h"
 #include "weft/runtime/speculative.h"
@@ -96,6 +97,29 @@ TEST_F(SpeculativeSessionTest, GreedyWithAnotherDraftIsPlainDecoding) {
     EXPECT_EQ(r.generation.stop, weft::StopReason::max_tokens);
     EXPECT_GT(r.counts.drafted, 0);
     EXPECT_LT(r.counts.accepted, r.counts.drafted) << "a different random model should disagree somewhere";
+  }
+}
+
+// A grammar with a draft (`weft run --model-draft --grammar-file`): the
+// proposals follow it, each is judged against what a plain step draws
+// from, and the tokens are plain decoding's under the same grammar, with
+// another draft and with the target as its own (every proposal kept).
+TEST_F(SpeculativeSessionTest, GreedyWithinAGrammarIsPlainDecodingUnderIt) {
+  std::unique_ptr<weft::Session> plain_target = loaded(*target_);
+  weft::GenerateOptions o = greedy_options();
+  o.grammar = weft::model::Grammar::parse(R"(root ::= "once upon a time" [a-z ]+)");  // state: the words first
+  o.token_trie = weft::model::TokenTrie::from_tokenizer(plain_target->tokenizer());
+  const std::vector<int32_t> want = plain_target->generate(prompt(*plain_target), o).tokens;
+  ASSERT_FALSE(want.empty());
+  EXPECT_NE(want, plain(*target_));  // the grammar changed the text
+  for (const std::string* draft_path : {draft_, target_}) {
+    std::unique_ptr<weft::Session> target = loaded(*target_), draft = loaded(*draft_path);
+    const weft::SpeculativeResult r = weft::generate_speculative(*target, *draft, prompt(*target), o, {.draft_max = 4});
+    EXPECT_EQ(r.generation.tokens, want) << (draft_path == target_ ? "the target as draft" : "another draft");
+    EXPECT_GT(r.counts.drafted, 0);
+    if (draft_path == target_) {
+      EXPECT_EQ(r.counts.accepted, r.counts.drafted);
+    }
   }
 }
 

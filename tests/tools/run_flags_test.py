@@ -11,6 +11,7 @@ random weights (whose greedy text repeats itself, so penalties show):
   model of the same vocabulary, and the model itself) is byte for byte the
   text without one, penalties included; --stats reports the acceptance
   (every token kept with the model as its own draft, in fewer target steps);
+  with --grammar-file the text is the grammar's greedy text without a draft;
   a draft of another vocabulary is refused naming both sizes before the
   target loads, by `weft run` and by `weft serve` (which exits).
 
@@ -58,6 +59,17 @@ def check_draft(d, target):
             if d_model == target and (kept != drafted or steps >= tokens - 1):
                 die(f"the model as its own draft: {kept} of {drafted} kept, {steps} steps for {tokens} tokens")
     print("--model-draft: the same greedy text with either draft, penalties or not; the model as its own draft keeps all")
+    grammar = os.path.join(d, "words.gbnf")
+    with open(grammar, "w") as f:
+        f.write("root ::= [a-z ]+\n")
+    plain = run(target, "-n", "24", "--grammar-file", grammar).stdout
+    if plain == run(target, "-n", "24").stdout:
+        die("the grammar did not change the text: the check below would be vacuous")
+    for d_model in (draft, target):
+        got = run(target, "-n", "24", "--grammar-file", grammar, "--model-draft", d_model, "--draft-max", "4")
+        if got.stdout != plain:
+            die(f"--grammar-file with draft {os.path.basename(d_model)}: {got.stdout!r} vs {plain!r}")
+    print("--model-draft --grammar-file: the grammar's greedy text with either draft")
     r = run(target, "-n", "4", "--model-draft", other, check=False)
     err = r.stderr.decode("latin-1")
     if r.returncode != 1 or "520 tokens, the target's 600" not in err or "loaded" in err:

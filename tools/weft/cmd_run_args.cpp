@@ -72,8 +72,7 @@ void add_run_command(CLI::App& app, Commands& out) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64))
       ->needs(draft_opt);
-  for (CLI::Option* o : {conversation_opt, prompts_opt, parallel_opt, grammar_opt, schema_opt, recover_opt})
-    draft_opt->excludes(o);
+  for (CLI::Option* o : {conversation_opt, prompts_opt, parallel_opt, recover_opt}) draft_opt->excludes(o);
 
   out.push_back({cmd, [a, run_tokens_opt] {
                    a->tokens_given = run_tokens_opt->count() > 0;

@@ -91,11 +91,13 @@ int32_t speculative_pick(std::span<const model::Sampler::Choice> target, std::sp
 // for; draft_eval the last row (EvalFn). The draft's cache must hold what
 // the target's does before options.start. Both models must share n_vocab;
 // the context is the smaller of the two. Each round the draft proposes up
-// to draft_max tokens (fewer near max_tokens or the context's end), and the
-// target evaluates its pending token and the proposals in one call. Throws
+// to draft_max tokens (fewer near max_tokens or the context's end, or where
+// options.grammar ends), and the target evaluates its pending token and the
+// proposals in one call. With a grammar the proposals follow it and are
+// judged against what a plain step draws from (GrammarStep::distribution):
+// greedy output is run_generation's under the same grammar. Throws
 // Error(invalid_input) as run_generation does, for draft_max < 1 or above
-// 511, vocabularies of different sizes, and a grammar (not supported with
-// a draft).
+// 511, and vocabularies of different sizes.
 SpeculativeResult run_speculative_generation(const EvalRowsFn& target_eval, const GenerationModel& target,
                                              const EvalFn& draft_eval, const GenerationModel& draft,
                                              std::span<const int32_t> prompt, const GenerateOptions& options,
