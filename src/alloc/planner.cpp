@@ -19,7 +19,6 @@ bool op_can_run_in_place(Op op) { return op_is_known(static_cast<int>(op)) && op
 
 namespace {
 
-
 // The splits that touched each byte range of one buffer while its last
 // occupant lived: that occupant's writer and all its readers. Readers on
 // different backends do not wait for each other, so a new writer must wait

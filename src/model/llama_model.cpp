@@ -32,8 +32,8 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
          "a " + std::string(dtype_name(layout_.cache_type)) + " KV cache needs fused attention");
   if (!layout_.routes_rows.empty() && layout_.routes_rows.size() != static_cast<size_t>(n_parts_))
     fail(ErrorKind::invalid_input, kLlamaModelWhere,
-         "routes_rows has " + std::to_string(layout_.routes_rows.size()) + " entries for " +
-             std::to_string(n_parts_) + " parts");
+         "routes_rows has " + std::to_string(layout_.routes_rows.size()) + " entries for " + std::to_string(n_parts_) +
+             " parts");
 
   weights_ = std::make_unique<detail::ModelWeights>(detail::describe_weights(file, p, ctx_));
   detail::ModelWeights& w = *weights_;
@@ -144,7 +144,8 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
          "positions " + shape_string(*in.positions) + " or mask " + shape_string(*in.mask) + " do not fit " +
              std::to_string(n) + " tokens after " + std::to_string(n_past));
   if ((p.any_swa() && !in.mask_swa) || (!rope_factors_.empty() && !in.rope_factors))
-    fail(ErrorKind::invalid_input, kLlamaModelWhere, "the inputs lack the sliding-window mask or rope factors (new_inputs)");
+    fail(ErrorKind::invalid_input, kLlamaModelWhere,
+         "the inputs lack the sliding-window mask or rope factors (new_inputs)");
 
   Forward f;
   f.segment_begin.push_back(ctx.size());

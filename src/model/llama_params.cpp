@@ -130,7 +130,8 @@ void read_sliding_layers(const GgufFile& f, const std::string& key, int64_t fami
 // 1 + 0.1 ln(factor), which multiplies the rotated values.
 void read_yarn(const GgufFile& f, const std::string& pre, LlamaParams& p) {
   p.rope_scaling = RopeScalingType::yarn;
-  if (!f.has(pre + "rope.scaling.factor")) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
+  if (!f.has(pre + "rope.scaling.factor"))
+    fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
   if (p.rope_scaling_factor < 1.f) bad_key(f, pre + "rope.scaling.factor", "must be at least 1 for yarn");
   p.rope_yarn_beta_fast = optional_positive_f32(f, pre + "rope.scaling.yarn_beta_fast", 32.f);
   p.rope_yarn_beta_slow = optional_positive_f32(f, pre + "rope.scaling.yarn_beta_slow", 1.f);
@@ -163,7 +164,8 @@ void read_rope_scaling(const GgufFile& f, const std::string& pre, LlamaParams& p
     p.rope_freq_scale = 1.f / p.rope_scaling_factor;
   } else if (type == "llama3") {
     p.rope_scaling = RopeScalingType::llama3;
-    if (!f.has(pre + "rope.scaling.factor")) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
+    if (!f.has(pre + "rope.scaling.factor"))
+      fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "rope.scaling.factor");
     p.rope_low_freq_factor = optional_positive_f32(f, pre + "rope.scaling.low_freq_factor", 1.f);
     p.rope_high_freq_factor = optional_positive_f32(f, pre + "rope.scaling.high_freq_factor", 4.f);
     if (!(p.rope_high_freq_factor > p.rope_low_freq_factor))
@@ -343,13 +345,16 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   p.n_ctx_train = require_positive(f, pre + "context_length");
   p.pooling_type = read_pooling_type(f, pre + "pooling_type");
   std::optional<float> eps = f.get_f32(pre + "attention.layer_norm_rms_epsilon");
-  if (!eps) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "attention.layer_norm_rms_epsilon");
+  if (!eps)
+    fail(ErrorKind::invalid_input, kLlamaParamsWhere,
+         f.path() + ": missing key " + pre + "attention.layer_norm_rms_epsilon");
   if (!(*eps > 0)) bad_key(f, pre + "attention.layer_norm_rms_epsilon", "must be > 0");
   p.rms_eps = *eps;
   p.rope_base = optional_positive_f32(f, pre + "rope.freq_base", 10000.f);
   read_experts(f, pre, p);
   if (info->moe && p.n_expert == 0)
-    fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + pre + "expert_count (" + *arch + " routes experts)");
+    fail(ErrorKind::invalid_input, kLlamaParamsWhere,
+         f.path() + ": missing key " + pre + "expert_count (" + *arch + " routes experts)");
   p.n_ff_expert = optional_positive(f, pre + "expert_feed_forward_length", p.n_ff);
   if (p.arch == Arch::qwen2moe) p.n_ff_shared = require_positive(f, pre + "expert_shared_feed_forward_length");
   if (f.has(pre + "expert_weights_norm")) {

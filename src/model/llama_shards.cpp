@@ -151,7 +151,8 @@ void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<cons
            "tensor parallelism of " + p.arch_name +
                ": multi-head latent attention caches one key/value head for all (split by layers)");
     if (std::find(parts.begin(), parts.end(), home) == parts.end())
-      fail(ErrorKind::invalid_input, kLlamaShardsWhere, "tensor parallelism: layer " + std::to_string(il) + "'s part has no share");
+      fail(ErrorKind::invalid_input, kLlamaShardsWhere,
+           "tensor parallelism: layer " + std::to_string(il) + "'s part has no share");
     LlamaLayer& l = w.layers[il];
     const bool dense = l.w_down != nullptr && l.ffn_gate_inp == nullptr;
     check_tiles(shares, parts, p.n_head_kv, "key/value heads",
@@ -187,7 +188,8 @@ void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<cons
 std::vector<uint8_t> cut_columns(const GgufFile& file, const std::string& source, int64_t first, const Tensor& t) {
   const GgufTensorInfo* info = file.find_tensor(source);
   if (info == nullptr || info->n_dims != 2 || first < 0 || first + t.ne[0] > info->ne[0] || info->ne[1] != t.ne[1])
-    fail(ErrorKind::internal, kLlamaShardsWhere, file.path() + ": " + source + " does not hold the columns of " + t.name);
+    fail(ErrorKind::internal, kLlamaShardsWhere,
+         file.path() + ": " + source + " does not hold the columns of " + t.name);
   const size_t whole_row = row_bytes(info->dtype(), info->ne[0]);
   const size_t skip = row_bytes(info->dtype(), first);
   const size_t row = row_bytes(t.type, t.ne[0]);

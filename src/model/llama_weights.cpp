@@ -228,7 +228,8 @@ const uint8_t* ModelWeights::data(const GgufFile& file, const Tensor& t) const {
   const auto it = slice_offset.find(&t);
   const size_t offset = it == slice_offset.end() ? 0 : it->second;
   if (info == nullptr || offset > info->nbytes || t.nbytes() > info->nbytes - offset)
-    fail(ErrorKind::internal, kLlamaWeightsWhere, file.path() + ": weight " + t.name + " is not where it was described");
+    fail(ErrorKind::internal, kLlamaWeightsWhere,
+         file.path() + ": weight " + t.name + " is not where it was described");
   return static_cast<const uint8_t*>(file.tensor_data(*info)) + offset;
 }
 
@@ -326,7 +327,8 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
 
 void check_n_ctx(int64_t n_ctx) {
   if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
-    fail(ErrorKind::invalid_input, kLlamaWeightsWhere, "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
+    fail(ErrorKind::invalid_input, kLlamaWeightsWhere,
+         "n_ctx " + std::to_string(n_ctx) + " is out of range (1 to 2^24)");
 }
 
 }  // namespace detail

@@ -39,7 +39,8 @@ int64_t elements(const GgufTensorInfo& t) {
 std::optional<int64_t> int_or_first(const GgufFile& f, const std::string& key) {
   const GgufValue* v = f.find(key);
   if (v && v->type == GgufType::array) {
-    if (v->arr.empty()) fail(ErrorKind::invalid_input, kQuantizeFileWhere, f.path() + ": " + key + " is an empty array");
+    if (v->arr.empty())
+      fail(ErrorKind::invalid_input, kQuantizeFileWhere, f.path() + ": " + key + " is an empty array");
     const GgufValue e = v->arr.element(0);
     return e.type == GgufType::i8 || e.type == GgufType::i16 || e.type == GgufType::i32 || e.type == GgufType::i64
                ? e.i
@@ -49,7 +50,8 @@ std::optional<int64_t> int_or_first(const GgufFile& f, const std::string& key) {
 }
 
 void check_cancel(const QuantizeOptions& o) {
-  if (o.cancel && o.cancel->load(std::memory_order_relaxed)) fail(ErrorKind::disconnected, kQuantizeFileWhere, "cancelled");
+  if (o.cancel && o.cancel->load(std::memory_order_relaxed))
+    fail(ErrorKind::disconnected, kQuantizeFileWhere, "cancelled");
 }
 
 // What one converted tensor needs while its rows are produced.
@@ -109,8 +111,7 @@ QuantModelFacts quant_model_facts(const GgufFile& f) {
   // qwen2 by name.
   if (!is_known_architecture(facts.arch))
     fail(ErrorKind::unsupported, kQuantizeFileWhere,
-         f.path() + ": general.architecture '" + facts.arch + "' is not one weft runs (" + known_architectures() +
-             ")");
+         f.path() + ": general.architecture '" + facts.arch + "' is not one weft runs (" + known_architectures() + ")");
   const std::string pre = facts.arch + ".";
   facts.n_layer = int_or_first(f, pre + "block_count").value_or(0);
   if (facts.n_layer <= 0 || facts.n_layer > 100000)
@@ -140,12 +141,13 @@ std::vector<Conversion> plan_conversions(const GgufFile& in, const std::vector<Q
     stats.weights += elements(t);
     if (from == to) continue;
     if (from == DType::i32)
-      fail(ErrorKind::unsupported, kQuantizeFileWhere, tensor_label(t.name) + " is i32, which does not convert to " +
-                                               std::string(dtype_name(to)));
+      fail(ErrorKind::unsupported, kQuantizeFileWhere,
+           tensor_label(t.name) + " is i32, which does not convert to " + std::string(dtype_name(to)));
     if (traits(from).quantized && !o.allow_requantize)
       fail(ErrorKind::invalid_input, kQuantizeFileWhere,
            tensor_label(t.name) + " is " + std::string(dtype_name(from)) + ": requantizing to " +
-               std::string(dtype_name(to)) + " loses more than quantizing from 16 or 32 bits; allow it with "
+               std::string(dtype_name(to)) +
+               " loses more than quantizing from 16 or 32 bits; allow it with "
                "--allow-requantize");
     max_ne0 = std::max(max_ne0, t.ne[0]);
     ++stats.n_converted;

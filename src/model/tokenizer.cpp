@@ -195,7 +195,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
 
   if (d->kind == TokenizerKind::bpe) {
     auto merges = f.get_array_strings("tokenizer.ggml.merges");
-    if (!merges) fail(ErrorKind::invalid_input, kTokenizerWhere, "tokenizer.ggml.merges is missing for a gpt2 tokenizer");
+    if (!merges)
+      fail(ErrorKind::invalid_input, kTokenizerWhere, "tokenizer.ggml.merges is missing for a gpt2 tokenizer");
     detail::bpe_load(*d, *merges, f.get_string("tokenizer.ggml.pre").value_or(""));
   }
 

@@ -45,7 +45,6 @@ BatchEngine::BatchEngine(BatchedEval eval, GenerationModel model, BatchEngineOpt
   set_groups_recovering(eval_.slots);
 }
 
-
 void BatchEngine::set_groups(int model_slots) {
   n_groups_ = options_.pipelined ? std::max(1, std::min(model_slots, options_.slots)) : 1;
   groups_.assign(static_cast<size_t>(n_groups_), Group{});
@@ -70,7 +69,8 @@ void BatchEngine::check(const BatchJob& job) const {
       fail(ErrorKind::invalid_input, kBatchEngineWhere,
            "token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(model_.n_vocab));
   if (job.options.max_tokens < 0)
-    fail(ErrorKind::invalid_input, kBatchEngineWhere, "max_tokens " + std::to_string(job.options.max_tokens) + " (>= 0)");
+    fail(ErrorKind::invalid_input, kBatchEngineWhere,
+         "max_tokens " + std::to_string(job.options.max_tokens) + " (>= 0)");
   if (job.options.start != 0)
     fail(ErrorKind::invalid_input, kBatchEngineWhere,
          "start " + std::to_string(job.options.start) + ": a batched sequence begins at its slot's position 0");
@@ -122,7 +122,8 @@ std::vector<float> BatchEngine::hidden_states(std::span<const int32_t> tokens) {
   BatchJob probe;
   probe.prompt.assign(tokens.begin(), tokens.end());
   check(probe);  // empty, too long, outside the vocabulary
-  if (!eval_.hidden) fail(ErrorKind::invalid_input, kBatchEngineWhere, "this model's batched eval gives no hidden states");
+  if (!eval_.hidden)
+    fail(ErrorKind::invalid_input, kBatchEngineWhere, "this model's batched eval gives no hidden states");
   if (!in_flight_.empty()) fail(ErrorKind::invalid_input, kBatchEngineWhere, "hidden states while a step is in flight");
   Slot* best = nullptr;
   for (auto& s : slots_)

@@ -164,7 +164,7 @@ bool BatchEngine::rejoin_running() {
   const RejoinEstimate e = running_estimate();
   if (e.seconds_per_token_with >= 0 && e.pays()) {
     while (collect()) {
-    }  // the steps in flight finish and their tokens are sampled: nothing is lost
+    }                           // the steps in flight finish and their tokens are sampled: nothing is lost
     if (!busy()) return false;  // they were the last: nothing left to speed up
   }
   const Clock::time_point t0 = Clock::now();

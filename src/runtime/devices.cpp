@@ -64,7 +64,8 @@ DeviceSpec parse_device_spec(std::string_view given) {
   const std::string_view spec = trim(given);
   DeviceSpec d;
   d.text = std::string(spec);
-  if (spec.empty()) fail(ErrorKind::invalid_input, kDevicesWhere, std::string("empty device spec (known: ") + kKnownForms + ")");
+  if (spec.empty())
+    fail(ErrorKind::invalid_input, kDevicesWhere, std::string("empty device spec (known: ") + kKnownForms + ")");
   if (spec == "cpu") return d;
   if (spec.substr(0, 4) == "cpu:") {
     d.threads = parse_int(spec.substr(4), 1, kMaxThreads);

@@ -26,7 +26,8 @@ model::ModelLayout layout_for(const GgufFile& file, const Placement& placement, 
   layout.layer_bounds = placement.layer_bounds();
   if (placement.splits_heads()) {
     if (!options.expert_split.empty())
-      fail(ErrorKind::unsupported, kExecutorWhere, "an expert split with a placement cut by heads (split one or the other)");
+      fail(ErrorKind::unsupported, kExecutorWhere,
+           "an expert split with a placement cut by heads (split one or the other)");
     layout.tensor_shares = tensor_shares(file, placement);
   }
   layout.expert_split = options.expert_split;
@@ -124,7 +125,9 @@ ExecutorState::~ExecutorState() {
 
 void ExecutorState::check_idle() const {
   for (char busy : slot_in_flight_)
-    if (busy) fail(ErrorKind::invalid_input, kExecutorWhere, "an eval while a submit_batch step is in flight (finish_batch first)");
+    if (busy)
+      fail(ErrorKind::invalid_input, kExecutorWhere,
+           "an eval while a submit_batch step is in flight (finish_batch first)");
 }
 
 void ExecutorState::check_tokens(std::span<const int32_t> tokens, int64_t n_past) const {
@@ -250,8 +253,8 @@ void ExecutorState::check_ring(int64_t n_past, int64_t n) {
   if (n_past < ring_high_ && oldest + ring_rows < ring_high_)
     fail(ErrorKind::invalid_input, kExecutorWhere,
          "an eval from position " + std::to_string(n_past) + " after positions up to " +
-             std::to_string(ring_high_ - 1) + " were written: the sliding-window ring of " +
-             std::to_string(ring_rows) + " rows no longer holds positions from " + std::to_string(oldest) +
+             std::to_string(ring_high_ - 1) + " were written: the sliding-window ring of " + std::to_string(ring_rows) +
+             " rows no longer holds positions from " + std::to_string(oldest) +
              " (evaluate from 0, or load with LoadOptions::sliding_ring_step = 0)");
   ring_high_ = std::max(ring_high_, n_past + n);
 }

@@ -64,7 +64,8 @@ void ExecutorState::submit_batch(int slot, std::span<const BatchToken> batch, in
   slot_in_flight_.resize(slot_graphs_.size());
   slot_logits_.resize(slot_graphs_.size());
   if (slot_in_flight_[k])
-    fail(ErrorKind::invalid_input, kExecutorBatchWhere, "slot " + std::to_string(slot) + " has a step in flight (finish_batch first)");
+    fail(ErrorKind::invalid_input, kExecutorBatchWhere,
+         "slot " + std::to_string(slot) + " has a step in flight (finish_batch first)");
   if (!sched_) {  // one device: the step runs now
     eval_batch(batch, n_seq, slot_logits_[k]);
     slot_in_flight_[k] = 1;

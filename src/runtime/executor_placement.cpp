@@ -65,7 +65,8 @@ std::vector<int64_t> Placement::layer_bounds() const {
 }
 
 void Placement::check(int64_t n_layer, int64_t n_head, int64_t n_head_kv) const {
-  if (parts.empty()) fail(ErrorKind::invalid_input, kExecutorPlacementWhere, "a placement needs at least one part with a device");
+  if (parts.empty())
+    fail(ErrorKind::invalid_input, kExecutorPlacementWhere, "a placement needs at least one part with a device");
   const int64_t group = n_head_kv > 0 && n_head % n_head_kv == 0 ? n_head / n_head_kv : n_head;
   int64_t next_layer = 0;
   for (size_t begin = 0; begin < parts.size();) {
@@ -74,7 +75,8 @@ void Placement::check(int64_t n_layer, int64_t n_head, int64_t n_head_kv) const 
     const std::string name = "placement part " + std::to_string(begin) + " (" + part_name(*this, begin) + ")";
     for (size_t i = begin; i < end; ++i)
       if (parts[i].device == nullptr)
-        fail(ErrorKind::invalid_input, kExecutorPlacementWhere, "placement part " + std::to_string(i) + " has no device");
+        fail(ErrorKind::invalid_input, kExecutorPlacementWhere,
+             "placement part " + std::to_string(i) + " has no device");
     if (first.first_layer != next_layer || first.last_layer < first.first_layer)
       fail(ErrorKind::invalid_input, kExecutorPlacementWhere,
            name + " [" + std::to_string(first.first_layer) + ", " + std::to_string(first.last_layer) +
@@ -88,8 +90,8 @@ void Placement::check(int64_t n_layer, int64_t n_head, int64_t n_head_kv) const 
         if (p.first_head != next_head || p.last_head <= p.first_head || p.last_head > n_head)
           fail(ErrorKind::invalid_input, kExecutorPlacementWhere,
                "placement part " + std::to_string(i) + " heads [" + std::to_string(p.first_head) + ", " +
-                   std::to_string(p.last_head) + ") do not continue at head " + std::to_string(next_head) +
-                   " of " + std::to_string(n_head));
+                   std::to_string(p.last_head) + ") do not continue at head " + std::to_string(next_head) + " of " +
+                   std::to_string(n_head));
         if (p.first_head % group != 0 || p.last_head % group != 0)
           fail(ErrorKind::invalid_input, kExecutorPlacementWhere,
                "placement part " + std::to_string(i) + " heads [" + std::to_string(p.first_head) + ", " +

@@ -40,7 +40,8 @@ void check_generation_arguments(const GenerationModel& model, std::span<const in
   if (static_cast<int64_t>(prompt.size()) > model.n_ctx - options.start)
     fail(ErrorKind::invalid_input, kGenerateWhere,
          "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context of " +
-             std::to_string(model.n_ctx) + (options.start > 0 ? " after " + std::to_string(options.start) + " positions" : ""));
+             std::to_string(model.n_ctx) +
+             (options.start > 0 ? " after " + std::to_string(options.start) + " positions" : ""));
 }
 
 std::optional<StopReason> take_token(int32_t next, int64_t n_past, int64_t n_ctx, const GenerationModel& model,

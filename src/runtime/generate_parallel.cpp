@@ -74,7 +74,8 @@ std::vector<GenerateResult> run_parallel_generation(const BatchedEval& eval, con
       if (engine.recover(e)) continue;  // every sequence re-evaluates what it had, then goes on
       engine.fail_all(e.what());
       if (!engine.recovery_error().empty())
-        fail(ErrorKind::disconnected, kGenerateParallelWhere, std::string(e.what()) + "; recovery failed: " + engine.recovery_error());
+        fail(ErrorKind::disconnected, kGenerateParallelWhere,
+             std::string(e.what()) + "; recovery failed: " + engine.recovery_error());
       throw;
     }
   }

@@ -45,7 +45,8 @@ ListeningProcess::ListeningProcess(ListeningProcessOptions options) : options_(s
   for (std::string& s : options_.argv) args.push_back(s.data());
   args.push_back(nullptr);
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) fail(ErrorKind::out_of_memory, kListeningProcessWhere, std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    fail(ErrorKind::out_of_memory, kListeningProcessWhere, std::string("pipe: ") + std::strerror(errno));
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ == 0) {

@@ -113,7 +113,8 @@ std::vector<int64_t> layer_bounds(const std::vector<double>& w, int64_t n_layer)
       fail(ErrorKind::invalid_input, kPlacementWhere, "a layer weight of " + std::to_string(v) + " (finite, >= 0)");
     total += v;
   }
-  if (!(total > 0) || !std::isfinite(total)) fail(ErrorKind::invalid_input, kPlacementWhere, "every layer weight is zero");
+  if (!(total > 0) || !std::isfinite(total))
+    fail(ErrorKind::invalid_input, kPlacementWhere, "every layer weight is zero");
   std::vector<int64_t> bounds{0};
   double sum = 0;
   for (double v : w) {

@@ -33,7 +33,8 @@ std::vector<std::string> Session::remove_workers(const std::vector<DeviceSpec>& 
     const size_t i = named[k];
     const std::string label = all_specs_[i].label();
     removed.insert(removed.begin(), label);
-    const bool placed = std::any_of(specs_.begin(), specs_.end(), [&](const DeviceSpec& s) { return s.text == all_specs_[i].text; });
+    const bool placed =
+        std::any_of(specs_.begin(), specs_.end(), [&](const DeviceSpec& s) { return s.text == all_specs_[i].text; });
     if (placed) {
       if (std::find(leaving_devices_.begin(), leaving_devices_.end(), label) == leaving_devices_.end())
         leaving_devices_.push_back(label);

@@ -84,7 +84,8 @@ bool Session::try_rejoin(int64_t remaining, std::vector<float>& logits) {
 bool Session::every_lost_worker_answers() const {
   if (!watch_ || specs_.size() == all_specs_.size()) return false;
   const std::vector<size_t> missing = missing_devices();
-  return std::all_of(missing.begin(), missing.end(), [&](size_t i) { return watch_->answered(all_specs_[i].endpoint); });
+  return std::all_of(missing.begin(), missing.end(),
+                     [&](size_t i) { return watch_->answered(all_specs_[i].endpoint); });
 }
 
 int Session::rejoin_batched(const RejoinEstimate* running) {

@@ -23,17 +23,15 @@ BatchedEval Session::batched_eval() {
   // Through this Session, not its executor: a recovery replaces that.
   return {
       .slots = executor_->batch_slots(),
-      .submit = [this](int slot, std::span<const model::BatchToken> batch, int64_t n_seq) {
-        submit_batch(slot, batch, n_seq);
-      },
+      .submit = [this](int slot, std::span<const model::BatchToken> batch,
+                       int64_t n_seq) { submit_batch(slot, batch, n_seq); },
       .finish = [this](int slot, std::vector<float>& logits) { finish_batch(slot, logits); },
       .reserve = [this](int64_t n_tokens, int64_t n_out) { reserve_batch(n_tokens, n_out); },
       .recover = [this](const std::exception& cause) { return recover_batched(cause); },
       .rejoin = [this](const RejoinEstimate* running) { return rejoin_batched(running); },
       .rejoin_ready = [this] { return every_lost_worker_answers(); },
-      .hidden = [this](std::span<const model::BatchToken> batch, int64_t n_seq, std::vector<float>& rows) {
-        eval_batch(batch, n_seq, rows, model::LogitRows::hidden);
-      },
+      .hidden = [this](std::span<const model::BatchToken> batch, int64_t n_seq,
+                       std::vector<float>& rows) { eval_batch(batch, n_seq, rows, model::LogitRows::hidden); },
   };
 }
 

@@ -7,6 +7,8 @@
 // n_past_: its row j judges d(j+1), its row k gives the token after a run
 // kept whole. The first token the target does not keep from the draft
 // (its replacement, or that last one) is the next pending token.
+#include "weft/runtime/speculative.h"
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -18,7 +20,6 @@
 #include "speculative_draw.h"
 #include "weft/core/error.h"
 #include "weft/runtime/session.h"
-#include "weft/runtime/speculative.h"
 
 namespace weft {
 namespace {
@@ -53,9 +54,17 @@ class SpeculativeLoop {
  public:
   SpeculativeLoop(const EvalRowsFn& target_eval, const EvalFn& draft_eval, const GenerationModel& model,
                   const GenerateOptions& options, int draft_max, const TokenCallback& on_token)
-      : target_eval_(target_eval), draft_eval_(draft_eval), model_(model), options_(options),
-        draft_max_(draft_max), on_token_(on_token), sampler_(options.sampler), draft_sampler_(options.sampler),
-        grammar_(options, model.n_vocab), rng_(options.sampler.seed ^ 0x5eed5eed5eed5eedULL), n_vocab_(model.n_vocab) {}
+      : target_eval_(target_eval),
+        draft_eval_(draft_eval),
+        model_(model),
+        options_(options),
+        draft_max_(draft_max),
+        on_token_(on_token),
+        sampler_(options.sampler),
+        draft_sampler_(options.sampler),
+        grammar_(options, model.n_vocab),
+        rng_(options.sampler.seed ^ 0x5eed5eed5eed5eedULL),
+        n_vocab_(model.n_vocab) {}
   SpeculativeLoop(const SpeculativeLoop&) = delete;
   SpeculativeLoop& operator=(const SpeculativeLoop&) = delete;
 
@@ -119,7 +128,7 @@ void SpeculativeLoop::propose(int k) {
   draft_eval_(unseen, draft_len_, draft_logits_);
   draft_len_ = n_past_ + 1;
   model::Sampler proposer = draft_sampler_;  // sees the proposals; forgotten after the round
-  detail::GrammarStep grammar = grammar_;     // follows them; forgotten likewise
+  detail::GrammarStep grammar = grammar_;    // follows them; forgotten likewise
   for (int i = 0; i < k; ++i) {
     check_rows(draft_logits_, 1, n_vocab_, "the draft");
     try {
@@ -143,7 +152,8 @@ std::optional<StopReason> SpeculativeLoop::round() {
   // Proposals that can be emitted: one fewer than the tokens left (the
   // target adds its own), and the step must fit the context.
   const int64_t left = options_.max_tokens - static_cast<int64_t>(r_.tokens.size());
-  propose(static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({draft_max_, left - 1, model_.n_ctx - n_past_ - 1}))));
+  propose(
+      static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({draft_max_, left - 1, model_.n_ctx - n_past_ - 1}))));
   const int k = static_cast<int>(drafts_.size());  // fewer where a grammar ended them
   std::vector<int32_t> step{pending_};
   step.insert(step.end(), drafts_.begin(), drafts_.end());

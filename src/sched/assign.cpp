@@ -19,7 +19,6 @@ int BackendSet::backend_for_buffer(const BufferType& bt) const {
 
 namespace {
 
-
 class Passes {
  public:
   Passes(const Graph& g, const BackendSet& set, const Assignment& pins) : g_(g), set_(set), pins_(pins) {}

@@ -36,13 +36,13 @@ struct Scheduler::Impl {
     Assignment assignment;
     std::unique_ptr<ExecPlan> plan;
     std::vector<SplitInfo> info;
-    std::vector<std::unique_ptr<Event>> events;   // per split; null where the device has none
-    std::vector<std::vector<uint8_t>> staging;    // host copies the backends may still read
-    std::vector<char> host_synced;                // per split: the host knows it is done
-    std::vector<std::vector<int>> implied;        // per split: earlier splits done once it is done
-    std::vector<int> last_on_backend;             // the latest split submitted to each backend, this run
-    std::vector<std::vector<uint64_t>> tickets;   // per split and input copy: a push compute_head started (0: none)
-    size_t n_submitted = 0;                       // splits of this run submitted (compute_head stops early)
+    std::vector<std::unique_ptr<Event>> events;  // per split; null where the device has none
+    std::vector<std::vector<uint8_t>> staging;   // host copies the backends may still read
+    std::vector<char> host_synced;               // per split: the host knows it is done
+    std::vector<std::vector<int>> implied;       // per split: earlier splits done once it is done
+    std::vector<int> last_on_backend;            // the latest split submitted to each backend, this run
+    std::vector<std::vector<uint64_t>> tickets;  // per split and input copy: a push compute_head started (0: none)
+    size_t n_submitted = 0;                      // splits of this run submitted (compute_head stops early)
     bool submitted = false;
     bool bound = false;  // graph's tensors are bound to this set (a later allocate elsewhere unbinds)
   };

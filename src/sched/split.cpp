@@ -11,7 +11,6 @@
 namespace weft::detail {
 namespace {
 
-
 class SplitBuilder {
  public:
   SplitBuilder(const Graph& g, const Assignment& a, const BackendSet& set, ExecPlan& plan)

@@ -69,7 +69,8 @@ std::vector<int32_t> Conversation::encode_turn(std::string_view text, std::strin
   const bool spells_special = !content.empty() && tok.encode(content, false, true) != tok.encode(content, false, false);
   const size_t at = spells_special ? text.rfind(content) : std::string_view::npos;
   if (spells_special && at == std::string_view::npos)
-    fail(ErrorKind::invalid_input, kConversationWhere, "the message spells a special token in text the chat template rewrites");
+    fail(ErrorKind::invalid_input, kConversationWhere,
+         "the message spells a special token in text the chat template rewrites");
   if (at == std::string_view::npos) {
     append(text, true);
   } else {
@@ -97,7 +98,8 @@ Reply Conversation::say(std::string_view user, const TokenCallback& on_token) {
     const std::vector<int32_t> more = encode_turn(std::string_view(prompt).substr(covered_.size()), user, false);
     fresh.insert(fresh.end(), more.begin(), more.end());
   }
-  if (fresh.empty()) fail(ErrorKind::invalid_input, kConversationWhere, "the chat template rendered nothing new for this turn");
+  if (fresh.empty())
+    fail(ErrorKind::invalid_input, kConversationWhere, "the chat template rendered nothing new for this turn");
   const int64_t start = restart ? 0 : static_cast<int64_t>(cached_.size());
   // The new tokens and at least one of the reply must fit.
   if (start + static_cast<int64_t>(fresh.size()) >= capacity()) {

@@ -44,8 +44,9 @@ std::unique_ptr<httplib::Server> make_http(const ServeOptions& o) {
   if (o.tls_cert.empty()) return std::make_unique<httplib::Server>();
   auto https = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
   if (!https->is_valid())
-    fail(ErrorKind::invalid_input, kServerWhere, "cannot serve HTTPS with " + o.tls_cert + " and " + o.tls_key +
-                                               " (not a readable PEM certificate and its key)");
+    fail(ErrorKind::invalid_input, kServerWhere,
+         "cannot serve HTTPS with " + o.tls_cert + " and " + o.tls_key +
+             " (not a readable PEM certificate and its key)");
   return https;
 }
 
@@ -55,7 +56,8 @@ Server::Impl::Impl(ServeOptions o) : options(std::move(o)), http_owner(make_http
 
 Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   const ServeOptions& o = impl_->options;
-  if (o.parallel < 1 || o.parallel > 256) fail(ErrorKind::invalid_input, kServerWhere, "--parallel must be in [1, 256]");
+  if (o.parallel < 1 || o.parallel > 256)
+    fail(ErrorKind::invalid_input, kServerWhere, "--parallel must be in [1, 256]");
   if (o.ctx_size < o.parallel || o.ctx_size % o.parallel != 0)
     fail(ErrorKind::invalid_input, kServerWhere,
          "--ctx-size " + std::to_string(o.ctx_size) + " must be a positive multiple of --parallel " +
@@ -64,12 +66,14 @@ Server::Server(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(op
   if (o.http_threads < 2) fail(ErrorKind::invalid_input, kServerWhere, "http_threads must be at least 2");
   if (o.max_tokens < 0) fail(ErrorKind::invalid_input, kServerWhere, "--max-tokens must not be negative");
   if (o.max_queue > 1024) fail(ErrorKind::invalid_input, kServerWhere, "--max-queue must be at most 1024");
-  if (o.max_choices < 1 || o.max_choices > 128) fail(ErrorKind::invalid_input, kServerWhere, "--max-choices must be in [1, 128]");
+  if (o.max_choices < 1 || o.max_choices > 128)
+    fail(ErrorKind::invalid_input, kServerWhere, "--max-choices must be in [1, 128]");
   if (!(o.request_timeout_seconds > 0 && o.request_timeout_seconds <= 1e7))
     fail(ErrorKind::invalid_input, kServerWhere, "--timeout must be in (0, 1e7] seconds");
   if (!o.draft.model.empty() && (o.draft_max < 1 || o.draft_max > 64))
     fail(ErrorKind::invalid_input, kServerWhere, "--draft-max must be in [1, 64]");
-  if (o.read_timeout_seconds < 1) fail(ErrorKind::invalid_input, kServerWhere, "read_timeout_seconds must be at least 1");
+  if (o.read_timeout_seconds < 1)
+    fail(ErrorKind::invalid_input, kServerWhere, "read_timeout_seconds must be at least 1");
   if (!is_loopback_host(o.host) && o.api_key.empty() && !o.insecure)
     fail(ErrorKind::invalid_input, kServerWhere,
          "serving on " + o.host + " (not loopback) needs --api-key-file, or --insecure to serve without a key");
@@ -204,16 +208,21 @@ void Server::wait_ready() {
   if (impl_->state == ServerState::failed) std::rethrow_exception(impl_->load_exception);
 }
 
-std::string Server::add_workers(const std::vector<DeviceSpec>& specs) { return change_workers(specs, false); }
+std::string Server::add_workers(const std::vector<DeviceSpec>& specs) {
+  return change_workers(specs, false);
+}
 
-std::string Server::remove_workers(const std::vector<DeviceSpec>& specs) { return change_workers(specs, true); }
+std::string Server::remove_workers(const std::vector<DeviceSpec>& specs) {
+  return change_workers(specs, true);
+}
 
 std::string Server::change_workers(const std::vector<DeviceSpec>& specs, bool remove) {
   const std::string nothing = remove ? "nothing removed" : "nothing added";
   Engine* engine = nullptr;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (impl_->state == ServerState::loading) return "the model is still loading: " + nothing + " (send it again once ready)";
+    if (impl_->state == ServerState::loading)
+      return "the model is still loading: " + nothing + " (send it again once ready)";
     if (impl_->state == ServerState::failed) return "the model failed to load: " + nothing;
     if (impl_->stop_requested) return "the server is stopping: " + nothing;
     engine = impl_->engine.get();

@@ -3,7 +3,6 @@
 // independent Python script (make_gguf.py) read back value by value, and
 // metadata memory bounded by the file size and the metadata cap.
 #include <gtest/gtest.h>
-
 #include <malloc.h>
 
 #include <algorithm>

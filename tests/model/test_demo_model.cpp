@@ -20,8 +20,8 @@
 #include "weft/gguf/gguf.h"
 #include "weft/model/demo_model.h"
 #include "weft/model/model.h"
-#include "weft/runtime/executor.h"
 #include "weft/model/tokenizer.h"
+#include "weft/runtime/executor.h"
 
 namespace {
 

@@ -59,8 +59,12 @@ void check_moe_against_reference(const MoeSpec& spec, const std::string& name, d
 // rounding ties; weights are decoded exactly on both sides; q8_0 weights
 // multiply 8-bit activations (~2e-4 normalized here, against a kept-dropped
 // routing gap of 1.6e-3 in probability).
-TEST(LlamaMoe, MatchesReferenceF32) { check_moe_against_reference({}, "moe_f32", 1e-6); }
-TEST(LlamaMoe, MatchesReferenceQ8_0) { check_moe_against_reference({.q8 = true}, "moe_q8_0", 2e-3); }
+TEST(LlamaMoe, MatchesReferenceF32) {
+  check_moe_against_reference({}, "moe_f32", 1e-6);
+}
+TEST(LlamaMoe, MatchesReferenceQ8_0) {
+  check_moe_against_reference({.q8 = true}, "moe_q8_0", 2e-3);
+}
 
 // Writes a TinyMoe of spec; its load and plan errors must hold every needle.
 void expect_error(const MoeSpec& spec, const std::vector<std::string>& needles) {

@@ -26,7 +26,8 @@ using llama_reference::TempFile;
 using weft::DType;
 
 // Rows of 256 values so the 256-value types fit every product.
-constexpr int64_t kQuantVocab = 64, kQuantDim = 256, kQuantLayers = 2, kQuantHeads = 4, kQuantHeadsKv = 2, kQuantFf = 512;
+constexpr int64_t kQuantVocab = 64, kQuantDim = 256, kQuantLayers = 2, kQuantHeads = 4, kQuantHeadsKv = 2,
+                  kQuantFf = 512;
 constexpr int64_t kQuantHeadDim = kQuantDim / kQuantHeads;
 
 // The product weights take these types in turn (the 14 matrices of two

@@ -36,7 +36,9 @@ struct MixSpec {
   bool qkv_bias = false;  // qwen2
 };
 
-QuantModelFacts facts_of(const MixSpec& s) { return {s.arch, s.n_layer, s.n_head, s.n_head_kv, s.n_expert}; }
+QuantModelFacts facts_of(const MixSpec& s) {
+  return {s.arch, s.n_layer, s.n_head, s.n_head_kv, s.n_expert};
+}
 
 QuantTensorDesc desc(const std::string& name, std::initializer_list<int64_t> ne) {
   QuantTensorDesc d;

@@ -114,7 +114,8 @@ TEST_P(SlidingRing, ReusedPrefixWithinTheRingOnly) {
     EXPECT_EQ(e.kind(), weft::ErrorKind::invalid_input);
     EXPECT_NE(std::string(e.what()).find("sliding-window ring of 32 rows"), std::string::npos) << e.what();
   }
-  EXPECT_LE(worst_error(ring.eval(other, 0, LogitRows::all), full.eval(other, 0, LogitRows::all), n_vocab), kRingTolerance);
+  EXPECT_LE(worst_error(ring.eval(other, 0, LogitRows::all), full.eval(other, 0, LogitRows::all), n_vocab),
+            kRingTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sliding, SlidingRing,

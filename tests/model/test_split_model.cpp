@@ -32,7 +32,8 @@ using weft::LayerPlacement;
 using weft::model::LlamaModel;
 using weft::Executor;
 
-constexpr int64_t kSplitVocab = 37, kSplitDim = 32, kSplitLayers = 3, kSplitHeads = 4, kSplitHeadsKv = 2, kSplitFf = 64, kSplitCtx = 16;
+constexpr int64_t kSplitVocab = 37, kSplitDim = 32, kSplitLayers = 3, kSplitHeads = 4, kSplitHeadsKv = 2, kSplitFf = 64,
+                  kSplitCtx = 16;
 
 // A tiny llama file (after tests/model/test_llama.cpp): q8_0 matrices, f32
 // norms, a separate output matrix unless tied.

@@ -15,7 +15,8 @@ namespace {
 
 using namespace tokenizer_test;
 
-constexpr int32_t kPhi3Unk = 0, kPhi3Bos = 1, kPhi3EosText = 2, kPhi3EndOfText = 32000, kPhi3Assistant = 32001, kPhi3End = 32007, kPhi3User = 32010;
+constexpr int32_t kPhi3Unk = 0, kPhi3Bos = 1, kPhi3EosText = 2, kPhi3EndOfText = 32000, kPhi3Assistant = 32001,
+                  kPhi3End = 32007, kPhi3User = 32010;
 
 // The reference's file: Phi-3 by its name, as the converter wrote it before
 // names came from the model card.

@@ -16,8 +16,8 @@ namespace {
 
 using namespace tokenizer_test;
 
-constexpr int32_t kQwen3EndOfText = 151643, kQwen3ImStart = 151644, kQwen3ImEnd = 151645, kQwen3ToolCall = 151657, kQwen3Think = 151667,
-                  kEndThink = 151668;
+constexpr int32_t kQwen3EndOfText = 151643, kQwen3ImStart = 151644, kQwen3ImEnd = 151645, kQwen3ToolCall = 151657,
+                  kQwen3Think = 151667, kEndThink = 151668;
 
 TEST(TokenizerQwen3, MatchesTransformersJs) {
   const BpeRefData& d = qwen3_ref();

@@ -405,7 +405,9 @@ struct TwoWorkerRun {
 
 constexpr int64_t kK = 64, kM = 128, kLinkN = 32;
 
-std::vector<float> input_for(int i) { return pattern(static_cast<size_t>(kK * kLinkN), 0.13f, 0.7f * static_cast<float>(i)); }
+std::vector<float> input_for(int i) {
+  return pattern(static_cast<size_t>(kK * kLinkN), 0.13f, 0.7f * static_cast<float>(i));
+}
 
 // x -> h = mul_mat(W, x) on A -> y = scale(add(h, bias), 0.5) on B; the
 // weights live on their workers, x is uploaded per compute, y read back.

@@ -4,9 +4,9 @@
 // split under the frame limit, copies, events, authentication and the
 // errors a worker reports. The lifetime scenarios of the seeds are in
 // test_rpc_client_lifetime.cpp.
-#include <chrono>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>

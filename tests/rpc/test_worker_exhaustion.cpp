@@ -139,9 +139,10 @@ bool start_budget_worker(rpc_test::ChildWorker& child) {
   // weft_tests depends on the weft target (tests/CMakeLists.txt): a missing
   // binary is a broken tree, not a reason to skip.
   EXPECT_FALSE(weft.empty()) << "no executable weft at tools/weft/weft in this build tree";
-  return !weft.empty() && child.start({weft, "worker", "--port", "0", "--threads", "1", "--mem",
-                                       std::to_string(kExhaustionBudget), "--handshake-timeout", "1", "--max-clients", "16"},
-                                      "");
+  return !weft.empty() &&
+         child.start({weft, "worker", "--port", "0", "--threads", "1", "--mem", std::to_string(kExhaustionBudget),
+                      "--handshake-timeout", "1", "--max-clients", "16"},
+                     "");
 }
 
 // A fresh worker, so that no earlier attack's freed memory is reused by
@@ -157,7 +158,8 @@ TEST(WorkerExhaustion, FilledBuffersStayInsideTheBudget) {
     EXPECT_GT(phase.granted_bytes, kCalibration);
     EXPECT_GT(phase.refused, 0u) << "16 MiB and 32 buffers of 8 MiB all fit a 64 MiB budget";
     EXPECT_LE(phase.granted_bytes, kExhaustionBudget) << "the worker granted more buffer bytes than its budget";
-    EXPECT_LE(phase.growth, phase.rss_per_byte * static_cast<double>(kExhaustionBudget) + static_cast<double>(kRssSlack))
+    EXPECT_LE(phase.growth,
+              phase.rss_per_byte * static_cast<double>(kExhaustionBudget) + static_cast<double>(kRssSlack))
         << "the worker's resident memory grew by " << (phase.growth >> 20) << " MiB while its clients held "
         << (phase.granted_bytes >> 20) << " MiB of buffers (budget " << (kExhaustionBudget >> 20)
         << " MiB; a filled byte costs " << phase.rss_per_byte << " resident bytes in this build)";

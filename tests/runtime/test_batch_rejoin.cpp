@@ -75,8 +75,8 @@ struct TimedModel {
       if (!running) return 0;
       weighed.push_back(*running);
       if (running->seconds_per_token_with < 0 || !running->pays()) return 0;
-      EXPECT_TRUE(in_flight.empty() || std::all_of(in_flight.begin(), in_flight.end(),
-                                                   [](const auto& f) { return f.second.empty(); }))
+      EXPECT_TRUE(in_flight.empty() ||
+                  std::all_of(in_flight.begin(), in_flight.end(), [](const auto& f) { return f.second.empty(); }))
           << "a step in flight when the model moves";
       in_flight.clear();
       lost = false;
@@ -113,7 +113,8 @@ void run_with_rejoin(BatchEngine& e) {
 // an uninterrupted run.
 TEST(BatchRejoin, AMoveThatPaysIsMadeWhileJobsRunAndTheirTokensDoNotChange) {
   TimedModel m;
-  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 64}, {.slots = 2, .batch_tokens = 64, .decode_together = false});
+  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 64},
+                {.slots = 2, .batch_tokens = 64, .decode_together = false});
   Recorder a, b;
   e.start(job({5, 6, 7}, 40), &a);
   e.start(job({9, 10}, 40), &b);
@@ -145,7 +146,8 @@ TEST(BatchRejoin, AMoveThatWouldLoseTimeIsDeclined) {
   m.full_ms = 25;
   m.step_ms = 25;
   m.after_loss_ms = 1;
-  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 64}, {.slots = 2, .batch_tokens = 64, .decode_together = false});
+  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 64},
+                {.slots = 2, .batch_tokens = 64, .decode_together = false});
   Recorder a, b;
   e.start(job({5, 6, 7}, 24), &a);
   e.start(job({9, 10}, 24), &b);
@@ -167,7 +169,8 @@ TEST(BatchRejoin, AMoveThatWouldLoseTimeIsDeclined) {
 TEST(BatchRejoin, ALossBeforeAnyRoundWasMeasuredIsNotWeighedAgainstAGuess) {
   TimedModel m;
   m.lose_at = 0;
-  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 64}, {.slots = 2, .batch_tokens = 64, .decode_together = false});
+  BatchEngine e(m.eval(), {.n_vocab = kVocab, .n_ctx = 2 * 64},
+                {.slots = 2, .batch_tokens = 64, .decode_together = false});
   Recorder a, b;
   e.start(job({5, 6, 7}, 16), &a);
   e.start(job({9, 10}, 16), &b);

@@ -160,8 +160,7 @@ TEST_F(SessionRecovery, AContinuedGenerationRecoversFromTheEarlierTurns) {
   EXPECT_EQ(got, want);
   ASSERT_EQ(reports.size(), 1u);
   // Turn 1's prompt and tokens, turn 2's prompt and its first tokens.
-  EXPECT_EQ(reports[0].tokens_reevaluated,
-            static_cast<int64_t>(prompt().size()) + kRecoveryTokens - 1 + 3 + kStopAt);
+  EXPECT_EQ(reports[0].tokens_reevaluated, static_cast<int64_t>(prompt().size()) + kRecoveryTokens - 1 + 3 + kStopAt);
 }
 
 TEST_F(SessionRecovery, WithoutRecoverTheDeathEndsTheRunNamingTheWorker) {

@@ -6,7 +6,6 @@
 // history; a draft of another vocabulary (size, or one token's string)
 // refused.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>

@@ -293,7 +293,8 @@ TEST_F(EngineTest, AWorkerRemovedWhileServingLeavesWhenIdle) {
   const ThreeLayerModel file(*path_);
   const std::vector<int32_t> want = file.alone(prompt(2), 24);
   auto a = worker_at(0), b = worker_at(0), c = worker_at(0);
-  weft::SessionOptions o{.model = file.path, .devices = {"cpu:1", "rpc://" + a->endpoint(0), "rpc://" + b->endpoint(0)}};
+  weft::SessionOptions o{.model = file.path,
+                         .devices = {"cpu:1", "rpc://" + a->endpoint(0), "rpc://" + b->endpoint(0)}};
   o.probe = false;  // placed by memory: a layer each
   std::vector<weft::RejoinReport> reports;
   o.on_rejoin = [&](const weft::RejoinReport& r) { reports.push_back(r); };
@@ -319,8 +320,8 @@ TEST_F(EngineTest, AWorkerRemovedWhileServingLeavesWhenIdle) {
   EXPECT_EQ(m.rejoins, 0u);  // a departure is not a rejoin
   for (int waited = 0; waited < 50 && b->worker(0).memory_in_use() > 0; ++waited) std::this_thread::sleep_for(100ms);
   EXPECT_EQ(b->worker(0).memory_in_use(), 0u);  // its session ended with the move
-  const std::string again = engine.remove_workers({weft::worker_device_spec(b->endpoint(0)),
-                                                   weft::worker_device_spec(c->endpoint(0))}).get();
+  const std::string again =
+      engine.remove_workers({weft::worker_device_spec(b->endpoint(0)), weft::worker_device_spec(c->endpoint(0))}).get();
   EXPECT_NE(again.find("no worker removed"), std::string::npos) << again;
   const Outcome after = drain(*engine.submit(greedy_job(prompt(2), 24)));
   EXPECT_NE(after.finish.finish_reason, "error") << after.finish.error;

@@ -91,7 +91,8 @@ class ProgressBar {
 // bytes; a plain number is bytes.
 uint64_t parse_size(const std::string& text) {
   auto bad = [&]() -> uint64_t {
-    fail(ErrorKind::invalid_input, kCmdQuantizeWhere, "--split-max-size '" + text + "' is not a positive size such as 500M or 2G");
+    fail(ErrorKind::invalid_input, kCmdQuantizeWhere,
+         "--split-max-size '" + text + "' is not a positive size such as 500M or 2G");
   };
   size_t digits = 0;
   uint64_t n = 0;

@@ -36,7 +36,8 @@ std::vector<std::string> prompt_texts(const RunArgs& args) {
     std::istringstream in(read_text_file(args.prompts_file, kCmdRunWhere));
     for (std::string line; std::getline(in, line);)
       if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
-    if (texts.empty()) fail(ErrorKind::invalid_input, kCmdRunWhere, "'" + args.prompts_file + "' has no prompt (no non-empty line)");
+    if (texts.empty())
+      fail(ErrorKind::invalid_input, kCmdRunWhere, "'" + args.prompts_file + "' has no prompt (no non-empty line)");
     if (args.parallel != 1 && args.parallel != static_cast<int>(texts.size()))
       fail(ErrorKind::invalid_input, kCmdRunWhere,
            "--parallel " + std::to_string(args.parallel) + " but '" + args.prompts_file + "' has " +
@@ -169,7 +170,8 @@ int cmd_run(const RunArgs& args) {
   if (args.n_tokens < 0)
     fail(ErrorKind::invalid_input, kCmdRunWhere, "--tokens " + std::to_string(args.n_tokens) + " (>= 0)");
   if (args.ctx_size < 0)
-    fail(ErrorKind::invalid_input, kCmdRunWhere, "--ctx-size " + std::to_string(args.ctx_size) + " (>= 0; 0: as needed)");
+    fail(ErrorKind::invalid_input, kCmdRunWhere,
+         "--ctx-size " + std::to_string(args.ctx_size) + " (>= 0; 0: as needed)");
   (void)sampler_options(args.sampling, 0, kCmdRunWhere);  // the flags checked before any worker is dialed
   signal(SIGPIPE, SIG_IGN);  // a dead worker is an Error(disconnected), not a signal
 

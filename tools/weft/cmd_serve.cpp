@@ -62,7 +62,7 @@ WorkersFileState workers_file_at_start(const ModelHostArgs& host) {
   if (!host.workers_file.empty()) {
     try {
       w.listed = read_workers_file(host.workers_file);  // as the session read it
-    } catch (const std::exception&) {  // changed since: nothing to take out later
+    } catch (const std::exception&) {                   // changed since: nothing to take out later
     }
   }
   return w;
@@ -90,7 +90,8 @@ void reread_workers_file(serve::Server& server, const std::string& path, Workers
     if (!kept) gone.push_back(before);
   }
   std::fprintf(stderr, "weft serve: SIGHUP: %s: %s\n", path.c_str(), server.add_workers(now).c_str());
-  if (!gone.empty()) std::fprintf(stderr, "weft serve: SIGHUP: %s: %s\n", path.c_str(), server.remove_workers(gone).c_str());
+  if (!gone.empty())
+    std::fprintf(stderr, "weft serve: SIGHUP: %s: %s\n", path.c_str(), server.remove_workers(gone).c_str());
   state.listed = std::move(now);
 }
 

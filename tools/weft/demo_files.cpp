@@ -30,7 +30,9 @@ fs::path cache_folder(const std::string& given) {
 // so this requantizes).
 fs::path quantized_copy(const fs::path& path, const std::string& type, int threads) {
   const std::optional<model::QuantMix> mix = model::quant_mix_from_name(type);
-  if (!mix) fail(ErrorKind::invalid_input, kDemoFilesWhere, "--type " + type + ": not a quantization mix (see weft quantize --help)");
+  if (!mix)
+    fail(ErrorKind::invalid_input, kDemoFilesWhere,
+         "--type " + type + ": not a quantization mix (see weft quantize --help)");
   const model::QuantMixInfo& info = model::quant_mix_info(*mix);
   const fs::path out = path.parent_path() / (path.stem().string() + "-" + std::string(info.name) + ".gguf");
   if (fs::exists(out)) {

@@ -184,8 +184,8 @@ void print_rejoin(const RejoinReport& r) {
            std::to_string(d.part.last_layer);
   char again[120] = "the sequences re-evaluate what they had in the next steps";
   if (!r.batched)
-    std::snprintf(again, sizeof again, "%lld tokens re-evaluated in %.2f s", static_cast<long long>(r.tokens_reevaluated),
-                  r.reprefill_seconds);
+    std::snprintf(again, sizeof again, "%lld tokens re-evaluated in %.2f s",
+                  static_cast<long long>(r.tokens_reevaluated), r.reprefill_seconds);
   std::fprintf(stderr, "\n[rejoined] %s back; now %s; reloaded in %.2f s, %s (%s)\n", back.c_str(), now.c_str(),
                r.reload_seconds, again, rule);
 }

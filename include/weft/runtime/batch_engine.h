@@ -271,7 +271,7 @@ class BatchEngine {
   // batch_recovery.cpp: the placement changed (a loss, a move back): every
   // busy job evaluates again its prompt and the tokens it generated.
   void replay_jobs();
-  void placement_lost();  // a recovery: the times measured so far belong to the placement before it
+  void placement_lost();          // a recovery: the times measured so far belong to the placement before it
   void note_token_time(Slot& s);  // s sampled a token (or ended during a replay)
   // eval_.rejoin(running); a throw recovered (0 then), or, when the
   // recovery fails too, Error(disconnected) naming both.
@@ -279,15 +279,15 @@ class BatchEngine {
 
   // The rejoin rule's measurements (rejoin_running).
   struct PlacementTimes {
-    double round_seconds = 0;         // a sequence's time between tokens: moving average, the newest 1/4
-    int64_t rounds = 0;               // intervals in it, since the placement last changed
-    double full_round_seconds = -1;   // the same with every device, as it stood at the first loss (-1: unknown)
-    bool full = true;                 // the placement in force holds every device
-    double reload_seconds = 0;        // the last recovery's BatchedEval::recover
-    double replay_seconds = 0;        // from its end until every job had its next token
-    uint64_t replay_tokens = 0;       // what the jobs evaluated again then
+    double round_seconds = 0;        // a sequence's time between tokens: moving average, the newest 1/4
+    int64_t rounds = 0;              // intervals in it, since the placement last changed
+    double full_round_seconds = -1;  // the same with every device, as it stood at the first loss (-1: unknown)
+    bool full = true;                // the placement in force holds every device
+    double reload_seconds = 0;       // the last recovery's BatchedEval::recover
+    double replay_seconds = 0;       // from its end until every job had its next token
+    uint64_t replay_tokens = 0;      // what the jobs evaluated again then
     std::chrono::steady_clock::time_point replay_start;
-    int replaying = 0;                // jobs still evaluating again what they had
+    int replaying = 0;  // jobs still evaluating again what they had
   };
 
   BatchedEval eval_;
