@@ -35,6 +35,11 @@ class GrammarStep {
   // Throws Error(invalid_input) for a grammar without a token trie, or a
   // trie whose vocabulary is not the model's.
   GrammarStep(const GenerateOptions& options, int64_t n_vocab);
+  // A copy follows the same grammar from the same place (a speculative
+  // round's proposals, once per round); its vocabulary-sized scratch starts
+  // empty rather than copied.
+  GrammarStep(const GrammarStep& o) : matcher_(o.matcher_) {}
+  GrammarStep& operator=(const GrammarStep&) = delete;
   bool active() const { return matcher_.has_value(); }
   // sampler.sample(row) when inactive; else the same over row with the
   // tokens the grammar forbids at -inf. Throws Error(invalid_input) when the

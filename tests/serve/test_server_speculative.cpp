@@ -259,6 +259,25 @@ TEST_F(ServerSpeculative, AGrammarRequestSpeculatesAndGivesThePlainText) {
   EXPECT_GT(metric(*s, "weft_draft_tokens_total"), before);
 }
 
+// A hostile grammar (more parse states at once than the matcher follows)
+// on a server with a draft: the request gets an error naming the cause,
+// in bounded time, and the next request is served as before.
+TEST_F(ServerSpeculative, AHostileGrammarIsRefusedAndTheServerKeepsServing) {
+  auto s = start(*draft_, 1);
+  std::string wide = R"(root ::= "a" "0")";
+  for (int i = 1; i < 5000; ++i) wide += R"( | "a" ")" + std::to_string(i) + "\"";
+  json body = greedy(kSpecPrompts[0], 12);
+  body["grammar"] = wide;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Response r = request(s->port(), "POST", "/v1/completions", body.dump());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  const bool refused = r.status != 200 || r.body.find("\"error\"") != std::string::npos;
+  EXPECT_TRUE(refused) << r.status << " " << r.body;
+  EXPECT_NE(r.body.find("ambiguous"), std::string::npos) << r.body;
+  const json want = post(*plain_, greedy(kSpecPrompts[1], 12));
+  EXPECT_EQ(post(*s, greedy(kSpecPrompts[1], 12))["choices"][0]["text"], want["choices"][0]["text"]);
+}
+
 TEST_F(ServerSpeculative, AClientLeavingMidStreamEndsTheRoundsAndTheNextRequestIsRight) {
   weft::serve::ServeOptions o = options(*target_, 1);
   o.ctx_size = 4096;  // a stream of 4000 tokens: in flight when the client leaves
