@@ -50,6 +50,9 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
   output_norm_ = w.output_norm;
   output_ = w.output;
   layers_ = w.layers;
+  for (const detail::ModelWeights::OutputSlice& o : w.output_slices)
+    output_slices_.push_back({o.part, o.first, o.count, o.w});
+  output_part_ = w.output_part;
   rope_factors_ = detail::rope_factors(file, p, n_ctx_);
   part_weights_ = detail::weights_by_part(w, layer_part_, n_parts_);
 
@@ -186,12 +189,33 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     f.logits = x;
     return f;
   }
-  Tensor* logits = ops::mul_mat(ctx, output_, x);  // [n_vocab, n] or [n_vocab, 1]
+  Tensor* logits = output_split() ? build_output_slices(ctx, g, f, x)
+                                  : ops::mul_mat(ctx, output_, x);  // [n_vocab, n] or [n_vocab, 1]
   if (p.final_softcap > 0) logits = ops::softcap(ctx, logits, p.final_softcap);
   logits->name = "logits";
   g.expand(logits);
   f.logits = logits;
   return f;
+}
+
+Tensor* LlamaModel::build_output_slices(Context& ctx, Graph& g, Forward& f, Tensor* x) const {
+  g.expand(x);
+  std::vector<Tensor*> products(output_slices_.size(), nullptr);
+  for (const bool home_pass : {false, true}) {  // other parts' commands go out first
+    for (size_t i = 0; i < output_slices_.size(); ++i) {
+      const OutputSlice& o = output_slices_[i];
+      if ((o.part == output_part_) != home_pass) continue;
+      const size_t begin = ctx.size();
+      Tensor* rows = o.w ? o.w : ops::view_2d(ctx, tok_embd_, params_.n_embd, o.count, tok_embd_->nb[1],
+                                              static_cast<size_t>(o.first) * tok_embd_->nb[1]);
+      products[i] = ops::mul_mat(ctx, rows, x);  // [count, n]
+      if (!home_pass) f.part_nodes.push_back({begin, ctx.size(), o.part});
+      g.expand(products[i]);
+    }
+  }
+  Tensor* logits = products.front();
+  for (size_t i = 1; i < products.size(); ++i) logits = ops::concat(ctx, logits, products[i], 0);
+  return logits;
 }
 
 void fill_causal_mask(std::span<float> mask, int64_t n_kv, int64_t n, int64_t n_past, int64_t window) {

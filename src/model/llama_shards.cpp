@@ -138,6 +138,29 @@ void cut_ffn(ModelWeights& w, Context& ctx, const LlamaParams& p, const LlamaLay
   s.down = column_slice(w, ctx, l.w_down, s.first_ff, s.n_ff);
 }
 
+// The output matrix cut by vocabulary rows over the parts of the last
+// layer's run, in proportion to their key/value heads, so no part reads
+// the whole matrix per token. Rows are whole (any type cuts there).
+void cut_output(ModelWeights& w, const LlamaParams& p, int home, const std::vector<int>& parts,
+                std::span<const TensorShare> shares, Context& ctx) {
+  const bool tied = w.output == w.tok_embd;
+  int64_t first = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const TensorShare& share = shares[static_cast<size_t>(parts[i])];
+    const int64_t last = i + 1 == parts.size()
+                             ? p.n_vocab
+                             : std::llround(static_cast<double>(share.last_kv) / static_cast<double>(p.n_head_kv) *
+                                            static_cast<double>(p.n_vocab));
+    ModelWeights::OutputSlice o{parts[i], first, last - first, nullptr};
+    if (o.count > 0) {
+      if (!tied || parts[i] != 0) o.w = row_slice(w, ctx, w.output, first, o.count);
+      w.output_slices.push_back(o);
+    }
+    first = last;
+  }
+  w.output_part = home;
+}
+
 }  // namespace
 
 void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<const int> layer_part,
@@ -183,6 +206,10 @@ void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<cons
     l.wq = l.wk = l.wv = l.wqkv = l.bq = l.bk = l.bv = l.wo = l.attn_sinks = nullptr;
     if (dense) l.w_gate = l.w_up = l.w_down = nullptr;
   }
+  if (w.layers.empty()) return;
+  const int last_home = layer_part.back();
+  const std::vector<int> last_run = run_parts(shares, last_home);
+  if (last_run.size() >= 2) cut_output(w, p, last_home, last_run, shares, ctx);
 }
 
 std::vector<uint8_t> cut_columns(const GgufFile& file, const std::string& source, int64_t first, const Tensor& t) {

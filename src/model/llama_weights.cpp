@@ -300,8 +300,14 @@ std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer) {
 std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::span<const int> layer_part, int n_parts) {
   std::vector<std::vector<Tensor*>> parts(static_cast<size_t>(n_parts));
   parts.front().push_back(w.tok_embd);
-  parts.back().push_back(w.output_norm);
-  if (w.output != w.tok_embd) parts.back().push_back(w.output);
+  if (w.output_slices.empty()) {
+    parts.back().push_back(w.output_norm);
+    if (w.output != w.tok_embd) parts.back().push_back(w.output);
+  } else {
+    parts[static_cast<size_t>(w.output_part)].push_back(w.output_norm);
+    for (const ModelWeights::OutputSlice& o : w.output_slices)
+      if (o.w) parts[static_cast<size_t>(o.part)].push_back(o.w);
+  }
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LlamaLayer& l = w.layers[i];
     for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.wo, l.bo, l.attn_sinks, l.bq, l.bk, l.bv, l.q_norm,

@@ -38,6 +38,21 @@ struct ModelWeights {
   };
   std::unordered_map<const Tensor*, Derived> derived;
   mutable std::unordered_map<const Tensor*, std::vector<uint8_t>> derived_bytes;
+  // A tensor-parallel last run's output product, cut by vocabulary rows
+  // (split_tensor_parallel): part `part` multiplies rows [first, first +
+  // count) of output, held as its own row slice `w`, or (w nullptr) read in
+  // place from the token embedding the part holds (a tied output on the
+  // first part). The output norm, the products' concatenation and any
+  // final soft-cap run on output_part, the run's home. Empty: the output
+  // is whole, on the last part (the first when tied).
+  struct OutputSlice {
+    int part = 0;
+    int64_t first = 0;
+    int64_t count = 0;
+    Tensor* w = nullptr;
+  };
+  std::vector<OutputSlice> output_slices;
+  int output_part = 0;
 
   // The bytes weight t is loaded from (t->nbytes() of them): the file's, or
   // a derived weight's.
@@ -98,9 +113,11 @@ void split_experts(ModelWeights& w, const LlamaParams& p, std::span<const int64_
 // each layer's home part): row slices of wq/wk/wv (or of Phi-3's fused
 // wqkv), their biases, attn_sinks, w_gate/w_up (or Phi-3's fused w_up) as
 // runs of the file's bytes; wo's and w_down's columns gathered at load
-// (Derived). Throws Error(invalid_input) naming what does not fit: shares
-// that do not tile the heads or columns, an MLA model, a column boundary
-// off the weight's blocks.
+// (Derived). When the last layer's run is cut, the output matrix is cut
+// too, by vocabulary rows in proportion to the key/value heads
+// (ModelWeights::output_slices). Throws Error(invalid_input) naming what
+// does not fit: shares that do not tile the heads or columns, an MLA
+// model, a column boundary off the weight's blocks.
 void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<const int> layer_part,
                            std::span<const TensorShare> shares, Context& ctx);
 // The bytes of a derived column cut t of file tensor source.
@@ -112,7 +129,8 @@ std::vector<uint8_t> cut_columns(const GgufFile& file, const std::string& source
 std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer);
 
 // The tensors each part holds: the embedding in the first, the output norm
-// and a separate output matrix in the last, each layer's weights in its part.
+// and a separate output matrix in the last (or the norm on the output's
+// home and each output slice on its part), each layer's weights in its part.
 std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::span<const int> layer_part, int n_parts);
 
 

@@ -186,16 +186,17 @@ EvalGraph& ExecutorState::graph_for(int64_t n, int64_t n_kv, LogitRows rows, int
 void ExecutorState::pin_segments(EvalGraph& e) {
   const std::vector<size_t>& begin = e.forward.segment_begin;  // n_layer + 2
   auto& tensors = e.ctx.tensors();
-  const int n_parts = model_->n_parts();
   for (size_t s = 0; s < begin.size(); ++s) {
     const size_t end = s + 1 < begin.size() ? begin[s + 1] : e.ctx.size();
-    const int part = s == 0 ? 0 : s + 1 == begin.size() ? n_parts - 1 : model_->layer_part(static_cast<int64_t>(s) - 1);
+    const int part = s == 0                  ? 0
+                     : s + 1 == begin.size() ? model_->output_part()
+                                             : model_->layer_part(static_cast<int64_t>(s) - 1);
     for (size_t i = begin[s]; i < end; ++i) {
       Tensor& t = tensors[i];
       if (t.op == Op::none || !e.g.contains(&t)) continue;
       // A tied output product (and the soft-cap after it) runs where the
       // embedding is, rather than copying the embedding to the last device.
-      if (model_->output_tied() && i >= e.forward.output_index) continue;
+      if (model_->output_tied() && !model_->output_split() && i >= e.forward.output_index) continue;
       sched_->set_backend(t, *backends_[static_cast<size_t>(part)]);
     }
   }

@@ -42,12 +42,26 @@ TimePrediction predict_tensor_time(std::span<const int64_t> heads, int64_t n_hea
     sum += t.compute_seconds[d] + t.link_seconds[d];
   }
   t.overlapped_seconds = sum - slowest;
-  // Then the output product, on the last device (the first when tied),
-  // after the last layer's sum; the logits come back to this host.
-  const size_t o = c.output_on_first ? 0 : n - 1;
-  t.compute_seconds[o] += static_cast<double>(c.output_read_bytes) * in.speeds[o].seconds_per_byte;
-  if (o != 0) t.link_seconds[o] += one_way(in.speeds[o], c.activation_bytes);
-  t.return_seconds = o != 0 ? one_way(in.speeds[o], c.logits_bytes) : 0.0;
+  // Then the output product, cut by vocabulary rows as the heads are
+  // (each device its share of the output matrix) after the last layer's
+  // sum, again all at once: each worker is sent the normed row and sends
+  // its logits back.
+  double out_slowest = 0, out_sum = 0;
+  t.return_seconds = 0;
+  for (size_t d = 0; d < n; ++d) {
+    const double share = static_cast<double>(heads[d + 1] - heads[d]) / static_cast<double>(n_head);
+    double spent = static_cast<double>(c.output_read_bytes) * share * in.speeds[d].seconds_per_byte;
+    t.compute_seconds[d] += spent;
+    if (in.speeds[d].latency_seconds != 0 || in.speeds[d].bytes_per_second != 0) {  // a worker
+      t.link_seconds[d] += one_way(in.speeds[d], c.activation_bytes);
+      spent += one_way(in.speeds[d], c.activation_bytes);
+      const auto slice = static_cast<size_t>(static_cast<double>(c.logits_bytes) * share);
+      t.return_seconds = std::max(t.return_seconds, one_way(in.speeds[d], slice));
+    }
+    out_slowest = std::max(out_slowest, spent);
+    out_sum += spent;
+  }
+  t.overlapped_seconds += out_sum - out_slowest;
   return t;
 }
 

@@ -210,6 +210,45 @@ TEST_F(TensorParallel, ThreeDevicesWithUnevenSharesMatchTheReference) {
   }
 }
 
+// The output matrix of a cut last run is cut too, by vocabulary rows in
+// proportion to the key/value heads: each part holds (and reads per token)
+// its rows only, the output norm and the logits' concatenation stay on the
+// home part, and no byte of the file is held twice. The logits are the
+// float64 reference's (ThreeDevicesWithUnevenSharesMatchTheReference).
+TEST_F(TensorParallel, TheOutputMatrixIsCutByVocabularyRows) {
+  TempFile f("tp_output_rows");
+  const FourKvModel tiny(f.path, true);
+  auto file = weft::GgufFile::open(f.path);
+  Executor m(*file, by_heads({host(), a(), b()}, {4, 2, 2}, FourKvModel::kLayers), 32);
+  ASSERT_TRUE(m.model().output_split());
+  EXPECT_EQ(m.model().output_part(), 0);
+  // Heads [0, 2), [2, 3), [3, 4) of 4: vocabulary rows [0, 21), [21, 31), [31, 41).
+  const int64_t want_rows[] = {21, 10, 10};
+  for (int part = 0; part < 3; ++part) {
+    int64_t rows = 0;
+    bool norm = false;
+    for (const weft::Tensor* t : m.model().part_weights(part)) {
+      if (t->name == "output.weight") rows += t->ne[1];
+      norm = norm || t->name == "output_norm.weight";
+    }
+    EXPECT_EQ(rows, want_rows[part]) << "part " << part;
+    EXPECT_EQ(norm, part == 0) << "part " << part;
+  }
+  const auto cut = LlamaModel::plan(*file, std::vector<int64_t>{0, 2, 2, 2}, 32, DType::f16, {},
+                                    weft::model::kSlidingRingStep, m.model().layout().tensor_shares);
+  const auto whole = LlamaModel::plan(*file, std::vector<int64_t>{0, 2}, 32);
+  size_t cut_bytes = 0;
+  for (const weft::model::PartPlan& pp : cut) cut_bytes += pp.weight_bytes;
+  EXPECT_EQ(cut_bytes, whole.front().weight_bytes);
+  // A layer split keeps the output whole on the last part.
+  Placement layers;
+  layers.parts.push_back({.device = host(), .label = "host", .first_layer = 0, .last_layer = 1});
+  layers.parts.push_back({.device = a(), .label = "A", .first_layer = 1, .last_layer = 2});
+  Executor piped(*file, layers, 32);
+  EXPECT_FALSE(piped.model().output_split());
+  EXPECT_EQ(piped.model().output_part(), 1);
+}
+
 // With a q8_0 cache, and for a batch of several sequences, the cut model
 // gives one device's logits up to the order of its f32 sums.
 TEST_F(TensorParallel, QuantizedCacheAndBatchesMatchOneDevice) {
@@ -273,9 +312,9 @@ TEST_F(TensorParallel, AHybridOfLayersAndHeadsMatchesTheReference) {
 }
 
 // A generated token waits for each worker twice per layer (its partial of
-// the attention, then of the feed-forward) and once for the logits when
-// the worker holds the output: the inputs every layer reads stay on this
-// host, so no layer reads them back from a worker.
+// the attention, then of the feed-forward) and once for its share of the
+// logits: the inputs every layer reads stay on this host, so no layer
+// reads them back from a worker.
 TEST_F(TensorParallel, ATokenWaitsForAWorkerTwicePerLayer) {
   TempFile f("tp_round_trips");
   const FourKvModel tiny(f.path, false);

@@ -135,7 +135,7 @@ TEST(PlacementSpeed, PredictionOfAnExpertSplit) {
 
 // A tensor split, computed by hand: this host (1 ns/byte, no link) and a
 // worker (2 ns/byte, 100 µs one way, 1 GB/s) with half the heads each of
-// two layers reading 1 MB apiece; the worker also holds the output (0.5 MB).
+// two layers reading 1 MB apiece, and half the output's rows (0.5 MB) each.
 TEST(PlacementSpeed, PredictionOfATensorSplit) {
   PlacementInput in;
   in.n_layer = 2;
@@ -147,13 +147,14 @@ TEST(PlacementSpeed, PredictionOfATensorSplit) {
   in.costs.logits_bytes = 4000;
   const int64_t heads[] = {0, 2, 4};
   const weft::TimePrediction t = weft::predict_tensor_time(heads, 4, in);
-  EXPECT_NEAR(t.compute_seconds[0], 1e-3, 1e-12);           // 1 MB of the 2 at 1 ns
-  EXPECT_NEAR(t.compute_seconds[1], 2e-3 + 1e-3, 1e-12);    // 1 MB at 2 ns, and the output
+  EXPECT_NEAR(t.compute_seconds[0], 1e-3 + 2.5e-4, 1e-12);  // 1 MB of the 2 at 1 ns, a quarter MB of the output
+  EXPECT_NEAR(t.compute_seconds[1], 2e-3 + 5e-4, 1e-12);    // the same bytes at 2 ns
   EXPECT_NEAR(t.link_seconds[0], 0, 1e-15);
   EXPECT_NEAR(t.link_seconds[1], 8 * 1.01e-4 + 1.01e-4, 1e-12);  // 2 layers x 2 exchanges x 2 ways, the output's input
-  EXPECT_NEAR(t.return_seconds, 1.04e-4, 1e-12);
-  EXPECT_NEAR(t.overlapped_seconds, 1e-3, 1e-12);           // this host's share, under the worker's
-  EXPECT_NEAR(t.total(), 2.808e-3 + 1e-3 + 1.01e-4 + 1.04e-4, 1e-12);
+  EXPECT_NEAR(t.return_seconds, 1.02e-4, 1e-12);                 // half the logits
+  // This host's share of the layers under the worker's, and its output rows under the worker's.
+  EXPECT_NEAR(t.overlapped_seconds, 1e-3 + 2.5e-4, 1e-12);
+  EXPECT_NEAR(t.total(), 2.808e-3 + 5e-4 + 1.01e-4 + 1.02e-4, 1e-12);
   const int64_t wrong[] = {0, 4};
   EXPECT_THROW((void)weft::predict_tensor_time(wrong, 4, in), weft::Error);
 }

@@ -466,6 +466,12 @@ class LlamaModel {
   // Whether the output product reads the token embedding (a tied output:
   // it then runs on the embedding's part, the first).
   bool output_tied() const { return output_ == tok_embd_; }
+  // Whether the output product is cut by vocabulary rows over the parts of
+  // a tensor-parallel last run (each part its share; docs/placement.md),
+  // and the part the output norm and the logits' concatenation run on:
+  // that run's home when cut, else the last part.
+  bool output_split() const { return !output_slices_.empty(); }
+  int output_part() const { return output_split() ? output_part_ : n_parts_ - 1; }
   // Rows each sliding-window layer keeps (LoadOptions::sliding_ring_step);
   // 0 when every layer keeps n_ctx.
   int64_t sliding_ring_rows() const { return ring_rows_; }
@@ -554,6 +560,10 @@ class LlamaModel {
   // as the sum of its shards (their nodes recorded in f.part_nodes).
   Tensor* build_attention(Context& ctx, Graph& g, Forward& f, const LlamaLayer& l, int64_t il, Tensor* cur,
                           const Inputs& in) const;
+  // The output product of the normed rows x cut by vocabulary rows: each
+  // part's rows (other parts' first, recorded in f.part_nodes), then
+  // concatenated in vocabulary order on the output part.
+  Tensor* build_output_slices(Context& ctx, Graph& g, Forward& f, Tensor* x) const;
 
   LlamaParams params_;
   int64_t n_ctx_ = 0;
@@ -565,6 +575,14 @@ class LlamaModel {
   Tensor* tok_embd_ = nullptr;
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;  // token_embd when tied
+  struct OutputSlice {
+    int part = 0;
+    int64_t first = 0;
+    int64_t count = 0;
+    Tensor* w = nullptr;  // nullptr: the rows of the token embedding, in place
+  };
+  std::vector<OutputSlice> output_slices_;  // output_split()
+  int output_part_ = 0;
   std::vector<LlamaLayer> layers_;
   std::vector<std::vector<Tensor*>> part_weights_;
   // Rope frequency factors ([n_rot / 2]; empty when none): read from the
