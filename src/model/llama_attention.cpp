@@ -80,7 +80,16 @@ void LlamaModel::set_inputs(const Inputs& in, std::span<const int32_t> tokens, i
   tensor_set(*in.tokens, tokens.data(), 0, in.tokens->nbytes());
   tensor_set(*in.positions, positions.data(), 0, in.positions->nbytes());
   write_input(in.kv_rows, kv_rows.data(), in.kv_rows->nbytes());
-  fill_causal_mask(mask, n_kv, n, n_past);
+  if (params_.causal) {
+    fill_causal_mask(mask, n_kv, n, n_past);
+  } else {  // bidirectional: the whole sequence, given in one call
+    if (n_past != 0)
+      fail(ErrorKind::invalid_input, "model",
+           params_.arch_name + " attends both ways: a sequence is evaluated whole, from position 0 (not from " +
+               std::to_string(n_past) + ")");
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n_kv; ++j) mask[static_cast<size_t>(i * n_kv + j)] = j < n ? 0.0f : -INFINITY;
+  }
   write_input(in.mask, mask.data(), in.mask->nbytes());
   if (in.kv_rows_swa) {  // the ring: position p in row p mod R
     for (size_t i = 0; i < kv_rows.size(); ++i) kv_rows[i] = static_cast<int32_t>(kv_rows[i] % ring_rows_);
@@ -115,16 +124,26 @@ void LlamaModel::set_batch_inputs(const Inputs& in, std::span<const BatchToken> 
   mask.assign(static_cast<size_t>(n_kv * n), -INFINITY);
   if (in.mask_swa) mask_swa.assign(static_cast<size_t>(n_kv * n), -INFINITY);
   out_rows.clear();
+  // Bidirectional, each sequence's tokens are all of it (positions 0 to
+  // its count in this batch), and each sees them all.
+  std::vector<int64_t> seq_tokens(params_.causal ? 0 : static_cast<size_t>(std::max<int64_t>(n_seq, 0)), 0);
+  for (const BatchToken& b : batch)
+    if (!params_.causal && b.seq >= 0 && b.seq < n_seq) ++seq_tokens[static_cast<size_t>(b.seq)];
   for (int64_t i = 0; i < n; ++i) {
     const BatchToken& b = batch[static_cast<size_t>(i)];
     const int64_t base = b.seq * seq_ctx, row = base + b.pos;
+    if (!params_.causal && (b.seq < 0 || b.seq >= n_seq || b.pos < 0 || b.pos >= seq_tokens[static_cast<size_t>(b.seq)]))
+      fail(ErrorKind::invalid_input, "model",
+           params_.arch_name + " attends both ways: sequence " + std::to_string(b.seq) +
+               "'s tokens must be all of it, positions from 0 (a token at " + std::to_string(b.pos) + ")");
     tokens[static_cast<size_t>(i)] = b.token;
     positions[static_cast<size_t>(i)] = b.pos;
     for (int64_t h = 0; h < params_.n_head_kv; ++h) kv_rows[static_cast<size_t>(h * n + i)] = static_cast<int32_t>(row);
     // Visible: this sequence's rows up to its own; a window counts back
     // from the token's position.
     float* m = &mask[static_cast<size_t>(i * n_kv)];
-    std::fill(m + base, m + row + 1, 0.0f);
+    const int64_t last = params_.causal ? row : base + seq_tokens[static_cast<size_t>(b.seq)] - 1;
+    std::fill(m + base, m + last + 1, 0.0f);
     if (in.mask_swa) {
       const int64_t first = std::max(base, row - params_.n_swa + 1);
       std::fill(&mask_swa[static_cast<size_t>(i * n_kv + first)], &mask_swa[static_cast<size_t>(i * n_kv + row + 1)],
@@ -234,8 +253,12 @@ Tensor* heads_attention(Context& ctx, const LlamaParams& p, bool fused, const He
     k = ops::reshape(ctx, k, {hd, h.n_head_kv, n});
     v = ops::reshape(ctx, v, {hd, h.n_head_kv, n});
   }
-  q = rope_layer(ctx, p, swa, head_norm(ctx, p, q, h.q_norm), in);
-  k = rope_layer(ctx, p, swa, head_norm(ctx, p, k, h.k_norm), in);
+  q = head_norm(ctx, p, q, h.q_norm);
+  k = head_norm(ctx, p, k, h.k_norm);
+  if (p.n_rot > 0) {  // an encoder's positions are in its embeddings
+    q = rope_layer(ctx, p, swa, q, in);
+    k = rope_layer(ctx, p, swa, k, in);
+  }
 
   // Write the new rows (each kv head's [hd, n] into its rows of the cache
   // [hd, n_ctx, n_head_kv]), then read [0, n_kv) through views of the

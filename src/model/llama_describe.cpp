@@ -26,11 +26,15 @@ const char* family_title(Arch a) {
     case Arch::gemma3: return "Gemma 3";
     case Arch::deepseek2: return "DeepSeek-V2/V3";
     case Arch::gptoss: return "gpt-oss";
+    case Arch::bert: return "BERT encoder";
   }
   return "?";
 }
 
 std::string rope_line(const LlamaParams& p) {
+  if (p.encoder)
+    return "  positions: absolute embeddings (" + std::to_string(p.n_ctx_train) + "), " +
+           std::to_string(p.n_token_types) + " token types (type 0 used)\n";
   std::string s = std::string("  rope: ") + (p.rope_mode == RopeMode::neox ? "neox" : "normal") + ", " +
                   std::to_string(p.n_rot) + " of " + std::to_string(p.mla() ? p.mla_k_dim : p.head_dim) + " dims, base " + num(p.rope_base);
   switch (p.rope_scaling) {
@@ -72,6 +76,7 @@ std::string attention_line(const LlamaParams& p) {
                   " kv heads, head_dim " + std::to_string(p.head_dim) + ", scale " + fmt("%.6g", p.attn_scale);
   if (p.attn_softcap > 0) s += ", logit soft-cap " + num(p.attn_softcap);
   if (p.attn_sinks) s += ", attention sinks (one logit per head)";
+  if (!p.causal) s += ", bidirectional (each sequence evaluated whole)";
   if (p.any_swa()) {
     s += ", sliding window " + std::to_string(p.n_swa) + " on ";
     if (p.swa_pattern == 1) {
@@ -88,6 +93,9 @@ std::string attention_line(const LlamaParams& p) {
 }
 
 std::string ffn_line(const LlamaParams& p) {
+  if (p.encoder)
+    return "  feed-forward: GELU (exact, erf), width " + std::to_string(p.n_ff) +
+           ", with biases; LayerNorms after each residual add; no output matrix (embeddings only)\n";
   std::string s = std::string("  feed-forward: ") + (p.ffn_act == FfnActivation::silu         ? "SwiGLU"
                                                      : p.ffn_act == FfnActivation::swiglu_oai ? "clamped SwiGLU (alpha 1.702, limit 7)"
                                                                                               : "GELU-gated");
@@ -120,7 +128,7 @@ std::string describe(const LlamaParams& p) {
   std::string s = std::string("model: ") + p.arch_name + " (" + family_title(p.arch) + "), " +
                   std::to_string(p.n_layer) + " layers, n_embd " + std::to_string(p.n_embd) + ", vocab " +
                   std::to_string(p.n_vocab) + ", trained context " + std::to_string(p.n_ctx_train) +
-                  ", rms_norm eps " + num(p.rms_eps) + "\n";
+                  (p.encoder ? ", layer_norm eps " : ", rms_norm eps ") + num(p.rms_eps) + "\n";
   s += rope_line(p) + attention_line(p) + ffn_line(p);
   if (p.embed_scale || p.final_softcap > 0) {
     s += "  also:";

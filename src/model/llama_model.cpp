@@ -21,6 +21,10 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
     : params_(LlamaParams::from_gguf(file)), n_ctx_(n_ctx), layout_(layout) {
   detail::check_n_ctx(n_ctx_);
   const LlamaParams& p = params_;
+  if (p.encoder && n_ctx_ > p.n_ctx_train)
+    fail(ErrorKind::invalid_input, kLlamaModelWhere,
+         "a context of " + std::to_string(n_ctx_) + " positions exceeds " + p.arch_name + "'s " +
+             std::to_string(p.n_ctx_train) + " position embeddings");
   if (layout_.layer_bounds.empty()) layout_.layer_bounds = {0, p.n_layer};
   layer_part_ = detail::layer_parts(layout_.layer_bounds, p.n_layer);
   n_parts_ = static_cast<int>(layout_.layer_bounds.size() - 1);
@@ -47,6 +51,10 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
     detail::split_tensor_parallel(w, p, layer_part_, layout_.tensor_shares, ctx_);
   }
   tok_embd_ = w.tok_embd;
+  type_embd_ = w.type_embd;
+  pos_embd_ = w.pos_embd;
+  embd_norm_ = w.embd_norm;
+  embd_norm_b_ = w.embd_norm_b;
   output_norm_ = w.output_norm;
   output_ = w.output;
   layers_ = w.layers;
@@ -150,6 +158,7 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     fail(ErrorKind::invalid_input, kLlamaModelWhere,
          "the inputs lack the sliding-window mask or rope factors (new_inputs)");
 
+  if (p.encoder) return build_encoder_forward(ctx, g, in, n_past, rows);
   Forward f;
   f.segment_begin.push_back(ctx.size());
   Tensor* x = ops::get_rows(ctx, tok_embd_, in.tokens);  // [n_embd, n]

@@ -45,6 +45,9 @@ constexpr ArchInfo kArchs[] = {
     // top-k logits, no renormalization.
     {"gpt-oss", Arch::gptoss, RopeMode::neox, true, false, FfnActivation::swiglu_oai, false, 2,
      ExpertGating::softmax_weight, true},
+    // BERT encoders (LlamaParams::encoder): no rope (rope_mode unused), an
+    // ungated GELU feed-forward (act unused: build_encoder_forward's own).
+    {"bert", Arch::bert, RopeMode::normal, false, true, FfnActivation::silu, false, 1},
 };
 
 const ArchInfo* find_arch(const std::string& name) {
@@ -222,6 +225,24 @@ void read_head_shape(const GgufFile& f, const std::string& pre, LlamaParams& p) 
 }
 
 
+// The norms' epsilon (an encoder's are LayerNorms, under their own key)
+// and whether attention is causal (attention.causal; an encoder's default
+// is both ways, and only an encoder may say so).
+void read_norm_and_mask(const GgufFile& f, const std::string& pre, LlamaParams& p) {
+  const std::string eps_key = pre + (p.encoder ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon");
+  std::optional<float> eps = f.get_f32(eps_key);
+  if (!eps) fail(ErrorKind::invalid_input, kLlamaParamsWhere, f.path() + ": missing key " + eps_key);
+  if (!(*eps > 0)) bad_key(f, eps_key, "must be > 0");
+  p.rms_eps = *eps;
+  p.causal = !p.encoder;
+  if (f.has(pre + "attention.causal")) {
+    std::optional<bool> causal = f.get_bool(pre + "attention.causal");
+    if (!causal) bad_key(f, pre + "attention.causal", "is not a bool");
+    p.causal = *causal;
+  }
+  if (!p.causal && !p.encoder) bad_key(f, pre + "attention.causal", "= false: weft runs " + p.arch_name + " causal only");
+}
+
 // A key that may be absent (fallback) or a non-negative integer <= cap.
 int64_t optional_count(const GgufFile& f, const std::string& key, int64_t fallback, int64_t cap) {
   if (!f.has(key)) return fallback;
@@ -312,7 +333,7 @@ void read_deepseek2(const GgufFile& f, const std::string& pre, LlamaParams& p) {
 }  // namespace
 
 const char* known_architectures() {
-  return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gpt-oss";
+  return "llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gpt-oss, bert";
 }
 
 bool is_known_architecture(const std::string& name) { return find_arch(name) != nullptr; }
@@ -344,12 +365,8 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   p.n_head_kv = optional_positive(f, pre + "attention.head_count_kv", p.n_head);
   p.n_ctx_train = require_positive(f, pre + "context_length");
   p.pooling_type = read_pooling_type(f, pre + "pooling_type");
-  std::optional<float> eps = f.get_f32(pre + "attention.layer_norm_rms_epsilon");
-  if (!eps)
-    fail(ErrorKind::invalid_input, kLlamaParamsWhere,
-         f.path() + ": missing key " + pre + "attention.layer_norm_rms_epsilon");
-  if (!(*eps > 0)) bad_key(f, pre + "attention.layer_norm_rms_epsilon", "must be > 0");
-  p.rms_eps = *eps;
+  p.encoder = p.arch == Arch::bert;
+  read_norm_and_mask(f, pre, p);
   p.rope_base = optional_positive_f32(f, pre + "rope.freq_base", 10000.f);
   read_experts(f, pre, p);
   if (info->moe && p.n_expert == 0)
@@ -366,6 +383,7 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
   }
 
   if (p.arch != Arch::deepseek2) read_head_shape(f, pre, p);
+  if (p.encoder) p.n_rot = 0;  // absolute position embeddings, no rope
 
   read_rope_scaling(f, pre, p);
   p.rope_base_swa = p.rope_base;
@@ -394,6 +412,8 @@ LlamaParams LlamaParams::from_gguf(const GgufFile& f) {
     fail(ErrorKind::invalid_input, kLlamaParamsWhere,
          f.path() + ": tensor token_embd.weight must be [" + std::to_string(p.n_embd) + ", n_vocab]");
   p.n_vocab = embd->ne[1];
+  if (const GgufTensorInfo* types = f.find_tensor("token_types.weight"); p.encoder && types != nullptr)
+    p.n_token_types = types->n_dims == 2 ? types->ne[1] : 0;
   return p;
 }
 

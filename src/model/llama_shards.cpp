@@ -169,6 +169,9 @@ void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<cons
     const int home = layer_part[il];
     const std::vector<int> parts = run_parts(shares, home);
     if (parts.size() < 2) continue;
+    if (p.encoder)
+      fail(ErrorKind::unsupported, kLlamaShardsWhere,
+           "tensor parallelism of " + p.arch_name + ": an encoder is split by layers");
     if (p.mla())
       fail(ErrorKind::unsupported, kLlamaShardsWhere,
            "tensor parallelism of " + p.arch_name +

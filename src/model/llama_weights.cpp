@@ -128,6 +128,7 @@ void describe_ffn(Context& ctx, const GgufFile& file, const LlamaParams& p, int6
 }  // namespace
 
 ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Context& ctx) {
+  if (p.encoder) return describe_encoder_weights(file, p, ctx);
   ModelWeights w;
   w.tok_embd = describe(ctx, file, "token_embd.weight", {p.n_embd, p.n_vocab});
   w.output_norm = describe(ctx, file, "output_norm.weight", {p.n_embd});
@@ -300,13 +301,15 @@ std::vector<int> layer_parts(std::span<const int64_t> bounds, int64_t n_layer) {
 std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::span<const int> layer_part, int n_parts) {
   std::vector<std::vector<Tensor*>> parts(static_cast<size_t>(n_parts));
   parts.front().push_back(w.tok_embd);
-  if (w.output_slices.empty()) {
-    parts.back().push_back(w.output_norm);
-    if (w.output != w.tok_embd) parts.back().push_back(w.output);
-  } else {
+  for (Tensor* t : {w.type_embd, w.pos_embd, w.embd_norm, w.embd_norm_b})
+    if (t) parts.front().push_back(t);
+  if (!w.output_slices.empty()) {
     parts[static_cast<size_t>(w.output_part)].push_back(w.output_norm);
     for (const ModelWeights::OutputSlice& o : w.output_slices)
       if (o.w) parts[static_cast<size_t>(o.part)].push_back(o.w);
+  } else if (w.output_norm != nullptr) {  // (an encoder has no output)
+    parts.back().push_back(w.output_norm);
+    if (w.output != w.tok_embd) parts.back().push_back(w.output);
   }
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LlamaLayer& l = w.layers[i];
@@ -315,7 +318,8 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
                       l.ffn_gate_inp, l.ffn_gate_inp_b, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps,
                       l.ffn_gate_exps_b, l.ffn_up_exps_b, l.ffn_down_exps_b, l.ffn_gate_inp_shexp, l.ffn_gate_shexp,
                       l.ffn_up_shexp, l.ffn_down_shexp, l.exp_probs_b, l.wq_a, l.q_a_norm, l.wq_b, l.wkv_a_mqa,
-                      l.kv_a_norm, l.wk_b, l.wv_b})
+                      l.kv_a_norm, l.wk_b, l.wv_b, l.attn_out_norm, l.attn_out_norm_b, l.layer_out_norm,
+                      l.layer_out_norm_b, l.b_up, l.b_down})
       if (t) parts[static_cast<size_t>(layer_part[i])].push_back(t);
     for (const LlamaLayer::ExpertSlice& e : l.expert_slices)
       for (Tensor* t : {e.gate, e.up, e.down}) parts[static_cast<size_t>(e.part)].push_back(t);

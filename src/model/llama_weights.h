@@ -20,7 +20,12 @@ namespace weft::model::detail {
 struct ModelWeights {
   Tensor* tok_embd = nullptr;
   Tensor* output_norm = nullptr;
-  Tensor* output = nullptr;        // == tok_embd when the file ties them
+  Tensor* output = nullptr;        // == tok_embd when the file ties them; nullptr for an encoder
+  // An encoder's (bert) embedding tensors, else nullptr.
+  Tensor* type_embd = nullptr;     // token_types.weight [n_embd, n_token_types]
+  Tensor* pos_embd = nullptr;      // position_embd.weight [n_embd, n_ctx_train]
+  Tensor* embd_norm = nullptr;     // token_embd_norm.weight [n_embd]
+  Tensor* embd_norm_b = nullptr;   // token_embd_norm.bias [n_embd]
   std::vector<LlamaLayer> layers;  // without KV caches
   // Where each expert slice's bytes start within its file tensor (the
   // tensor of the same name); any other weight is a file tensor whole.
@@ -83,6 +88,11 @@ std::vector<uint8_t> cut_kv_b(const GgufFile& file, const std::string& source, b
 // matrices, or the router and stacked experts when p.n_expert > 0. Throws Error(invalid_input) naming the
 // file and a missing tensor, or one whose shape is not what p implies.
 ModelWeights describe_weights(const GgufFile& file, const LlamaParams& p, Context& ctx);
+// The same for an encoder (LlamaParams::encoder, bert_model.cpp): its
+// embeddings and their norm, per layer q/k/v/output with biases, the two
+// post-residual LayerNorms and the ungated feed-forward with biases; no
+// output norm or matrix.
+ModelWeights describe_encoder_weights(const GgufFile& file, const LlamaParams& p, Context& ctx);
 
 // The rope frequency factors a model with a context of n_ctx uses (empty
 // when none): rope_freqs.weight, or for llama3 scaling without it the

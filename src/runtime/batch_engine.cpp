@@ -118,35 +118,67 @@ void BatchEngine::start(BatchJob job, BatchSink* sink) {
   s.timed = s.replaying = false;
 }
 
-std::vector<float> BatchEngine::hidden_states(std::span<const int32_t> tokens) {
-  BatchJob probe;
-  probe.prompt.assign(tokens.begin(), tokens.end());
-  check(probe);  // empty, too long, outside the vocabulary
+std::vector<std::vector<float>> BatchEngine::hidden_states(std::span<const std::vector<int32_t>> inputs) {
+  if (inputs.empty()) fail(ErrorKind::invalid_input, kBatchEngineWhere, "hidden states of no inputs");
+  for (const std::vector<int32_t>& tokens : inputs) {
+    BatchJob probe;
+    probe.prompt = tokens;
+    check(probe);  // empty, too long, outside the vocabulary
+  }
   if (!eval_.hidden)
     fail(ErrorKind::invalid_input, kBatchEngineWhere, "this model's batched eval gives no hidden states");
   if (!in_flight_.empty()) fail(ErrorKind::invalid_input, kBatchEngineWhere, "hidden states while a step is in flight");
-  Slot* best = nullptr;
+  std::vector<Slot*> free;
   for (auto& s : slots_)
-    if (!s->busy() && !s->stepping && (!best || s->cached.size() < best->cached.size())) best = s.get();
-  if (!best) fail(ErrorKind::invalid_input, kBatchEngineWhere, "no slot is free");
-  best->cached.clear();  // overwritten below; unknown if a step throws
-  std::vector<float> out, part;
-  std::vector<model::BatchToken> batch;
-  const size_t step = static_cast<size_t>(options_.batch_tokens);
-  for (size_t done = 0; done < tokens.size(); done += step) {
-    const size_t m = std::min(step, tokens.size() - done);
-    batch.clear();
-    for (size_t i = done; i < done + m; ++i)
-      batch.push_back({tokens[i], static_cast<int32_t>(i), best->index, true});
-    eval_.hidden(batch, options_.slots, part);  // throws to the driver
-    if (part.empty() || part.size() % m != 0)
-      fail(ErrorKind::invalid_input, kBatchEngineWhere,
-           "a step returned " + std::to_string(part.size()) + " hidden values for " + std::to_string(m) + " tokens");
-    out.insert(out.end(), part.begin(), part.end());
-    counters_.prompt_tokens += m;
+    if (!s->busy() && !s->stepping) free.push_back(s.get());
+  if (free.empty()) fail(ErrorKind::invalid_input, kBatchEngineWhere, "no slot is free");
+  std::stable_sort(free.begin(), free.end(), [](const Slot* a, const Slot* b) { return a->cached.size() < b->cached.size(); });
+  std::vector<std::vector<float>> out(inputs.size());
+  for (size_t first = 0; first < inputs.size(); first += free.size()) {
+    const size_t count = std::min(free.size(), inputs.size() - first);
+    for (size_t k = 0; k < count; ++k) free[k]->cached.clear();  // overwritten below; unknown if a step throws
+    embed_group(inputs.subspan(first, count), free, std::span(out).subspan(first, count));
+    for (size_t k = 0; k < count; ++k) free[k]->cached = inputs[first + k];
   }
-  best->cached.assign(tokens.begin(), tokens.end());
   return out;
+}
+
+void BatchEngine::embed_group(std::span<const std::vector<int32_t>> inputs, std::span<Slot* const> slots,
+                              std::span<std::vector<float>> out) {
+  std::vector<size_t> done(inputs.size(), 0);
+  std::vector<size_t> owner;
+  std::vector<model::BatchToken> batch;
+  std::vector<float> part;
+  const auto budget = static_cast<size_t>(options_.batch_tokens);
+  for (;;) {
+    batch.clear();
+    owner.clear();
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const size_t left = inputs[k].size() - done[k];
+      // An encoder's input goes whole (into a step of its own when it
+      // does not fit beside the others); a decoder's continues in pieces.
+      size_t m = std::min(left, budget - std::min(budget, batch.size()));
+      if (model_.encoder) m = left <= budget - std::min(budget, batch.size()) || batch.empty() ? left : 0;
+      for (size_t i = done[k]; i < done[k] + m; ++i) {
+        batch.push_back({inputs[k][i], static_cast<int32_t>(i), slots[k]->index, true});
+        owner.push_back(k);
+      }
+    }
+    if (batch.empty()) return;
+    eval_.hidden(batch, options_.slots, part);  // throws to the driver
+    if (part.empty() || part.size() % batch.size() != 0)
+      fail(ErrorKind::invalid_input, kBatchEngineWhere,
+           "a step returned " + std::to_string(part.size()) + " hidden values for " + std::to_string(batch.size()) +
+               " tokens");
+    const size_t width = part.size() / batch.size();
+    for (size_t j = 0; j < batch.size(); ++j) {
+      out[owner[j]].insert(out[owner[j]].end(), part.begin() + static_cast<std::ptrdiff_t>(j * width),
+                           part.begin() + static_cast<std::ptrdiff_t>((j + 1) * width));
+      ++done[owner[j]];
+    }
+    counters_.prompt_tokens += batch.size();
+    ++counters_.embed_steps;
+  }
 }
 
 bool BatchEngine::busy() const {

@@ -15,7 +15,8 @@ GenerationModel Session::generation_model() const {
   const model::Tokenizer* tok = tokenizer_.get();
   return {.n_vocab = params_.n_vocab,
           .n_ctx = executor_->n_ctx(),
-          .is_end_of_generation = [tok](int32_t t) { return tok->is_end_of_generation(t); }};
+          .is_end_of_generation = [tok](int32_t t) { return tok->is_end_of_generation(t); },
+          .encoder = params_.encoder};
 }
 
 BatchedEval Session::batched_eval() {

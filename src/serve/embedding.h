@@ -1,9 +1,9 @@
-// Embeddings from a decoder model's hidden states: which rows make a
-// vector (pooling), and its L2 normalisation. What /v1/embeddings and
-// Ollama's /api/embed return (docs/serve.md, "Embeddings").
+// Embeddings from a model's hidden states (a decoder's or an encoder's):
+// which rows make a vector (pooling), and its L2 normalisation. What
+// /v1/embeddings and Ollama's /api/embed return (docs/serve.md, "Embeddings").
 //
-//   std::vector<float> rows = batch.hidden_states(tokens);   // n * n_embd, token-major
-//   std::vector<float> v = pool_normalized(rows, n_embd, Pooling::last);
+//   std::vector<std::vector<float>> rows = batch.hidden_states(inputs);  // each n * n_embd, token-major
+//   std::vector<float> v = pool_normalized(rows[0], n_embd, Pooling::last);
 //
 // Pure functions; thread-safe.
 #pragma once

@@ -10,11 +10,13 @@ namespace {
 // `input[i]` for messages: which input was wrong.
 std::string input_name(size_t i, bool many) { return many ? "input[" + std::to_string(i) + "]" : "input"; }
 
-// A text input's tokens (the file's BOS as the tokenizer adds it).
+// A text input's tokens with the specials the file says to add around a
+// text (its BOS or [CLS], and [SEP] or EOS where it asks for them, as
+// encoder files do).
 std::vector<int32_t> text_tokens(const Json& v, const std::string& name, const ApiContext& ctx) {
   const std::string text = v.get<std::string>();
   if (text.empty()) bad_request("input", "'" + name + "' is an empty string");
-  return ctx.tokenizer->encode(text, true);
+  return ctx.tokenizer->encode_with_specials(text);
 }
 
 std::vector<int32_t> id_tokens(const Json& v, const std::string& name, const ApiContext& ctx) {

@@ -222,6 +222,11 @@ std::shared_ptr<Request> Engine::submit(Job job) {
 
 std::vector<std::shared_ptr<Request>> Engine::submit_group(std::vector<Job> jobs) {
   if (jobs.empty()) fail(ErrorKind::invalid_input, kEngineWhere, "a group of no jobs");
+  if (session_.params().encoder)
+    fail(ErrorKind::invalid_input, kEngineWhere,
+         "this model (" + session_.params().arch_name +
+             ") is an encoder: it has no output matrix, so it serves embeddings (/v1/embeddings, /api/embed), "
+             "not generation");
   for (const Job& job : jobs) batch_.check(batch_job(job, trie_));  // throws naming what is wrong
   std::vector<std::shared_ptr<Request>> requests;
   {
@@ -440,6 +445,7 @@ void Engine::step() {
 void Engine::copy_counters() {
   const BatchCounters& c = batch_.counters();
   metrics_.steps = c.steps;
+  metrics_.embed_steps = c.embed_steps;
   metrics_.speculative_steps = c.speculative_steps;
   metrics_.drafted = c.drafted;
   metrics_.accepted = c.accepted;

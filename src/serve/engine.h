@@ -171,6 +171,7 @@ struct EngineMetrics {
   uint64_t requests_rejected = 0;  // queue full
   uint64_t requests_failed = 0;    // generation failed (a worker died, ...)
   uint64_t embeddings = 0;         // embeddings requests served (their inputs' tokens in prompt_tokens)
+  uint64_t embed_steps = 0;        // the steps they took (inputs batched over the free slots)
   uint64_t prompt_tokens = 0;      // evaluated (cached ones not counted)
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;

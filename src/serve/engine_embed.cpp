@@ -97,6 +97,7 @@ void Engine::embed_queued() {
       // includes it.
       std::lock_guard<std::mutex> lock(mu_);
       ++metrics_.embeddings;
+      copy_counters();
     }
     next.second->set(std::move(result));
   }
@@ -105,14 +106,15 @@ void Engine::embed_queued() {
 EmbedResult Engine::embed(const EmbedJob& job) {
   EmbedResult r;
   const size_t n_embd = static_cast<size_t>(session_.params().n_embd);
-  for (const std::vector<int32_t>& tokens : job.inputs) {
-    const std::vector<float> rows = batch_.hidden_states(tokens);
-    if (rows.size() != tokens.size() * n_embd)
+  const std::vector<std::vector<float>> rows = batch_.hidden_states(job.inputs);
+  for (size_t i = 0; i < job.inputs.size(); ++i) {
+    const size_t n = job.inputs[i].size();
+    if (rows[i].size() != n * n_embd)
       fail(ErrorKind::invalid_input, kEngineEmbedWhere,
-           std::to_string(rows.size()) + " hidden values for " + std::to_string(tokens.size()) + " tokens of width " +
+           std::to_string(rows[i].size()) + " hidden values for " + std::to_string(n) + " tokens of width " +
                std::to_string(n_embd));
-    r.vectors.push_back(pool_normalized(rows, n_embd, job.pooling));
-    r.prompt_tokens += static_cast<int>(tokens.size());
+    r.vectors.push_back(pool_normalized(rows[i], n_embd, job.pooling));
+    r.prompt_tokens += static_cast<int>(n);
   }
   return r;
 }

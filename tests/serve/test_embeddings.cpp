@@ -151,6 +151,31 @@ TEST_F(EmbeddingsTest, PooledHiddenStatesMatchFloat64Reference) {
   EXPECT_EQ(engine.metrics().embeddings, 3u);
 }
 
+// A request's inputs are batched as prompts are: two inputs on two free
+// slots with room for both in one step take one step, and give what each
+// gives alone.
+TEST_F(EmbeddingsTest, SeveralInputsShareAStep) {
+  weft::Session s({.model = *path_});
+  s.load(256);
+  Engine engine(s, {.slots = 2, .batch_tokens = 16});
+  const std::vector<int32_t> a = embed_prompt(2, 4), b = embed_prompt(3, 5);
+  const EmbedResult both = embed(engine, {.inputs = {a, b}, .pooling = Pooling::mean});
+  ASSERT_EQ(both.error, "");
+  EXPECT_EQ(engine.metrics().embed_steps, 1u);
+  const EmbedResult alone_a = embed(engine, {.inputs = {a}, .pooling = Pooling::mean});
+  const EmbedResult alone_b = embed(engine, {.inputs = {b}, .pooling = Pooling::mean});
+  EXPECT_EQ(engine.metrics().embed_steps, 3u);
+  const auto as_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  EXPECT_LT(max_diff(both.vectors.at(0), as_double(alone_a.vectors.at(0))), 1e-5);
+  EXPECT_LT(max_diff(both.vectors.at(1), as_double(alone_b.vectors.at(0))), 1e-5);
+  // Three inputs on two slots: two steps' worth of groups, the third
+  // input's vector as alone.
+  const EmbedResult three = embed(engine, {.inputs = {a, b, a}, .pooling = Pooling::mean});
+  ASSERT_EQ(three.vectors.size(), 3u);
+  EXPECT_EQ(engine.metrics().embed_steps, 5u);
+  EXPECT_LT(max_diff(three.vectors.at(2), as_double(alone_a.vectors.at(0))), 1e-5);
+}
+
 // Embeddings served while generations run: each generation's greedy tokens
 // equal its run alone (the embedding took a free slot, never a busy one's
 // cache), and the embedding equals the one computed on an idle engine.

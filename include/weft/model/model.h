@@ -42,7 +42,7 @@ struct ModelWeights;
 // The families weft runs (general.architecture): what differs between them
 // is read into LlamaParams once, so the graph code asks "does this model
 // have X" rather than "which family is this" (docs/models.md).
-enum class Arch { llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gptoss };
+enum class Arch { llama, qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gptoss, bert };
 
 // The architecture names weft runs, comma-separated (for error messages).
 const char* known_architectures();
@@ -161,6 +161,18 @@ struct LlamaParams {
   int64_t swa_pattern = 0;
   std::vector<uint8_t> swa_layers;
 
+  // An encoder (bert): absolute position and token-type embeddings, each
+  // block's LayerNorms (with biases) after its residual adds, an ungated
+  // GELU feed-forward with biases, no rope and no output matrix: it gives
+  // hidden states (LogitRows::hidden) for embeddings, never logits.
+  // rms_eps then holds attention.layer_norm_epsilon, and n_rot is 0.
+  bool encoder = false;
+  // attention.causal: false lets every token of a sequence attend to every
+  // other (an encoder's default); a sequence is then evaluated whole, in
+  // one call from position 0.
+  bool causal = true;
+  int64_t n_token_types = 0;   // tokenizer.ggml.token_type_count (bert; type 0 is used)
+
   // Block shape.
   bool embed_scale = false;    // token embeddings times sqrt(n_embd) (Gemma)
   FfnActivation ffn_act = FfnActivation::silu;
@@ -223,6 +235,15 @@ struct LlamaLayer {
   Tensor* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shared]
   Tensor* ffn_down_shexp = nullptr;      // [n_ff_shared, n_embd]
   Tensor* exp_probs_b = nullptr;         // [n_expert]: the selection bias (deepseek2 V3)
+  // An encoder's (bert) post-residual LayerNorms and feed-forward biases:
+  // attn_output_norm after attention's residual add, layer_output_norm
+  // after the feed-forward's; w_up/w_down ungated.
+  Tensor* attn_out_norm = nullptr;    // [n_embd]
+  Tensor* attn_out_norm_b = nullptr;  // [n_embd]
+  Tensor* layer_out_norm = nullptr;   // [n_embd]
+  Tensor* layer_out_norm_b = nullptr; // [n_embd]
+  Tensor* b_up = nullptr;             // [n_ff]
+  Tensor* b_down = nullptr;           // [n_embd]
   // Multi-head latent attention (LlamaParams::mla()): q from wq_a, q_a_norm
   // and wq_b ([n_lora_q, n_head * mla_k_dim]), or from wq alone; the latent
   // and rope key from wkv_a_mqa [n_embd, n_lora_kv + n_rot]; wk_b [nope,
@@ -560,6 +581,9 @@ class LlamaModel {
   // as the sum of its shards (their nodes recorded in f.part_nodes).
   Tensor* build_attention(Context& ctx, Graph& g, Forward& f, const LlamaLayer& l, int64_t il, Tensor* cur,
                           const Inputs& in) const;
+  // An encoder's forward (LlamaParams::encoder): the hidden states of
+  // every token (rows hidden, or out_rows) or the cache only (rows none).
+  Forward build_encoder_forward(Context& ctx, Graph& g, const Inputs& in, int64_t n_past, LogitRows rows) const;
   // The output product of the normed rows x cut by vocabulary rows: each
   // part's rows (other parts' first, recorded in f.part_nodes), then
   // concatenated in vocabulary order on the output part.
@@ -574,7 +598,13 @@ class LlamaModel {
   std::unique_ptr<detail::ModelWeights> weights_;  // the file's view of them (slices, derived weights)
   Tensor* tok_embd_ = nullptr;
   Tensor* output_norm_ = nullptr;
-  Tensor* output_ = nullptr;  // token_embd when tied
+  Tensor* output_ = nullptr;  // token_embd when tied; nullptr for an encoder
+  // An encoder's embeddings (LlamaParams::encoder): token types [n_embd,
+  // n_token_types], positions [n_embd, n_ctx_train], and their LayerNorm.
+  Tensor* type_embd_ = nullptr;
+  Tensor* pos_embd_ = nullptr;
+  Tensor* embd_norm_ = nullptr;
+  Tensor* embd_norm_b_ = nullptr;
   struct OutputSlice {
     int part = 0;
     int64_t first = 0;

@@ -116,6 +116,7 @@ struct BatchCounters {
   uint64_t prompt_tokens = 0;     // evaluated (cached ones not counted)
   uint64_t generated_tokens = 0;  // sampled rows
   uint64_t steps = 0;             // steps finished
+  uint64_t embed_steps = 0;       // steps of hidden_states (not in steps)
   double busy_seconds = 0;        // in advance(): finishing, sampling, submitting
   double grammar_seconds = 0;     // of which masking by and following grammars (jobs finished)
   uint64_t recoveries = 0;        // recover() that recovered
@@ -213,17 +214,20 @@ class BatchEngine {
   // flight (a driver shutting down).
   void cancel_all();
 
-  // Embeddings, outside any job: evaluates tokens from position 0 in a free
-  // slot (the one with the fewest cached tokens), in steps of batch_tokens,
-  // and returns every token's hidden state after the output norm, token-
-  // major (tokens.size() * n_embd floats). That slot's cache then holds
-  // these tokens (a later prompt sharing their prefix reuses them). Only
-  // with no step in flight (collect() until it returns false) and a free
-  // slot. Throws Error(invalid_input) for tokens check() would refuse, no
+  // Embeddings, outside any job: evaluates each input from position 0 in a
+  // free slot of its own (those with the fewest cached tokens first),
+  // batched as prompts are: as many inputs at once as slots are free, up to
+  // batch_tokens tokens a step (an encoder's inputs whole, each in one
+  // step, however long: its tokens attend both ways). Returns each input's
+  // hidden states after the output norm, token-major (its size * n_embd
+  // floats). Each slot's cache then holds its last input's tokens (a later
+  // prompt sharing their prefix reuses them). Only with no step in flight
+  // (collect() until it returns false) and a free slot. Throws
+  // Error(invalid_input) for no inputs, an input check() would refuse, no
   // free slot, a step in flight or an eval without `hidden`; and what the
-  // model throws (then the slot's cache is forgotten; call fail_all() or
-  // recover() as after a step).
-  std::vector<float> hidden_states(std::span<const int32_t> tokens);
+  // model throws (then those slots' caches are forgotten; call fail_all()
+  // or recover() as after a step).
+  std::vector<std::vector<float>> hidden_states(std::span<const std::vector<int32_t>> inputs);
   // Whether a step is in flight.
   bool stepping() const { return !in_flight_.empty(); }
 
@@ -252,6 +256,9 @@ class BatchEngine {
   void submit_step(int group);
   void end_step(Group& g);  // its slots are idle again
   void drain();             // finishes every step in flight, dropping its logits
+  // hidden_states' steps for inputs, each in its slot, rows into out.
+  void embed_group(std::span<const std::vector<int32_t>> inputs, std::span<Slot* const> slots,
+                   std::span<std::vector<float>> out);
   void take_row(Slot& s, std::span<const float> row);  // the slot's logits came
   void end(Slot& s, StopReason stop, const std::string& error = "");
   // batch_speculative.cpp. The speculative round's slot and how many tokens

@@ -82,6 +82,10 @@ struct GenerationModel {
   int64_t n_vocab = 0;
   int64_t n_ctx = 0;  // positions the eval can hold
   std::function<bool(int32_t)> is_end_of_generation;  // null: none
+  // An encoder (LlamaParams::encoder): no logits to generate from, and its
+  // attention runs both ways, so an input's hidden states come from one
+  // step holding all of it (BatchEngine::hidden_states).
+  bool encoder = false;
 };
 
 // Evaluates the prompt at position options.start (0 unless continuing a
