@@ -74,6 +74,15 @@ class TcpStream final : public Stream {
   // Waits until fd_ is readable; false when read_timeout_ or the read
   // deadline passed first (*by_deadline tells which).
   bool wait_readable(size_t n, bool* by_deadline);
+  // Before sleeping in poll, a read on a stream whose last wait was short
+  // (kSpinWhenWaitBelow) polls without sleeping for up to kSpinFor: a
+  // reply that comes within it is taken without the wake-up a sleeping
+  // thread pays (tens of microseconds on a VM: per exchange of a tensor
+  // split's sums, docs/performance.md). An idle or slow peer's waits are
+  // long, so its reads sleep at once and burn nothing.
+  void spin_if_hot(std::chrono::steady_clock::time_point began);
+  static constexpr std::chrono::microseconds kSpinFor{100};
+  static constexpr std::chrono::microseconds kSpinWhenWaitBelow{250};
 
   const int fd_;
   const std::string peer_;
@@ -82,6 +91,7 @@ class TcpStream final : public Stream {
   Deadline write_deadline_ = Deadline::max();
   std::chrono::milliseconds write_stall_bound_{0};
   std::atomic<bool> shut_down_{false};
+  bool hot_ = false;  // the last read that found nothing waited less than kSpinWhenWaitBelow
 };
 
 }  // namespace weft::rpc::detail

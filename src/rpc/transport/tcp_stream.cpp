@@ -1,12 +1,14 @@
 // A TCP connection as a Stream, and tcp_connect().
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <thread>
 
 #include "transport/tcp_impl.h"
 #include "weft/core/error.h"
@@ -156,11 +158,22 @@ bool TcpStream::peer_closed() {
   return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
+void TcpStream::spin_if_hot(Clock::time_point began) {
+  static const bool several_cpus = std::thread::hardware_concurrency() > 1;
+  if (!hot_ || !several_cpus) return;
+  // Yielding between looks: a thread that shares this core (perhaps the
+  // very peer being waited for) runs first, so the spin only uses a core
+  // that would idle.
+  pollfd p{fd_, POLLIN, 0};
+  while (Clock::now() - began < kSpinFor && ::poll(&p, 1, 0) == 0) ::sched_yield();
+}
+
 void TcpStream::read_exact(void* data, size_t n) {
   auto* out = static_cast<char*>(data);
   size_t left = n;
   const bool timed = read_timeout_.count() > 0 || read_deadline_ != Deadline::max();
   bool waited = false;  // timed reads try first and wait only when nothing has arrived
+  Clock::time_point wait_began{};  // set while this read waits for bytes
   while (left > 0) {
     bool by_deadline = false;
     if (timed && waited && !wait_readable(n, &by_deadline)) {
@@ -180,11 +193,19 @@ void TcpStream::read_exact(void* data, size_t n) {
       out += got;
       left -= static_cast<size_t>(got);
       waited = false;
+      if (wait_began != Clock::time_point{}) hot_ = Clock::now() - wait_began < kSpinWhenWaitBelow;
+      wait_began = {};
       continue;
     }
     if (got < 0 && errno == EINTR) continue;
     waited = got < 0 && timed && (errno == EAGAIN || errno == EWOULDBLOCK);
-    if (waited) continue;
+    if (waited) {
+      if (wait_began == Clock::time_point{}) {
+        wait_began = Clock::now();
+        spin_if_hot(wait_began);
+      }
+      continue;
+    }
     const int error = got < 0 ? errno : 0;
     if (got == 0 || error == ECONNRESET || error == EPIPE || shut_down_.load()) {
       fail(ErrorKind::disconnected, "rpc", peer_ + ": connection closed while reading " + std::to_string(n) + " bytes");
