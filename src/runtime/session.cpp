@@ -117,8 +117,10 @@ LoadPlan Session::plan_by_layers(int64_t n_ctx, const std::vector<size_t>& free_
   p.n_ctx = n_ctx;
   p.cache_type = options_.load.cache_type;
   p.sliding_ring_rows = model::sliding_ring_rows(params_, n_ctx, options_.load.sliding_ring_step);
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
     p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
+    p.devices.back().description = devices_[i]->description();
+  }
   if (!in.speeds.empty()) {
     const TimePrediction t = predict_time(b, in, experts);
     p.set_prediction(t, in.speeds);

@@ -179,7 +179,10 @@ LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_b
   p.n_ctx = n_ctx;
   p.cache_type = options_.load.cache_type;
   p.sliding_ring_rows = model::sliding_ring_rows(params_, n_ctx, options_.load.sliding_ring_step);
-  for (size_t i = 0; i < n; ++i) p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
+  for (size_t i = 0; i < n; ++i) {
+    p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
+    p.devices.back().description = devices_[i]->description();
+  }
   const PlacementInput in = placement_input(free_bytes, n_ctx);
   if (groups.size() == 1 && !in.speeds.empty()) {  // one run over every device: predicted
     std::vector<int64_t> heads{0};

@@ -15,6 +15,21 @@ namespace weft::serve {
 
 namespace {
 
+// The word before " <unit>" in a worker CPU's description of itself
+// ("host CPU, avx2 kernels, 4 threads"): its kernel level or threads; null
+// where the text lacks it (an older worker, another device).
+Json described(const std::string& text, const std::string& unit, bool number) {
+  const size_t at = text.find(" " + unit);
+  if (at == std::string::npos || at == 0) return nullptr;
+  const size_t space = text.rfind(' ', at - 1);
+  const size_t first = space == std::string::npos ? 0 : space + 1;
+  const std::string word = text.substr(first, at - first);
+  if (word.empty() || word.size() > 32) return nullptr;
+  if (!number) return word;
+  if (word.find_first_not_of("0123456789") != std::string::npos || word.size() > 6) return nullptr;
+  return std::stoi(word);
+}
+
 // One device of the plan: where it is, what it holds, what it was
 // predicted to take per token, and its link's totals (null once a
 // recovery dropped it: then "lost").
@@ -27,9 +42,9 @@ Json device_json(const DevicePlan& d, const DeviceSpec& spec, const DeviceStats*
   Json j = {{"label", d.label},
             {"device", d.device_name},
             {"remote", remote},
-            // A worker's kernels and threads are its own (`weft worker -t`): the host does not know them.
-            {"simd", remote ? Json(nullptr) : Json(cpu_simd_level())},
-            {"threads", remote ? Json(nullptr) : Json(threads)},
+            // A worker's kernels and threads are its own (`weft worker -t`), as it describes its device.
+            {"simd", remote ? described(d.description, "kernels", false) : Json(cpu_simd_level())},
+            {"threads", remote ? described(d.description, "threads", true) : Json(threads)},
             {"layers", {d.part.first_layer, d.part.last_layer}},
             {"heads", {d.part.first_head, d.part.last_head}},
             {"experts", d.part.n_experts},

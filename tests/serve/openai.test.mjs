@@ -806,8 +806,10 @@ await part('pool', async () => {
   const p = await fetchJson(BASE + '/v1/pool');
   const devs = p.json?.devices ?? [];
   check(p.status === 200 && devs.length === WORKERS + 1 && devs[0].label === 'host' && devs[0].remote === false &&
-        typeof devs[0].simd === 'string' && devs[0].threads === 1 && devs.slice(1).every((d) => d.remote && d.simd === null),
-        `/v1/pool: the host (its kernels, 1 thread) and ${WORKERS} workers`, show(devs.map((d) => [d.label, d.simd, d.threads])));
+        typeof devs[0].simd === 'string' && devs[0].threads === 1 &&
+        devs.slice(1).every((d) => d.remote && d.simd === devs[0].simd && d.threads === 1),
+        `/v1/pool: the host and ${WORKERS} workers (on this machine: the same kernels; 1 thread each, as started)`,
+        show(devs.map((d) => [d.label, d.simd, d.threads])));
   const bounds = devs.map((d) => d.layers);
   check(bounds[0][0] === 0 && bounds.at(-1)[1] === 4 && bounds.every((b, i) => i === 0 || b[0] === bounds[i - 1][1]) &&
         (WORKERS === 0 || bounds.every((b) => b[1] > b[0])),

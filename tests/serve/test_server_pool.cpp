@@ -23,6 +23,7 @@
 
 #include "rpc/local_workers.h"
 #include "serve/http_client.h"
+#include "weft/backend/cpu.h"
 #include "weft/model/demo_model.h"
 #include "weft/serve/server.h"
 
@@ -96,7 +97,12 @@ TEST(ServerPool, ShowsThePlacementInForceThroughALossAndARejoin) {
   server.start();
   server.wait_ready();
   const int http = server.port();
-  ASSERT_EQ(pool(http)["devices"].size(), 2u);
+  const json first = pool(http);
+  ASSERT_EQ(first["devices"].size(), 2u);
+  // The worker's kernels and threads, as its device describes itself.
+  EXPECT_EQ(first["devices"][1]["simd"], weft::cpu_simd_level()) << first.dump();
+  EXPECT_TRUE(first["devices"][1]["threads"].is_number_integer() && first["devices"][1]["threads"].get<int>() > 0)
+      << first.dump();
 
   Poller poller(http);
   worker.reset();  // the next step meets the loss and recovers onto this host

@@ -113,6 +113,9 @@ struct DevicePlan {
   // its layers' compute, and the hops into it.
   double predicted_seconds = 0;
   double predicted_link_seconds = 0;
+  // Device::description(): a worker's own words about its device inside
+  // ("CPU on worker H:P (host CPU, avx2 kernels, 4 threads)").
+  std::string description;
   // Weights plus KV cache, saturated at SIZE_MAX.
   size_t need_bytes() const;
   // Whether it fits: true when the device reports no free memory.

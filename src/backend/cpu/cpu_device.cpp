@@ -211,7 +211,11 @@ class CpuDevice final : public Device {
   explicit CpuDevice(int n_threads) : n_threads_(n_threads > 0 ? n_threads : default_threads()), buffer_type_(*this) {}
 
   std::string name() const override { return "CPU"; }
-  std::string description() const override { return "host CPU, " + std::to_string(n_threads_) + " threads"; }
+  // What a worker reports of itself in GET_DEVICES, and the host's pool
+  // view reads back (the kernel level and the threads; docs/serve.md).
+  std::string description() const override {
+    return "host CPU, " + cpu_simd_level() + " kernels, " + std::to_string(n_threads_) + " threads";
+  }
   DeviceKind kind() const override { return DeviceKind::cpu; }
   MemoryInfo memory() const override { return host_memory(); }
   BufferType& default_buffer_type() override { return buffer_type_; }
