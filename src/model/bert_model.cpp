@@ -75,7 +75,7 @@ LlamaModel::Forward LlamaModel::build_encoder_forward(Context& ctx, Graph& g, co
   (void)n_past;  // a graph serves every n_past of its shape: set_inputs refuses n_past > 0
   Forward f;
   f.segment_begin.push_back(ctx.size());
-  Tensor* x = ops::get_rows(ctx, tok_embd_, in.tokens);  // [n_embd, n]
+  Tensor* x = ops::get_rows(ctx, tok_embd_, in.tokens);                              // [n_embd, n]
   if (type_embd_) x = ops::add(ctx, x, ops::view_1d(ctx, type_embd_, p.n_embd, 0));  // type 0 ("sentence A")
   x = ops::add(ctx, x, ops::get_rows(ctx, pos_embd_, in.positions));
   x = layer_norm(ctx, x, embd_norm_, embd_norm_b_, p.rms_eps);
@@ -83,8 +83,8 @@ LlamaModel::Forward LlamaModel::build_encoder_forward(Context& ctx, Graph& g, co
     const LlamaLayer& l = layers_[static_cast<size_t>(il)];
     f.segment_begin.push_back(ctx.size());
     // build_attention adds attn_output.bias; the norm follows the residual add.
-    x = layer_norm(ctx, ops::add(ctx, x, build_attention(ctx, g, f, l, il, x, in)), l.attn_out_norm,
-                   l.attn_out_norm_b, p.rms_eps);
+    x = layer_norm(ctx, ops::add(ctx, x, build_attention(ctx, g, f, l, il, x, in)), l.attn_out_norm, l.attn_out_norm_b,
+                   p.rms_eps);
     Tensor* up = ops::gelu_erf(ctx, ops::add(ctx, ops::mul_mat(ctx, l.w_up, x), l.b_up));
     Tensor* down = ops::add(ctx, ops::mul_mat(ctx, l.w_down, up), l.b_down);
     x = layer_norm(ctx, ops::add(ctx, x, down), l.layer_out_norm, l.layer_out_norm_b, p.rms_eps);

@@ -132,7 +132,8 @@ void LlamaModel::set_batch_inputs(const Inputs& in, std::span<const BatchToken> 
   for (int64_t i = 0; i < n; ++i) {
     const BatchToken& b = batch[static_cast<size_t>(i)];
     const int64_t base = b.seq * seq_ctx, row = base + b.pos;
-    if (!params_.causal && (b.seq < 0 || b.seq >= n_seq || b.pos < 0 || b.pos >= seq_tokens[static_cast<size_t>(b.seq)]))
+    if (!params_.causal &&
+        (b.seq < 0 || b.seq >= n_seq || b.pos < 0 || b.pos >= seq_tokens[static_cast<size_t>(b.seq)]))
       fail(ErrorKind::invalid_input, "model",
            params_.arch_name + " attends both ways: sequence " + std::to_string(b.seq) +
                "'s tokens must be all of it, positions from 0 (a token at " + std::to_string(b.pos) + ")");

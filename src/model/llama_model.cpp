@@ -215,8 +215,9 @@ Tensor* LlamaModel::build_output_slices(Context& ctx, Graph& g, Forward& f, Tens
       const OutputSlice& o = output_slices_[i];
       if ((o.part == output_part_) != home_pass) continue;
       const size_t begin = ctx.size();
-      Tensor* rows = o.w ? o.w : ops::view_2d(ctx, tok_embd_, params_.n_embd, o.count, tok_embd_->nb[1],
-                                              static_cast<size_t>(o.first) * tok_embd_->nb[1]);
+      Tensor* rows = o.w ? o.w
+                         : ops::view_2d(ctx, tok_embd_, params_.n_embd, o.count, tok_embd_->nb[1],
+                                        static_cast<size_t>(o.first) * tok_embd_->nb[1]);
       products[i] = ops::mul_mat(ctx, rows, x);  // [count, n]
       if (!home_pass) f.part_nodes.push_back({begin, ctx.size(), o.part});
       g.expand(products[i]);

@@ -38,8 +38,8 @@ constexpr ArchInfo kArchs[] = {
     // DeepSeek-V2/V3: normal (interleaved) rope on the rope part of each head,
     // like the reference model's; experts required, weights not renormalized
     // unless the file says so (V2 does not, V3 writes true).
-    {"deepseek2", Arch::deepseek2, RopeMode::normal, true, false, FfnActivation::silu, false, 1,
-     ExpertGating::softmax, false},
+    {"deepseek2", Arch::deepseek2, RopeMode::normal, true, false, FfnActivation::silu, false, 1, ExpertGating::softmax,
+     false},
     // The standard engine (llama-model.cpp, LLM_ARCH_OPENAI_MOE): neox rope,
     // a window on layers 0, 2, 4, ... (set_swa_pattern(2)), softmax over the
     // top-k logits, no renormalization.
@@ -224,7 +224,6 @@ void read_head_shape(const GgufFile& f, const std::string& pre, LlamaParams& p) 
             "= " + std::to_string(p.n_rot) + " must be even and <= head_dim " + std::to_string(p.head_dim));
 }
 
-
 // The norms' epsilon (an encoder's are LayerNorms, under their own key)
 // and whether attention is causal (attention.causal; an encoder's default
 // is both ways, and only an encoder may say so).
@@ -240,7 +239,8 @@ void read_norm_and_mask(const GgufFile& f, const std::string& pre, LlamaParams& 
     if (!causal) bad_key(f, pre + "attention.causal", "is not a bool");
     p.causal = *causal;
   }
-  if (!p.causal && !p.encoder) bad_key(f, pre + "attention.causal", "= false: weft runs " + p.arch_name + " causal only");
+  if (!p.causal && !p.encoder)
+    bad_key(f, pre + "attention.causal", "= false: weft runs " + p.arch_name + " causal only");
 }
 
 // A key that may be absent (fallback) or a non-negative integer <= cap.

@@ -20,7 +20,7 @@ namespace weft::model::detail {
 struct ModelWeights {
   Tensor* tok_embd = nullptr;
   Tensor* output_norm = nullptr;
-  Tensor* output = nullptr;        // == tok_embd when the file ties them; nullptr for an encoder
+  Tensor* output = nullptr;  // == tok_embd when the file ties them; nullptr for an encoder
   // An encoder's (bert) embedding tensors, else nullptr.
   Tensor* type_embd = nullptr;     // token_types.weight [n_embd, n_token_types]
   Tensor* pos_embd = nullptr;      // position_embd.weight [n_embd, n_ctx_train]

@@ -132,7 +132,8 @@ std::vector<std::vector<float>> BatchEngine::hidden_states(std::span<const std::
   for (auto& s : slots_)
     if (!s->busy() && !s->stepping) free.push_back(s.get());
   if (free.empty()) fail(ErrorKind::invalid_input, kBatchEngineWhere, "no slot is free");
-  std::stable_sort(free.begin(), free.end(), [](const Slot* a, const Slot* b) { return a->cached.size() < b->cached.size(); });
+  std::stable_sort(free.begin(), free.end(),
+                   [](const Slot* a, const Slot* b) { return a->cached.size() < b->cached.size(); });
   std::vector<std::vector<float>> out(inputs.size());
   for (size_t first = 0; first < inputs.size(); first += free.size()) {
     const size_t count = std::min(free.size(), inputs.size() - first);

@@ -57,7 +57,9 @@ inline RefTensors make_bert_tensors(const BertShape& s, unsigned seed, weft::DTy
     t[name] = make_tensor(std::move(ne), f, type);
   };
   const weft::DType f32 = weft::DType::f32;
-  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows) { add(name, {cols, rows}, matrix_type, 1, 0); };
+  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows) {
+    add(name, {cols, rows}, matrix_type, 1, 0);
+  };
   auto vec = [&](const std::string& name, int64_t n) { add(name, {n}, f32, 1, 0); };
   auto norm = [&](const std::string& name, int64_t n) {
     add(name + ".weight", {n}, f32, 2, 1);
@@ -129,7 +131,9 @@ inline std::vector<double> bert_affine(const std::vector<double>& w, const std::
 }
 
 // The exact GELU: 0.5 z (1 + erf(z / sqrt 2)).
-inline double bert_gelu(double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); }
+inline double bert_gelu(double z) {
+  return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0)));
+}
 
 // The hidden state [token][dim] of every token after the last layer (the
 // encoder's output; no further norm) for ONE sequence, token i at position i

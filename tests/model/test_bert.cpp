@@ -19,8 +19,8 @@
 #include "weft/core/error.h"
 #include "weft/gguf/gguf.h"
 #include "weft/model/model.h"
-#include "weft/runtime/executor.h"
 #include "weft/rpc/client.h"
+#include "weft/runtime/executor.h"
 
 namespace {
 
@@ -73,7 +73,9 @@ void expect_rows(const std::vector<float>& got, const std::vector<std::vector<do
 
 // f32 matrices: f32 arithmetic and the f16 cache's rounding of keys and
 // values; q8_0: also the activations quantized to q8_0 for each product.
-double tolerance(DType type) { return type == DType::q8_0 ? 1e-2 : 5e-4; }
+double tolerance(DType type) {
+  return type == DType::q8_0 ? 1e-2 : 5e-4;
+}
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -187,8 +189,8 @@ TEST(Bert, WhatAnEncoderCannotDoIsRefusedByName) {
   weft::Placement heads;
   heads.parts.push_back(
       {.device = cpu.get(), .label = "host", .first_layer = 0, .last_layer = 2, .first_head = 0, .last_head = 2});
-  heads.parts.push_back({.device = remote.at(0).get(), .label = "w", .first_layer = 0, .last_layer = 2,
-                         .first_head = 2, .last_head = 4});
+  heads.parts.push_back(
+      {.device = remote.at(0).get(), .label = "w", .first_layer = 0, .last_layer = 2, .first_head = 2, .last_head = 4});
   EXPECT_NE(error_of([&] { Executor cut(file, heads, kBertCtx); }).find("split by layers"), std::string::npos);
 
   bert.t.erase("blk.1.attn_output_norm.bias");

@@ -10,10 +10,9 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "model/bert_reference.h"
 #include "serve/engine.h"
@@ -49,7 +48,8 @@ int32_t encoder_id(const std::string& word) {
 class ServerEncoder : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string((fs::temp_directory_path() / ("weft_encoder_" + std::to_string(::getpid()) + ".gguf")).string());
+    path_ = new std::string(
+        (fs::temp_directory_path() / ("weft_encoder_" + std::to_string(::getpid()) + ".gguf")).string());
     tensors_ = new bert_reference::RefTensors(bert_reference::make_bert_tensors(shape(), 21, weft::DType::f32));
     bert_reference::write_bert_model(*path_, shape(), *tensors_, [](weft::GgufWriter& w) {
       const std::vector<std::string> vocab = encoder_vocab(shape().vocab);
@@ -117,7 +117,8 @@ TEST_F(ServerEncoder, EmbeddingsAreTheReferencesPooledVector) {
   ASSERT_EQ(j["data"].size(), 2u);
   EXPECT_EQ(j["usage"]["prompt_tokens"], 4 + 11);  // [CLS] and [SEP] around each
   const double d0 = max_diff(j["data"][0]["embedding"], reference({"hello", "world"}));
-  const double d1 = max_diff(j["data"][1]["embedding"], reference({"the", "cat", "sat", "on", "the", "mat", "a", "dog", "ran"}));
+  const double d1 =
+      max_diff(j["data"][1]["embedding"], reference({"the", "cat", "sat", "on", "the", "mat", "a", "dog", "ran"}));
   std::printf("[ encoder ] max |weft - float64| %.2e, %.2e\n", d0, d1);
   EXPECT_LT(d0, kEncoderTol);
   EXPECT_LT(d1, kEncoderTol);
@@ -167,8 +168,7 @@ TEST_F(ServerEncoder, GenerationIsRefusedNamingWhyAndTheServerServesOn) {
     EXPECT_EQ(r.status, 400) << path << ": " << r.body;
     EXPECT_NE(r.body.find("encoder"), std::string::npos) << path << ": " << r.body;
   }
-  const serve_test::Response r =
-      request(server_->port(), "POST", "/v1/embeddings", json{{"input", "a cat"}}.dump());
+  const serve_test::Response r = request(server_->port(), "POST", "/v1/embeddings", json{{"input", "a cat"}}.dump());
   EXPECT_EQ(r.status, 200) << r.body;
   // An input longer than a slot's context (64 / 2) is refused by name.
   std::string many;

@@ -9,17 +9,15 @@
 // reports only when the two accesses meet, and showed the load's plan for
 // good: this test fails on that code, host layers [0, 1] after the loss).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "rpc/local_workers.h"
 #include "serve/http_client.h"

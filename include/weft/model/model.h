@@ -171,7 +171,7 @@ struct LlamaParams {
   // other (an encoder's default); a sequence is then evaluated whole, in
   // one call from position 0.
   bool causal = true;
-  int64_t n_token_types = 0;   // tokenizer.ggml.token_type_count (bert; type 0 is used)
+  int64_t n_token_types = 0;  // tokenizer.ggml.token_type_count (bert; type 0 is used)
 
   // Block shape.
   bool embed_scale = false;    // token embeddings times sqrt(n_embd) (Gemma)
@@ -238,12 +238,12 @@ struct LlamaLayer {
   // An encoder's (bert) post-residual LayerNorms and feed-forward biases:
   // attn_output_norm after attention's residual add, layer_output_norm
   // after the feed-forward's; w_up/w_down ungated.
-  Tensor* attn_out_norm = nullptr;    // [n_embd]
-  Tensor* attn_out_norm_b = nullptr;  // [n_embd]
-  Tensor* layer_out_norm = nullptr;   // [n_embd]
-  Tensor* layer_out_norm_b = nullptr; // [n_embd]
-  Tensor* b_up = nullptr;             // [n_ff]
-  Tensor* b_down = nullptr;           // [n_embd]
+  Tensor* attn_out_norm = nullptr;     // [n_embd]
+  Tensor* attn_out_norm_b = nullptr;   // [n_embd]
+  Tensor* layer_out_norm = nullptr;    // [n_embd]
+  Tensor* layer_out_norm_b = nullptr;  // [n_embd]
+  Tensor* b_up = nullptr;              // [n_ff]
+  Tensor* b_down = nullptr;            // [n_embd]
   // Multi-head latent attention (LlamaParams::mla()): q from wq_a, q_a_norm
   // and wq_b ([n_lora_q, n_head * mla_k_dim]), or from wq alone; the latent
   // and rope key from wkv_a_mqa [n_embd, n_lora_kv + n_rot]; wk_b [nope,
