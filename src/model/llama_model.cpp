@@ -58,8 +58,7 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
   output_norm_ = w.output_norm;
   output_ = w.output;
   layers_ = w.layers;
-  for (const detail::ModelWeights::OutputSlice& o : w.output_slices)
-    output_slices_.push_back({o.part, o.first, o.count, o.w});
+  output_slices_ = w.output_slices;
   output_part_ = w.output_part;
   rope_factors_ = detail::rope_factors(file, p, n_ctx_);
   part_weights_ = detail::weights_by_part(w, layer_part_, n_parts_);

@@ -151,7 +151,7 @@ void cut_output(ModelWeights& w, const LlamaParams& p, int home, const std::vect
                              ? p.n_vocab
                              : std::llround(static_cast<double>(share.last_kv) / static_cast<double>(p.n_head_kv) *
                                             static_cast<double>(p.n_vocab));
-    ModelWeights::OutputSlice o{parts[i], first, last - first, nullptr};
+    OutputSlice o{parts[i], first, last - first, nullptr};
     if (o.count > 0) {
       if (!tied || parts[i] != 0) o.w = row_slice(w, ctx, w.output, first, o.count);
       w.output_slices.push_back(o);

@@ -305,7 +305,7 @@ std::vector<std::vector<Tensor*>> weights_by_part(const ModelWeights& w, std::sp
     if (t) parts.front().push_back(t);
   if (!w.output_slices.empty()) {
     parts[static_cast<size_t>(w.output_part)].push_back(w.output_norm);
-    for (const ModelWeights::OutputSlice& o : w.output_slices)
+    for (const OutputSlice& o : w.output_slices)
       if (o.w) parts[static_cast<size_t>(o.part)].push_back(o.w);
   } else if (w.output_norm != nullptr) {  // (an encoder has no output)
     parts.back().push_back(w.output_norm);

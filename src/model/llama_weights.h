@@ -44,18 +44,9 @@ struct ModelWeights {
   std::unordered_map<const Tensor*, Derived> derived;
   mutable std::unordered_map<const Tensor*, std::vector<uint8_t>> derived_bytes;
   // A tensor-parallel last run's output product, cut by vocabulary rows
-  // (split_tensor_parallel): part `part` multiplies rows [first, first +
-  // count) of output, held as its own row slice `w`, or (w nullptr) read in
-  // place from the token embedding the part holds (a tied output on the
-  // first part). The output norm, the products' concatenation and any
-  // final soft-cap run on output_part, the run's home. Empty: the output
-  // is whole, on the last part (the first when tied).
-  struct OutputSlice {
-    int part = 0;
-    int64_t first = 0;
-    int64_t count = 0;
-    Tensor* w = nullptr;
-  };
+  // (split_tensor_parallel). The output norm, the products' concatenation
+  // and any final soft-cap run on output_part, the run's home. Empty: the
+  // output is whole, on the last part (the first when tied).
   std::vector<OutputSlice> output_slices;
   int output_part = 0;
 

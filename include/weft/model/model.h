@@ -447,6 +447,18 @@ struct ModelLayout {
   std::vector<TensorShare> tensor_shares;
 };
 
+// A tensor-parallel last run's output product cut by vocabulary rows
+// (LlamaModel::output_split): part `part` multiplies rows [first, first +
+// count) of the output matrix, held as its own row slice `w`, or (w
+// nullptr) read in place from the token embedding the part holds (a tied
+// output on the first part).
+struct OutputSlice {
+  int part = 0;
+  int64_t first = 0;
+  int64_t count = 0;
+  Tensor* w = nullptr;
+};
+
 // A llama-family model's definition: its parameters, its weights and KV
 // cache as named tensors, and the graphs of its forward pass, for a given
 // batch and layout. It describes memory (which tensors each part holds,
@@ -605,12 +617,6 @@ class LlamaModel {
   Tensor* pos_embd_ = nullptr;
   Tensor* embd_norm_ = nullptr;
   Tensor* embd_norm_b_ = nullptr;
-  struct OutputSlice {
-    int part = 0;
-    int64_t first = 0;
-    int64_t count = 0;
-    Tensor* w = nullptr;  // nullptr: the rows of the token embedding, in place
-  };
   std::vector<OutputSlice> output_slices_;  // output_split()
   int output_part_ = 0;
   std::vector<LlamaLayer> layers_;
