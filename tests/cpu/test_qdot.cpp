@@ -134,7 +134,10 @@ std::vector<double> act_error_bound(ActType a, const float* x, int64_t n) {
 }
 
 // One tile's operands: 4 weight rows spaced `stride` bytes (not a multiple of
-// 4 past the row), 4 activation rows at odd (but legal) alignments.
+// 4 past the row), 4 activation rows at odd (but legal) alignments. The
+// bytes between rows are 0xFF (as f16, a NaN): a kernel that reads a row's
+// tail on into them (the AVX-512 32-value kernels do, within the tile) must
+// let nothing of them through.
 struct DotOperands {
   int64_t n = 0;
   size_t stride = 0;
@@ -150,7 +153,7 @@ DotOperands make_dot_operands(DType t, int64_t n, uint32_t seed) {
   o.n = n;
   const size_t row = row_bytes(t, n);
   o.stride = row + 34;
-  o.w_raw.assign(o.stride * kTileRows, 0);
+  o.w_raw.assign(o.stride * kTileRows, 0xFF);
   for (int r = 0; r < kTileRows; ++r) {
     // Rows of different magnitudes; the last one with a bias, which exercises
     // the minimums of q4_1, q5_1, q2_K, q4_K and q5_K.

@@ -331,8 +331,12 @@ template <class T>
 
 // acc[r][j] += the chunk's share of w_r . x_j. Rows are interleaved quad by
 // quad so that their independent chains overlap.
+// valid: the chunk's blocks that count (a row's last blocks: the lanes past
+// it are masked off, so whatever weight bytes lie there, an inf or NaN
+// scale included, add nothing).
 template <class T, int NW, int NX, bool Prefetch = true>
-void legacy_chunk(const uint8_t* w, size_t stride, const uint8_t* const* xb, __m512 (&acc)[NW][NX]) {
+void legacy_chunk(const uint8_t* w, size_t stride, const uint8_t* const* xb, __m512 (&acc)[NW][NX],
+                  __mmask16 valid = 0xFFFF) {
   XChunk x[NX];
   for (int j = 0; j < NX; ++j) prepare_x<T>(xb[j], x[j]);
   __m512 ds[NW][NX];
@@ -346,9 +350,9 @@ void legacy_chunk(const uint8_t* w, size_t stride, const uint8_t* const* xb, __m
       dm = HalfGather<T::kBytes, T::kMin>::words(w + r * stride);
       dw = low_halfs(dm);
     }
-    for (int j = 0; j < NX; ++j) ds[r][j] = _mm512_mul_ps(dw, x[j].d);
+    for (int j = 0; j < NX; ++j) ds[r][j] = _mm512_maskz_mul_ps(valid, dw, x[j].d);
     if constexpr (T::kMin) {
-      const __m512 mw = high_halfs(dm);
+      const __m512 mw = _mm512_maskz_mov_ps(valid, high_halfs(dm));
       for (int j = 0; j < NX; ++j) acc[r][j] = _mm512_fmadd_ps(mw, x[j].sum_d, acc[r][j]);
     }
   }
@@ -379,21 +383,49 @@ struct Legacy {
       for (int j = 0; j < NX; ++j) xb[j] = static_cast<const uint8_t*>(xq[j]) + b * kQ8Bytes;
       legacy_chunk<T, NW, NX>(w + b * T::kBytes, stride, xb, acc);
     }
-    if (b < nb) {  // the last blocks, zero-padded to a chunk (zero scales add nothing)
-      const size_t tail = static_cast<size_t>(nb - b);
-      alignas(64) uint8_t wpad[NW][kChunk * T::kBytes];
-      alignas(64) uint8_t xpad[NX][kChunk * kQ8Bytes];
-      std::memset(wpad, 0, sizeof wpad);
-      std::memset(xpad, 0, sizeof xpad);
-      for (int r = 0; r < NW; ++r) std::memcpy(wpad[r], w + r * stride + b * T::kBytes, tail * T::kBytes);
-      for (int j = 0; j < NX; ++j) {
-        std::memcpy(xpad[j], static_cast<const uint8_t*>(xq[j]) + b * kQ8Bytes, tail * kQ8Bytes);
-        xb[j] = xpad[j];
-      }
-      legacy_chunk<T, NW, NX, false>(wpad[0], sizeof wpad[0], xb, acc);
-    }
+    if (b < nb) tail_chunk<NW, NX>(w, stride, xq, b, nb - b, acc);
     for (int r = 0; r < NW; ++r)
       for (int j = 0; j < NX; ++j) out[r * kTileCols + j] = _mm512_reduce_add_ps(acc[r][j]);
+  }
+
+ private:
+  // A row's last `tail` blocks (fewer than a chunk) from block b: the
+  // activations zero-padded to a chunk, the lanes past the tail masked off.
+  // A chunk read from a row's tail runs on into the rows after it: where
+  // those are rows of this tile (every row but the last, when the
+  // overhang is within a row's stride) the weights are read in place; the
+  // rest are copied, never read past the tile.
+  template <int NW, int NX>
+  static void tail_chunk(const uint8_t* w, size_t stride, const void* const* xq, int64_t b, int64_t tail,
+                         __m512 (&acc)[NW][NX]) {
+    const auto n = static_cast<size_t>(tail);
+    alignas(64) uint8_t xpad[NX][kChunk * kQ8Bytes];
+    const uint8_t* xb[NX];
+    for (int j = 0; j < NX; ++j) {
+      std::memcpy(xpad[j], static_cast<const uint8_t*>(xq[j]) + b * kQ8Bytes, n * kQ8Bytes);
+      std::memset(xpad[j] + n * kQ8Bytes, 0, (kChunk - n) * kQ8Bytes);
+      xb[j] = xpad[j];
+    }
+    const auto valid = static_cast<__mmask16>((1u << n) - 1);
+    const uint8_t* wt = w + b * T::kBytes;
+    int first_copied = 0;
+    if constexpr (NW > 1) {
+      if ((kChunk - n) * T::kBytes <= stride) {
+        legacy_chunk<T, NW - 1, NX, false>(wt, stride, xb, reinterpret_cast<__m512(&)[NW - 1][NX]>(acc), valid);
+        first_copied = NW - 1;
+      }
+    }
+    alignas(64) uint8_t wpad[NW][kChunk * T::kBytes];
+    for (int r = first_copied; r < NW; ++r) {
+      std::memcpy(wpad[r - first_copied], wt + r * stride, n * T::kBytes);
+      std::memset(wpad[r - first_copied] + n * T::kBytes, 0, (kChunk - n) * T::kBytes);
+    }
+    if (first_copied == NW - 1) {
+      legacy_chunk<T, 1, NX, false>(wpad[0], sizeof wpad[0], xb, reinterpret_cast<__m512(&)[1][NX]>(acc[NW - 1]),
+                                    valid);
+    } else {
+      legacy_chunk<T, NW, NX, false>(wpad[0], sizeof wpad[0], xb, acc, valid);
+    }
   }
 };
 
