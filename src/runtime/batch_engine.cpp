@@ -118,7 +118,8 @@ void BatchEngine::start(BatchJob job, BatchSink* sink) {
   s.timed = s.replaying = false;
 }
 
-std::vector<std::vector<float>> BatchEngine::hidden_states(std::span<const std::vector<int32_t>> inputs) {
+std::optional<std::vector<std::vector<float>>> BatchEngine::hidden_states(std::span<const std::vector<int32_t>> inputs,
+                                                                          const std::function<bool()>& stop) {
   if (inputs.empty()) fail(ErrorKind::invalid_input, kBatchEngineWhere, "hidden states of no inputs");
   for (const std::vector<int32_t>& tokens : inputs) {
     BatchJob probe;
@@ -138,14 +139,15 @@ std::vector<std::vector<float>> BatchEngine::hidden_states(std::span<const std::
   for (size_t first = 0; first < inputs.size(); first += free.size()) {
     const size_t count = std::min(free.size(), inputs.size() - first);
     for (size_t k = 0; k < count; ++k) free[k]->cached.clear();  // overwritten below; unknown if a step throws
-    embed_group(inputs.subspan(first, count), free, std::span(out).subspan(first, count));
+    if (!embed_group(inputs.subspan(first, count), free, std::span(out).subspan(first, count), stop))
+      return std::nullopt;
     for (size_t k = 0; k < count; ++k) free[k]->cached = inputs[first + k];
   }
   return out;
 }
 
-void BatchEngine::embed_group(std::span<const std::vector<int32_t>> inputs, std::span<Slot* const> slots,
-                              std::span<std::vector<float>> out) {
+bool BatchEngine::embed_group(std::span<const std::vector<int32_t>> inputs, std::span<Slot* const> slots,
+                              std::span<std::vector<float>> out, const std::function<bool()>& stop) {
   std::vector<size_t> done(inputs.size(), 0);
   std::vector<size_t> owner;
   std::vector<model::BatchToken> batch;
@@ -165,7 +167,8 @@ void BatchEngine::embed_group(std::span<const std::vector<int32_t>> inputs, std:
         owner.push_back(k);
       }
     }
-    if (batch.empty()) return;
+    if (batch.empty()) return true;
+    if (stop && stop()) return false;
     eval_.hidden(batch, options_.slots, part);  // throws to the driver
     if (part.empty() || part.size() % batch.size() != 0)
       fail(ErrorKind::invalid_input, kBatchEngineWhere,

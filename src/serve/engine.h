@@ -272,7 +272,7 @@ class Engine {
   // and serves the first live one while a slot is free (its result set,
   // whatever happens; a model error rethrown to run()).
   void embed_queued();
-  EmbedResult embed(const EmbedJob& job);
+  EmbedResult embed(const EmbedJob& job, const EmbedRequest& request);
 
   Session& session_;
   EngineOptions options_;

@@ -83,7 +83,7 @@ void Engine::embed_queued() {
     }
     EmbedResult result;
     try {
-      result = embed(next.first);
+      result = embed(next.first, *next.second);
     } catch (const std::exception& e) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -96,24 +96,31 @@ void Engine::embed_queued() {
       // Counted before the client hears: metrics() read after the answer
       // includes it.
       std::lock_guard<std::mutex> lock(mu_);
-      ++metrics_.embeddings;
+      ++(result.error.empty() ? metrics_.embeddings : metrics_.requests_cancelled);
       copy_counters();
     }
     next.second->set(std::move(result));
   }
 }
 
-EmbedResult Engine::embed(const EmbedJob& job) {
+EmbedResult Engine::embed(const EmbedJob& job, const EmbedRequest& request) {
   EmbedResult r;
   const size_t n_embd = static_cast<size_t>(session_.params().n_embd);
-  const std::vector<std::vector<float>> rows = batch_.hidden_states(job.inputs);
+  // A request's inputs may take many steps: its deadline and its client
+  // are looked at before each.
+  bool timed_out = false;
+  const std::optional<std::vector<std::vector<float>>> rows = batch_.hidden_states(job.inputs, [&] {
+    timed_out = Clock::now() >= job.deadline;
+    return timed_out || request.cancelled();
+  });
+  if (!rows) return EmbedResult{.error = timed_out ? "timeout" : "cancelled"};
   for (size_t i = 0; i < job.inputs.size(); ++i) {
     const size_t n = job.inputs[i].size();
-    if (rows[i].size() != n * n_embd)
+    if ((*rows)[i].size() != n * n_embd)
       fail(ErrorKind::invalid_input, kEngineEmbedWhere,
-           std::to_string(rows[i].size()) + " hidden values for " + std::to_string(n) + " tokens of width " +
+           std::to_string((*rows)[i].size()) + " hidden values for " + std::to_string(n) + " tokens of width " +
                std::to_string(n_embd));
-    r.vectors.push_back(pool_normalized(rows[i], n_embd, job.pooling));
+    r.vectors.push_back(pool_normalized((*rows)[i], n_embd, job.pooling));
     r.prompt_tokens += static_cast<int>(n);
   }
   return r;

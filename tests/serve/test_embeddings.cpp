@@ -176,6 +176,25 @@ TEST_F(EmbeddingsTest, SeveralInputsShareAStep) {
   EXPECT_LT(max_diff(three.vectors.at(2), as_double(alone_a.vectors.at(0))), 1e-5);
 }
 
+// A request of many inputs whose deadline passes while it runs ends there
+// with "timeout", its remaining steps not taken, and the engine serves on
+// (the deadline is looked at before each step, not only in the queue).
+TEST_F(EmbeddingsTest, ADeadlinePassingMidRequestEndsIt) {
+  weft::Session s({.model = *path_});
+  s.load(256);
+  Engine engine(s, {.slots = 2, .batch_tokens = 8});
+  std::vector<std::vector<int32_t>> many;
+  for (int i = 0; i < 400; ++i) many.push_back(embed_prompt(i, 20));  // 21 tokens each: 6 steps of 8 per pair, 1200 in all
+  const EmbedResult r =
+      embed(engine, {.inputs = many, .deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(30)});
+  EXPECT_EQ(r.error, "timeout");
+  EXPECT_LT(engine.metrics().embed_steps, 1200u);
+  EXPECT_EQ(engine.metrics().embeddings, 0u);
+  const EmbedResult after = embed(engine, {.inputs = {embed_prompt(1, 4)}});
+  EXPECT_EQ(after.error, "");
+  EXPECT_EQ(engine.metrics().embeddings, 1u);
+}
+
 // Embeddings served while generations run: each generation's greedy tokens
 // equal its run alone (the embedding took a free slot, never a busy one's
 // cache), and the embedding equals the one computed on an idle engine.

@@ -37,7 +37,9 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -222,12 +224,15 @@ class BatchEngine {
   // hidden states after the output norm, token-major (its size * n_embd
   // floats). Each slot's cache then holds its last input's tokens (a later
   // prompt sharing their prefix reuses them). Only with no step in flight
-  // (collect() until it returns false) and a free slot. Throws
-  // Error(invalid_input) for no inputs, an input check() would refuse, no
-  // free slot, a step in flight or an eval without `hidden`; and what the
-  // model throws (then those slots' caches are forgotten; call fail_all()
-  // or recover() as after a step).
-  std::vector<std::vector<float>> hidden_states(std::span<const std::vector<int32_t>> inputs);
+  // (collect() until it returns false) and a free slot. `stop`, when set,
+  // is asked before each step: true ends the work there (a deadline
+  // passed, the client left) and returns nullopt, the slots it used
+  // holding no cache. Throws Error(invalid_input) for no inputs, an input
+  // check() would refuse, no free slot, a step in flight or an eval
+  // without `hidden`; and what the model throws (then those slots' caches
+  // are forgotten; call fail_all() or recover() as after a step).
+  std::optional<std::vector<std::vector<float>>> hidden_states(std::span<const std::vector<int32_t>> inputs,
+                                                               const std::function<bool()>& stop = {});
   // Whether a step is in flight.
   bool stepping() const { return !in_flight_.empty(); }
 
@@ -257,8 +262,9 @@ class BatchEngine {
   void end_step(Group& g);  // its slots are idle again
   void drain();             // finishes every step in flight, dropping its logits
   // hidden_states' steps for inputs, each in its slot, rows into out.
-  void embed_group(std::span<const std::vector<int32_t>> inputs, std::span<Slot* const> slots,
-                   std::span<std::vector<float>> out);
+  // False when stop ended it.
+  bool embed_group(std::span<const std::vector<int32_t>> inputs, std::span<Slot* const> slots,
+                   std::span<std::vector<float>> out, const std::function<bool()>& stop);
   void take_row(Slot& s, std::span<const float> row);  // the slot's logits came
   void end(Slot& s, StopReason stop, const std::string& error = "");
   // batch_speculative.cpp. The speculative round's slot and how many tokens
