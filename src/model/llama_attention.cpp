@@ -298,7 +298,8 @@ Tensor* LlamaModel::build_attention(Context& ctx, Graph& g, Forward& f, const Ll
   if (l.shards.empty()) {
     out = heads_attention(ctx, p, layout_.fused_attention, whole_heads(p, l), il, cur, in);
   } else {
-    out = detail::sum_shards(ctx, g, l.shards, layer_part(il), cur, f.part_nodes, [&](const LlamaLayer::Shard& s) {
+    const detail::ShardSum where{layer_part(il), layout_.partials_meet_for(layer_part(il))};
+    out = detail::sum_shards(ctx, g, l.shards, where, cur, f.part_nodes, [&](const LlamaLayer::Shard& s) {
       return heads_attention(ctx, p, layout_.fused_attention, shard_heads(s), il, cur, in);
     });
   }

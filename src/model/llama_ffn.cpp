@@ -176,30 +176,44 @@ Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer
   return l.ffn_gate_inp ? moe_ffn(ctx, g, p, l, cur, e) : dense_ffn(ctx, p, l, cur);
 }
 
-Tensor* sum_shards(Context& ctx, Graph& g, std::span<const LlamaLayer::Shard> shards, int home, Tensor* input,
-                   std::vector<LlamaModel::NodeRange>& part_nodes,
+Tensor* sum_shards(Context& ctx, Graph& g, std::span<const LlamaLayer::Shard> shards, const ShardSum& where,
+                   Tensor* input, std::vector<LlamaModel::NodeRange>& part_nodes,
                    const std::function<Tensor*(const LlamaLayer::Shard&)>& partial) {
   g.expand(input);
   std::vector<Tensor*> parts;
+  Tensor* sum = nullptr;
   for (const bool home_pass : {false, true}) {
+    int first_part = -1;  // the first other part with a partial
     for (const LlamaLayer::Shard& s : shards) {
-      if ((s.part == home) != home_pass) continue;
+      if ((s.part == where.home) != home_pass) continue;
       const size_t begin = ctx.size();
       Tensor* t = partial(s);
       if (t == nullptr) continue;
       if (!home_pass) part_nodes.push_back({begin, ctx.size(), s.part});
+      if (first_part < 0) first_part = s.part;
       g.expand(t);
       parts.push_back(t);
     }
+    // The other parts' partials meet on the first of them, before the
+    // home's shard in the graph (so that part adds them while the home
+    // computes); the order of the additions is the same either way.
+    if (!home_pass && where.others_meet && parts.size() >= 2) {
+      const size_t begin = ctx.size();
+      sum = parts.front();
+      for (size_t i = 1; i < parts.size(); ++i) sum = ops::add(ctx, sum, parts[i]);
+      g.expand(sum);
+      part_nodes.push_back({begin, ctx.size(), first_part});
+      parts = {sum};
+    }
   }
-  Tensor* sum = parts.front();
+  sum = parts.front();
   for (size_t i = 1; i < parts.size(); ++i) sum = ops::add(ctx, sum, parts[i]);
   return sum;
 }
 
-Tensor* build_ffn_shards(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur, int home,
-                         std::vector<LlamaModel::NodeRange>& part_nodes) {
-  return sum_shards(ctx, g, l.shards, home, cur, part_nodes, [&](const LlamaLayer::Shard& s) -> Tensor* {
+Tensor* build_ffn_shards(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur,
+                         const ShardSum& where, std::vector<LlamaModel::NodeRange>& part_nodes) {
+  return sum_shards(ctx, g, l.shards, where, cur, part_nodes, [&](const LlamaLayer::Shard& s) -> Tensor* {
     if (s.down == nullptr) return nullptr;  // no columns on this part
     return ops::mul_mat(ctx, s.down, gated(ctx, p, ops::mul_mat(ctx, s.gate, cur), ops::mul_mat(ctx, s.up, cur)));
   });

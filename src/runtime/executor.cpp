@@ -58,12 +58,41 @@ model::ModelLayout layout_for(const GgufFile& file, const Placement& placement, 
   return layout;
 }
 
+// Where the partial sums of each run cut by heads meet
+// (ModelLayout::partials_meet): on the first of the run's other parts when
+// the home cannot take their results in stream order (this host reading
+// workers: a read each) and that part can from each of the others (peer
+// links): the home then reads one sum per layer's sum, not one per worker,
+// and its link carries one partial back instead of one per worker.
+std::vector<char> partials_meet(const std::vector<model::TensorShare>& shares,
+                                const std::vector<std::unique_ptr<Backend>>& backends) {
+  std::vector<char> meet(shares.size(), 0);
+  for (size_t home = 0; home < shares.size(); ++home) {
+    std::vector<size_t> others;
+    for (size_t q = 0; q < shares.size(); ++q)
+      if (q != home && shares[q].home == static_cast<int>(home)) others.push_back(q);
+    if (others.size() < 2) continue;
+    const Backend& first = *backends[others.front()];
+    bool meets = !backends[home]->copies_ordered_from(first);
+    for (size_t i = 1; i < others.size(); ++i) meets = meets && first.copies_ordered_from(*backends[others[i]]);
+    meet[home] = meets ? 1 : 0;
+  }
+  return meet;
+}
+
 }  // namespace
 
 ExecutorState::ExecutorState(const GgufFile& file, const Placement& placement, int64_t n_ctx,
                              const model::LoadProgress& progress, const model::LoadOptions& options, bool one_device)
     : placement_(placement) {
-  model_ = std::make_unique<model::LlamaModel>(file, n_ctx, layout_for(file, placement_, options));
+  model::ModelLayout layout = layout_for(file, placement_, options);
+  std::vector<Backend*> list;
+  if (!one_device) {
+    for (const PlacementPart& part : placement_.parts)
+      list.push_back(backends_.emplace_back(part.device->create_backend()).get());
+    layout.partials_meet = partials_meet(layout.tensor_shares, backends_);
+  }
+  model_ = std::make_unique<model::LlamaModel>(file, n_ctx, layout);
   load(file, progress, options.map_weights);
   ring_step_ = options.sliding_ring_step;
   if (one_device) {
@@ -72,9 +101,6 @@ ExecutorState::ExecutorState(const GgufFile& file, const Placement& placement, i
     galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&device.default_buffer_type()});
     return;
   }
-  std::vector<Backend*> list;
-  for (const PlacementPart& part : placement_.parts)
-    list.push_back(backends_.emplace_back(part.device->create_backend()).get());
   // A stage: a run of layers (the parts cutting it by heads work on it at once).
   int stages = 0;
   const std::vector<int64_t>& bounds = model_->layout().layer_bounds;

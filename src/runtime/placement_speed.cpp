@@ -8,16 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "placement_links.h"
 #include "weft/core/error.h"
 #include "weft/runtime/placement.h"
 
 namespace weft {
-namespace {
-
-constexpr const char* kPlacementSpeedWhere = "placement";
-constexpr int kHost = -1;          // this host, in a chain of hops
-constexpr size_t kTokenBytes = 4;  // what goes to device 0: the token id
-constexpr double kInf = std::numeric_limits<double>::infinity();
+namespace detail {
 
 bool has_link(const DeviceSpeed& s) {
   return s.latency_seconds > 0 || s.bytes_per_second > 0;
@@ -27,7 +23,6 @@ double one_link(const DeviceSpeed& s, size_t bytes) {
   return s.latency_seconds + (s.bytes_per_second > 0 ? static_cast<double>(bytes) / s.bytes_per_second : 0.0);
 }
 
-// The hop from one device (or this host) to another, carrying bytes.
 double hop(const PlacementInput& in, int from, int to, size_t bytes) {
   if (from == to) return 0;
   if (from == kHost) return one_link(in.speeds[static_cast<size_t>(to)], bytes);
@@ -40,6 +35,18 @@ double hop(const PlacementInput& in, int from, int to, size_t bytes) {
   if (b.bytes_per_second > 0) bw = std::min(bw, b.bytes_per_second);
   return std::max(a.latency_seconds, b.latency_seconds) + (bw > 0 ? static_cast<double>(bytes) / bw : 0.0);
 }
+
+}  // namespace detail
+namespace {
+
+using detail::has_link;
+using detail::hop;
+using detail::kHost;
+using detail::one_link;
+
+constexpr const char* kPlacementSpeedWhere = "placement";
+constexpr size_t kTokenBytes = 4;  // what goes to device 0: the token id
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // "" when predict_time and the search can use in, else what is missing.
 std::string missing(const PlacementInput& in) {

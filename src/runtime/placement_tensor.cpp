@@ -3,15 +3,40 @@
 #include <algorithm>
 #include <string>
 
+#include "placement_links.h"
 #include "weft/core/error.h"
 #include "weft/runtime/placement.h"
 
 namespace weft {
 namespace {
 
-// One way over a device's link to this host (0 for this host's own CPU).
-double one_way(const DeviceSpeed& s, size_t bytes) {
-  return s.latency_seconds + (s.bytes_per_second > 0 ? static_cast<double>(bytes) / s.bytes_per_second : 0.0);
+using detail::has_link;
+using detail::one_link;
+
+// The link time of one of a layer's sums for device d: a worker is sent the
+// normalized input and its partial goes back, to this host or, when the
+// workers' partials meet on the first worker (meet_on, ModelLayout::
+// partials_meet), over the peer link to it, which adds them and sends
+// this host the one sum.
+double sum_link_seconds(const PlacementInput& in, size_t d, int meet_on, size_t bytes) {
+  const DeviceSpeed& s = in.speeds[d];
+  if (!has_link(s)) return 0;
+  if (meet_on < 0 || static_cast<int>(d) == meet_on) return 2.0 * one_link(s, bytes);
+  return one_link(s, bytes) + detail::hop(in, static_cast<int>(d), meet_on, bytes) +
+         one_link(in.speeds[static_cast<size_t>(meet_on)], bytes);
+}
+
+// The worker the partials meet on, or -1: with peer links, two workers or
+// more, and this host's device first (the home).
+int meeting_device(const PlacementInput& in) {
+  if (!in.peer_links || in.speeds.empty() || has_link(in.speeds.front())) return -1;
+  int first = -1, workers = 0;
+  for (size_t d = 0; d < in.speeds.size(); ++d) {
+    if (!has_link(in.speeds[d])) continue;
+    if (first < 0) first = static_cast<int>(d);
+    ++workers;
+  }
+  return workers >= 2 ? first : -1;
 }
 
 }  // namespace
@@ -30,14 +55,14 @@ TimePrediction predict_tensor_time(std::span<const int64_t> heads, int64_t n_hea
   t.compute_seconds.assign(n, 0.0);
   t.link_seconds.assign(n, 0.0);
   // The layers: each device its share of every layer's reads; a worker
-  // two exchanges with this host per layer (the normalized input out and
-  // the partial sum back, each way once). All devices work at once.
+  // two sums per layer, each an exchange (sum_link_seconds). All devices
+  // work at once.
+  const int meet_on = meeting_device(in);
   double slowest = 0, sum = 0;
   for (size_t d = 0; d < n; ++d) {
     const double share = static_cast<double>(heads[d + 1] - heads[d]) / static_cast<double>(n_head);
     t.compute_seconds[d] = read * share * in.speeds[d].seconds_per_byte;
-    t.link_seconds[d] = static_cast<double>(in.n_layer) * 2.0 * 2.0 * one_way(in.speeds[d], c.activation_bytes);
-    if (in.speeds[d].latency_seconds == 0 && in.speeds[d].bytes_per_second == 0) t.link_seconds[d] = 0;
+    t.link_seconds[d] = static_cast<double>(in.n_layer) * 2.0 * sum_link_seconds(in, d, meet_on, c.activation_bytes);
     slowest = std::max(slowest, t.compute_seconds[d] + t.link_seconds[d]);
     sum += t.compute_seconds[d] + t.link_seconds[d];
   }
@@ -52,11 +77,11 @@ TimePrediction predict_tensor_time(std::span<const int64_t> heads, int64_t n_hea
     const double share = static_cast<double>(heads[d + 1] - heads[d]) / static_cast<double>(n_head);
     double spent = static_cast<double>(c.output_read_bytes) * share * in.speeds[d].seconds_per_byte;
     t.compute_seconds[d] += spent;
-    if (in.speeds[d].latency_seconds != 0 || in.speeds[d].bytes_per_second != 0) {  // a worker
-      t.link_seconds[d] += one_way(in.speeds[d], c.activation_bytes);
-      spent += one_way(in.speeds[d], c.activation_bytes);
+    if (has_link(in.speeds[d])) {  // a worker
+      t.link_seconds[d] += one_link(in.speeds[d], c.activation_bytes);
+      spent += one_link(in.speeds[d], c.activation_bytes);
       const auto slice = static_cast<size_t>(static_cast<double>(c.logits_bytes) * share);
-      t.return_seconds = std::max(t.return_seconds, one_way(in.speeds[d], slice));
+      t.return_seconds = std::max(t.return_seconds, one_link(in.speeds[d], slice));
     }
     out_slowest = std::max(out_slowest, spent);
     out_sum += spent;

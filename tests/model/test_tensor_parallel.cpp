@@ -331,6 +331,44 @@ TEST_F(TensorParallel, ATokenWaitsForAWorkerTwicePerLayer) {
   EXPECT_LE(per_token, 2u * FourKvModel::kLayers + 1) << "round trips per token";
 }
 
+// Three devices, two of them workers linked to each other: the second
+// worker's partial sums go to the first over their peer link and are added
+// there, so this host reads one sum per layer's sum from the first worker
+// and nothing from the second but its slice of the logits. The additions
+// keep their order: the logits are bit for bit those of the same cut over
+// workers without peer links, where this host reads each partial itself.
+TEST_F(TensorParallel, WorkersAddTheirPartialsOverPeerLinks) {
+  TempFile f("tp_partials_meet");
+  const FourKvModel tiny(f.path, false);
+  auto file = weft::GgufFile::open(f.path);
+  weft::testing::LocalWorkers apart(2);
+  weft::RpcOptions no_links;
+  no_links.peer_links = false;
+  auto c = weft::make_rpc_devices(apart.endpoint(0), no_links);
+  auto d = weft::make_rpc_devices(apart.endpoint(1), no_links);
+  Executor linked(*file, by_heads({host(), a(), b()}, {4, 2, 2}, FourKvModel::kLayers), 32);
+  Executor unlinked(*file, by_heads({host(), c.at(0).get(), d.at(0).get()}, {4, 2, 2}, FourKvModel::kLayers), 32);
+  EXPECT_TRUE(linked.model().layout().partials_meet_for(0));
+  EXPECT_FALSE(unlinked.model().layout().partials_meet_for(0));
+  std::vector<int32_t> seq = {1, 7, 22, 36, 5, 12};
+  EXPECT_EQ(linked.eval(seq, 0), unlinked.eval(seq, 0));
+  // Then single tokens: the round trips per token to each second worker.
+  constexpr int kTokens = 4;
+  auto decode = [&](Executor& m, const std::string& second, std::vector<std::vector<float>>& out) {
+    uint64_t before = 0;
+    for (int i = 0; i <= kTokens; ++i) {  // the first allocates the one-token graph
+      if (i == 1) before = weft::rpc_stats(second).round_trips;
+      const int32_t next = 9 + i;
+      out.push_back(m.eval({&next, 1}, static_cast<int64_t>(seq.size()) + i));
+    }
+    return (weft::rpc_stats(second).round_trips - before) / kTokens;
+  };
+  std::vector<std::vector<float>> with_links, without;
+  EXPECT_LE(decode(linked, workers_.endpoint(1), with_links), 1u) << "the second worker: its logits' slice only";
+  EXPECT_GE(decode(unlinked, apart.endpoint(1), without), 2u * FourKvModel::kLayers) << "each partial read";
+  EXPECT_EQ(with_links, without);
+}
+
 // A worker that dies while it holds shards ends the next eval with an
 // error naming it (no hang, no abort), and the executor can be destroyed.
 TEST_F(TensorParallel, ADeadWorkerEndsTheEvalWithAnErrorNamingIt) {

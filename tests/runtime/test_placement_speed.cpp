@@ -159,6 +159,30 @@ TEST(PlacementSpeed, PredictionOfATensorSplit) {
   EXPECT_THROW((void)weft::predict_tensor_time(wrong, 4, in), weft::Error);
 }
 
+// Two workers linked to each other: the second's partials go to the first
+// over their peer link (the slower of the two links: 200 µs, 0.5 GB/s) and
+// reach this host in the first's one sum; without peer links each worker
+// exchanges with this host alone.
+TEST(PlacementSpeed, PredictionOfPartialsMeetingOnAWorker) {
+  PlacementInput in;
+  in.n_layer = 2;
+  in.speeds = {DeviceSpeed{1e-9, 0, 0}, DeviceSpeed{1e-9, 1e-4, 1e9}, DeviceSpeed{1e-9, 2e-4, 5e8}};
+  in.costs.layer_bytes = {1, 1};
+  in.costs.layer_read_bytes = {1000000, 1000000};
+  in.costs.output_read_bytes = 0;
+  in.costs.activation_bytes = 1000;
+  in.costs.logits_bytes = 0;
+  const int64_t heads[] = {0, 2, 3, 4};
+  const double first = 1e-4 + 1e-6, second = 2e-4 + 2e-6, peer = 2e-4 + 2e-6;
+  const weft::TimePrediction met = weft::predict_tensor_time(heads, 4, in);
+  EXPECT_NEAR(met.link_seconds[1], 4 * 2 * first + first, 1e-12);  // 2 layers x 2 sums, in and back; the output's input
+  EXPECT_NEAR(met.link_seconds[2], 4 * (second + peer + first) + second, 1e-12);
+  in.peer_links = false;
+  const weft::TimePrediction apart = weft::predict_tensor_time(heads, 4, in);
+  EXPECT_NEAR(apart.link_seconds[1], 4 * 2 * first + first, 1e-12);
+  EXPECT_NEAR(apart.link_seconds[2], 4 * 2 * second + second, 1e-12);
+}
+
 TEST(PlacementSpeed, SearchFindsTheLeastOfEveryPlacement) {
   std::mt19937 rng(7);
   auto uniform = [&rng](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };

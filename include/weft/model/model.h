@@ -445,6 +445,14 @@ struct ModelLayout {
   // (layer_bounds gives it the run; the run's other parts hold no layer of
   // their own) and shares of it on its own and other parts.
   std::vector<TensorShare> tensor_shares;
+  // Per part, for the run cut by heads whose home it is: whether the
+  // partial sums of the run's other parts are added on the first of them
+  // (pushed to it over peer links) so that the home reads one sum per
+  // layer's sum instead of one partial per part. Empty: none.
+  std::vector<char> partials_meet;
+  bool partials_meet_for(int home) const {
+    return static_cast<size_t>(home) < partials_meet.size() && partials_meet[static_cast<size_t>(home)] != 0;
+  }
 };
 
 // A tensor-parallel last run's output product cut by vocabulary rows

@@ -126,7 +126,9 @@ TimePrediction predict_time(std::span<const int64_t> bounds, const PlacementInpu
 // n_head). Device d computes its head share of every layer's read bytes at
 // its seconds_per_byte, and a device with a link exchanges with this host
 // twice per layer (the normalized input out, its partial sum back: each
-// way once, an activation each); the devices work at once, so the layers
+// way once, an activation each; with peer links and two workers or more,
+// the others' partials go to the first worker over their peer links and
+// come back in its one sum); the devices work at once, so the layers
 // take the slowest device's compute and exchanges (overlapped_seconds is
 // the rest). Then the output product on the last device (the first when
 // tied), its input sent there and the logits back. Throws
