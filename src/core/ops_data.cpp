@@ -72,6 +72,9 @@ Tensor* cpy(Context& ctx, Tensor* a, Tensor* b) {
   require(a->nelements() == b->nelements(), op, "element counts differ: " + shapes(*a, *b));
   if (a->type == DType::i32 || b->type == DType::i32) {
     require(a->type == b->type, op, "i32 copies only into i32: " + shapes(*a, *b));
+  } else if (traits(a->type).quantized) {  // dequantized, whole packed rows into packed f32 rows
+    require(b->type == DType::f32 && same_shape(*a, *b) && a->rows_contiguous() && b->is_contiguous(), op,
+            "a quantized source goes whole into a packed f32 tensor of its shape: " + shapes(*a, *b));
   } else {
     require_dtype(*a, op, "a", {DType::f32, DType::f16, DType::bf16});
   }

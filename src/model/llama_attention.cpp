@@ -298,9 +298,9 @@ Tensor* LlamaModel::build_attention(Context& ctx, Graph& g, Forward& f, const Ll
   if (l.shards.empty()) {
     out = heads_attention(ctx, p, layout_.fused_attention, whole_heads(p, l), il, cur, in);
   } else {
-    const detail::ShardSum where{layer_part(il), layout_.partials_meet_for(layer_part(il))};
-    out = detail::sum_shards(ctx, g, l.shards, where, cur, f.part_nodes, [&](const LlamaLayer::Shard& s) {
-      return heads_attention(ctx, p, layout_.fused_attention, shard_heads(s), il, cur, in);
+    const detail::ShardSum where{layer_part(il), layout_.partials_meet_for(layer_part(il)), layout_.partials_type};
+    out = detail::sum_shards(ctx, g, l.shards, where, cur, f.part_nodes, [&](const LlamaLayer::Shard& s, Tensor* x) {
+      return heads_attention(ctx, p, layout_.fused_attention, shard_heads(s), il, x, in);
     });
   }
   if (l.bo) out = ops::add(ctx, out, l.bo);

@@ -176,46 +176,80 @@ Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer
   return l.ffn_gate_inp ? moe_ffn(ctx, g, p, l, cur, e) : dense_ffn(ctx, p, l, cur);
 }
 
+namespace {
+
+// An activation as it crosses between parts (ShardSum::wire): as it is, or
+// quantized to q8_0 on the sending part and dequantized on the receiving.
+Tensor* to_wire(Context& ctx, const ShardSum& where, Tensor* t) {
+  if (where.wire == DType::f32) return t;
+  return ops::cpy(ctx, t, ctx.new_tensor(where.wire, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}));
+}
+Tensor* from_wire(Context& ctx, const ShardSum& where, Tensor* t) {
+  if (where.wire == DType::f32) return t;
+  return ops::cpy(ctx, t, ctx.new_tensor(DType::f32, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}));
+}
+
+}  // namespace
+
 Tensor* sum_shards(Context& ctx, Graph& g, std::span<const LlamaLayer::Shard> shards, const ShardSum& where,
                    Tensor* input, std::vector<LlamaModel::NodeRange>& part_nodes,
-                   const std::function<Tensor*(const LlamaLayer::Shard&)>& partial) {
+                   const std::function<Tensor*(const LlamaLayer::Shard&, Tensor*)>& partial) {
   g.expand(input);
-  std::vector<Tensor*> parts;
-  Tensor* sum = nullptr;
-  for (const bool home_pass : {false, true}) {
-    int first_part = -1;  // the first other part with a partial
-    for (const LlamaLayer::Shard& s : shards) {
-      if ((s.part == where.home) != home_pass) continue;
-      const size_t begin = ctx.size();
-      Tensor* t = partial(s);
-      if (t == nullptr) continue;
-      if (!home_pass) part_nodes.push_back({begin, ctx.size(), s.part});
-      if (first_part < 0) first_part = s.part;
-      g.expand(t);
-      parts.push_back(t);
-    }
+  Tensor* sent = to_wire(ctx, where, input);  // what the other parts are sent, made once on the home
+  // The other parts' partials as computed (f32) and as sent, each made on
+  // its own part; only what the sums read joins the graph.
+  struct Other {
+    int part;
+    Tensor* raw;
+    Tensor* sent;
+  };
+  std::vector<Other> others;
+  for (const LlamaLayer::Shard& s : shards) {
+    if (s.part == where.home) continue;
+    const size_t begin = ctx.size();
+    Tensor* t = partial(s, from_wire(ctx, where, sent));
+    if (t == nullptr) continue;  // nothing of this layer's sum on this part
+    others.push_back({s.part, t, to_wire(ctx, where, t)});
+    part_nodes.push_back({begin, ctx.size(), s.part});
+  }
+  std::vector<Tensor*> arriving;  // at the home, as sent
+  if (where.others_meet && others.size() >= 2) {
     // The other parts' partials meet on the first of them, before the
     // home's shard in the graph (so that part adds them while the home
     // computes); the order of the additions is the same either way.
-    if (!home_pass && where.others_meet && parts.size() >= 2) {
-      const size_t begin = ctx.size();
-      sum = parts.front();
-      for (size_t i = 1; i < parts.size(); ++i) sum = ops::add(ctx, sum, parts[i]);
-      g.expand(sum);
-      part_nodes.push_back({begin, ctx.size(), first_part});
-      parts = {sum};
+    const size_t begin = ctx.size();
+    Tensor* sum = others.front().raw;
+    for (size_t i = 1; i < others.size(); ++i) sum = ops::add(ctx, sum, from_wire(ctx, where, others[i].sent));
+    sum = to_wire(ctx, where, sum);
+    g.expand(sum);
+    part_nodes.push_back({begin, ctx.size(), others.front().part});
+    arriving.push_back(sum);
+  } else {
+    for (const Other& o : others) {
+      g.expand(o.sent);
+      arriving.push_back(o.sent);
     }
   }
-  sum = parts.front();
-  for (size_t i = 1; i < parts.size(); ++i) sum = ops::add(ctx, sum, parts[i]);
+  Tensor* home = nullptr;
+  for (const LlamaLayer::Shard& s : shards)
+    if (s.part == where.home) home = partial(s, input);
+  Tensor* sum = nullptr;
+  for (Tensor* t : arriving) {
+    Tensor* f = from_wire(ctx, where, t);
+    sum = sum == nullptr ? f : ops::add(ctx, sum, f);
+  }
+  if (home != nullptr) {
+    g.expand(home);
+    sum = sum == nullptr ? home : ops::add(ctx, sum, home);
+  }
   return sum;
 }
 
 Tensor* build_ffn_shards(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer& l, Tensor* cur,
                          const ShardSum& where, std::vector<LlamaModel::NodeRange>& part_nodes) {
-  return sum_shards(ctx, g, l.shards, where, cur, part_nodes, [&](const LlamaLayer::Shard& s) -> Tensor* {
+  return sum_shards(ctx, g, l.shards, where, cur, part_nodes, [&](const LlamaLayer::Shard& s, Tensor* x) -> Tensor* {
     if (s.down == nullptr) return nullptr;  // no columns on this part
-    return ops::mul_mat(ctx, s.down, gated(ctx, p, ops::mul_mat(ctx, s.gate, cur), ops::mul_mat(ctx, s.up, cur)));
+    return ops::mul_mat(ctx, s.down, gated(ctx, p, ops::mul_mat(ctx, s.gate, x), ops::mul_mat(ctx, s.up, x)));
   });
 }
 

@@ -62,22 +62,26 @@ Tensor* build_ffn(Context& ctx, Graph& g, const LlamaParams& p, const LlamaLayer
 // are first added on the first of them, and the home adds that one sum to
 // its own: with peer links between the other parts, the home then reads
 // one partial per sum instead of one per part (LlamaModel::shard_sum).
+// The activations cross between parts as wire (f32, or q8_0:
+// LoadOptions::tensor_partials).
 struct ShardSum {
   int home = 0;
   bool others_meet = false;
+  DType wire = DType::f32;
 };
 
-// The sum of a tensor-parallel layer's partials, partial(shard) for each
-// shard that has one (nullptr: none), f32 [n_embd, n]. The input is added
-// to g first (one run of the home part's nodes); then the other parts'
-// shards, each whole and recorded in part_nodes to run on its part's
-// device, so that they start before the home part computes its own shard;
-// then, with where.others_meet, their sum on the first of them; then the
-// home shard; then the sums, on the home part. The additions go in shard
-// order, other parts first, however they are placed.
+// The sum of a tensor-parallel layer's partials, partial(shard, x) for
+// each shard that has one (nullptr: none), f32 [n_embd, n], where x is
+// input as that shard's part sees it. The input is added to g first (one
+// run of the home part's nodes); then the other parts' shards, each whole
+// and recorded in part_nodes to run on its part's device, so that they
+// start before the home part computes its own shard; then, with
+// where.others_meet, their sum on the first of them; then the home shard;
+// then the sums, on the home part. The additions go in shard order, other
+// parts first, however they are placed.
 Tensor* sum_shards(Context& ctx, Graph& g, std::span<const LlamaLayer::Shard> shards, const ShardSum& where,
                    Tensor* input, std::vector<LlamaModel::NodeRange>& part_nodes,
-                   const std::function<Tensor*(const LlamaLayer::Shard&)>& partial);
+                   const std::function<Tensor*(const LlamaLayer::Shard&, Tensor*)>& partial);
 // A dense layer's feed-forward cut by columns (LlamaLayer::Shard): each
 // shard's W_down columns · (act(gate rows · cur) ⊙ up rows · cur), summed
 // as sum_shards does.

@@ -33,6 +33,12 @@ model::ModelLayout layout_for(const GgufFile& file, const Placement& placement, 
   layout.expert_split = options.expert_split;
   layout.experts_overlap = options.experts_overlap;
   layout.cache_type = options.cache_type;
+  if (options.tensor_partials != DType::f32 &&
+      (options.tensor_partials != DType::q8_0 || p.n_embd % static_cast<int64_t>(kQuantBlock) != 0))
+    fail(ErrorKind::unsupported, kExecutorWhere,
+         "tensor-parallel partials as " + std::string(dtype_name(options.tensor_partials)) +
+             " (f32, or q8_0 for a width that is a multiple of 32; this model's is " + std::to_string(p.n_embd) + ")");
+  layout.partials_type = options.tensor_partials;
   layout.sliding_ring_step = options.sliding_ring_step;
   layout.fused_attention = options.fused_attention;
   for (const PlacementPart& part : placement.parts) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -285,8 +286,8 @@ TEST(CpuOpFamilies, UnsupportedCombinationsAreRefused) {
          n->type = DType::i32;
          return n;
        }},
-      {"cpy from q8_0", [](Context& c) {
-         Tensor* n = ops::cpy(c, c.new_tensor(DType::f32, {32}), c.new_tensor(DType::f32, {32}));
+      {"cpy from q8_0 into f16", [](Context& c) {
+         Tensor* n = ops::cpy(c, c.new_tensor(DType::f32, {32}), c.new_tensor(DType::f16, {32}));
          n->src[0] = c.new_tensor(DType::q8_0, {32});
          return n;
        }},
@@ -317,6 +318,38 @@ TEST(CpuOpFamilies, UnsupportedCombinationsAreRefused) {
       EXPECT_EQ(e.kind(), ErrorKind::unsupported) << c.what << ": " << e.what();
     }
   }
+}
+
+// cpy from a quantized tensor into f32 (the q8_0 crossings of a tensor
+// split) dequantizes each packed row: for q8_0 the values are d * q, with d
+// the block's f16 scale, read here from the bytes themselves; a row split
+// over threads gives the same floats.
+TEST(CpuOpFamilies, CpyDequantizesQ8_0Rows) {
+  std::unique_ptr<Device> cpu = make_cpu_device(2);
+  std::unique_ptr<Backend> backend = cpu->create_backend();
+  constexpr int64_t kCols = 96, kRows = 5;
+  Context ctx;
+  Tensor* q = ctx.new_tensor(DType::q8_0, {kCols, kRows});
+  Tensor* out = ops::cpy(ctx, q, ctx.new_tensor(DType::f32, {kCols, kRows}));
+  Graph g;
+  g.expand(out);
+  std::unique_ptr<Buffer> buffer = weft::testing::bind_graph(*cpu, g);
+  std::vector<float> values(static_cast<size_t>(kCols * kRows));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+  from_f32(DType::q8_0, values.data(), q->data, kCols * kRows);
+  backend->compute(g);
+  const auto* blocks = static_cast<const BlockQ8_0*>(q->data);
+  const auto* got = static_cast<const float*>(out->data);
+  for (int64_t i = 0; i < kCols * kRows; ++i) {
+    const BlockQ8_0& b = blocks[i / kQuantBlock];
+    const double want = static_cast<double>(f16_to_f32(b.d)) * b.q[i % kQuantBlock];
+    ASSERT_EQ(static_cast<double>(got[i]), want) << "element " << i;
+    EXPECT_NEAR(got[i], values[static_cast<size_t>(i)], 3.0 / 127) << "element " << i;
+  }
+  // Into anything but a packed f32 tensor of its shape: refused by the constructor.
+  EXPECT_THROW(ops::cpy(ctx, q, ctx.new_tensor(DType::f16, {kCols, kRows})), Error);
+  EXPECT_THROW(ops::cpy(ctx, q, ctx.new_tensor(DType::f32, {kCols * kRows})), Error);
+  EXPECT_THROW(ops::cpy(ctx, q, ctx.new_tensor(DType::q8_0, {kCols, kRows})), Error);
 }
 
 }  // namespace

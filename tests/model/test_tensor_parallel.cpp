@@ -369,6 +369,55 @@ TEST_F(TensorParallel, WorkersAddTheirPartialsOverPeerLinks) {
   EXPECT_EQ(with_links, without);
 }
 
+// Activations crossing as q8_0 (LoadOptions::tensor_partials): the logits
+// against the float64 reference within q8_0's rounding, over two devices
+// and over three whose partials meet on a worker; and per token about
+// 34/128 of the f32 crossings' bytes to and from the worker.
+TEST_F(TensorParallel, PartialsAsQ8_0CrossInAQuarterOfTheBytes) {
+  TempFile f("tp_partials_q8");
+  const FourKvModel tiny(f.path, false);
+  auto file = weft::GgufFile::open(f.path);
+  weft::model::LoadOptions q8;
+  q8.tensor_partials = DType::q8_0;
+  const std::vector<int32_t> seq = {1, 7, 22, 36, 5, 12};
+  const auto want = tiny.forward(seq);
+  for (const bool three : {false, true}) {
+    SCOPED_TRACE(three ? "three devices" : "two devices");
+    const Placement pl = three ? by_heads({host(), a(), b()}, {4, 2, 2}, FourKvModel::kLayers)
+                               : by_heads({host(), a()}, {4, 4}, FourKvModel::kLayers);
+    Executor m(*file, pl, 32, {}, q8);
+    EXPECT_EQ(m.model().layout().partials_meet_for(0), three);
+    std::vector<int32_t> tokens = seq;
+    std::vector<float> logits;
+    llama_reference::eval_with_steps([&](std::span<const int32_t> t, int64_t n) { return m.eval(t, n); }, tokens, 3,
+                                     FourKvModel::kVocab, logits);
+    llama_reference::expect_close(logits, want, 2e-3, three ? "tp q8_0 partials, 3" : "tp q8_0 partials, 2");
+  }
+  // Bytes per token from the worker: the partials' share falls to 34/128.
+  auto received_per_token = [&](const weft::model::LoadOptions& o) {
+    Executor m(*file, by_heads({host(), a()}, {4, 4}, FourKvModel::kLayers), 32, {}, o);
+    (void)m.eval(seq, 0);
+    const int32_t next = 9;
+    (void)m.eval({&next, 1}, 6);
+    const uint64_t before = weft::rpc_stats(workers_.endpoint(0)).bytes_received;
+    for (int i = 0; i < 4; ++i) (void)m.eval({&next, 1}, 7 + i);
+    return static_cast<double>(weft::rpc_stats(workers_.endpoint(0)).bytes_received - before) / 4;
+  };
+  const double exact = received_per_token({}), rounded = received_per_token(q8);
+  const double partials = 2.0 * FourKvModel::kLayers * FourKvModel::kDim * 4;  // f32 partials per token
+  std::printf("bytes per token from the worker: f32 %.0f, q8_0 %.0f\n", exact, rounded);
+  EXPECT_NEAR(exact - rounded, partials * (1.0 - 34.0 / 128.0), 64.0);
+  // A width that is not whole q8_0 blocks, or another type, is refused by name.
+  weft::model::LoadOptions q4;
+  q4.tensor_partials = DType::q4_0;
+  try {
+    Executor m(*file, by_heads({host(), a()}, {4, 4}, FourKvModel::kLayers), 32, {}, q4);
+    ADD_FAILURE() << "q4_0 partials were taken";
+  } catch (const weft::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("partials as q4_0"), std::string::npos) << e.what();
+  }
+}
+
 // A worker that dies while it holds shards ends the next eval with an
 // error naming it (no hang, no abort), and the executor can be destroyed.
 TEST_F(TensorParallel, ADeadWorkerEndsTheEvalWithAnErrorNamingIt) {

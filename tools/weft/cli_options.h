@@ -29,6 +29,7 @@ struct ModelHostArgs {
   std::string auth_token_file;       // the workers' shared secret (weft/core/secret_file.h); empty: none
   bool no_mmap = false;              // copy the host's weights instead of using the file's mapping
   std::string cache_type = "f16";    // the KV cache's element type: f16 or q8_0
+  std::string tensor_partials = "f32";  // how a tensor split's activations cross: f32 or q8_0
   std::string split_mode = "layer";   // "layer" (a pipeline) or "tensor" (every layer cut by heads)
   std::string placement = "speed";   // without --split: "speed" (probed at connect) or "memory"
   std::string experts_split;         // expert proportions host,worker1,...; empty: experts with their layer

@@ -50,6 +50,12 @@ void add_model_host_options(CLI::App* cmd, ModelHostArgs& host) {
                   "KV cache element type: f16, or q8_0 (about half the memory; needs fused attention)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f16", "q8_0"}));
+  cmd->add_option("--tensor-partials", host.tensor_partials,
+                  "with --split-mode tensor: how the activations cross between devices, f32 (exact) or q8_0 "
+                  "(0.27 of the partials' bytes; rounds them as a q8_0 product's activations are; so far slower "
+                  "than f32 even over 1 Gbit/s: docs/performance.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "q8_0"}));
   cmd->add_flag("--no-peer-links", host.no_peer_links,
                 "send activations between workers through this host (workers that cannot reach each other)");
   cmd->add_flag("--discover", host.discover,
@@ -109,6 +115,7 @@ SessionOptions session_options(const ModelHostArgs& args, const char* what) {
   o.device_options.cpu_threads = args.threads;
   o.load.map_weights = !args.no_mmap;
   o.load.cache_type = dtype_from_name(args.cache_type).value_or(DType::f16);  // CLI checked the name
+  o.load.tensor_partials = dtype_from_name(args.tensor_partials).value_or(DType::f32);
   o.device_options.rpc.peer_links = !args.no_peer_links;
   o.device_options.rpc.reply_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.worker_timeout_s * 1000.0));

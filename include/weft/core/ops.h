@@ -137,7 +137,9 @@ Tensor* set_rows(Context& ctx, Tensor* dst, Tensor* src, Tensor* idx);
 Tensor* routed_rows(Context& ctx, Tensor* x, Tensor* ids, int32_t first, int32_t count);
 // Copies a into b converting dtype, element by element in logical order;
 // returns a view of b that carries the write. Same element count; for a
-// quantized b the shapes must match. a may be f32, f16, bf16 (or i32 into i32).
+// quantized b the shapes must match. a may be f32, f16, bf16 (or i32 into
+// i32), or quantized with packed rows into a packed f32 b of its shape
+// (dequantized).
 Tensor* cpy(Context& ctx, Tensor* a, Tensor* b);
 // A packed copy of a (any dtype; a quantized a must have packed rows).
 Tensor* cont(Context& ctx, Tensor* a);

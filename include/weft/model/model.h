@@ -351,6 +351,13 @@ struct LoadOptions {
   // placement and a head size that is a multiple of 32). Anything else, or
   // q8_0 without fused attention, is Error(unsupported) naming why.
   DType cache_type = DType::f16;
+  // Tensor parallelism: how activations cross between a run's parts (the
+  // normalized input out to the others, their partial sums back): f32
+  // (exact up to the order of the additions), or q8_0 (34 bytes per 32
+  // values, 0.27 of the bytes, for slow links; each crossing then rounds
+  // the values as a q8_0 matrix product's activations are). Needs n_embd a
+  // multiple of 32; anything else is Error(unsupported).
+  DType tensor_partials = DType::f32;
   // Pipelined prompts: over a placement where two or more devices hold
   // layers, a prompt of more than this many tokens evaluated for its last
   // token's logits (LogitRows::last or none) goes in micro-batches of this
@@ -450,6 +457,7 @@ struct ModelLayout {
   // (pushed to it over peer links) so that the home reads one sum per
   // layer's sum instead of one partial per part. Empty: none.
   std::vector<char> partials_meet;
+  DType partials_type = DType::f32;  // LoadOptions::tensor_partials
   bool partials_meet_for(int home) const {
     return static_cast<size_t>(home) < partials_meet.size() && partials_meet[static_cast<size_t>(home)] != 0;
   }

@@ -124,8 +124,17 @@ void copy_quantized_rows(const KernelContext& kc, const Tensor& a, Tensor& dst) 
   for (int64_t row = r.begin; row < r.end; ++row) std::memmove(nth_row(dst, row), nth_row(a, row), bytes);
 }
 
+// Dequantizes whole packed rows of a into the packed f32 dst of its shape.
+void copy_dequantize(const KernelContext& kc, const Tensor& a, Tensor& dst) {
+  const Range r = split_range(a.nrows(), kc.ith, kc.nth);
+  for (int64_t row = r.begin; row < r.end; ++row)
+    to_f32_row(a.type, nth_row(a, row), reinterpret_cast<float*>(nth_row(dst, row)), a.ne[0]);
+}
+
 void copy_op(const KernelContext& kc, Tensor& dst) {
   const Tensor& a = *dst.src[0];
+  if (traits(a.type).quantized && dst.type == DType::f32 && dst.op == Op::cpy)
+    return copy_dequantize(kc, a, dst);                                  // cpy
   if (traits(a.type).quantized) return copy_quantized_rows(kc, a, dst);  // cont
   if (traits(dst.type).quantized) return copy_quantize(kc, a, dst);      // cpy
   copy_elements(kc, a, dst);
@@ -140,9 +149,11 @@ size_t copy_scratch_bytes(const Tensor& n, int) {
   return kScratchAlign + scratch_piece_bytes(a.ne[0], sizeof(float));
 }
 
-// From f32, f16 or bf16 into any dtype, or i32 into i32.
+// From f32, f16 or bf16 into any dtype, i32 into i32, or a quantized
+// tensor's packed rows into packed f32.
 bool cpy_supports(const Tensor& n) {
   const Tensor* a = n.src[0];
+  if (a && traits(a->type).quantized) return n.type == DType::f32 && a->rows_contiguous() && n.is_contiguous();
   return a && (is_float_type(a->type) || (a->type == DType::i32 && n.type == DType::i32));
 }
 
