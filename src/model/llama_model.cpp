@@ -173,7 +173,8 @@ LlamaModel::Forward LlamaModel::build_forward(Context& ctx, Graph& g, const Inpu
     if (l.shards.empty() || l.ffn_gate_inp != nullptr)  // whole, or a mixture of experts (never sharded)
       cur = detail::build_ffn(ctx, g, p, l, cur, {part, layout_.experts_overlap, routed_rows, &f.part_nodes});
     else
-      cur = detail::build_ffn_shards(ctx, g, p, l, cur, {part, layout_.partials_meet_for(part), layout_.partials_type}, f.part_nodes);
+      cur = detail::build_ffn_shards(ctx, g, p, l, cur, {part, layout_.partials_meet_for(part), layout_.partials_type},
+                                     f.part_nodes);
     if (l.ffn_post_norm) cur = ops::mul(ctx, ops::rms_norm(ctx, cur, p.rms_eps), l.ffn_post_norm);
     x = ops::add(ctx, x, cur);
   }
