@@ -42,6 +42,12 @@ struct Scheduler::Impl {
     std::vector<std::vector<int>> implied;       // per split: earlier splits done once it is done
     std::vector<int> last_on_backend;            // the latest split submitted to each backend, this run
     std::vector<std::vector<uint64_t>> tickets;  // per split and input copy: a push compute_head started (0: none)
+    // Per split: the hazards (rule 2) on splits whose backend cannot reach
+    // its memory, so they touched it only by reading it into their input
+    // copies; and, per split, whether every such read was made by the host
+    // before that split's submission returned (through host memory).
+    std::vector<std::vector<int>> copy_read_hazards;
+    std::vector<char> reads_at_submit;
     size_t n_submitted = 0;                      // splits of this run submitted (compute_head stops early)
     bool submitted = false;
     bool bound = false;  // graph's tensors are bound to this set (a later allocate elsewhere unbinds)
@@ -194,7 +200,13 @@ struct Scheduler::Impl {
       for (const auto& c : splits[s].copies) {
         if (c.producer >= 0) waits.push_back(c.producer);
       }
+      std::vector<int>& by_copy = b.copy_read_hazards.emplace_back();
       if (!skip_hazard_waits && s < memory.hazards.size()) {
+        const BufferType& mine = *set.buffer_types[static_cast<size_t>(set.buffer_of_backend[splits[s].backend])];
+        for (int h : memory.hazards[s])  // a producer is waited for all the same (rule 1)
+          if (!set.can_read(splits[static_cast<size_t>(h)].backend, mine) &&
+              std::find(waits.begin(), waits.end(), h) == waits.end())
+            by_copy.push_back(h);
         waits.insert(waits.end(), memory.hazards[s].begin(), memory.hazards[s].end());
       }
       std::sort(waits.begin(), waits.end());
@@ -220,9 +232,12 @@ struct Scheduler::Impl {
     return &device;
   }
 
-  void copy_input(Batch& b, Backend& dst_backend, const detail::InputCopy& c) {
+  // Returns whether c's source was read before this returned (through host
+  // memory, or uploaded at once from it), rather than by a device later.
+  bool copy_input(Batch& b, Backend& dst_backend, const detail::InputCopy& c) {
     const bool ordered_read = ordered_read_device(b, dst_backend, c) != nullptr;
-    if (!ordered_read && dst_backend.copy_tensor_async(backend(c.src_backend), *c.src, *c.copy)) return;
+    if (!ordered_read && dst_backend.copy_tensor_async(backend(c.src_backend), *c.src, *c.copy))
+      return dst_backend.copy_reads_host_source_at_once() && c.src->buffer != nullptr && c.src->buffer->type().is_host();
     // Through host memory: the host must see the producer's result first,
     // unless the read itself proves the producer done.
     if (c.producer >= 0 && !ordered_read) host_wait(b, c.producer);
@@ -230,6 +245,7 @@ struct Scheduler::Impl {
     tensor_get(*c.src, staging.data(), 0, staging.size());
     if (ordered_read) mark_done(b, c.producer);
     dst_backend.set_tensor_async(*c.copy, staging.data(), 0, staging.size());
+    return true;
   }
 
   // Submits split s: its waits (rules 1-3), its input copies, its nodes, its
@@ -255,8 +271,13 @@ struct Scheduler::Impl {
       }
     }
     auto backend_of_split = [&](int w) { return b.plan->splits[static_cast<size_t>(w)].backend; };
+    const std::vector<int>& by_copy = b.copy_read_hazards[s];
     for (int w : b.info[s].waits_for) {
       if (ordered[static_cast<size_t>(backend_of_split(w))]) continue;  // the ordered copy waits for it
+      // A hazard on a split that only read this memory, and read it while
+      // it was submitted: nothing of it is left to wait for.
+      if (b.reads_at_submit[static_cast<size_t>(w)] && std::find(by_copy.begin(), by_copy.end(), w) != by_copy.end())
+        continue;
       Device* d = &backend(backend_of_split(w)).device();
       if (std::find(read_devices.begin(), read_devices.end(), d) != read_devices.end()) {
         covered_by_read.push_back(w);  // done once a read from its device returns
@@ -264,6 +285,7 @@ struct Scheduler::Impl {
       }
       if (wait_for(b, be, w)) implied.push_back(w);
     }
+    bool reads_now = true;
     for (size_t i = 0; i < split.copies.size(); ++i) {
       const auto& c = split.copies[i];
       if (ordered[static_cast<size_t>(c.src_backend)]) {
@@ -274,14 +296,16 @@ struct Scheduler::Impl {
         if (ticket != 0 || be.copy_tensor_ordered(backend(c.src_backend), *c.src, *c.copy)) {
           const int last = last_on_backend[static_cast<size_t>(c.src_backend)];
           if (last >= 0) implied.push_back(last);
+          reads_now = false;
           continue;
         }
         // It could not copy these two in order: wait, now, for what was skipped.
         for (int w : b.info[s].waits_for)
           if (backend_of_split(w) == c.src_backend) host_wait(b, w);
       }
-      copy_input(b, be, c);
+      reads_now = copy_input(b, be, c) && reads_now;
     }
+    b.reads_at_submit[s] = reads_now ? 1 : 0;
     for (int w : covered_by_read) mark_done(b, w);
     // The pushes out of the sources go now: their workers are idle until then.
     for (size_t x = 0; x < ordered.size(); ++x)
@@ -317,6 +341,7 @@ struct Scheduler::Impl {
     b.events.clear();
     b.events.resize(n);
     b.host_synced.assign(n, 0);
+    b.reads_at_submit.assign(n, 0);
     b.implied.resize(n);
     for (auto& list : b.implied) list.clear();
     b.last_on_backend.assign(set.backends.size(), -1);

@@ -393,20 +393,29 @@ TEST_F(TensorParallel, PartialsAsQ8_0CrossInAQuarterOfTheBytes) {
                                      FourKvModel::kVocab, logits);
     llama_reference::expect_close(logits, want, 2e-3, three ? "tp q8_0 partials, 3" : "tp q8_0 partials, 2");
   }
-  // Bytes per token from the worker: the partials' share falls to 34/128.
-  auto received_per_token = [&](const weft::model::LoadOptions& o) {
+  // Per token from the worker: the partials' bytes fall to 34/128, in as
+  // many round trips (the conversions' tensors add no wait: the scheduler's
+  // reads made at submission, docs/scheduler.md rule 2).
+  struct PerToken {
+    double bytes, round_trips;
+  };
+  auto per_token = [&](const weft::model::LoadOptions& o) {
     Executor m(*file, by_heads({host(), a()}, {4, 4}, FourKvModel::kLayers), 32, {}, o);
     (void)m.eval(seq, 0);
     const int32_t next = 9;
     (void)m.eval({&next, 1}, 6);
-    const uint64_t before = weft::rpc_stats(workers_.endpoint(0)).bytes_received;
+    const weft::RpcStats before = weft::rpc_stats(workers_.endpoint(0));
     for (int i = 0; i < 4; ++i) (void)m.eval({&next, 1}, 7 + i);
-    return static_cast<double>(weft::rpc_stats(workers_.endpoint(0)).bytes_received - before) / 4;
+    const weft::RpcStats after = weft::rpc_stats(workers_.endpoint(0));
+    return PerToken{static_cast<double>(after.bytes_received - before.bytes_received) / 4,
+                    static_cast<double>(after.round_trips - before.round_trips) / 4};
   };
-  const double exact = received_per_token({}), rounded = received_per_token(q8);
+  const PerToken exact = per_token({}), rounded = per_token(q8);
   const double partials = 2.0 * FourKvModel::kLayers * FourKvModel::kDim * 4;  // f32 partials per token
-  std::printf("bytes per token from the worker: f32 %.0f, q8_0 %.0f\n", exact, rounded);
-  EXPECT_NEAR(exact - rounded, partials * (1.0 - 34.0 / 128.0), 64.0);
+  std::printf("per token from the worker: f32 %.0f bytes in %.1f round trips, q8_0 %.0f in %.1f\n", exact.bytes,
+              exact.round_trips, rounded.bytes, rounded.round_trips);
+  EXPECT_NEAR(exact.bytes - rounded.bytes, partials * (1.0 - 34.0 / 128.0), 64.0);
+  EXPECT_EQ(rounded.round_trips, exact.round_trips);
   // A width that is not whole q8_0 blocks, or another type, is refused by name.
   weft::model::LoadOptions q4;
   q4.tensor_partials = DType::q4_0;

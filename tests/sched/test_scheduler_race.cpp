@@ -9,11 +9,13 @@
 #include <random>
 #include <vector>
 
+#include "rpc/local_workers.h"
 #include "sched/scheduler_testing.h"
 #include "tensor_read.h"
 #include "weft/backend/cpu.h"
 #include "weft/backend/sched.h"
 #include "weft/core/ops.h"
+#include "weft/rpc/client.h"
 #include "weft/testing/async.h"
 
 namespace weft {
@@ -117,6 +119,61 @@ TEST(SchedulerRace, PlanReportsTheHazardWait) {
   ASSERT_EQ(sched.splits().size(), 2u);
   EXPECT_EQ(sched.splits()[1].n_input_copies, 0);
   EXPECT_EQ(sched.splits()[1].waits_for, std::vector<int>{0});
+}
+
+// A tensor of this host's that only a worker's split reads: u, a leaf the
+// CPU's cpy writes (a leaf stays out of the outputs the allocator keeps),
+// read by the worker's split through an input copy, which the host makes
+// through host memory while it submits that split (a worker's upload takes
+// the bytes at once). The CPU's next split takes u's bytes (the planner's
+// hazard, rule 2) and need not wait for the worker: submitting the graph
+// returns while the worker's device is still in its delay, and the results
+// are right. A copy the destination makes itself later (the async device's
+// own, SplitWithoutInputsWaitsForReusedMemory) keeps the wait.
+TEST(SchedulerRace, AReadMadeAtSubmissionNeedsNoWait) {
+  auto cpu = make_cpu_device(1);
+  AsyncOptions ao;
+  ao.delay_ms = 300;
+  testing::LocalWorkers worker(1, [&](int) { return make_async_device(ao); });
+  auto remote = make_rpc_devices(worker.endpoint(0));
+  auto cpu_backend = cpu->create_backend();
+  auto async_backend = remote.at(0)->create_backend();
+  Scheduler sched({cpu_backend.get(), async_backend.get()});
+  Context ctx;
+  Tensor* in = ctx.new_tensor(DType::f32, {256});
+  Tensor* k = ctx.new_tensor(DType::f32, {256});
+  in->flags |= kFlagInput;
+  k->flags |= kFlagInput;
+  Tensor* u = ops::cpy(ctx, ops::scale(ctx, in, 2.0f), ctx.new_tensor(DType::f32, {256}));
+  Tensor* sq = ops::sqr(ctx, ops::reshape(ctx, u, {16, 16}));
+  Tensor* v = ops::sum_rows(ctx, sq);
+  Tensor* w = ops::add(ctx, ops::cont(ctx, k), ops::scale(ctx, k, 3.0f));  // two new tensors: u's bytes and more
+  v->flags |= kFlagOutput;
+  w->flags |= kFlagOutput;
+  Graph g;
+  g.expand(v);
+  g.expand(w);
+  for (Tensor* t : g.nodes()) sched.set_backend(*t, t == sq || t == v ? *async_backend : *cpu_backend);
+  sched.allocate(g);
+  ASSERT_EQ(sched.splits().size(), 3u);
+  EXPECT_EQ(sched.splits()[1].n_input_copies, 1);
+  EXPECT_EQ(sched.splits()[2].waits_for, std::vector<int>{1});  // the planner's hazard: u's bytes reused
+  std::mt19937 rng(11);
+  const auto x = random_values(256, rng);
+  const auto y = random_values(256, rng);
+  tensor_set(*in, x.data(), 0, in->nbytes());
+  tensor_set(*k, y.data(), 0, k->nbytes());
+  sched.compute_async(g);
+  EXPECT_TRUE(async_device_compute_log(worker.device(0)).empty()) << "the host waited for the worker's split";
+  sched.wait(g);
+  const auto got_v = read(*v);
+  const auto got_w = read(*w);
+  for (int r = 0; r < 16; ++r) {
+    double sum = 0;
+    for (int i = 0; i < 16; ++i) sum += 4.0 * x[static_cast<size_t>(r * 16 + i)] * x[static_cast<size_t>(r * 16 + i)];
+    EXPECT_NEAR(got_v[static_cast<size_t>(r)], sum, 1e-4 * (1 + std::fabs(sum))) << "row " << r;
+  }
+  for (size_t i = 0; i < 256; ++i) EXPECT_EQ(got_w[i], y[i] + 3.0f * y[i]) << i;
 }
 
 TEST(SchedulerOverlap, SplitsInDisjointBuffersRunConcurrently) {

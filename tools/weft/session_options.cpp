@@ -52,8 +52,8 @@ void add_model_host_options(CLI::App* cmd, ModelHostArgs& host) {
       ->check(CLI::IsMember({"f16", "q8_0"}));
   cmd->add_option("--tensor-partials", host.tensor_partials,
                   "with --split-mode tensor: how the activations cross between devices, f32 (exact) or q8_0 "
-                  "(0.27 of the partials' bytes; rounds them as a q8_0 product's activations are; so far slower "
-                  "than f32 even over 1 Gbit/s: docs/performance.md)")
+                  "(0.27 of the partials' bytes, for links of about 100 Mbit/s and slower; rounds them as a q8_0 "
+                  "product's activations are)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "q8_0"}));
   cmd->add_flag("--no-peer-links", host.no_peer_links,

@@ -119,6 +119,12 @@ class Backend {
     (void)src_backend; (void)src; (void)dst;
     return false;
   }
+  // Whether copy_tensor_async reads a source in host memory before it
+  // returns (an upload that takes the bytes at once) rather than when this
+  // backend's stream gets to it: then nothing of this backend's split is
+  // left to wait for before that memory is reused (docs/scheduler.md,
+  // rule 2). The default: later.
+  virtual bool copy_reads_host_source_at_once() const { return false; }
 
   // Optional: copies between two backends that need no host wait (workers
   // pushing to each other, docs/rpc-protocol.md section 8). When

@@ -139,6 +139,7 @@ class RemoteBackend final : public Backend {
 
   void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) override;
   bool copy_tensor_async(Backend& src_backend, const Tensor& src, Tensor& dst) override;
+  bool copy_reads_host_source_at_once() const override { return true; }  // an upload, written before it returns
   // Another worker's backend whose worker and this one both speak peer links
   // (protocol 1.5): the copy is a PUSH_TO_PEER there and a PEER_WAIT here
   // (docs/rpc-protocol.md section 8); the host waits for neither.
