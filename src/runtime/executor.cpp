@@ -33,8 +33,10 @@ model::ModelLayout layout_for(const GgufFile& file, const Placement& placement, 
   layout.expert_split = options.expert_split;
   layout.experts_overlap = options.experts_overlap;
   layout.cache_type = options.cache_type;
-  if (options.tensor_partials != DType::f32 &&
-      (options.tensor_partials != DType::q8_0 || p.n_embd % static_cast<int64_t>(kQuantBlock) != 0))
+  const bool partials_fit = options.tensor_partials == DType::f32 ||
+                            (options.tensor_partials == DType::q8_0 &&
+                             (!placement.splits_heads() || p.n_embd % static_cast<int64_t>(kQuantBlock) == 0));
+  if (!partials_fit)
     fail(ErrorKind::unsupported, kExecutorWhere,
          "tensor-parallel partials as " + std::string(dtype_name(options.tensor_partials)) +
              " (f32, or q8_0 for a width that is a multiple of 32; this model's is " + std::to_string(p.n_embd) + ")");

@@ -237,7 +237,8 @@ struct Scheduler::Impl {
   bool copy_input(Batch& b, Backend& dst_backend, const detail::InputCopy& c) {
     const bool ordered_read = ordered_read_device(b, dst_backend, c) != nullptr;
     if (!ordered_read && dst_backend.copy_tensor_async(backend(c.src_backend), *c.src, *c.copy))
-      return dst_backend.copy_reads_host_source_at_once() && c.src->buffer != nullptr && c.src->buffer->type().is_host();
+      return dst_backend.copy_reads_host_source_at_once() && c.src->buffer != nullptr &&
+             c.src->buffer->type().is_host();
     // Through host memory: the host must see the producer's result first,
     // unless the read itself proves the producer done.
     if (c.producer >= 0 && !ordered_read) host_wait(b, c.producer);

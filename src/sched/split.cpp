@@ -1,6 +1,7 @@
 // Pass 5: cut the graph into splits where the backend changes, clone the
 // nodes, and create input copies for memory a split's backend cannot read.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -125,13 +126,22 @@ class SplitBuilder {
     return it->second;
   }
 
-  // The current split's copy of s's root, made on first request.
+  // The current split's copy of s's root, made on first request: a copy an
+  // earlier split on the same backend made of the same bytes (the same
+  // writer since) is read again rather than copied again (an attention
+  // mask or positions that every layer's split on a worker reads go to it
+  // once per graph, not once per layer).
   Tensor* copy_for(const Tensor* s) {
     Tensor* root = const_cast<Tensor*>(s->view_root());
     const int producer = last_writer_.count(root) ? last_writer_.at(root) : -1;
     const int producer_backend = producer >= 0 ? plan_.splits[static_cast<size_t>(producer)].backend : a_.at(root);
     auto [it, fresh] = copies_.try_emplace(root, nullptr);
     if (!fresh) return it->second;
+    const auto earlier = made_copies_.find({root, split().backend});
+    if (earlier != made_copies_.end() && earlier->second.producer == producer) {
+      it->second = earlier->second.copy;
+      return it->second;
+    }
     if (!root->is_contiguous()) {
       fail(ErrorKind::unsupported, "sched", "cannot copy non-contiguous " + shape_string(*root) + " '" + root->name + "'");
     }
@@ -142,6 +152,7 @@ class SplitBuilder {
     split().copies.push_back({exec_tensor(root), copy, producer_backend, producer});
     append(copy, false);
     it->second = copy;
+    made_copies_[{root, split().backend}] = {copy, producer};
     return copy;
   }
 
@@ -185,6 +196,11 @@ class SplitBuilder {
   std::unordered_map<const Tensor*, int> last_writer_;       // caller's root -> split
   std::unordered_map<const Tensor*, Tensor*> copies_;        // this split's copies, by caller's root
   std::unordered_map<const Tensor*, Tensor*> copy_views_;    // caller's view -> view of a copy
+  struct MadeCopy {
+    Tensor* copy;
+    int producer;  // the split whose result it holds (-1: data set before compute)
+  };
+  std::map<std::pair<const Tensor*, int>, MadeCopy> made_copies_;  // (caller's root, backend) -> its last copy
 };
 
 }  // namespace

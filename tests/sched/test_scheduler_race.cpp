@@ -251,5 +251,49 @@ TEST(SchedulerCopies, HostBackendsReadEachOthersMemoryDirectly) {
   }
 }
 
+// An input that two splits of a device with memory of its own read (as
+// every layer's split on a worker reads the attention mask) is copied to
+// it once: the second split reads the first's copy. A tensor written again
+// in between is copied again (the copy must hold the new bytes).
+TEST(SchedulerCopies, AnInputGoesToADeviceOncePerGraph) {
+  auto cpu = make_cpu_device(1);
+  AsyncOptions ao;
+  ao.isolated_memory = true;
+  ao.random_delay_ms = 1;
+  auto async = make_async_device(ao);
+  auto cb = cpu->create_backend();
+  auto ab = async->create_backend();
+  Scheduler sched({cb.get(), ab.get()});
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::f32, {64});
+  x->flags |= kFlagInput;
+  Tensor* s1 = ops::silu(ctx, x);           // async: copies x
+  Tensor* c = ops::sqr(ctx, s1);            // CPU: copies s1 back
+  Tensor* d = ops::add(ctx, c, x);          // async: copies c, reads its copy of x again
+  Tensor* y = ops::cpy(ctx, d, x);          // CPU: writes x anew (d copied back)
+  Tensor* e = ops::mul(ctx, ops::silu(ctx, d), y);  // async: x's new bytes copied again
+  Graph g;
+  g.expand(e);
+  for (Tensor* t : g.nodes()) sched.set_backend(*t, t == c || t == y ? *cb : *ab);
+  sched.allocate(g);
+  ASSERT_EQ(sched.splits().size(), 5u);
+  EXPECT_EQ(sched.splits()[0].n_input_copies, 1);  // x
+  EXPECT_EQ(sched.splits()[2].n_input_copies, 1);  // c only: x's copy is split 0's
+  EXPECT_EQ(sched.splits()[4].n_input_copies, 1);  // x as y rewrote it
+  std::vector<float> xs(64);
+  for (int i = 0; i < 64; ++i) xs[static_cast<size_t>(i)] = 0.05f * static_cast<float>(i - 32);
+  for (int run = 0; run < 3; ++run) {
+    tensor_set(*x, xs.data(), 0, x->nbytes());
+    sched.compute(g);
+    const auto got = read(*e);
+    for (size_t i = 0; i < 64; ++i) {
+      const double v = xs[i], silu_v = v / (1 + std::exp(-v));
+      const double dv = silu_v * silu_v + v;
+      const double want = dv / (1 + std::exp(-dv)) * dv;
+      EXPECT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want))) << "run " << run << ", element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft
