@@ -300,6 +300,7 @@ Tensor* LlamaModel::build_attention(Context& ctx, Graph& g, Forward& f, const Ll
   } else {
     const detail::ShardSum where{layer_part(il), layout_.partials_meet_for(layer_part(il)), layout_.partials_type};
     out = detail::sum_shards(ctx, g, l.shards, where, cur, f.part_nodes, [&](const LlamaLayer::Shard& s, Tensor* x) {
+      if (s.n_kv == 0) return static_cast<Tensor*>(nullptr);  // feed-forward columns only
       return heads_attention(ctx, p, layout_.fused_attention, shard_heads(s), il, x, in);
     });
   }

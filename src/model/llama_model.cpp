@@ -73,6 +73,7 @@ LlamaModel::LlamaModel(const GgufFile& file, int64_t n_ctx, const ModelLayout& l
     LlamaLayer& l = layers_[static_cast<size_t>(i)];
     const int64_t rows = ring_rows_ > 0 && p.is_swa(i) ? ring_rows_ : n_ctx_;
     for (LlamaLayer::Shard& sh : l.shards) {  // each shard its heads' rows
+      if (sh.n_kv == 0) continue;             // feed-forward columns only
       const std::string at = std::to_string(i) + ".part" + std::to_string(sh.part);
       sh.k_cache = ctx_.new_tensor(layout_.cache_type, {p.head_dim, rows, sh.n_kv});
       sh.k_cache->name = "cache_k." + at;
@@ -94,7 +95,7 @@ std::vector<Tensor*> LlamaModel::part_caches(int part) const {
   std::vector<Tensor*> caches;
   for (size_t i = 0; i < layers_.size(); ++i) {
     for (const LlamaLayer::Shard& s : layers_[i].shards)
-      if (s.part == part) caches.insert(caches.end(), {s.k_cache, s.v_cache});
+      if (s.part == part && s.k_cache != nullptr) caches.insert(caches.end(), {s.k_cache, s.v_cache});
     if (layer_part_[i] != part || !layers_[i].k_cache) continue;
     caches.push_back(layers_[i].k_cache);
     if (layers_[i].v_cache) caches.push_back(layers_[i].v_cache);

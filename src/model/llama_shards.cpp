@@ -189,9 +189,13 @@ void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<cons
     const int64_t group = p.n_head / p.n_head_kv;
     for (int q : parts) {
       const TensorShare& share = shares[static_cast<size_t>(q)];
-      if (share.last_kv == share.first_kv)
+      // A part without heads computes feed-forward columns only: not the
+      // home (it holds the layer), and not in a layer whose feed-forward is
+      // not cut (a mixture of experts), where it would have nothing to do.
+      if (share.last_kv == share.first_kv && (q == home || !dense || share.last_ff == share.first_ff))
         fail(ErrorKind::invalid_input, kLlamaShardsWhere,
-             "tensor parallelism: part " + std::to_string(q) + " has no key/value head of layer " + std::to_string(il));
+             "tensor parallelism: part " + std::to_string(q) + " has no key/value head of layer " + std::to_string(il) +
+                 (q == home || !dense ? "" : ", nor feed-forward columns"));
       LlamaLayer::Shard s;
       s.part = q;
       s.first_kv = share.first_kv;
@@ -202,7 +206,7 @@ void split_tensor_parallel(ModelWeights& w, const LlamaParams& p, std::span<cons
         s.first_ff = share.first_ff;
         s.n_ff = share.last_ff - share.first_ff;
       }
-      cut_attention(w, ctx, p, l, q == home, s);
+      if (s.n_kv > 0) cut_attention(w, ctx, p, l, q == home, s);
       if (dense) cut_ffn(w, ctx, p, l, s);
       l.shards.push_back(s);
     }

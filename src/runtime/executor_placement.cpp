@@ -1,5 +1,6 @@
 // Placement: which device computes which layers, and which heads of them.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "weft/core/error.h"
@@ -22,6 +23,10 @@ std::string range(int64_t first, int64_t last) {
   return last - first == 1 ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last - 1);
 }
 
+std::string heads_range(const PlacementPart& p) {
+  return p.last_head == p.first_head ? std::string("feed-forward only") : range(p.first_head, p.last_head);
+}
+
 // The parts [begin, end) that cover the same run of layers: one part of
 // every head, or several cutting it by heads.
 size_t run_end(const Placement& pl, size_t begin) {
@@ -42,6 +47,15 @@ int64_t down_block(const GgufFile& file, int64_t first, int64_t last) {
     if (const GgufTensorInfo* t = file.find_tensor("blk." + std::to_string(il) + ".ffn_down.weight"))
       block = std::max(block, traits(t->dtype()).block_size);
   return block;
+}
+
+// Feed-forward column boundaries in proportion to weights, on multiples of
+// align, the last at n_ff.
+std::vector<int64_t> ffn_bounds_by_weight(const std::vector<double>& weights, int64_t n_ff, int64_t align) {
+  std::vector<int64_t> b = layer_bounds(weights, n_ff / align);
+  for (int64_t& x : b) x *= align;
+  b.back() = n_ff;
+  return b;
 }
 
 }  // namespace
@@ -87,7 +101,11 @@ void Placement::check(int64_t n_layer, int64_t n_head, int64_t n_head_kv) const 
       int64_t next_head = 0;
       for (size_t i = begin; i < end; ++i) {
         const PlacementPart& p = parts[i];
-        if (p.first_head != next_head || p.last_head <= p.first_head || p.last_head > n_head)
+        const bool ffn_only = i > begin && p.ffn_share > 0 && p.last_head == p.first_head;
+        if (!(p.ffn_share >= 0) || !std::isfinite(p.ffn_share))
+          fail(ErrorKind::invalid_input, kExecutorPlacementWhere,
+               "placement part " + std::to_string(i) + ": a feed-forward share must be finite and >= 0");
+        if (p.first_head != next_head || (p.last_head <= p.first_head && !ffn_only) || p.last_head > n_head)
           fail(ErrorKind::invalid_input, kExecutorPlacementWhere,
                "placement part " + std::to_string(i) + " heads [" + std::to_string(p.first_head) + ", " +
                    std::to_string(p.last_head) + ") do not continue at head " + std::to_string(next_head) + " of " +
@@ -124,8 +142,7 @@ std::string Placement::describe() const {
     } else {
       out += "layers " + range(first.first_layer, first.last_layer) + ": heads ";
       for (size_t i = begin; i < end; ++i)
-        out += (i > begin ? ", " : "") + range(parts[i].first_head, parts[i].last_head) + " on " +
-               part_name(*this, i);
+        out += (i > begin ? ", " : "") + heads_range(parts[i]) + " on " + part_name(*this, i);
     }
     begin = end;
   }
@@ -147,9 +164,15 @@ std::vector<model::TensorShare> tensor_shares(const GgufFile& file, const Placem
       continue;
     }
     std::vector<int64_t> kv{0};
-    for (size_t i = begin; i < end; ++i) kv.push_back(parts[i].last_head / group);
-    const std::vector<int64_t> ff = model::ffn_bounds(
-        kv, p.n_head_kv, p.n_ff, down_block(file, parts[begin].first_layer, parts[begin].last_layer));
+    std::vector<double> ffn_weights;
+    for (size_t i = begin; i < end; ++i) {
+      kv.push_back(parts[i].last_head / group);
+      ffn_weights.push_back(parts[i].ffn_share);
+    }
+    const int64_t block = down_block(file, parts[begin].first_layer, parts[begin].last_layer);
+    const bool weighed = std::any_of(ffn_weights.begin(), ffn_weights.end(), [](double w) { return w > 0; });
+    const std::vector<int64_t> ff =
+        weighed ? ffn_bounds_by_weight(ffn_weights, p.n_ff, block) : model::ffn_bounds(kv, p.n_head_kv, p.n_ff, block);
     for (size_t i = begin; i < end; ++i)
       shares[i] = {static_cast<int>(begin), kv[i - begin], kv[i - begin + 1], ff[i - begin], ff[i - begin + 1]};
     begin = end;
@@ -158,11 +181,17 @@ std::vector<model::TensorShare> tensor_shares(const GgufFile& file, const Placem
 }
 
 std::vector<int64_t> head_bounds(const std::vector<double>& weights, int64_t n_head, int64_t n_head_kv) {
-  const auto n = static_cast<int64_t>(weights.size());
-  if (n_head_kv <= 0 || n_head % n_head_kv != 0 || n > n_head_kv)
+  if (n_head_kv <= 0 || n_head % n_head_kv != 0)
     fail(ErrorKind::invalid_input, "placement",
-         "cutting " + std::to_string(n_head) + " heads (" + std::to_string(n_head_kv) + " key/value heads) over " +
-             std::to_string(n) + " devices: each device needs a key/value head of its own");
+         "cutting " + std::to_string(n_head) + " heads into " + std::to_string(n_head_kv) + " key/value groups");
+  if (static_cast<int64_t>(weights.size()) > n_head_kv) {  // one each; the others the feed-forward only
+    (void)layer_bounds(weights, 1);                        // the weights' rules
+    std::vector<int64_t> bounds{0};
+    for (size_t i = 0; i < weights.size(); ++i)
+      bounds.push_back(std::min<int64_t>(static_cast<int64_t>(i) + 1, n_head_kv) * (n_head / n_head_kv));
+    return bounds;
+  }
+  const auto n = static_cast<int64_t>(weights.size());
   // One key/value head each, the rest in proportion to the weights (layer_bounds).
   const std::vector<int64_t> rest = layer_bounds(weights, n_head_kv - n);
   std::vector<int64_t> bounds{0};

@@ -160,7 +160,8 @@ void Session::load(const LoadPlan& p, const model::LoadProgress& progress) {
                                  .first_layer = p.devices[i].part.first_layer,
                                  .last_layer = p.devices[i].part.last_layer,
                                  .first_head = p.devices[i].part.first_head,
-                                 .last_head = p.devices[i].part.last_head});
+                                 .last_head = p.devices[i].part.last_head,
+                                 .ffn_share = p.devices[i].part.ffn_share});
     executor_ = std::make_unique<Executor>(*file_, placement, n_ctx, progress, load);
   }
   n_ctx_loaded_ = n_ctx;

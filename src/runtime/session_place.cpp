@@ -160,13 +160,16 @@ LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_b
     const bool cut = groups[g].size() > 1;
     const std::vector<int64_t> heads =
         cut ? head_bounds(groups[g], params_.n_head, params_.n_head_kv) : std::vector<int64_t>{0, 0};
+    // More devices than key/value heads: the feed-forward goes by the weights.
+    const bool by_weight = static_cast<int64_t>(groups[g].size()) > params_.n_head_kv;
     for (size_t k = 0; k < groups[g].size(); ++k, ++i)
       placement.parts.push_back({.device = devices_[i].get(),
                                  .label = specs_[i].label(),
                                  .first_layer = runs[g],
                                  .last_layer = runs[g + 1],
                                  .first_head = heads[k],
-                                 .last_head = heads[k + 1]});
+                                 .last_head = heads[k + 1],
+                                 .ffn_share = by_weight ? groups[g][k] : 0.0});
   }
   const std::vector<model::TensorShare> shares = tensor_shares(*file_, placement);
   // A run's first device holds its layers (and adds the partials); the
@@ -181,6 +184,7 @@ LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_b
   p.sliding_ring_rows = model::sliding_ring_rows(params_, n_ctx, options_.load.sliding_ring_step);
   for (size_t i = 0; i < n; ++i) {
     p.devices.push_back({specs_[i].label(), devices_[i]->name(), parts[i], free_bytes[i]});
+    p.devices.back().part.ffn_share = placement.parts[i].ffn_share;
     p.devices.back().description = devices_[i]->description();
   }
   const PlacementInput in = placement_input(free_bytes, n_ctx);
@@ -196,6 +200,12 @@ LoadPlan Session::plan_by_heads(int64_t n_ctx, const std::vector<size_t>& free_b
 LoadPlan Session::plan_by_prediction(int64_t n_ctx, const std::vector<size_t>& free_bytes) const {
   LoadPlan layers = plan_by_layers(n_ctx, free_bytes);
   if (speeds_.empty() || !options_.experts_split.empty()) return layers;
+  if (static_cast<int64_t>(devices_.size()) > params_.n_head_kv) {  // the model of time counts heads only
+    layers.policy +=
+        "; not by heads: more devices than key/value heads (--split-mode tensor gives the others "
+        "feed-forward columns only)";
+    return layers;
+  }
   // Every layer cut by heads, each device's share in proportion to its speed.
   std::vector<double> speed;
   for (const DeviceSpeed& s : speeds_) speed.push_back(1.0 / s.seconds_per_byte);

@@ -427,6 +427,46 @@ TEST_F(TensorParallel, PartialsAsQ8_0CrossInAQuarterOfTheBytes) {
   }
 }
 
+// A device beyond the key/value heads takes feed-forward columns only
+// (PlacementPart::ffn_share): this host and worker A two key/value heads
+// each, worker B none, the feed-forward 1:1:2. The logits are the float64
+// reference's; B holds no attention weights and no cache, A and this host
+// each half the cache; B's columns are half the width.
+TEST_F(TensorParallel, ADeviceBeyondTheHeadsTakesFeedForwardColumnsOnly) {
+  TempFile f("tp_ffn_only");
+  const FourKvModel tiny(f.path, false);
+  auto file = weft::GgufFile::open(f.path);
+  Placement pl = by_heads({host(), a()}, {4, 4}, FourKvModel::kLayers);
+  pl.parts.push_back({.device = b(),
+                      .label = "b",
+                      .first_layer = 0,
+                      .last_layer = FourKvModel::kLayers,
+                      .first_head = 8,
+                      .last_head = 8});
+  const std::vector<double> shares = {1, 1, 2};
+  for (size_t i = 0; i < 3; ++i) pl.parts[i].ffn_share = shares[i];
+  EXPECT_NE(pl.describe().find("feed-forward only on b"), std::string::npos) << pl.describe();
+  Executor m(*file, pl, 32);
+  const weft::model::LlamaLayer& l0 = m.model().layer(0);
+  ASSERT_EQ(l0.shards.size(), 3u);
+  EXPECT_EQ(l0.shards[2].n_kv, 0);
+  EXPECT_EQ(l0.shards[2].wq, nullptr);
+  EXPECT_EQ(l0.shards[2].n_ff, FourKvModel::kFf / 2);
+  EXPECT_EQ(l0.shards[0].n_ff, FourKvModel::kFf / 4);
+  EXPECT_TRUE(m.model().part_caches(2).empty());
+  EXPECT_EQ(m.model().part_caches(1).size(), 2u * FourKvModel::kLayers);
+  std::vector<int32_t> seq = {1, 7, 22, 36, 5, 12};
+  std::vector<float> logits;
+  llama_reference::eval_with_steps([&](std::span<const int32_t> t, int64_t n) { return m.eval(t, n); }, seq, 3,
+                                   FourKvModel::kVocab, logits);
+  llama_reference::expect_close(logits, tiny.forward(seq), 1e-5, "ffn-only third device");
+  // Without a feed-forward share it has nothing to do: refused by name.
+  pl.parts[2].ffn_share = 0;
+  EXPECT_THROW(Executor(*file, pl, 32), weft::Error);
+  // From weights, as --split gives them: more devices than key/value heads.
+  EXPECT_EQ(weft::head_bounds({1, 1, 1, 1, 1, 1}, 8, 4), (std::vector<int64_t>{0, 2, 4, 6, 8, 8, 8}));
+}
+
 // A worker that dies while it holds shards ends the next eval with an
 // error naming it (no hang, no abort), and the executor can be destroyed.
 TEST_F(TensorParallel, ADeadWorkerEndsTheEvalWithAnErrorNamingIt) {

@@ -1,9 +1,9 @@
 // SessionOptions::split_mode tensor (`weft run --split-mode tensor`): the
 // plan gives every device every layer's share of heads (by --split's
 // weights, or equal), its weights and its share of the KV cache; greedy
-// text equals this CPU alone's, over two and three devices; a worker's
-// death recovers onto the devices left with the same text; more devices
-// than key/value heads are refused naming both counts.
+// text equals this CPU alone's, over two, three and five devices (more
+// than the key/value heads: the fifth takes feed-forward columns only); a
+// worker's death recovers onto the devices left with the same text.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -150,8 +150,13 @@ TEST_F(SessionTensorSplit, AutoPicksThePredictedFasterWay) {
   EXPECT_EQ(s.generate(prompt(), greedy(8)).tokens, want);
 }
 
-TEST_F(SessionTensorSplit, MoreDevicesThanKeyValueHeadsAreRefused) {
-  weft::testing::LocalWorkers more(3);
+// Five devices over four key/value heads: the first four one each, the
+// fifth the feed-forward only (PlacementPart::ffn_share, the weights of
+// --split for every device's columns), no cache; the text is this CPU
+// alone's. A split of more weights than devices is refused naming both.
+TEST_F(SessionTensorSplit, DevicesBeyondTheKeyValueHeadsTakeTheFeedForwardOnly) {
+  const std::vector<int32_t> want = reference(8);
+  weft::testing::LocalWorkers more(2);
   weft::Session s(options({"cpu:1", "rpc://" + workers_.endpoint(0), "rpc://" + workers_.endpoint(1),
                            "rpc://" + more.endpoint(0), "rpc://" + more.endpoint(1)}));
   try {
@@ -160,12 +165,15 @@ TEST_F(SessionTensorSplit, MoreDevicesThanKeyValueHeadsAreRefused) {
   } catch (const weft::Error& e) {
     EXPECT_NE(std::string(e.what()).find("'1,1/1' has 3 weights for 2 devices"), std::string::npos) << e.what();
   }
-  try {
-    (void)s.plan(64);
-    ADD_FAILURE() << "planned 5 devices over 4 key/value heads";
-  } catch (const weft::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("(4 key/value heads) over 5 devices"), std::string::npos) << e.what();
-  }
+  const weft::LoadPlan plan = s.plan(64);
+  EXPECT_NE(plan.policy.find("feed-forward only on"), std::string::npos) << plan.policy;
+  ASSERT_EQ(plan.devices.size(), 5u);
+  EXPECT_EQ(plan.devices[4].part.kv_cache_bytes, 0u);
+  EXPECT_EQ(plan.devices[4].part.first_head, plan.devices[4].part.last_head);
+  EXPECT_GT(plan.devices[4].part.weight_bytes, 0u);
+  EXPECT_EQ(plan.devices[3].part.kv_cache_bytes, weft::model::kv_cache_bytes(s.params(), 3, 64) / 4);
+  s.load(plan);
+  EXPECT_EQ(s.generate(prompt(), greedy(8)).tokens, want);
 }
 
 }  // namespace

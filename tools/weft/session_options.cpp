@@ -30,8 +30,9 @@ void add_model_host_options(CLI::App* cmd, ModelHostArgs& host) {
                   "(1/1,1: this host some layers, two workers the rest cut by heads)");
   cmd->add_option("--split-mode", host.split_mode,
                   "layer: each device holds whole layers (a pipeline); tensor: every device computes its share "
-                  "of every layer's heads and feed-forward columns (--split weighs the shares; at most one device "
-                  "per key/value head); auto: whichever the probe's speeds predict faster")
+                  "of every layer's heads and feed-forward columns (--split weighs the shares; devices beyond the "
+                  "key/value heads take feed-forward columns only); auto: whichever the probe's speeds predict "
+                  "faster")
       ->capture_default_str()
       ->check(CLI::IsMember({"layer", "tensor", "auto"}));
   cmd->add_option("--placement", host.placement,

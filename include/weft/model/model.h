@@ -325,6 +325,7 @@ struct PartPlan {
   // computes (first_layer/last_layer then the run's); 0, 0: every head.
   int64_t first_head = 0;
   int64_t last_head = 0;
+  double ffn_share = 0;  // weft::PlacementPart::ffn_share (0: feed-forward columns by the heads)
   size_t weight_bytes = 0;
   size_t kv_cache_bytes = 0;
 };

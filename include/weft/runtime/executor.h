@@ -55,6 +55,12 @@ struct PlacementPart {
   int64_t last_layer = 0;
   int64_t first_head = 0;  // heads [first_head, last_head); 0, 0: every head
   int64_t last_head = 0;
+  // With heads cut: its share of the run's feed-forward columns, weighed
+  // against the run's other parts' (0 in every part of the run: in
+  // proportion to the heads). A part after the run's first may then hold
+  // no heads at all ([h, h), h > 0): it computes feed-forward columns only,
+  // as devices beyond the key/value head count do.
+  double ffn_share = 0;
   bool all_heads() const { return first_head == 0 && last_head == 0; }
 };
 
@@ -88,9 +94,10 @@ std::vector<model::TensorShare> tensor_shares(const GgufFile& file, const Placem
 // Query head boundaries for n_parts parts sharing n_head_kv key/value heads
 // in proportion to weights, each part at least one (the rest cut as
 // layer_bounds cuts layers):
-// n_parts + 1 of them from 0 to n_head. Throws Error(invalid_input) when
-// there are more parts than key/value heads, or the weights are not valid
-// (layer_bounds' rules).
+// n_parts + 1 of them from 0 to n_head. With more parts than key/value
+// heads, the first n_head_kv parts get one each and the others none (they
+// take feed-forward columns only: PlacementPart::ffn_share). Throws
+// Error(invalid_input) when the weights are not valid (layer_bounds' rules).
 std::vector<int64_t> head_bounds(const std::vector<double>& weights, int64_t n_head, int64_t n_head_kv);
 
 class Executor {

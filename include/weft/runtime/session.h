@@ -53,8 +53,8 @@ struct SessionOptions {
   // the layers, or the placement policy chooses), or by heads (tensor
   // parallelism: every device computes its share of every layer, its
   // key/value heads and feed-forward columns in proportion to split's
-  // weights, or equal shares; at most one device per key/value head;
-  // docs/placement.md); or whichever of the two the probe's speeds
+  // weights, or equal shares; devices beyond the key/value heads take
+  // feed-forward columns only; docs/placement.md); or whichever of the two the probe's speeds
   // predict the faster (automatic: layers by speed, or every layer cut by
   // heads in proportion to each device's speed; layers when there are no
   // speeds or the heads cannot be cut).
