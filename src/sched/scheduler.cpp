@@ -1,14 +1,14 @@
 // Scheduler: memory sets, allocation, and execution under the four rules of
 // docs/scheduler.md.
-#include "weft/backend/sched.h"
-
 #include <algorithm>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "sched_impl.h"
 #include "scheduler_testing.h"
 #include "weft/backend/alloc.h"
+#include "weft/backend/sched.h"
 #include "weft/core/error.h"
 
 namespace weft {
@@ -48,6 +48,11 @@ struct Scheduler::Impl {
     // before that split's submission returned (through host memory).
     std::vector<std::vector<int>> copy_read_hazards;
     std::vector<char> reads_at_submit;
+    // Per split, the input copies of later splits that read its results
+    // (split, copy); per split and copy, a read of its source started ahead
+    // when its producer was submitted (Buffer::start_read; 0: none).
+    std::vector<std::vector<std::pair<int, int>>> read_by;
+    std::vector<std::vector<uint64_t>> started_reads;
     size_t n_submitted = 0;                      // splits of this run submitted (compute_head stops early)
     bool submitted = false;
     bool bound = false;  // graph's tensors are bound to this set (a later allocate elsewhere unbinds)
@@ -65,6 +70,7 @@ struct Scheduler::Impl {
   std::vector<char> ordered;         // source backends the split being submitted copies from in order
   std::vector<int> todo;             // mark_done's stack
   std::vector<Device*> read_devices; // devices the split being submitted reads results of (ordered reads)
+  std::vector<int> read_covers;      // per read device: the last of its splits those reads prove done
   std::vector<int> covered_by_read;  // its waits those reads make unnecessary
 
   Backend& backend(int b) { return *set.backends[static_cast<size_t>(b)]; }
@@ -158,6 +164,7 @@ struct Scheduler::Impl {
   void allocate_in(const Graph& g, int m) {
     Batch& b = batches[static_cast<size_t>(m)];
     release(b);  // rule 4: the set's previous micro-batch is done with its memory
+    drop_started_reads(b);
     b = Batch{};
     b.graph = &g;
     b.bound = true;
@@ -200,6 +207,10 @@ struct Scheduler::Impl {
       for (const auto& c : splits[s].copies) {
         if (c.producer >= 0) waits.push_back(c.producer);
       }
+      b.read_by.resize(splits.size());
+      for (size_t i = 0; i < splits[s].copies.size(); ++i)
+        if (const int p = splits[s].copies[i].producer; p >= 0)
+          b.read_by[static_cast<size_t>(p)].push_back({static_cast<int>(s), static_cast<int>(i)});
       std::vector<int>& by_copy = b.copy_read_hazards.emplace_back();
       if (!skip_hazard_waits && s < memory.hazards.size()) {
         const BufferType& mine = *set.buffer_types[static_cast<size_t>(set.buffer_of_backend[splits[s].backend])];
@@ -232,9 +243,35 @@ struct Scheduler::Impl {
     return &device;
   }
 
+  // Reads of a run that were started ahead and never taken (an error ended
+  // the run; the memory set is reused): given up, before their buffers go.
+  void drop_started_reads(Batch& b) noexcept {
+    for (size_t s = 0; s < b.started_reads.size(); ++s)
+      for (size_t i = 0; i < b.started_reads[s].size(); ++i)
+        if (uint64_t& ticket = b.started_reads[s][i]; ticket != 0) {
+          b.plan->splits[s].copies[i].src->buffer->drop_read(ticket);
+          ticket = 0;
+        }
+  }
+
+  // After split p's work is queued on its worker: the reads of its results
+  // that later splits make as ordered reads (into another device, not by a
+  // worker-to-worker copy) start now, so that each reply is on its way when
+  // its split comes to copy it, instead of a round trip then.
+  void start_reads_of(Batch& b, size_t p) {
+    for (const auto& [s, i] : b.read_by[p]) {
+      const detail::Split& reader = b.plan->splits[static_cast<size_t>(s)];
+      const detail::InputCopy& c = reader.copies[static_cast<size_t>(i)];
+      Backend& dst = backend(reader.backend);
+      if (c.src_backend != reader.backend && dst.copies_ordered_from(backend(c.src_backend))) continue;
+      if (ordered_read_device(b, dst, c) == nullptr) continue;
+      b.started_reads[static_cast<size_t>(s)][static_cast<size_t>(i)] = c.src->buffer->start_read(*c.src);
+    }
+  }
+
   // Returns whether c's source was read before this returned (through host
   // memory, or uploaded at once from it), rather than by a device later.
-  bool copy_input(Batch& b, Backend& dst_backend, const detail::InputCopy& c) {
+  bool copy_input(Batch& b, Backend& dst_backend, const detail::InputCopy& c, uint64_t& started) {
     const bool ordered_read = ordered_read_device(b, dst_backend, c) != nullptr;
     if (!ordered_read && dst_backend.copy_tensor_async(backend(c.src_backend), *c.src, *c.copy))
       return dst_backend.copy_reads_host_source_at_once() && c.src->buffer != nullptr &&
@@ -243,7 +280,12 @@ struct Scheduler::Impl {
     // unless the read itself proves the producer done.
     if (c.producer >= 0 && !ordered_read) host_wait(b, c.producer);
     std::vector<uint8_t>& staging = b.staging.emplace_back(c.src->nbytes());
-    tensor_get(*c.src, staging.data(), 0, staging.size());
+    if (started != 0 && ordered_read) {
+      const uint64_t ticket = std::exchange(started, 0);
+      c.src->buffer->finish_read(ticket, staging.data());
+    } else {
+      tensor_get(*c.src, staging.data(), 0, staging.size());
+    }
     if (ordered_read) mark_done(b, c.producer);
     dst_backend.set_tensor_async(*c.copy, staging.data(), 0, staging.size());
     return true;
@@ -263,12 +305,24 @@ struct Scheduler::Impl {
       implied.push_back(last_on_backend[static_cast<size_t>(split.backend)]);  // one stream is in order
     ordered.assign(set.backends.size(), 0);
     read_devices.clear();
+    read_covers.clear();
     covered_by_read.clear();
-    for (const auto& c : split.copies) {
+    for (size_t i = 0; i < split.copies.size(); ++i) {
+      const auto& c = split.copies[i];
       if (c.src_backend != split.backend && be.copies_ordered_from(backend(c.src_backend))) {
         ordered[static_cast<size_t>(c.src_backend)] = 1;
       } else if (Device* d = ordered_read_device(b, be, c)) {
-        read_devices.push_back(d);
+        // A read made now proves everything submitted to d done; one started
+        // ahead, only what was submitted before it: its producer and earlier.
+        const int covers = b.started_reads[s][i] != 0 ? c.producer : static_cast<int>(s);
+        const auto at = std::find(read_devices.begin(), read_devices.end(), d);
+        if (at == read_devices.end()) {
+          read_devices.push_back(d);
+          read_covers.push_back(covers);
+        } else {
+          int& most = read_covers[static_cast<size_t>(at - read_devices.begin())];
+          most = std::max(most, covers);
+        }
       }
     }
     auto backend_of_split = [&](int w) { return b.plan->splits[static_cast<size_t>(w)].backend; };
@@ -280,7 +334,8 @@ struct Scheduler::Impl {
       if (b.reads_at_submit[static_cast<size_t>(w)] && std::find(by_copy.begin(), by_copy.end(), w) != by_copy.end())
         continue;
       Device* d = &backend(backend_of_split(w)).device();
-      if (std::find(read_devices.begin(), read_devices.end(), d) != read_devices.end()) {
+      const auto at = std::find(read_devices.begin(), read_devices.end(), d);
+      if (at != read_devices.end() && w <= read_covers[static_cast<size_t>(at - read_devices.begin())]) {
         covered_by_read.push_back(w);  // done once a read from its device returns
         continue;
       }
@@ -304,7 +359,7 @@ struct Scheduler::Impl {
         for (int w : b.info[s].waits_for)
           if (backend_of_split(w) == c.src_backend) host_wait(b, w);
       }
-      reads_now = copy_input(b, be, c) && reads_now;
+      reads_now = copy_input(b, be, c, b.started_reads[s][i]) && reads_now;
     }
     b.reads_at_submit[s] = reads_now ? 1 : 0;
     for (int w : covered_by_read) mark_done(b, w);
@@ -314,6 +369,7 @@ struct Scheduler::Impl {
     be.compute(split.graph);
     b.events[s] = be.device().create_event();
     if (b.events[s]) be.record_event(*b.events[s]);
+    start_reads_of(b, s);
     be.flush();  // the split's inputs, waits, compute and event: one write, and the worker starts
     last_on_backend[static_cast<size_t>(split.backend)] = static_cast<int>(s);
   }
@@ -343,6 +399,9 @@ struct Scheduler::Impl {
     b.events.resize(n);
     b.host_synced.assign(n, 0);
     b.reads_at_submit.assign(n, 0);
+    drop_started_reads(b);
+    b.started_reads.resize(n);
+    for (size_t s = 0; s < n; ++s) b.started_reads[s].assign(b.plan->splits[s].copies.size(), 0);
     b.implied.resize(n);
     for (auto& list : b.implied) list.clear();
     b.last_on_backend.assign(set.backends.size(), -1);
@@ -423,7 +482,10 @@ struct Scheduler::Impl {
         if (!first) first = std::current_exception();
       }
     }
-    for (Batch& b : batches) b.submitted = false;
+    for (Batch& b : batches) {
+      b.submitted = false;
+      drop_started_reads(b);
+    }
     if (first) std::rethrow_exception(first);
   }
 };

@@ -71,6 +71,20 @@ class Buffer {
   // session's commands in order), so a host reading a result needs no wait
   // for it first. The default: false.
   virtual bool reads_in_stream_order() const { return false; }
+  // Optional, with reads_in_stream_order: a get_tensor of all of t started
+  // now, in the stream's order (after the work submitted so far), whose
+  // bytes finish_read gives later; meanwhile the host may do other work.
+  // Returns a ticket, or 0 when it cannot (then get_tensor). A ticket is
+  // finished or dropped once, before the buffer goes. The default: 0.
+  virtual uint64_t start_read(const Tensor& t) {
+    (void)t;
+    return 0;
+  }
+  virtual void finish_read(uint64_t ticket, void* data) {
+    (void)ticket;
+    (void)data;
+  }
+  virtual void drop_read(uint64_t ticket) noexcept { (void)ticket; }
 };
 
 class BufferType {

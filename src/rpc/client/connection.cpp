@@ -385,6 +385,7 @@ void Connection::read_payload(Cmd cmd, void* data, size_t n) {
 }
 
 uint32_t Connection::read_reply_header(Cmd cmd, uint32_t limit) {
+  take_started_replies();  // asked before this: their replies come first
   uint8_t raw[kFrameHeaderBytes];
   const auto t0 = std::chrono::steady_clock::now();
   FrameHeader h;
@@ -447,7 +448,7 @@ void Connection::keepalive_loop(std::chrono::milliseconds every) {
     // Not while a submission's frames wait: its PING would hold mu_ for a
     // round trip the queued frames (a PEER_WAIT for a push the host has yet
     // to send) could make last until the worker's wait deadline.
-    if (!pending_.empty()) {
+    if (!pending_.empty() || !in_flight_.empty()) {  // nor while a started read's reply is due
       keepalive_cv_.wait_for(lock, std::min(every, std::chrono::milliseconds(1000)));
       continue;
     }

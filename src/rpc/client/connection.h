@@ -25,6 +25,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -193,6 +194,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // frame. Needs row_bytes + 4 <= kMaxPayload - 4.
   void get_tensor_rows(uint64_t handle, uint64_t offset, uint64_t row_bytes, uint64_t n_rows, void* out);
 
+  // A GET_TENSOR started now and taken later (connection_reads.cpp): the
+  // request is queued to go with the next write (after the frames queued
+  // before it, so the worker answers once the work they submit is done),
+  // and its reply is read when finish_get_tensor asks for it, or earlier,
+  // by any call that reads a reply (replies come in request order: theirs
+  // first). start returns a ticket, or 0 when it cannot (size over one
+  // frame; the connection unusable): read with get_tensor then. finish
+  // copies the reply into out, waiting for it if need be, and throws as
+  // get_tensor would; a ticket is finished or dropped once.
+  uint64_t start_get_tensor(uint64_t handle, uint64_t offset, size_t size);
+  void finish_get_tensor(uint64_t ticket, void* out);
+  void drop_get_tensor(uint64_t ticket) noexcept;
+
   // GRAPH_COMPUTE of an encoded graph (section 4 bytes). A graph with the
   // same bytes sent before on this connection (one of the last
   // kGraphCacheSize) is referred to by its id instead of sent again.
@@ -238,6 +252,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Reads the reply header for cmd; an ERROR frame throws (after reading it).
   uint32_t read_reply_header(Cmd cmd, uint32_t limit);
   void read_payload(Cmd cmd, void* data, size_t n);
+  // Reads the replies of every started GET_TENSOR still in flight, keeping
+  // them (or the error a worker answered with) for finish_get_tensor.
+  void take_started_replies();
   [[noreturn]] void read_error_frame(Cmd cmd, uint32_t length);
   // Marks the connection broken and throws Error(disconnected) about cmd.
   [[noreturn]] void fail_broken(Cmd cmd, const std::string& what);
@@ -283,6 +300,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<uint8_t> pending_;  // frames send_later left for the next write
   std::chrono::steady_clock::time_point last_frame_;  // when the last frame went out
   std::optional<Error> pending_error_;               // a deferred error the keepalive received
+  struct StartedRead {
+    uint64_t ticket = 0;
+    size_t size = 0;
+    bool dropped = false;
+  };
+  std::deque<StartedRead> in_flight_;                 // started GET_TENSORs whose replies are unread, in request order
+  std::map<uint64_t, std::vector<uint8_t>> arrived_;  // their replies, read and not yet taken
+  std::map<uint64_t, Error> refused_;                 // or the error the worker answered
+  uint64_t next_read_ticket_ = 1;
+  bool taking_started_ = false;                      // inside take_started_replies
   std::atomic<int64_t> slowest_silence_ns_{0};       // the longest a live worker kept silent (decaying)
   std::condition_variable keepalive_cv_;             // with mu_: wakes the keepalive to close
   bool closing_ = false;

@@ -74,6 +74,9 @@ class RemoteBuffer final : public Buffer {
   void clear(uint8_t value) override;
   // GET_TENSOR runs after every command the session received before it.
   bool reads_in_stream_order() const override { return true; }
+  uint64_t start_read(const Tensor& t) override;  // a GET_TENSOR started ahead (Connection::start_get_tensor)
+  void finish_read(uint64_t ticket, void* data) override;
+  void drop_read(uint64_t ticket) noexcept override;
 
   uint64_t handle() const { return handle_; }
   const std::shared_ptr<Connection>& connection() const { return connection_; }

@@ -164,6 +164,20 @@ void RemoteBuffer::get_tensor(const Tensor& t, void* data, size_t offset, size_t
   }
 }
 
+uint64_t RemoteBuffer::start_read(const Tensor& t) {
+  // Sparse rows (routed_rows) read only their listed rows: not started ahead.
+  if (t.nbytes() == 0 || sparse_row_bytes(t) != 0) return 0;
+  return connection_->start_get_tensor(handle_, range_of(t, 0, t.nbytes(), "rpc start_read"), t.nbytes());
+}
+
+void RemoteBuffer::finish_read(uint64_t ticket, void* data) {
+  connection_->finish_get_tensor(ticket, data);
+}
+
+void RemoteBuffer::drop_read(uint64_t ticket) noexcept {
+  connection_->drop_get_tensor(ticket);
+}
+
 void RemoteBuffer::memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) {
   connection_->send(MemsetTensorRequest{handle_, range_of(t, offset, size, "rpc memset_tensor"), size, value});
 }
