@@ -121,7 +121,7 @@ TensorCache::TensorCache(fs::path dir, size_t max_bytes) : dir_(std::move(dir)),
 
 void TensorCache::insert_locked(const std::string& name, uint64_t size) {
   lru_.push_front(name);
-  index_[name] = Entry{size, lru_.begin()};
+  index_[name] = Entry{size, lru_.begin(), ++generations_};
   bytes_ += size;
 }
 
@@ -146,11 +146,13 @@ void TensorCache::evict_locked() {
 
 bool TensorCache::lookup(const ContentHash& hash, uint64_t size, void* dst) {
   const std::string name = file_name(hash, size);
+  uint64_t generation = 0;
   {
     std::lock_guard lock(mutex_);
     auto it = index_.find(name);
     if (it == index_.end()) return false;
     lru_.splice(lru_.begin(), lru_, it->second.lru);
+    generation = it->second.generation;
   }
   const fs::path path = dir_ / name;
   // An eviction may unlink the file meanwhile: once open, the bytes stay readable.
@@ -165,8 +167,12 @@ bool TensorCache::lookup(const ContentHash& hash, uint64_t size, void* dst) {
   // A file changed on disk (or damaged) is dropped rather than handed out.
   ok = ok && content_hash(dst, size) == hash;
   if (!ok) {
+    // Only the entry this lookup read: meanwhile an eviction may have
+    // removed it and a store put the name back (a new file and entry,
+    // which an open that came between the two did not see).
     std::lock_guard lock(mutex_);
-    erase_locked(name, fd >= 0);
+    auto it = index_.find(name);
+    if (it != index_.end() && it->second.generation == generation) erase_locked(name, fd >= 0);
     return false;
   }
   std::error_code ec;
@@ -197,13 +203,16 @@ bool TensorCache::store(const ContentHash& hash, const void* data, size_t size) 
     fs::remove(temp, ec);
     return false;
   }
-  // rename() is atomic: a reader sees no file or the whole file.
+  // rename() is atomic: a reader sees no file or the whole file. Under
+  // the lock, so that no eviction of an earlier entry of the name unlinks
+  // the new file between the rename and its entry (a file without an
+  // entry, or an entry without a file).
+  std::lock_guard lock(mutex_);
   fs::rename(temp, dir_ / name, ec);
   if (ec) {
     fs::remove(temp, ec);
     return false;
   }
-  std::lock_guard lock(mutex_);
   if (index_.find(name) == index_.end()) insert_locked(name, size);
   evict_locked();
   return index_.find(name) != index_.end();

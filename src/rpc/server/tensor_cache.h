@@ -60,6 +60,7 @@ class TensorCache {
   struct Entry {
     uint64_t size = 0;
     std::list<std::string>::iterator lru;  // position in lru_
+    uint64_t generation = 0;               // which insert of the name: a lookup drops only the one it read
   };
   void insert_locked(const std::string& name, uint64_t size);  // as most recent
   void erase_locked(const std::string& name, bool remove_file);
@@ -71,6 +72,7 @@ class TensorCache {
   std::unordered_map<std::string, Entry> index_;
   std::list<std::string> lru_;  // front: most recently used
   size_t bytes_ = 0;
+  uint64_t generations_ = 0;
 };
 
 }  // namespace weft::rpc
