@@ -133,7 +133,7 @@ TEST(SchedulerRace, PlanReportsTheHazardWait) {
 TEST(SchedulerRace, AReadMadeAtSubmissionNeedsNoWait) {
   auto cpu = make_cpu_device(1);
   AsyncOptions ao;
-  ao.delay_ms = 300;
+  ao.delay_ms = 1000;  // far longer than submitting takes, even under a sanitizer on a loaded machine
   testing::LocalWorkers worker(1, [&](int) { return make_async_device(ao); });
   auto remote = make_rpc_devices(worker.endpoint(0));
   auto cpu_backend = cpu->create_backend();
