@@ -13,21 +13,14 @@
 namespace weft::cpu {
 namespace {
 
-// The 8 integer scales of 32-value groups, kept in memory as i32 (s, s) for
-// madd: broadcasting one is then a load, where a shuffle would take a slot
-// on the busy vector ports. (Stored as float bits: vbroadcastss moves them
-// unchanged.)
-struct GroupScales {
-  alignas(16) float s[8];
-
-  explicit GroupScales(__m128i v) {  // 8 i16, in group order
-    _mm_store_ps(s, _mm_castsi128_ps(_mm_unpacklo_epi16(v, v)));
-    _mm_store_ps(s + 4, _mm_castsi128_ps(_mm_unpackhi_epi16(v, v)));
-    asm("" ::: "memory");  // broadcast from here, not rebuilt from v
-  }
-  // Scale g in every i16.
-  WEFT_INLINE __m256i splat(int g) const { return _mm256_castps_si256(_mm256_broadcast_ss(s + g)); }
-};
+// The 8 integer scales of 32-value groups as i16, in group order, in both
+// 128-bit lanes: scale g in every i16 is one pshufb. (Kept in memory and
+// broadcast from there, as this once did, each block's scales were stored
+// and read back at once: the reads wait for the stores, and the kernel ran
+// at 0.7 of its speed now.)
+WEFT_INLINE __m256i splat_scale(__m256i scales16, int g) {
+  return _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * g)));
+}
 
 // The 16 integer scales of 16-value groups, as i32 (s, s) in registers:
 // lo holds groups 0-3 | 8-11, hi 4-7 | 12-15 (unpack works within lanes).
@@ -50,12 +43,16 @@ struct PairScales {
 
 // q4_K / q5_K: the 8 six-bit scales (bytes 0..7) and mins (bytes 8..15)
 // packed in 12 bytes (get_scale_min_k4 for all j at once).
+// (Three words, not an array: GCC copies an array through the stack, and
+// the reads of that copy wait for its writes.)
 WEFT_INLINE __m128i scales_k4(const uint8_t* p) {
-  uint32_t a[3];
-  std::memcpy(a, p, sizeof a);
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, p, 4);
+  std::memcpy(&a1, p + 4, 4);
+  std::memcpy(&a2, p + 8, 4);
   constexpr uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
-  const uint64_t sc = (a[0] & k6) | static_cast<uint64_t>((a[2] & k4) | (((a[0] >> 6) & k2) << 4)) << 32;
-  const uint64_t m = (a[1] & k6) | static_cast<uint64_t>(((a[2] >> 4) & k4) | (((a[1] >> 6) & k2) << 4)) << 32;
+  const uint64_t sc = (a0 & k6) | static_cast<uint64_t>((a2 & k4) | (((a0 >> 6) & k2) << 4)) << 32;
+  const uint64_t m = (a1 & k6) | static_cast<uint64_t>(((a2 >> 4) & k4) | (((a1 >> 6) & k2) << 4)) << 32;
   return from_u64(sc, m);
 }
 
@@ -88,7 +85,7 @@ struct K4 {
   template <int NX>
   WEFT_INLINE static void block(const Block& w, const Act* const* x, int64_t b, __m256* acc) {
     const __m128i sm = scales_k4(w.scales);
-    const GroupScales sc(_mm_cvtepu8_epi16(sm));
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));  // splat_scale's form
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));  // m_g at i16 2g, 2g + 1
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i hb_lo, hb_hi;  // the nibbles of qh: the fifth bits of groups 0-3 and 4-7
@@ -109,7 +106,7 @@ struct K4 {
         lo = _mm256_or_si256(lo, _mm256_shuffle_epi8(bit_to_16(2 * c % 4), nib));
         hi = _mm256_or_si256(hi, _mm256_shuffle_epi8(bit_to_16(2 * c % 4 + 1), nib));
       }
-      const __m256i s_lo = sc.splat(2 * c), s_hi = sc.splat(2 * c + 1);
+      const __m256i s_lo = splat_scale(sc16, 2 * c), s_hi = splat_scale(sc16, 2 * c + 1);
       for (int j = 0; j < NX; ++j) {
         const int8_t* xq = x[j][b].qs + 64 * c;
         const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(xq)), s_lo);
@@ -122,8 +119,10 @@ struct K4 {
       const __m256i mx = _mm256_madd_epi16(load32(xb.bsums), mins);  // sum of m_g * (sum of x in g)
       __m256 dd, dm;
       scales_d_dmin(&w.d, xb.d, &dd, &dm);
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), dd, acc[j]);
-      acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mx), dm, acc[j]);
+      // One addition on the accumulator's chain per block (two FMAs in a
+      // row made the chain the bound of decode: 8 cycles a block).
+      const __m256 t = _mm256_fmsub_ps(_mm256_cvtepi32_ps(sum[j]), dd, _mm256_mul_ps(_mm256_cvtepi32_ps(mx), dm));
+      acc[j] = _mm256_add_ps(acc[j], t);
     }
   }
 };
@@ -266,6 +265,21 @@ struct Q6K {  // value = d * sc * (low4 | high2 << 4) - 32
   }
 };
 
+// iq4_xs's scales (below) as i16 less 32, in splat_scale's form: each
+// group's two fields shifted down in its own i32 lane, then packed.
+WEFT_INLINE __m256i scales_iq4xs(const wq::BlockIq4Xs& w) {
+  uint32_t l;
+  std::memcpy(&l, w.scales_l, sizeof l);
+  const __m256i low = _mm256_and_si256(
+      _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(l)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+      _mm256_set1_epi32(0xF));
+  const __m256i high =
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                       _mm256_set1_epi32(3));
+  const __m256i s = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+  return _mm256_permute4x64_epi64(_mm256_packs_epi32(s, s), 0x88);  // i16 0-3 4-7 in each lane
+}
+
 // iq4_xs: 8 groups of 32 coded as iq4_nl (16 bytes each), six-bit scales
 // biased by 32: low four bits in nibble g % 2 of scales_l[g / 2], high two
 // in bits 2g of scales_h.
@@ -275,12 +289,7 @@ struct Iq4Xs {
 
   template <int NX>
   WEFT_INLINE static void block(const Block& w, const Act* const* x, int64_t b, __m256* acc) {
-    alignas(16) int16_t ls[8];
-    for (int g = 0; g < 8; ++g) {
-      ls[g] = static_cast<int16_t>(
-          (((w.scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((w.scales_h >> (2 * g)) & 3) << 4)) - 32);
-    }
-    const GroupScales sc(_mm_load_si128(reinterpret_cast<const __m128i*>(ls)));
+    const __m256i sc16 = scales_iq4xs(w);
     const __m256i levels = iq4_levels();
     __m256i sum[NX];
     for (int j = 0; j < NX; ++j) sum[j] = _mm256_setzero_si256();
@@ -288,7 +297,7 @@ struct Iq4Xs {
     for (int g = 0; g < 8; ++g) {
       const __m256i q = _mm256_shuffle_epi8(levels, nibbles(w.qs + 16 * g));
       const __m256i aq = _mm256_sign_epi8(q, q);
-      const __m256i s = sc.splat(g);
+      const __m256i s = splat_scale(sc16, g);
       for (int j = 0; j < NX; ++j) {
         const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(load32(x[j][b].qs + 32 * g), q));
         sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(p, s));
