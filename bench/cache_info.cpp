@@ -39,6 +39,19 @@ size_t last_level_cache_bytes() {
   return best > 0 ? best : size_t{32} << 20;
 }
 
+size_t level2_cache_bytes() {
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_in(dir + "level"), type_in(dir + "type"), size_in(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_in >> level) || !(type_in >> type) || !(size_in >> size)) continue;
+    if (level == 2 && type != "Instruction" && parse_size(size) > 0) return parse_size(size);
+  }
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
+}
+
 size_t beyond_cache_bytes(size_t floor, double factor) {
   const auto scaled = static_cast<size_t>(factor * static_cast<double>(last_level_cache_bytes()));
   return std::max(floor, scaled);

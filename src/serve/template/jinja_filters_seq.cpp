@@ -170,10 +170,11 @@ Value filter_unique_sort(FilterCall& c) {  // unique, sort
     return ev.make_list(std::move(out));
   }
   List seen;
-  for (auto& [k, item] : keyed) {
+  for (auto& entry : keyed) {  // not a structured binding: clang before 16 cannot capture one
+    const Value& k = entry.first;
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return ev.equal(s, k); })) continue;
     seen.push_back(k);
-    out.push_back(std::move(item));
+    out.push_back(std::move(entry.second));
   }
   return ev.make_list(std::move(out));
 }
