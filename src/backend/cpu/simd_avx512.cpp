@@ -19,12 +19,19 @@ __mmask16 tail_mask(int64_t r) {
   return static_cast<__mmask16>((1u << r) - 1u);
 }
 
-// Decode reads each weight once, in order: asked for 16 KiB ahead into L2,
-// as simd_avx2.cpp and the quantized kernels do. The address is formed as
-// an integer: it may lie past the tensor (a prefetch never faults).
+// Decode reads each weight once, in order: asked for at least 16 KiB ahead
+// into L2, as simd_avx2.cpp and the quantized kernels do, a whole number of
+// the tile's rows ahead (decode_ahead): the same place in the rows of a
+// later tile. (16 KiB itself was two rows of 4096 f16 values: half of a
+// 4-row tile's prefetches named rows the tile was reading already, and one
+// core streamed f16 at 0.7 of the bandwidth.) The address is formed as an
+// integer: it may lie past the tensor (a prefetch never faults).
 constexpr uintptr_t kDecodePrefetchBytes = 16384;
-void prefetch_decode(const void* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kDecodePrefetchBytes), _MM_HINT_T1);
+uintptr_t decode_ahead(size_t tile_bytes) {
+  return tile_bytes == 0 ? kDecodePrefetchBytes : (kDecodePrefetchBytes + tile_bytes - 1) / tile_bytes * tile_bytes;
+}
+void prefetch_decode(const void* p, uintptr_t ahead) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + ahead), _MM_HINT_T1);
 }
 
 // Weight loaders: 16 values, or the first r (< 16) with the rest zero.
@@ -61,10 +68,11 @@ struct Plain {
     for (int r = 0; r < NW; ++r)
       for (int j = 0; j < NX; ++j)
         for (int u = 0; u < U; ++u) acc[r][j][u] = _mm512_setzero_ps();
+    const uintptr_t ahead = decode_ahead(NW * stride);
     int64_t i = 0;
     for (; i + 16 * U <= n; i += 16 * U) {
       if constexpr (NX == 1)  // decode: stream the weights (prefetch_decode)
-        for (int r = 0; r < NW; ++r) prefetch_decode(w[r] + i);
+        for (int r = 0; r < NW; ++r) prefetch_decode(w[r] + i, ahead);
       for (int u = 0; u < U; ++u) {
         __m512 wk[NW];
         for (int r = 0; r < NW; ++r) wk[r] = L::load16(w[r] + i + 16 * u);
