@@ -120,22 +120,6 @@ void tile(const void* wv, size_t stride, int nw, const float* const* x, int nx, 
   }
 }
 
-// Decode (one activation row) of the 16-bit types runs the AVX2 tile
-// kernel: on the Zen 4 machine this was measured on, one core streamed f16
-// from memory at 22.5 GB/s through this file's kernel and 27.4 through
-// AVX2's (bf16 22 against 25-27), though in L2 both run at 47-56 GB/s, far
-// above one core's memory; prompts keep the wider kernel. Results differ
-// between the two by float rounding only, and decode of a row always takes
-// the same kernel.
-template <class K, TileDotFn DotKernels::*Avx2Tile>
-void tile_16bit(const void* w, size_t stride, int nw, const float* const* x, int nx, int64_t n, float* out) {
-  if (nx == 1) {
-    (avx2_dot_table().*Avx2Tile)(w, stride, nw, x, nx, n, out);
-    return;
-  }
-  tile<K>(w, stride, nw, x, nx, n, out);
-}
-
 template <class K, class W>
 float single(const W* w, const float* x, int64_t n) {
   float out;
@@ -148,8 +132,8 @@ constinit const DotKernels kAvx512{
     single<Plain<F16>, uint16_t>,
     single<Plain<BF16>, uint16_t>,
     tile<Plain<F32>>,
-    tile_16bit<Plain<F16>, &DotKernels::f16_tile>,
-    tile_16bit<Plain<BF16>, &DotKernels::bf16_tile>,
+    tile<Plain<F16>>,
+    tile<Plain<BF16>>,
     "avx512",
 };
 
