@@ -256,6 +256,37 @@ TEST_P(QuantDotAtLevel, TilesOfSuperBlockTypes) {
   }
 }
 
+// A row's product does not depend on the tile it is computed in: the same
+// weight row against the same activation row gives the same float, bit for
+// bit, whatever the tile's shape (so a request batched with others gets
+// the logits, and the text, it gets alone). Lengths with an odd number of
+// blocks or super-blocks included.
+TEST_P(QuantDotAtLevel, ARowsProductDoesNotDependOnTheTileShape) {
+  for (DType t : kQuantTypes) {
+    const std::vector<int64_t> lengths =
+        is_k_type(t) ? std::vector<int64_t>{256, 768, 1024} : std::vector<int64_t>{32, 96, 256, 352, 4096};
+    for (int64_t n : lengths) {
+      const DotOperands o = make_dot_operands(t, n, static_cast<uint32_t>(n + 7 * static_cast<int>(t)));
+      for (const Kernel& k : kernels(level(), t)) {
+        float whole[kTileRows * kTileCols];
+        k.dot->tile(o.w_raw.data(), o.stride, kTileRows, o.xq, kTileCols, n, whole);
+        for (int nw = 1; nw <= kTileRows; ++nw)
+          for (int nx = 1; nx <= kTileCols; ++nx) {
+            float out[kTileRows * kTileCols];
+            k.dot->tile(o.w_raw.data(), o.stride, nw, o.xq, nx, n, out);
+            for (int r = 0; r < nw; ++r)
+              for (int j = 0; j < nx; ++j) {
+                const float got = out[r * kTileCols + j], want = whole[r * kTileCols + j];
+                EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+                    << k.level << " " << dtype_name(t) << " n=" << n << " tile " << nw << "x" << nx << " [" << r << ","
+                    << j << "]: " << got << " against " << want << " in the 4x4 tile";
+              }
+          }
+      }
+    }
+  }
+}
+
 // The SIMD quantizers write the scalar ones' bytes for rows of n values.
 void expect_same_bytes(Level l, ActType a, const std::vector<float>& x, const std::string& what) {
   const int64_t n = static_cast<int64_t>(x.size());

@@ -308,43 +308,53 @@ WEFT_INLINE __m256 row_scales(const typename T::Block* const (&w)[NW], int64_t b
   }
 }
 
-// Decode (one activation row) over NW weight rows, one block at a time:
-// each block's quants as one register in value order, its scale applied as
-// its quants are read. (Gathering 8 blocks' scales ahead, as legacy_tile
-// does for wider tiles, puts scalar loads from 8 cache lines in front of
-// every 8 blocks: at one row it halved the speed of q8_0.)
+// Decode (one activation row) over NW weight rows, a block per row at a
+// time (its 32 quants one load), its scale applied as its quants are read.
+// (Gathering 8 blocks' scales ahead, as legacy_tile does for wider tiles,
+// puts scalar loads from 8 cache lines in front of every 8 blocks: at one
+// row it halved the speed of q8_0.) The sums are grouped and added in
+// legacy_tile's order, so that a row's product is the same float in any
+// tile (a request batched with others gets the text it gets alone;
+// QuantDotAtLevel.ARowsProductDoesNotDependOnTheTileShape): blocks b, b + 1
+// share one register, lane i (0-3) of b's half the sum of its values
+// 4i..4i+3 and 16+4i..19+4i, which are lanes i and i + 4 of b's dot
+// product in value order; an odd last block pairs with itself, its second
+// half scaled by 0. Signed quants only (q8_0, the one type with quants32).
 template <class T, int NW>
 void decode_rows(const uint8_t* wp, size_t stride, const BlockQ8_0* x, int64_t nb, float* out) {
+  static_assert(T::kForm == Form::signed_q);
   using Block = typename T::Block;
-  constexpr Form kForm = T::kForm;
   const Block* w[NW];
   for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * stride);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NW];
   for (int r = 0; r < NW; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    if (b % 2 == 0)
-      for (int r = 0; r < NW; ++r) prefetch_l2(w[r] + b, 2 * sizeof(Block));
-    const __m256i xv = load32(x[b].q);
-    const float dx = f16(x[b].d);
-    __m256i x_off;   // offset form: kOffset * x, pair sums in i16
-    __m256 x_sum;    // minimum form: the sum of x (per lane, 4 values each)
-    if constexpr (kForm == Form::offset_q) x_off = _mm256_maddubs_epi16(_mm256_set1_epi8(T::kOffset), xv);
-    if constexpr (kForm == Form::min_q)
-      x_sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xv), ones));
-    const __m256 scales = row_scales<T, NW>(w, b, dx);
+  auto dot = [&](int r, int64_t b, __m256i xv) WEFT_LAMBDA_INLINE {
+    const __m256i q = T::quants32(w[r][b]);
+    return dot_us(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xv, q));
+  };
+  auto add = [&](int r, __m256i p0, __m256i p1, __m256 scale) WEFT_LAMBDA_INLINE {
+    const __m256i p =
+        _mm256_add_epi32(_mm256_permute2x128_si256(p0, p1, 0x20), _mm256_permute2x128_si256(p0, p1, 0x31));
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[r]);
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    for (int r = 0; r < NW; ++r) prefetch_l2(w[r] + b, 2 * sizeof(Block));
+    const __m256i x0 = load32(x[b].q), x1 = load32(x[b + 1].q);
+    const __m256 s0 = row_scales<T, NW>(w, b, f16(x[b].d)), s1 = row_scales<T, NW>(w, b + 1, f16(x[b + 1].d));
     for (int r = 0; r < NW; ++r) {
-      const __m256i q = T::quants32(w[r][b]);
-      __m256i p;
-      if constexpr (kForm == Form::signed_q) {
-        p = dot_us(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xv, q));
-      } else {
-        __m256i p16 = _mm256_maddubs_epi16(q, xv);  // q <= 31: pair sums <= 2 * 31 * 127
-        if constexpr (kForm == Form::offset_q) p16 = _mm256_sub_epi16(p16, x_off);
-        p = _mm256_madd_epi16(p16, ones);
-      }
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(r)), acc[r]);
-      if constexpr (kForm == Form::min_q) acc[r] = _mm256_fmadd_ps(x_sum, _mm256_set1_ps(f16(w[r][b].m) * dx), acc[r]);
+      const __m256 scale = _mm256_set_m128(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(s1, _mm256_set1_epi32(r))),
+                                           _mm256_castps256_ps128(_mm256_permutevar8x32_ps(s0, _mm256_set1_epi32(r))));
+      add(r, dot(r, b, x0), dot(r, b + 1, x1), scale);
+    }
+  }
+  if (b < nb) {
+    const __m256i x0 = load32(x[b].q);
+    const __m256 s0 = row_scales<T, NW>(w, b, f16(x[b].d));
+    for (int r = 0; r < NW; ++r) {
+      const __m256i p0 = dot(r, b, x0);
+      const __m128 s = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(s0, _mm256_set1_epi32(r)));
+      add(r, p0, p0, _mm256_set_m128(_mm_setzero_ps(), s));
     }
   }
   for (int r = 0; r < NW; ++r) out[r * kTileCols] = hsum(acc[r]);
@@ -354,6 +364,12 @@ void decode_rows(const uint8_t* wp, size_t stride, const BlockQ8_0* x, int64_t n
 // register (T::quants of the two rows' blocks), the activation block's
 // halves in both lanes. Every product then serves two rows, and the two
 // rows' scales form one vector (pair_scale) with no gather across blocks.
+// A row's lanes hold the sums legacy_tile's do (values 4i..4i+3 and
+// 16+4i..19+4i of a block in lane i); even and odd blocks go to separate
+// accumulators, which legacy_tile keeps in a register's two halves, and
+// are added in its order at the end, so that a row's product is the same
+// float in any tile (decode_rows says why). An odd last block adds 0 times
+// its sums to the odd accumulator, as legacy_tile's self-pairing does.
 template <class T, int NW>
 void decode_pairs(const uint8_t* wp, size_t stride, const BlockQ8_0* x, int64_t nb, float* out) {
   static_assert(NW % 2 == 0);
@@ -363,9 +379,11 @@ void decode_pairs(const uint8_t* wp, size_t stride, const BlockQ8_0* x, int64_t 
   const Block* w[NW];
   for (int r = 0; r < NW; ++r) w[r] = reinterpret_cast<const Block*>(wp + r * stride);
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[NW / 2];
-  for (int i = 0; i < NW / 2; ++i) acc[i] = _mm256_setzero_ps();
+  __m256 acc_even[NW / 2], acc_odd[NW / 2];
+  for (int i = 0; i < NW / 2; ++i) acc_even[i] = acc_odd[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    __m256* acc = b % 2 == 0 ? acc_even : acc_odd;
+    const bool odd_last = b % 2 == 0 && b + 1 == nb;
     if (b % 2 == 0)
       for (int r = 0; r < NW; ++r) prefetch_l2(w[r] + b, 2 * sizeof(Block));
     const __m256i xa = _mm256_broadcastsi128_si256(load16(x[b].q));
@@ -399,15 +417,18 @@ void decode_pairs(const uint8_t* wp, size_t stride, const BlockQ8_0* x, int64_t 
         p = _mm256_madd_epi16(p16, ones);
       }
       acc[r / 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), pair_scale(scales, r), acc[r / 2]);
+      if (odd_last) acc_odd[r / 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_setzero_ps(), acc_odd[r / 2]);
       if constexpr (kForm == Form::min_q) {
         const __m256 m = pair_scale(f16(w[r][b].m), f16(w[r + 1][b].m));
         acc[r / 2] = _mm256_fmadd_ps(x_sum, _mm256_mul_ps(m, _mm256_set1_ps(dx)), acc[r / 2]);
+        if (odd_last) acc_odd[r / 2] = _mm256_fmadd_ps(x_sum, _mm256_setzero_ps(), acc_odd[r / 2]);
       }
     }
   }
   for (int r = 0; r < NW; r += 2) {
-    out[r * kTileCols] = hsum4(_mm256_castps256_ps128(acc[r / 2]));
-    out[(r + 1) * kTileCols] = hsum4(_mm256_extractf128_ps(acc[r / 2], 1));
+    const __m256 sum = _mm256_add_ps(acc_even[r / 2], acc_odd[r / 2]);  // rows r | r + 1
+    out[r * kTileCols] = hsum4(_mm256_castps256_ps128(sum));
+    out[(r + 1) * kTileCols] = hsum4(_mm256_extractf128_ps(sum, 1));
   }
 }
 
