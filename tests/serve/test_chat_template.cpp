@@ -499,6 +499,12 @@ TEST(ChatTemplate, RunawayTemplatesStopAtTheStepBudget) {
       {"{% set ns = namespace(x=[0]) %}{% for i in range(22) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}"
        "{{ [ns.x, ns.x, ns.x, ns.x, ns.x, ns.x, ns.x, ns.x] | sort | length }}",
        "steps"},
+      // unique over 200,000 distinct items: each compared with all kept before it.
+      {"{{ range(200000) | unique | length }}", "steps"},
+      // unique over items that share their halves: 2^23 elements a comparison.
+      {"{% set ns = namespace(x=[0]) %}{% for i in range(22) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}"
+       "{{ [ns.x, [ns.x], ns.x, [ns.x]] | unique | length }}",
+       "steps"},
       // `in` over a megabyte, a million times.
       {"{% set s = 'a' * 1000000 %}{% for i in range(1000000) %}{{ 'b' in s }}{% endfor %}", "steps"},
   };
